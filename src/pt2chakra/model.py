@@ -1,0 +1,245 @@
+"""Typed records that flow between pipeline stages.
+
+Data flows one way: loaders produce ``HostTrace`` / ``KinetoTrace``; the linker
+produces ``LinkedTrace``; the graph builder produces ``ChakraGraph``; writers,
+validators and the simulator consume ``ChakraGraph`` (or decoded ``.et`` nodes).
+Structs are ``msgspec.Struct`` with ``gc=False`` because millions of them are
+created and the cyclic collector would otherwise dominate run time.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import msgspec
+
+
+class InputError(Exception):
+    """Bad user input: the CLI prints ``str(self)`` as one line and exits 2.
+
+    The message names the file, the field and what was expected.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+# --------------------------------------------------------------------------
+# Host execution trace
+# --------------------------------------------------------------------------
+
+
+class IOValues(msgspec.Struct, gc=False):
+    """Inputs or outputs of a host op, as recorded (raw JSON values)."""
+
+    values: list[Any] = []
+    shapes: list[Any] = []
+    types: list[str] = []
+    strides: list[Any] | None = None
+
+
+class HostOp(msgspec.Struct, gc=False):
+    """One node of the host execution trace, normalised across schemas."""
+
+    id: int
+    name: str
+    parent: int  # caller's id (``parent`` in 1.0.1, ``ctrl_deps`` later)
+    tid: int  # ET thread id (small ints assigned by the observer, not OS tids)
+    rf_id: int | None = None
+    fw_parent: int = 0
+    seq_id: int = -1
+    scope: int = 0
+    fw_tid: int = 0
+    op_schema: str = ""
+    inputs: IOValues = msgspec.field(default_factory=IOValues)
+    outputs: IOValues = msgspec.field(default_factory=IOValues)
+    # Schema-specific extras (pg_name, collective_name, in_msg_nelems, ...).
+    attrs: dict[str, Any] = {}
+
+
+class ProcessGroup(msgspec.Struct, gc=False):
+    pg_name: str
+    pg_desc: str = ""
+    ranks: list[int] = []
+    group_size: int = 0
+    backend: str = ""
+
+
+class HostTrace(msgspec.Struct, gc=False):
+    path: str
+    schema: str
+    pid: int
+    start_ts: int
+    finish_ts: int
+    ops: list[HostOp]  # in file order (completion order), not id order
+    process_groups: list[ProcessGroup] = []
+
+
+# --------------------------------------------------------------------------
+# Kineto trace
+# --------------------------------------------------------------------------
+
+
+class CollectiveInfo(msgspec.Struct, gc=False):
+    """Collective metadata from Kineto args (or from the host ET)."""
+
+    name: str = ""  # e.g. "allreduce", "all_to_allv"
+    dtype: str = ""
+    in_msg_nelems: int = 0
+    out_msg_nelems: int = 0
+    in_split_size: list[int] = []
+    out_split_size: list[int] = []
+    group_size: int = 0
+    pg_name: str = ""
+    pg_desc: str = ""
+    pg_ranks: list[int] = []
+    rank: int = -1
+    src_rank: int = -1
+    dst_rank: int = -1
+    seq: int = -1
+
+
+class CpuEvent(msgspec.Struct, gc=False):
+    """A Kineto ``cpu_op`` or ``user_annotation`` event."""
+
+    name: str
+    cat: str
+    ts: float  # microseconds
+    dur: float
+    pid: int
+    tid: int
+    external_id: int = -1
+    record_function_id: int = -1  # -1 when the trace predates the field
+    seq_num: int = -1
+    fwd_thread_id: int = -1
+    collective: CollectiveInfo | None = None
+
+
+class RuntimeEvent(msgspec.Struct, gc=False):
+    """A ``cuda_runtime`` / ``cuda_driver`` call (launches, syncs, event records)."""
+
+    name: str
+    ts: float
+    dur: float
+    pid: int
+    tid: int
+    correlation: int = -1
+    external_id: int = -1
+    stream: int = -1  # present on some runtime events (e.g. cudaEventRecord)
+
+
+class GpuActivity(msgspec.Struct, gc=False):
+    """A ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` event."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    device: int
+    stream: int
+    correlation: int
+    external_id: int = -1
+    bytes: int = 0
+    collective: CollectiveInfo | None = None
+
+
+class SyncEvent(msgspec.Struct, gc=False):
+    """A ``cuda_sync`` event (recorded with ``enable_cuda_sync_events=True``)."""
+
+    kind: str  # "Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"
+    ts: float
+    dur: float
+    pid: int
+    tid: int
+    stream: int = -1  # the stream that waits (Stream Wait Event) or is synced
+    device: int = -1
+    correlation: int = -1
+    wait_on_stream: int = -1
+    wait_on_event_record_corr_id: int = -1
+    wait_on_event_id: int = -1
+
+
+class KinetoTrace(msgspec.Struct, gc=False):
+    path: str
+    cpu_events: list[CpuEvent]
+    runtime_events: list[RuntimeEvent]
+    gpu_activities: list[GpuActivity]
+    sync_events: list[SyncEvent]
+    rank: int = -1
+    world_size: int = 0
+    distributed_info: dict[str, Any] = {}
+    # ``ac2g`` flow pairs, correlation id -> launch (ts, tid); used only when a
+    # launch event lacks ``correlation``.
+    flow_starts: dict[int, tuple[float, int]] = {}
+
+
+# --------------------------------------------------------------------------
+# Chakra graph
+# --------------------------------------------------------------------------
+
+
+class NodeType(enum.IntEnum):
+    """Values of Chakra's ``NodeType`` enum (et_def.proto)."""
+
+    INVALID_NODE = 0
+    METADATA_NODE = 1
+    MEM_LOAD_NODE = 2
+    MEM_STORE_NODE = 3
+    COMP_NODE = 4
+    COMM_SEND_NODE = 5
+    COMM_RECV_NODE = 6
+    COMM_COLL_NODE = 7
+
+
+class CollectiveType(enum.IntEnum):
+    """Values of Chakra's ``CollectiveCommType`` enum (et_def.proto)."""
+
+    ALL_REDUCE = 0
+    REDUCE = 1
+    ALL_GATHER = 2
+    GATHER = 3
+    SCATTER = 4
+    BROADCAST = 5
+    ALL_TO_ALL = 6
+    REDUCE_SCATTER = 7
+    REDUCE_SCATTER_BLOCK = 8
+    BARRIER = 9
+
+
+class EdgeKind(enum.IntEnum):
+    """Why a dependency exists; lower value = less reliable (dropped first
+    when the user asks to break cycles)."""
+
+    INTER_THREAD = 0  # inferred from timing across CPU threads
+    GPU_SYNC = 1  # GPU op -> CPU op after a device/stream/event synchronize
+    STREAM_WAIT = 2  # GPU op -> GPU op on another stream (cudaStreamWaitEvent)
+    THREAD_ORDER = 3  # previous op -> next op on one CPU thread
+    CALLER = 4  # caller -> callee (parent before child)
+    LAUNCH = 5  # CPU op -> GPU op it launched
+    STREAM_ORDER = 6  # GPU op -> next GPU op on the same stream
+
+
+# Attribute value: (name, chakra oneof member, python value). The member is the
+# AttributeProto field name, e.g. "bool_val", "int64_val", "string_list".
+Attr = tuple[str, str, Any]
+
+
+class ChakraNode(msgspec.Struct, gc=False):
+    id: int
+    name: str
+    type: NodeType
+    start_time_micros: int = 0
+    duration_micros: int = 0
+    ctrl_deps: list[int] = []
+    data_deps: list[int] = []
+    inputs: tuple[str, str, str] | None = None  # IOInfo values/shapes/types
+    outputs: tuple[str, str, str] | None = None
+    attrs: list[Attr] = []
+
+
+class GlobalMetadata(msgspec.Struct, gc=False):
+    version: str
+    attrs: list[Attr] = []
