@@ -243,3 +243,8 @@ class ChakraNode(msgspec.Struct, gc=False):
 class GlobalMetadata(msgspec.Struct, gc=False):
     version: str
     attrs: list[Attr] = []
+
+
+# Node attribute naming the kind of each entry of ``data_deps`` (same order),
+# so users can inspect and filter dependencies by why they exist.
+DEP_KINDS_ATTR = "data_dep_kinds"

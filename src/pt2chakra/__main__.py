@@ -1,0 +1,5 @@
+import sys
+
+from pt2chakra.cli import main
+
+sys.exit(main())

@@ -1,0 +1,194 @@
+"""The Python API: one call per job, used by the CLI and importable by users.
+
+    from pt2chakra.api import convert
+    report = convert("rank0.host_et.json.gz", "rank0.kineto.json.gz", "rank0.et")
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+import orjson
+
+from pt2chakra.chakra_io import write_et
+from pt2chakra.graph import ChakraGraph, build_graph
+from pt2chakra.host_trace import load_host_trace
+from pt2chakra.kineto_trace import load_kineto_trace
+from pt2chakra.linker import LinkedTrace, link
+from pt2chakra.model import InputError, NodeType
+from pt2chakra.validate import break_cycles, check_graph, dep_kinds, describe_cycle
+
+log = logging.getLogger(__name__)
+
+
+class ConversionReport(msgspec.Struct):
+    """What ``convert`` did, op by op accounted for."""
+
+    host_trace: str
+    device_trace: str | None
+    output: str
+    link_method: str
+    host_ops_in: int
+    host_ops_linked: int
+    host_ops_kept: int
+    host_ops_dropped: dict[str, int]
+    gpu_activities_in: int
+    gpu_activities_kept: int
+    gpu_activities_dropped: dict[str, int]
+    nodes: int
+    nodes_by_type: dict[str, int]
+    edges_by_kind: dict[str, int]
+    cycles_broken: list[str]
+    seconds: float
+
+    def accounted(self) -> bool:
+        """Every input op is kept or dropped with a reason."""
+        host_ok = self.host_ops_in == self.host_ops_kept + sum(self.host_ops_dropped.values())
+        gpu_ok = self.gpu_activities_in == (self.gpu_activities_kept
+                                            + sum(self.gpu_activities_dropped.values()))
+        return host_ok and gpu_ok
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.output}: {self.nodes} nodes "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.nodes_by_type.items())),
+            f"  host ops: {self.host_ops_in} in, {self.host_ops_linked} linked ({self.link_method}),"
+            f" {self.host_ops_kept} kept"
+            + "".join(f"; {v} dropped: {k}" for k, v in self.host_ops_dropped.items()),
+        ]
+        if self.device_trace is not None:
+            lines.append(
+                f"  GPU activities: {self.gpu_activities_in} in, {self.gpu_activities_kept} kept"
+                + "".join(f"; {v} dropped: {k}" for k, v in self.gpu_activities_dropped.items()))
+        lines.append("  edges: " + ", ".join(f"{k} {v}" for k, v in sorted(self.edges_by_kind.items())))
+        for text in self.cycles_broken:
+            lines.append(f"  broke cycle: {text}")
+        lines.append(f"  {self.seconds:.2f} s")
+        return "\n".join(lines)
+
+
+class CycleError(InputError):
+    """The linked graph has a cycle and the user did not ask to break it."""
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Millions of small objects make the cyclic collector dominate run time;
+    nothing we build forms reference cycles, so pause it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Stages:
+    """Progress on stderr for work that takes more than a moment: one line
+    per stage when stderr is a terminal (or forced), silent otherwise."""
+
+    def __init__(self, total: int, enabled: bool | None = None) -> None:
+        self.total = total
+        self.done = 0
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.t0 = time.perf_counter()
+
+    def step(self, what: str) -> None:
+        self.done += 1
+        log.debug("stage %d/%d: %s", self.done, self.total, what)
+        if self.enabled:
+            elapsed = time.perf_counter() - self.t0
+            sys.stderr.write(f"\r[{self.done}/{self.total}] {what} ({elapsed:.1f}s)\x1b[K")
+            if self.done == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+                ) -> LinkedTrace:
+    with gc_paused():
+        host = load_host_trace(str(host_trace))
+        kineto = load_kineto_trace(str(device_trace)) if device_trace is not None else None
+        return link(host, kineto)
+
+
+def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+            output: str | os.PathLike[str], *, rank: int | None = None,
+            break_cycles_: bool = False, progress: bool | None = None) -> ConversionReport:
+    """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
+
+    Raises ``InputError`` for bad input and ``CycleError`` when the graph has a
+    cycle (unless ``break_cycles_``); no output file is left behind then."""
+    t0 = time.perf_counter()
+    stages = Stages(5 if device_trace is not None else 4, progress)
+    with gc_paused():
+        host = load_host_trace(str(host_trace))
+        stages.step("host trace loaded")
+        kineto = None
+        if device_trace is not None:
+            kineto = load_kineto_trace(str(device_trace))
+            stages.step("device trace loaded")
+        linked = link(host, kineto)
+        stages.step("linked")
+        graph = build_graph(linked, rank=rank)
+        broken = _ensure_acyclic(graph, str(output), break_cycles_)
+        stages.step("graph built and checked")
+        write_et(str(output), graph.metadata, graph.nodes)
+        stages.step(f"wrote {output}")
+    report = _report(graph, str(host_trace), device_trace, str(output), broken,
+                     time.perf_counter() - t0)
+    if not report.accounted():
+        raise AssertionError(f"accounting mismatch: {report}")
+    return report
+
+
+def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
+    problems = check_graph(graph.nodes)
+    if problems.duplicate_ids:
+        raise AssertionError(f"duplicate node ids {problems.duplicate_ids[:5]}")
+    if problems.dangling:
+        raise AssertionError(f"dangling dependencies {problems.dangling[:5]}")
+    if not problems.cycle:
+        return []
+    by_id = {n.id: n for n in graph.nodes}
+    if not fix:
+        raise CycleError(output, "not written: dependency cycle "
+                         + describe_cycle(problems.cycle, by_id)
+                         + " (use --break-cycles to drop the least reliable edge kind)")
+    return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles(graph.nodes)]
+
+
+def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: str,
+            broken: list[str], seconds: float) -> ConversionReport:
+    by_type: Counter[str] = Counter()
+    by_kind: Counter[str] = Counter()
+    for node in graph.nodes:
+        by_type[NodeType(node.type).name] += 1
+        if node.data_deps:
+            by_kind.update(dep_kinds(node))
+    return ConversionReport(
+        host_trace=host_trace, device_trace=str(device_trace) if device_trace is not None else None,
+        output=output, link_method=graph.link_method, host_ops_in=graph.host_ops_in,
+        host_ops_linked=graph.linked_ops, host_ops_kept=graph.host_ops_kept,
+        host_ops_dropped=graph.host_ops_dropped, gpu_activities_in=graph.gpu_in,
+        gpu_activities_kept=graph.gpu_kept, gpu_activities_dropped=graph.gpu_dropped,
+        nodes=len(graph.nodes), nodes_by_type=dict(by_type), edges_by_kind=dict(by_kind),
+        cycles_broken=broken, seconds=round(seconds, 3))
+
+
+def write_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
+    """Write the report as JSON, atomically."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    tmp.write_bytes(orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))
+    os.replace(tmp, target)

@@ -1,0 +1,367 @@
+"""Build the Chakra graph (nodes + typed edges) from a linked trace.
+
+Every host op becomes a node except the observer's process/thread containers;
+every GPU activity of the recorded step becomes a node. CPU nodes carry their
+*exclusive* duration (inclusive minus callees) so that replaying the
+caller-before-callee chain on one thread adds up to the measured time; the
+inclusive duration is kept as an attribute.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import msgspec
+import orjson
+
+from pt2chakra import collective as coll
+from pt2chakra.deps import (
+    CpuSpan,
+    Edge,
+    GpuSpan,
+    StreamLookup,
+    gpu_sync_edges,
+    inter_thread_edges,
+    launch_edges,
+    stream_order_edges,
+    stream_wait_edges,
+    thread_order_edges,
+)
+from pt2chakra.linker import LaunchedGpuOp, LinkedTrace, is_container
+from pt2chakra.model import (
+    DEP_KINDS_ATTR,
+    Attr,
+    ChakraNode,
+    CollectiveInfo,
+    CollectiveType,
+    EdgeKind,
+    GlobalMetadata,
+    HostOp,
+    NodeType,
+)
+
+# Chakra schema version we write (what mlc-chakra's converter writes).
+CHAKRA_VERSION = "0.0.4"
+
+# Host ops whose first input describes the process groups.
+PROCESS_GROUP_INIT = "## process_group:init ##"
+
+EDGE_KIND_NAMES = {kind: kind.name.lower() for kind in EdgeKind}
+
+# Host-op name prefixes of collective "communication" ops (nccl:all_reduce, ...).
+COMM_OP_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
+RECORD_PARAM_COMMS = "record_param_comms"
+
+
+class ChakraGraph(msgspec.Struct):
+    metadata: GlobalMetadata
+    nodes: list[ChakraNode]  # in id order
+    # Accounting: reason -> count for host ops / GPU activities not kept.
+    host_ops_in: int
+    host_ops_dropped: dict[str, int]
+    host_ops_kept: int
+    gpu_in: int
+    gpu_kept: int
+    gpu_dropped: dict[str, int]
+    linked_ops: int
+    link_method: str
+
+
+def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
+    host = linked.host
+    ops_by_id = {op.id: op for op in host.ops}
+    kept_ops = [op for op in host.ops if not is_container(op)]
+    kept_ops.sort(key=lambda op: op.id)
+    dropped_host: Counter[str] = Counter()
+    n_containers = len(host.ops) - len(kept_ops)
+    if n_containers:
+        dropped_host["observer container (process/thread root, no work)"] = n_containers
+    kept_ids = {op.id for op in kept_ops}
+
+    timing = _cpu_timing(kept_ops, linked)
+    cpu_spans = [CpuSpan(id=op.id, parent=op.parent, tid=op.tid,
+                         start=timing[op.id][0] if op.id in timing else None,
+                         end=(timing[op.id][0] + timing[op.id][1]) if op.id in timing else None)
+                 for op in kept_ops]
+
+    next_id = max((op.id for op in host.ops), default=0) + 1
+    gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, ops_by_id)
+
+    edges: list[Edge] = []
+    edges += thread_order_edges(cpu_spans)
+    edges += inter_thread_edges(cpu_spans)
+    edges += launch_edges(gpu_spans)
+    edges += stream_order_edges(gpu_spans)
+    lookup = StreamLookup(gpu_spans)
+    edges += stream_wait_edges(((w.device, w.stream, w.ts, w.wait_on_stream, w.record_ts)
+                                for w in linked.stream_waits), lookup)
+    edges += gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
+                              s.end, s.tid) for s in linked.cpu_syncs), lookup,
+                            _cpu_starts_by_kineto_tid(linked, timing))
+    deps = merge_edges(edges)
+
+    host_only = linked.kineto is None
+    nodes: list[ChakraNode] = []
+    for op in kept_ops:
+        nodes.append(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept_ids, host_only,
+                               ops_by_id))
+    for node in gpu_nodes:
+        node_deps = deps.get(node.id)
+        if node_deps:
+            node.data_deps = [d for d, _ in node_deps]
+            node.attrs.append((DEP_KINDS_ATTR, "string_list",
+                               [EDGE_KIND_NAMES[k] for _, k in node_deps]))
+        nodes.append(node)
+
+    gpu_in = len(linked.kineto.gpu_activities) if linked.kineto else 0
+    metadata = _metadata(linked, rank)
+    return ChakraGraph(metadata=metadata, nodes=nodes, host_ops_in=len(host.ops),
+                       host_ops_dropped=dict(dropped_host), host_ops_kept=len(kept_ops),
+                       gpu_in=gpu_in, gpu_kept=len(gpu_nodes),
+                       gpu_dropped=dict(linked.gpu_dropped), linked_ops=len(linked.cpu_event),
+                       link_method=linked.method)
+
+
+def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
+    """Per destination, its sources in first-seen order; an edge found by
+    several rules keeps its most reliable kind."""
+    per_dst: dict[int, dict[int, EdgeKind]] = defaultdict(dict)
+    for src, dst, kind in edges:
+        if src == dst:
+            continue
+        seen = per_dst[dst]
+        old = seen.get(src)
+        if old is None or kind > old:
+            seen[src] = kind
+    return {dst: list(srcs.items()) for dst, srcs in per_dst.items()}
+
+
+# --------------------------------------------------------------------------
+# CPU nodes
+# --------------------------------------------------------------------------
+
+
+def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace) -> dict[int, tuple[float, float, float]]:
+    """host op id -> (start, inclusive dur, exclusive dur) for linked ops.
+
+    Exclusive time subtracts the linked callees on the same thread, so that
+    the chain of exclusive durations adds up to the caller's measured span."""
+    cpu_event = linked.cpu_event
+    if not cpu_event:
+        return {}
+    child_time: dict[int, float] = defaultdict(float)
+    for op in ops:
+        ev = cpu_event.get(op.id)
+        if ev is not None and op.parent in cpu_event:
+            child_time[op.parent] += ev.dur
+    timing: dict[int, tuple[float, float, float]] = {}
+    for op in ops:
+        ev = cpu_event.get(op.id)
+        if ev is not None:
+            timing[op.id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(op.id, 0.0)))
+    return timing
+
+
+def _cpu_starts_by_kineto_tid(linked: LinkedTrace, timing: dict[int, tuple[float, float, float]],
+                              ) -> dict[int, tuple[list[float], list[int]]]:
+    per_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for host_id, ev in linked.cpu_event.items():
+        per_tid[ev.tid].append((ev.ts, host_id))
+    result = {}
+    for tid, items in per_tid.items():
+        items.sort()
+        result[tid] = ([t for t, _ in items], [i for _, i in items])
+    return result
+
+
+def _io(values: msgspec.Struct) -> tuple[str, str, str]:
+    return (orjson.dumps(values.values).decode(), orjson.dumps(values.shapes).decode(),  # type: ignore[attr-defined]
+            orjson.dumps(values.types).decode())  # type: ignore[attr-defined]
+
+
+def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,
+              deps: list[tuple[int, EdgeKind]] | None, kept_ids: set[int], host_only: bool,
+              ops_by_id: dict[int, HostOp]) -> ChakraNode:
+    attrs: list[Attr] = []
+    node_type = NodeType.COMP_NODE
+    is_cpu = True
+    if op.name == PROCESS_GROUP_INIT:
+        node_type = NodeType.METADATA_NODE
+    elif host_only and op.name.startswith(COMM_OP_PREFIXES):
+        ctype = coll.collective_from_name(op.name)
+        if ctype is not None and ctype != "sendrecv":
+            node_type = coll.node_type_for(ctype)
+            is_cpu = False
+            attrs += _comm_attrs(ctype, None, op, ops_by_id)
+    attrs.append(("is_cpu_op", "bool_val", is_cpu))
+    if op.rf_id is not None:
+        attrs.append(("rf_id", "int64_val", op.rf_id))
+    attrs.append(("tid", "int64_val", op.tid))
+    if op.op_schema:
+        attrs.append(("op_schema", "string_val", op.op_schema))
+    start = dur = 0
+    if timing is not None:
+        start = round(timing[0])
+        dur = round(timing[2])
+        attrs.append(("inclusive_duration_micros", "int64_val", round(timing[1])))
+    data_deps: list[int] = []
+    if deps:
+        data_deps = [d for d, _ in deps]
+        attrs.append((DEP_KINDS_ATTR, "string_list", [EDGE_KIND_NAMES[k] for _, k in deps]))
+    return ChakraNode(
+        id=op.id, name=op.name, type=node_type, start_time_micros=start, duration_micros=dur,
+        ctrl_deps=[op.parent] if op.parent in kept_ids else [], data_deps=data_deps,
+        inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+
+
+# --------------------------------------------------------------------------
+# GPU nodes
+# --------------------------------------------------------------------------
+
+
+def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, ops_by_id: dict[int, HostOp],
+               ) -> tuple[list[ChakraNode], list[GpuSpan]]:
+    nodes: list[ChakraNode] = []
+    spans: list[GpuSpan] = []
+    for offset, g in enumerate(gpu_ops):
+        act = g.activity
+        node_id = first_id + offset
+        launcher = ops_by_id.get(g.host_op_id) if g.host_op_id >= 0 else None
+        attrs: list[Attr] = [
+            ("is_cpu_op", "bool_val", False),
+            ("device", "int64_val", act.device),
+            ("stream", "int64_val", act.stream),
+            ("correlation", "int64_val", act.correlation),
+            ("category", "string_val", act.cat),
+        ]
+        node_type = NodeType.COMP_NODE
+        ctype = _gpu_collective(act.name, act.collective, launcher, ops_by_id)
+        if ctype is not None:
+            node_type = coll.node_type_for(ctype)
+            attrs += _comm_attrs(ctype, act.collective, launcher, ops_by_id)
+        if act.bytes:
+            attrs.append(("bytes", "int64_val", act.bytes))
+        nodes.append(ChakraNode(id=node_id, name=act.name, type=node_type,
+                                start_time_micros=round(act.ts), duration_micros=round(act.dur),
+                                ctrl_deps=[g.host_op_id] if launcher is not None else [],
+                                attrs=attrs))
+        launch_ts = g.launch.ts if g.launch is not None else act.ts
+        spans.append(GpuSpan(id=node_id, device=act.device, stream=act.stream,
+                             launch_ts=launch_ts,
+                             launcher=g.host_op_id if launcher is not None else -1))
+    return nodes, spans
+
+
+def _comm_op(op: HostOp | None, ops_by_id: dict[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
+    """(the ``nccl:*`` op, its ``record_param_comms`` parent) around a launch."""
+    if op is None:
+        return None, None
+    if op.name == RECORD_PARAM_COMMS:
+        return None, op
+    parent = ops_by_id.get(op.parent)
+    if parent is not None and parent.name == RECORD_PARAM_COMMS:
+        return op, parent
+    return op, None
+
+
+def _record_param_comms_name(op: HostOp | None) -> str:
+    """The collective name record_param_comms carries: the ``collective_name``
+    attr (schema >= 1.1.0) or, in older traces, its first String input."""
+    if op is None:
+        return ""
+    name = op.attrs.get("collective_name")
+    if name:
+        return str(name)
+    for value, vtype in zip(op.inputs.values, op.inputs.types):
+        if vtype == "String" and isinstance(value, str):
+            return value
+    return ""
+
+
+def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp | None,
+                    ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
+    """Kineto collective metadata first, then the launching op, then the
+    kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
+    if not coll.is_nccl_kernel(kernel) and info is None:
+        return None
+    if info is not None and info.name:
+        ctype = coll.collective_from_name(info.name)
+        if ctype is not None and ctype != "sendrecv":
+            return ctype
+    nccl_op, rpc = _comm_op(launcher, ops_by_id)
+    for name in (nccl_op.name if nccl_op else "", _record_param_comms_name(rpc)):
+        ctype = coll.collective_from_name(name)
+        if ctype is not None and ctype != "sendrecv":
+            return ctype
+    ctype = coll.collective_from_kernel(kernel)
+    if ctype == "sendrecv":
+        return coll.SEND  # a bare SendRecv kernel with no context: point-to-point
+    return ctype
+
+
+def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launcher: HostOp | None,
+                ops_by_id: dict[int, HostOp]) -> list[Attr]:
+    nccl_op, rpc = _comm_op(launcher, ops_by_id)
+    size = coll.comm_size_from_info(ctype, info) if info is not None else 0
+    for op in (rpc, nccl_op):
+        if not size and op is not None:
+            size = coll.comm_size_from_host_op(ctype, op)
+    attrs: list[Attr] = []
+    if isinstance(ctype, CollectiveType):
+        attrs.append(("comm_type", "int64_val", int(ctype)))
+    attrs.append(("comm_size", "int64_val", size))
+    pg_name = (info.pg_name if info is not None else "") or str(
+        (rpc.attrs.get("pg_name") if rpc is not None else "") or "")
+    if pg_name:
+        attrs.append(("pg_name", "string_val", pg_name))
+    if info is not None:
+        if info.seq >= 0:
+            attrs.append(("comm_seq", "int64_val", info.seq))
+        if ctype == coll.SEND and info.dst_rank >= 0:
+            attrs.append(("comm_dst", "int32_val", info.dst_rank))
+        if ctype == coll.RECV and info.src_rank >= 0:
+            attrs.append(("comm_src", "int32_val", info.src_rank))
+    elif rpc is not None:
+        seq = _legacy_seq(rpc)
+        if seq is not None:
+            attrs.append(("comm_seq", "int64_val", seq))
+    return attrs
+
+
+def _legacy_seq(rpc: HostOp) -> int | None:
+    """Schema 1.0.x record_param_comms inputs: [tensor, seq, pg, rank, name, ...]."""
+    values, types = rpc.inputs.values, rpc.inputs.types
+    if len(values) > 4 and len(types) > 1 and types[1] == "Int" and isinstance(values[1], int):
+        return values[1]
+    return None
+
+
+# --------------------------------------------------------------------------
+# Metadata
+# --------------------------------------------------------------------------
+
+
+def _metadata(linked: LinkedTrace, rank: int | None) -> GlobalMetadata:
+    host = linked.host
+    kineto = linked.kineto
+    if rank is None and kineto is not None and kineto.rank >= 0:
+        rank = kineto.rank
+    attrs: list[Attr] = [
+        ("generator", "string_val", "pt2chakra"),
+        ("host_trace_schema", "string_val", host.schema),
+        ("pid", "int64_val", host.pid),
+        ("link_method", "string_val", linked.method),
+        ("edge_kinds", "string_list", [EDGE_KIND_NAMES[k] for k in EdgeKind]),
+    ]
+    if rank is not None:
+        attrs.append(("rank", "int64_val", rank))
+    if kineto is not None and kineto.world_size:
+        attrs.append(("world_size", "int64_val", kineto.world_size))
+    if host.process_groups:
+        attrs.append(("process_groups", "string_val",
+                      orjson.dumps([msgspec.to_builtins(pg) for pg in host.process_groups]).decode()))
+    if linked.kineto is not None:
+        attrs.append(("step_start_micros", "int64_val", round(linked.step_start)))
+        attrs.append(("step_end_micros", "int64_val", round(linked.step_end)))
+    return GlobalMetadata(version=CHAKRA_VERSION, attrs=attrs)
