@@ -1,0 +1,117 @@
+"""Linking host ops to Kineto events on small hand-made traces."""
+
+import pytest
+
+from pt2chakra.linker import best_alignment, enclosing_host_ops, link, link_by_order, link_by_rf_id
+from pt2chakra.model import (
+    CpuEvent,
+    GpuActivity,
+    HostOp,
+    HostTrace,
+    InputError,
+    KinetoTrace,
+    RuntimeEvent,
+    SyncEvent,
+)
+
+
+def op(i, name, parent=1, tid=1, rf=None):
+    return HostOp(id=i, name=name, parent=parent, tid=tid, rf_id=rf)
+
+
+def ev(name, ts, dur, tid=100, rf=-1):
+    return CpuEvent(name=name, cat="cpu_op", ts=ts, dur=dur, pid=1, tid=tid,
+                    record_function_id=rf)
+
+
+def host(ops):
+    return HostTrace(path="h.json", schema="1.1.1-chakra.0.0.4", pid=1, start_ts=0, finish_ts=1,
+                     ops=[op(1, "[pytorch|profiler|execution_trace|thread]", parent=0)] + ops)
+
+
+def kineto(cpu, runtime=(), gpu=(), sync=()):
+    return KinetoTrace(path="k.json", cpu_events=list(cpu), runtime_events=list(runtime),
+                       gpu_activities=list(gpu), sync_events=list(sync))
+
+
+def test_rf_id_links_by_record_function_id():
+    ops = [op(2, "aten::mm", rf=7), op(3, "aten::add", rf=8), op(4, "aten::relu", rf=99)]
+    events = [ev("aten::mm", 10, 5, rf=7), ev("aten::add", 20, 5, rf=8)]
+    linked = link_by_rf_id(ops, events)
+    assert {k: v.name for k, v in linked.items()} == {2: "aten::mm", 3: "aten::add"}
+
+
+def test_rf_id_from_another_run_is_refused():
+    ops = [op(2, "aten::mm", rf=7), op(3, "aten::add", rf=8)]
+    events = [ev("aten::conv2d", 10, 5, rf=7), ev("aten::relu", 20, 5, rf=8)]
+    with pytest.raises(InputError, match="different runs"):
+        link_by_rf_id(ops, events, "h.json", "k.json")
+
+
+def test_order_alignment_finds_the_recorded_iteration_despite_gaps():
+    it = ["aten::zero_", "aten::mm", "aten::add", "aten::relu", "aten::sum", "Optimizer.step"]
+    # Kineto holds three iterations; the first lacks an op.
+    names = it[:3] + it[4:] + ["ProfilerStep#1"] + it + ["ProfilerStep#2"] + it
+    events = [ev(n, 10 * k, 5) for k, n in enumerate(names)]
+    # ET: one iteration with an extra op the profiler did not record.
+    et_names = it[:2] + ["aten::view"] + it[2:]
+    ops = [op(10 + k, n) for k, n in enumerate(et_names)]
+    linked = link_by_order(ops, events)
+    assert len(linked) == len(it)
+    assert all(linked[o.id].name == o.name for o in ops if o.id in linked)
+    assert 12 not in linked  # aten::view has no Kineto counterpart
+
+
+def test_best_alignment_empty_inputs():
+    assert best_alignment([], [1, 2]) == []
+    assert best_alignment([1], []) == []
+    assert best_alignment([1], [2]) == []
+
+
+def test_enclosing_host_op_is_innermost_linked():
+    outer = ev("aten::linear", 0, 100)
+    inner = ev("aten::addmm", 10, 50)
+    unlinked = ev("aten::something", 20, 5)
+    launch_inner = RuntimeEvent(name="cudaLaunchKernel", ts=22, dur=2, pid=1, tid=100, correlation=1)
+    launch_outer = RuntimeEvent(name="cudaLaunchKernel", ts=70, dur=2, pid=1, tid=100, correlation=2)
+    stray = RuntimeEvent(name="cudaLaunchKernel", ts=500, dur=2, pid=1, tid=100, correlation=3)
+    owners = enclosing_host_ops([launch_inner, launch_outer, stray], {1: outer, 2: inner})
+    assert owners[id(launch_inner)] == 2
+    assert owners[id(launch_outer)] == 1
+    assert id(stray) not in owners
+    del unlinked
+
+
+def test_link_attaches_gpu_work_and_drops_other_iterations():
+    ops = [op(2, "aten::mm", rf=1), op(3, "aten::item", rf=2)]
+    cpu = [ev("aten::mm", 100, 20, rf=1), ev("aten::item", 130, 30, rf=2)]
+    runtime = [
+        RuntimeEvent(name="cudaLaunchKernel", ts=105, dur=3, pid=1, tid=100, correlation=11),
+        RuntimeEvent(name="cudaMemcpyAsync", ts=132, dur=3, pid=1, tid=100, correlation=12),
+        RuntimeEvent(name="cudaLaunchKernel", ts=900, dur=3, pid=1, tid=100, correlation=13),
+    ]
+    gpu = [
+        GpuActivity(name="gemm", cat="kernel", ts=110, dur=10, device=0, stream=7, correlation=11),
+        GpuActivity(name="Memcpy DtoH", cat="gpu_memcpy", ts=140, dur=2, device=0, stream=7,
+                    correlation=12),
+        GpuActivity(name="gemm", cat="kernel", ts=905, dur=10, device=0, stream=7, correlation=13),
+    ]
+    sync = [SyncEvent(kind="Stream Sync", ts=136, dur=10, pid=1, tid=100, stream=7, device=0)]
+    linked = link(host(ops), kineto(cpu, runtime, gpu, sync))
+    assert linked.method == "rf_id"
+    assert [(g.activity.name, g.host_op_id) for g in linked.gpu_ops] == [
+        ("gemm", 2), ("Memcpy DtoH", 3)]
+    assert linked.gpu_dropped == {"outside the recorded step": 1}
+    assert [(s.kind, s.stream) for s in linked.cpu_syncs] == [("Stream Sync", 7)]
+
+
+def test_link_refuses_unrelated_traces():
+    ops = [op(i, f"op{i}") for i in range(2, 12)]
+    cpu = [ev(f"other{i}", i * 10, 5) for i in range(10)]
+    with pytest.raises(InputError, match="same run"):
+        link(host(ops), kineto(cpu))
+
+
+def test_host_only_link_is_empty():
+    linked = link(host([op(2, "aten::mm")]), None)
+    assert linked.method == "none" and linked.gpu_ops == [] and linked.cpu_event == {}
