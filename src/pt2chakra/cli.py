@@ -90,12 +90,6 @@ def _atomic_write(path: str, data: bytes) -> None:
         raise
 
 
-def _cmd_collect(args: argparse.Namespace) -> int:
-    from pt2chakra import collect
-
-    return collect.main(args.rest)
-
-
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from pt2chakra.simulate import simulate_files
 
@@ -142,14 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("traces", nargs="+", help=".et files (one per rank)")
     p.set_defaults(func=_cmd_simulate)
 
-    p = sub.add_parser("collect", help="record an ET + Kineto pair of one training step",
-                       add_help=False)
-    p.add_argument("rest", nargs=argparse.REMAINDER)
-    p.set_defaults(func=_cmd_collect)
+    # Listed for --help only; main() hands "collect" to pt2chakra.collect.
+    sub.add_parser("collect", help="record an ET + Kineto pair of one training step "
+                   "(pt2chakra collect --help)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "collect":
+        # collect owns its options (argparse REMAINDER cannot pass "--x" through).
+        from pt2chakra import collect
+
+        return collect.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     verbosity = getattr(args, "verbose", 0)

@@ -57,9 +57,14 @@ ALIGN_LOOKAHEAD = 16
 # thread for the iteration the ET recorded (the first op may be missing).
 ANCHOR_CANDIDATES = 8
 
-# Abandon a candidate alignment early when, after this many ET ops, fewer than
-# half have matched: it is the wrong offset.
-EARLY_ABORT_OPS = 64
+# Candidate offsets are first scored by how many distinct names of the first
+# PREFIX_OPS ET ops appear right after them (enough to tell an iteration
+# start from unrelated code, cheap at thousands of offsets). Those within PREFIX_KEEP of the best prefix score are aligned in
+# full, abandoning a candidate once fewer than MIN_RUNNING_MATCH of the ops
+# walked so far matched (a correct offset matches well over 90 %).
+PREFIX_OPS = 64
+PREFIX_KEEP = 0.9
+MIN_RUNNING_MATCH = 0.5
 
 # Runtime calls that launch GPU work (CUDA and HIP spellings). Matched by prefix.
 LAUNCH_PREFIXES = (
@@ -240,11 +245,12 @@ def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int
 def best_alignment(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     """Matched index pairs of the best alignment of ``a`` inside ``b``.
 
-    Candidate offsets come from the rarest of the first few names of ``a``;
-    each candidate is aligned greedily, and the one with most matches wins
-    (ties: the earliest)."""
+    Candidate offsets come from the rarest of the first few names of ``a``.
+    Each is first scored on a short prefix; only the best few are aligned in
+    full, and the one with most matches wins (ties: the earliest)."""
     if not a or not b:
         return []
+    b = list(b)
     positions: dict[int, list[int]] = defaultdict(list)
     for j, c in enumerate(b):
         positions[c].append(j)
@@ -252,24 +258,31 @@ def best_alignment(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     anchors = [x for x in anchors if x[0] > 0]
     if not anchors:
         return []
-    best: list[tuple[int, int]] = []
-    tried: set[int] = set()
+    starts: set[int] = set()
     for _count, i in sorted(anchors)[:2]:
-        for j in positions[a[i]]:
-            start = max(0, j - i)
-            if start in tried:
-                continue
-            tried.add(start)
-            pairs = align_greedy(a, b, start, abort_below=len(best))
-            if len(pairs) > len(best):
-                best = pairs
+        starts.update(max(0, j - i) for j in positions[a[i]])
+    prefix = set(a[:PREFIX_OPS])
+    window = PREFIX_OPS + ALIGN_LOOKAHEAD
+    scores = {start: len(prefix.intersection(b[start:start + window])) for start in starts}
+    top = max(scores.values())
+    best: list[tuple[int, int]] = []
+    covered_until = -1  # offsets inside an alignment already found repeat it
+    for start in sorted(s for s, score in scores.items() if score >= PREFIX_KEEP * top):
+        if start <= covered_until:
+            continue
+        pairs = align_greedy(a, b, start, abort_ratio=MIN_RUNNING_MATCH)
+        if len(pairs) >= MIN_RUNNING_MATCH * len(a):
+            covered_until = pairs[-1][1]
+        if len(pairs) > len(best):
+            best = pairs
     return best
 
 
-def align_greedy(a: Sequence[int], b: Sequence[int], start: int,
-                 abort_below: int = 0) -> list[tuple[int, int]]:
+def align_greedy(a: Sequence[int], b: list[int], start: int,
+                 abort_ratio: float = 0.0) -> list[tuple[int, int]]:
     """Walk both sequences together from ``b[start]``; on a mismatch, skip to
-    the nearest common name within ``ALIGN_LOOKAHEAD`` on either side."""
+    the nearest common name within ``ALIGN_LOOKAHEAD`` on either side. Gives
+    up once fewer than ``abort_ratio`` of the ops walked so far matched."""
     n, m = len(a), len(b)
     i, j = 0, start
     pairs: list[tuple[int, int]] = []
@@ -286,21 +299,28 @@ def align_greedy(a: Sequence[int], b: Sequence[int], start: int,
         else:
             i += skip[0]
             j += skip[1]
-        if i >= EARLY_ABORT_OPS and 2 * len(pairs) < i and i < n:
-            # Wrong offset: cannot beat a good candidate.
-            if len(pairs) + (n - i) <= abort_below or 2 * len(pairs) < i:
-                return pairs
+        if i > PREFIX_OPS and len(pairs) < abort_ratio * i:
+            break
     return pairs
 
 
-def _nearest_common(a: Sequence[int], b: Sequence[int], i: int, j: int) -> tuple[int, int] | None:
+def _nearest_common(a: Sequence[int], b: list[int], i: int, j: int) -> tuple[int, int] | None:
+    """Smallest (da, db) by da + db with ``a[i + da] == b[j + db]``, both
+    within the lookahead; ``list.index`` keeps the inner scan in C."""
     n, m = len(a), len(b)
-    for dist in range(1, 2 * ALIGN_LOOKAHEAD + 1):
-        for da in range(max(0, dist - ALIGN_LOOKAHEAD), min(dist, ALIGN_LOOKAHEAD) + 1):
-            db = dist - da
-            if i + da < n and j + db < m and a[i + da] == b[j + db]:
-                return da, db
-    return None
+    best: tuple[int, int] | None = None
+    best_sum = 2 * ALIGN_LOOKAHEAD + 1
+    stop = min(m, j + ALIGN_LOOKAHEAD + 1)
+    for da in range(0, ALIGN_LOOKAHEAD + 1):
+        if i + da >= n or da >= best_sum:
+            break
+        try:
+            jb = b.index(a[i + da], j, stop)
+        except ValueError:
+            continue
+        if da + jb - j < best_sum:
+            best, best_sum = (da, jb - j), da + jb - j
+    return best
 
 
 def _thread_map(ops: Sequence[HostOp], cpu_event: dict[int, CpuEvent]) -> dict[int, int]:

@@ -1,0 +1,39 @@
+# Two entry points for a newcomer on a fresh machine:
+#   make demo   set up, then link -> convert -> validate -> simulate -> report on the bundled sample
+#   make test   set up, then run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
+OUT    := out
+
+.PHONY: setup demo test lint bench clean
+
+$(BIN)/pt2chakra: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	# The reference implementation, for wire-compatibility tests (its other
+	# requirements are for tools we do not call).
+	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
+	touch $@
+
+setup: $(BIN)/pt2chakra
+
+demo: setup
+	mkdir -p $(OUT)
+	$(BIN)/pt2chakra convert --host-trace $(SAMPLE).host_et.json.gz \
+	    --device-trace $(SAMPLE).kineto.json.gz -o $(OUT)/gpt_tiny_cpu.et \
+	    --report $(OUT)/gpt_tiny_cpu.report.json --simulate
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check src tests scripts
+
+bench: setup
+	$(BIN)/python scripts/bench_convert.py
+
+clean:
+	rm -rf $(OUT) .pytest_cache .hypothesis
