@@ -1,0 +1,228 @@
+"""End to end on the real traces in ../shared/traces: convert, account, no
+cycles, right collectives, and the reference decoder reads the same graph."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pt2chakra.api import convert
+from pt2chakra.chakra_io import read_et
+from pt2chakra.model import CollectiveType, NodeType
+from pt2chakra.validate import check_graph
+
+PAIRS = ["linear_1gpu", "hta_simple_add"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
+HOST_ONLY = ["linear_1gpu", "hta_simple_add", "resnet_2gpu_host", "resnet_1gpu_host", "gpt2_host",
+             "chakra_pg_host"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+
+
+def pair_paths(traces: Path, name: str) -> tuple[Path, Path]:
+    if name.startswith("dlrm_8gpu/"):
+        folder, rank = name.split("/")
+        return (traces / folder / f"{rank}.host_et.json.gz", traces / folder / f"{rank}.kineto.json.gz")
+    return traces / name / "host_et.json.gz", traces / name / "kineto.json.gz"
+
+
+def attrs(node):
+    return {a[0]: a[2] for a in node.attrs}
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_pair_converts_with_gpu_nodes_and_full_accounting(traces, tmp_path, name):
+    host, kineto = pair_paths(traces, name)
+    out = tmp_path / "out.et"
+    report = convert(host, kineto, out)
+    assert report.accounted()
+    assert report.host_ops_linked / report.host_ops_kept > 0.9
+    assert report.gpu_activities_kept > 0
+    _, nodes = read_et(str(out))
+    nodes = list(nodes)
+    problems = check_graph(nodes)
+    assert not problems.cycle and not problems.dangling and not problems.duplicate_ids
+    gpu = [n for n in nodes if not attrs(n)["is_cpu_op"]]
+    assert len(gpu) == report.gpu_activities_kept
+    # every GPU node follows its stream predecessor or is its stream's first
+    for n in gpu:
+        assert n.start_time_micros > 0 and n.duration_micros >= 0
+    assert any(k == "launch" for n in gpu for k in attrs(n).get("data_dep_kinds", []))
+
+
+@pytest.mark.parametrize("rank", range(8))
+def test_dlrm_collectives_have_types_and_sizes(traces, tmp_path, rank):
+    host, kineto = pair_paths(traces, f"dlrm_8gpu/rank{rank}")
+    out = tmp_path / "dlrm.et"
+    convert(host, kineto, out)
+    _, nodes = read_et(str(out))
+    comms = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
+    kinds = sorted(attrs(n)["comm_type"] for n in comms)
+    # DLRM step: 5 all-to-all (embedding exchange) and 3 all-reduce (gradients)
+    assert kinds == [CollectiveType.ALL_REDUCE] * 3 + [CollectiveType.ALL_TO_ALL] * 5
+    assert all(attrs(n)["comm_size"] > 0 for n in comms)
+    # all-reduce of the 394241-float gradient bucket = 1576964 bytes on every rank
+    assert 394241 * 4 in [attrs(n)["comm_size"] for n in comms]
+
+
+@pytest.mark.parametrize("name", HOST_ONLY)
+def test_host_only_converts(traces, tmp_path, name):
+    host = pair_paths(traces, name)[0] if name in PAIRS else traces / name / "host_et.json.gz"
+    out = tmp_path / "host.et"
+    report = convert(host, None, out)
+    assert report.accounted()
+    assert report.host_ops_linked == 0 and report.gpu_activities_in == 0
+    _, nodes = read_et(str(out))
+    assert not check_graph(list(nodes)).cycle
+
+
+def test_host_only_collectives_become_comm_nodes(traces, tmp_path):
+    out = tmp_path / "pg.et"
+    convert(traces / "chakra_pg_host" / "host_et.json.gz", None, out)
+    _, nodes = read_et(str(out))
+    nodes = list(nodes)
+    assert sum(n.type == NodeType.METADATA_NODE for n in nodes) == 1
+    comms = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
+    assert comms and all(attrs(n)["comm_size"] > 0 for n in comms)
+
+
+def test_bundled_sample_links_by_record_function_id(tmp_path):
+    out = tmp_path / "sample.et"
+    report = convert(f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz", out)
+    assert report.link_method == "rf_id"
+    assert report.host_ops_linked >= 0.99 * report.host_ops_kept
+    assert report.accounted()
+    assert report.edges_by_kind["caller"] > 0 and report.edges_by_kind["thread_order"] > 0
+
+
+# --------------------------------------------------------------------------
+# Wire compatibility: the reference decoder reads the same graph
+# --------------------------------------------------------------------------
+
+
+def _reference_nodes(path: Path):
+    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+    et_def = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    handle = protolib.openFileRd(str(path))
+    meta = et_def.GlobalMetadata()
+    assert protolib.decodeMessage(handle, meta)
+    nodes = []
+    while True:
+        node = et_def.Node()
+        if not protolib.decodeMessage(handle, node):
+            break
+        nodes.append(node)
+    handle.close()
+    return meta, nodes
+
+
+@pytest.mark.parametrize("name", ["hta_simple_add", "dlrm_8gpu/rank0", "chakra_pg_host"])
+def test_reference_decoder_reads_what_we_write(traces, tmp_path, name):
+    if name == "chakra_pg_host":
+        host, kineto = traces / name / "host_et.json.gz", None
+    else:
+        host, kineto = pair_paths(traces, name)
+    out = tmp_path / "x.et"
+    convert(host, kineto, out)
+    ref_meta, ref_nodes = _reference_nodes(out)
+    meta, ours = read_et(str(out))
+    ours = list(ours)
+    assert ref_meta.version == meta.version
+    assert len(ref_nodes) == len(ours)
+    for ref, node in zip(ref_nodes, ours):
+        assert (ref.id, ref.name, ref.type) == (node.id, node.name, int(node.type))
+        assert list(ref.data_deps) == node.data_deps
+        assert list(ref.ctrl_deps) == node.ctrl_deps
+        assert (ref.start_time_micros, ref.duration_micros) == (node.start_time_micros,
+                                                                 node.duration_micros)
+        ref_attrs = {a.name: getattr(a, a.WhichOneof("value")) for a in ref.attr}
+        assert ref_attrs["is_cpu_op"] is attrs(node)["is_cpu_op"]
+        if node.type == NodeType.COMM_COLL_NODE:
+            assert ref.attr[[a.name for a in ref.attr].index("comm_type")].WhichOneof("value") \
+                == "int64_val"
+            assert ref_attrs["comm_size"] == attrs(node)["comm_size"]
+
+
+# --------------------------------------------------------------------------
+# Bad input through the CLI: one line, non-zero exit, no traceback, no output
+# --------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pt2chakra", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def assert_clean_failure(proc, out: Path, *needles: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0]
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith((".", out.name))]
+
+
+def test_truncated_host_trace(tmp_path):
+    data = gzip.decompress(Path(f"{SAMPLE}.host_et.json.gz").read_bytes())
+    bad = tmp_path / "truncated.json"
+    bad.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    proc = run_cli("convert", "--host-trace", str(bad), "-o", str(out))
+    assert_clean_failure(proc, out, str(bad), "truncated")
+
+
+def test_garbage_kineto_trace(tmp_path):
+    bad = tmp_path / "garbage.json"
+    bad.write_bytes(b"\x00\x01not json at all")
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    proc = run_cli("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "--device-trace",
+                   str(bad), "-o", str(out))
+    assert_clean_failure(proc, out, str(bad))
+
+
+def test_wrong_field_type_and_unknown_schema(tmp_path):
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"schema": "1.1.1-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, '
+                     '"finish_ts": 1, "nodes": [{"id": "seven", "name": "x", "ctrl_deps": 1}]}')
+    proc = run_cli("convert", "--host-trace", str(wrong), "-o", str(out))
+    assert_clean_failure(proc, out, str(wrong), "id")
+    future = tmp_path / "future.json"
+    future.write_text('{"schema": "9.0.0", "pid": 1, "start_ts": 0, "finish_ts": 1, "nodes": []}')
+    proc = run_cli("convert", "--host-trace", str(future), "-o", str(out))
+    assert_clean_failure(proc, out, str(future), "schema")
+
+
+def test_pair_from_different_runs_is_refused(traces, tmp_path):
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    proc = run_cli("convert", "--host-trace", str(traces / "dlrm_8gpu" / "rank0.host_et.json.gz"),
+                   "--device-trace", str(traces / "linear_1gpu" / "kineto.json.gz"), "-o", str(out))
+    assert_clean_failure(proc, out, "same run")
+
+
+def test_missing_file(tmp_path):
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    proc = run_cli("convert", "--host-trace", str(tmp_path / "nope.json"), "-o", str(out))
+    assert_clean_failure(proc, out, "nope.json")
+
+
+def test_cli_convert_writes_report_and_summary(tmp_path):
+    out = tmp_path / "s.et"
+    report = tmp_path / "r.json"
+    proc = run_cli("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "--device-trace",
+                   f"{SAMPLE}.kineto.json.gz", "-o", str(out), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert "host ops:" in proc.stdout and out.exists()
+    import json
+
+    doc = json.loads(report.read_text())
+    assert doc["host_ops_in"] == doc["host_ops_kept"] + sum(doc["host_ops_dropped"].values())
