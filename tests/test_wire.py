@@ -1,0 +1,525 @@
+"""Chakra wire format: hand encoder vs protobuf, file I/O, reference interop."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from pathlib import Path
+
+import pytest
+from google.protobuf import descriptor_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pt2chakra import chakra_schema as pb
+from pt2chakra.chakra_io import (
+    encode_metadata,
+    encode_node,
+    from_proto,
+    iter_messages,
+    read_et,
+    to_proto,
+    write_et,
+)
+from pt2chakra.model import ChakraNode, GlobalMetadata, InputError, NodeType
+
+U64 = (1 << 64) - 1
+I32 = (-(1 << 31), (1 << 31) - 1)
+I64 = (-(1 << 63), (1 << 63) - 1)
+PROTO_PATH = Path(__file__).resolve().parents[1] / "src" / "pt2chakra" / "et_def.proto"
+SETTINGS = settings(
+    deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+# --------------------------------------------------------------------------
+# Strategies
+# --------------------------------------------------------------------------
+
+
+def _numeric_kinds(exact_floats: bool) -> dict[str, st.SearchStrategy]:
+    """Oneof kind -> element strategy. ``exact_floats``: values that survive a
+    round trip and compare equal (no NaN, float32-representable floats)."""
+    floats32 = st.floats(width=32, allow_nan=False) if exact_floats else st.floats()
+    return {
+        "double": st.floats(allow_nan=not exact_floats),
+        "float": floats32,
+        "int32": st.integers(*I32),
+        "int64": st.integers(*I64),
+        "uint32": st.integers(0, (1 << 32) - 1),
+        "uint64": st.integers(0, U64),
+        "sint32": st.integers(*I32),
+        "sint64": st.integers(*I64),
+        "fixed32": st.integers(0, (1 << 32) - 1),
+        "fixed64": st.integers(0, U64),
+        "sfixed32": st.integers(*I32),
+        "sfixed64": st.integers(*I64),
+        "bool": st.booleans(),
+        "string": st.text(max_size=12),
+        "bytes": st.binary(max_size=12),
+    }
+
+
+def attrs_strategy(exact_floats: bool) -> st.SearchStrategy:
+    options = []
+    for kind, values in _numeric_kinds(exact_floats).items():
+        scalar = st.tuples(st.text(max_size=10), st.just(f"{kind}_val"), values)
+        listed = st.tuples(
+            st.text(max_size=10), st.just(f"{kind}_list"), st.lists(values, max_size=5)
+        )
+        options += [scalar, listed]
+    options.append(st.tuples(st.text(max_size=10), st.just(""), st.none()))  # no member set
+    return st.lists(st.one_of(options), max_size=6)
+
+
+ids = st.integers(0, U64)
+ioinfo = st.none() | st.tuples(st.text(max_size=20), st.text(max_size=20), st.text(max_size=20))
+
+
+def nodes_strategy(exact_floats: bool = False, named: bool = False) -> st.SearchStrategy:
+    return st.builds(
+        ChakraNode,
+        id=ids,
+        name=st.text(min_size=1 if named else 0, max_size=30),
+        type=st.sampled_from(list(NodeType)),
+        start_time_micros=ids,
+        duration_micros=ids,
+        ctrl_deps=st.lists(ids, max_size=6),
+        data_deps=st.lists(ids, max_size=6),
+        inputs=ioinfo,
+        outputs=ioinfo,
+        attrs=attrs_strategy(exact_floats),
+    )
+
+
+METADATA = GlobalMetadata(
+    version="0.0.4",
+    attrs=[("schema", "string_val", "1.1.1-chakra.0.0.4"), ("pid", "int64_val", 7)],
+)
+
+
+def sample_nodes() -> list[ChakraNode]:
+    return [
+        ChakraNode(id=1, name="root", type=NodeType.COMP_NODE),
+        ChakraNode(
+            id=2,
+            name="aten::mm",
+            type=NodeType.COMP_NODE,
+            start_time_micros=100,
+            duration_micros=5,
+            ctrl_deps=[1],
+            data_deps=[1],
+            inputs=("[[1,2]]", "[[2,3]]", '["Tensor(float)"]'),
+            outputs=("", "", ""),
+            attrs=[("is_cpu_op", "bool_val", False), ("num_ops", "int64_val", -3)],
+        ),
+        ChakraNode(
+            id=U64,
+            name="ncclDevKernel_AllReduce",
+            type=NodeType.COMM_COLL_NODE,
+            data_deps=[2, U64 - 1],
+            attrs=[
+                ("comm_type", "int64_val", 0),
+                ("comm_size", "int64_val", 1 << 40),
+                ("pg_name", "string_val", "0"),
+                ("ranks", "string_list", ["0", "1"]),
+                ("tensor_size", "uint64_val", 0),
+            ],
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------
+# Encoder == protobuf
+# --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(nodes_strategy())
+def test_encode_node_matches_protobuf(node: ChakraNode) -> None:
+    expected = to_proto(node).SerializeToString()
+    if not expected:
+        with pytest.raises(ValueError, match="zero bytes"):
+            encode_node(node)
+        return
+    assert encode_node(node) == expected
+
+
+@SETTINGS
+@given(st.text(max_size=10), attrs_strategy(exact_floats=False))
+def test_encode_metadata_matches_protobuf(version: str, attrs: list) -> None:
+    md = GlobalMetadata(version=version, attrs=attrs)
+    expected = to_proto(md).SerializeToString()
+    if not expected:
+        with pytest.raises(ValueError, match="zero bytes"):
+            encode_metadata(md)
+        return
+    assert encode_metadata(md) == expected
+
+
+@pytest.mark.parametrize(
+    "attr",
+    [
+        ("x", "int32_val", 0),  # a set oneof member is written even when zero
+        ("x", "string_val", ""),
+        ("x", "bool_val", False),
+        ("x", "int64_list", []),  # empty list: tag + length 0
+        ("x", "int32_val", -1),  # negative int32: 10-byte varint
+        ("x", "float_val", 1e300),  # float overflow -> inf, like protobuf
+        ("x", "float_val", -1e300),
+        ("x", "double_val", -0.0),
+    ],
+)
+def test_encode_edge_attrs(attr: tuple) -> None:
+    node = ChakraNode(id=1, name="n", type=NodeType.COMP_NODE, attrs=[attr, attr])
+    assert encode_node(node) == to_proto(node).SerializeToString()
+
+
+def test_negative_int_is_ten_byte_varint() -> None:
+    node = ChakraNode(id=0, name="", type=NodeType.INVALID_NODE, attrs=[("", "int64_val", -1)])
+    # attr field tag, length 11, int64_val tag (9 << 3), then 10 bytes
+    assert encode_node(node) == b"\x52\x0b\x48" + b"\xff" * 9 + b"\x01"
+
+
+def test_empty_ioinfo_is_written() -> None:
+    node = ChakraNode(id=0, name="", type=NodeType.INVALID_NODE, inputs=("", "", ""))
+    assert encode_node(node) == b"\x42\x00"
+
+
+def test_all_default_node_is_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_node(ChakraNode(id=0, name="", type=NodeType.INVALID_NODE))
+    with pytest.raises(ValueError):
+        encode_metadata(GlobalMetadata(version=""))
+
+
+@pytest.mark.parametrize(
+    "attr",
+    [
+        ("x", "int32_val", 1 << 31),
+        ("x", "uint64_val", -1),
+        ("x", "uint32_list", [1 << 32]),
+        ("x", "fixed32_val", -1),
+        ("x", "sint64_val", 1 << 63),
+        ("x", "no_such_member", 1),
+    ],
+)
+def test_out_of_range_values_raise_like_protobuf(attr: tuple) -> None:
+    node = ChakraNode(id=1, name="n", type=NodeType.COMP_NODE, attrs=[attr])
+    with pytest.raises(ValueError):
+        encode_node(node)
+    with pytest.raises((ValueError, AttributeError)):
+        to_proto(node)
+
+
+def test_bad_ids_raise() -> None:
+    for bad in (-1, 1 << 64):
+        with pytest.raises(ValueError):
+            encode_node(ChakraNode(id=bad, name="n", type=NodeType.COMP_NODE))
+        with pytest.raises(ValueError):
+            encode_node(ChakraNode(id=1, name="n", type=NodeType.COMP_NODE, data_deps=[bad]))
+
+
+# --------------------------------------------------------------------------
+# write_et / read_et
+# --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.lists(nodes_strategy(exact_floats=True, named=True), max_size=5), st.booleans())
+def test_round_trip(tmp_path: Path, nodes: list[ChakraNode], gz: bool) -> None:
+    path = tmp_path / ("t.et.gz" if gz else "t.et")
+    assert write_et(path, METADATA, iter(nodes)) == len(nodes)
+    metadata, read = read_et(path)
+    assert metadata == METADATA
+    assert list(read) == nodes
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == gz
+
+
+@pytest.mark.parametrize("name", ["t.et", "t.et.gz"])
+def test_round_trip_samples_and_raw_messages(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    nodes = sample_nodes()
+    write_et(path, METADATA, nodes)
+    metadata, read = read_et(str(path))
+    assert metadata == METADATA and list(read) == nodes
+    raw = list(iter_messages(path))
+    assert raw == [encode_metadata(METADATA)] + [encode_node(n) for n in nodes]
+
+
+def test_large_message_spanning_read_chunks(tmp_path: Path) -> None:
+    big = ChakraNode(id=1, name="x" * 3_000_000, type=NodeType.COMP_NODE)
+    nodes = [big, *sample_nodes(), big]
+    path = tmp_path / "big.et"
+    write_et(path, METADATA, nodes)
+    assert list(read_et(path)[1]) == nodes
+
+
+def test_many_nodes_stream(tmp_path: Path) -> None:
+    nodes = [
+        ChakraNode(id=i, name=f"op{i}", type=NodeType.COMP_NODE, data_deps=[i - 1] if i else [])
+        for i in range(50_000)
+    ]
+    path = tmp_path / "many.et.gz"
+    assert write_et(path, METADATA, (n for n in nodes)) == len(nodes)
+    assert list(read_et(path)[1]) == nodes
+
+
+def test_gzip_is_detected_by_magic_not_name(tmp_path: Path) -> None:
+    path = tmp_path / "t.et.gz"
+    write_et(path, METADATA, sample_nodes())
+    renamed = tmp_path / "plain_name.et"
+    path.rename(renamed)
+    assert list(read_et(renamed)[1]) == sample_nodes()
+
+
+def _failing_nodes(count: int):
+    yield from sample_nodes()[:count]
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("name", ["out.et", "out.et.gz"])
+def test_atomic_write_leaves_nothing_behind(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    with pytest.raises(RuntimeError, match="boom"):
+        write_et(path, METADATA, _failing_nodes(2))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_previous_file(tmp_path: Path) -> None:
+    path = tmp_path / "out.et"
+    write_et(path, METADATA, sample_nodes())
+    before = path.read_bytes()
+    bad = ChakraNode(id=-1, name="bad", type=NodeType.COMP_NODE)
+    with pytest.raises(ValueError):
+        write_et(path, METADATA, [*sample_nodes(), bad])
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out.et"]
+
+
+def test_written_file_respects_umask(tmp_path: Path) -> None:
+    path = tmp_path / "out.et"
+    write_et(path, METADATA, sample_nodes())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# --------------------------------------------------------------------------
+# Malformed input
+# --------------------------------------------------------------------------
+
+
+def _frame(data: bytes) -> bytes:
+    assert len(data) < 128
+    return bytes([len(data)]) + data
+
+
+GOOD_HEAD = _frame(encode_metadata(METADATA)) + _frame(encode_node(sample_nodes()[0]))
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "empty file"),
+        (GOOD_HEAD + b"\x80", "truncated length varint of message #2"),
+        (GOOD_HEAD + b"\x80" * 11, "malformed length varint"),
+        (GOOD_HEAD + b"\x0a\x08\x01", "truncated message #2 at (decompressed )?byte offset"),
+        (
+            GOOD_HEAD + _frame(b"\x12\x05ab"),
+            "message #2 at .*byte offset 59 does not parse as a Node",
+        ),
+        (GOOD_HEAD + b"\x00" + GOOD_HEAD[1:], "zero-length message #2 .*reference Chakra reader"),
+        (b"\x00" + GOOD_HEAD, "zero-length message #0"),
+        (GOOD_HEAD[len(_frame(encode_metadata(METADATA))) :], "message #0 .* not a GlobalMetadata"),
+        (_frame(b"\x0a\x09abc") + GOOD_HEAD, "message #0 .* not a GlobalMetadata"),
+        (_frame(b"\x12\x00"), "not a GlobalMetadata: it has no version"),
+        (GOOD_HEAD + _frame(b"\x18\x63"), "message #2 .*99 is not a valid NodeType"),
+    ],
+    ids=[
+        "empty",
+        "truncated-varint",
+        "overlong-varint",
+        "truncated-message",
+        "garbage",
+        "zero-length",
+        "zero-length-first",
+        "node-first",
+        "garbage-first",
+        "metadata-without-version",
+        "unknown-node-type",
+    ],
+)
+@pytest.mark.parametrize("gz", [False, True])
+def test_malformed_input_raises_input_error(
+    tmp_path: Path, content: bytes, problem: str, gz: bool
+) -> None:
+    path = tmp_path / "bad.et"
+    path.write_bytes(gzip.compress(content) if gz else content)
+    with pytest.raises(InputError) as info:
+        _metadata, nodes = read_et(path)
+        list(nodes)
+    assert info.value.path == str(path)
+    assert str(info.value).startswith(f"{path}: ")
+    assert re.search(problem, info.value.problem), info.value.problem
+    assert "\n" not in str(info.value)
+
+
+def test_corrupt_gzip_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.et.gz"
+    path.write_bytes(gzip.compress(GOOD_HEAD * 1000)[:-20])
+    with pytest.raises(InputError, match="gzip"):
+        list(read_et(path)[1])
+    with pytest.raises(InputError, match="cannot open"):
+        read_et(tmp_path / "missing.et")
+
+
+def test_iter_messages_reports_errors(tmp_path: Path) -> None:
+    path = tmp_path / "bad.et"
+    path.write_bytes(GOOD_HEAD + b"\x05ab")
+    with pytest.raises(InputError, match=r"truncated message #2 at byte offset \d+: needs 5"):
+        list(iter_messages(path))
+
+
+# --------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------
+
+
+def _our_file_proto() -> descriptor_pb2.FileDescriptorProto:
+    proto = descriptor_pb2.FileDescriptorProto()
+    pb.FILE_DESCRIPTOR.CopyToProto(proto)
+    return proto
+
+
+_FIELD_RE = re.compile(r"^\s*(repeated\s+)?(\w+)\s+(\w+)\s*=\s*(\d+);", re.M)
+_BLOCK_RE = re.compile(r"^(message|enum)\s+(\w+)\s*\{(.*?)^\}", re.M | re.S)
+
+
+def test_proto_file_matches_embedded_descriptor() -> None:
+    """The .proto shipped in the package and the embedded blob agree."""
+    text = PROTO_PATH.read_text()
+    assert "package ChakraProtoMsg;" in text and 'syntax = "proto3";' in text
+    blocks = {name: body for _kind, name, body in _BLOCK_RE.findall(text)}
+    file_proto = _our_file_proto()
+    assert sorted(blocks) == sorted(
+        [m.name for m in file_proto.message_type] + [e.name for e in file_proto.enum_type]
+    )
+    for message in file_proto.message_type:
+        declared = {
+            (name, int(num)) for _rep, _type, name, num in _FIELD_RE.findall(blocks[message.name])
+        }
+        assert declared == {(f.name, f.number) for f in message.field}, message.name
+    for enum in file_proto.enum_type:
+        declared = set(re.findall(r"(\w+)\s*=\s*(\d+);", blocks[enum.name]))
+        assert declared == {(v.name, str(v.number)) for v in enum.value}, enum.name
+
+
+def test_enums_match_model() -> None:
+    node_type = pb.FILE_DESCRIPTOR.enum_types_by_name["NodeType"]
+    assert {v.name: v.number for v in node_type.values} == {t.name: t.value for t in NodeType}
+
+
+def test_schema_matches_reference() -> None:
+    reference = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    theirs = descriptor_pb2.FileDescriptorProto()
+    reference.DESCRIPTOR.CopyToProto(theirs)
+    ours = _our_file_proto()
+    assert ours.package == theirs.package == "ChakraProtoMsg"
+    assert ours.syntax == theirs.syntax
+    assert list(ours.message_type) == list(theirs.message_type)
+    assert list(ours.enum_type) == list(theirs.enum_type)
+    ours.name = theirs.name
+    assert ours.SerializeToString() == theirs.SerializeToString()
+
+
+# --------------------------------------------------------------------------
+# Interop with mlc-chakra's own reader and classes
+# --------------------------------------------------------------------------
+
+
+def _reference_attr(attr) -> tuple:
+    member = attr.WhichOneof("value")
+    value = getattr(attr, member)
+    return (attr.name, member, list(value.values) if member.endswith("_list") else value)
+
+
+@pytest.mark.parametrize("name", ["t.et", "t.et.gz"])
+def test_reference_reader_reads_our_file(tmp_path: Path, name: str) -> None:
+    reference = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+    path = tmp_path / name
+    nodes = sample_nodes()
+    write_et(path, METADATA, nodes)
+    stream = protolib.openFileRd(str(path))
+    try:
+        metadata = reference.GlobalMetadata()
+        assert protolib.decodeMessage(stream, metadata)
+        assert metadata.version == METADATA.version
+        decoded = []
+        while True:
+            node = reference.Node()
+            if not protolib.decodeMessage(stream, node):
+                break
+            decoded.append(node)
+    finally:
+        stream.close()
+    assert len(decoded) == len(nodes)
+    for theirs, ours in zip(decoded, nodes):
+        assert theirs.id == ours.id
+        assert theirs.name == ours.name
+        assert theirs.type == ours.type
+        assert list(theirs.ctrl_deps) == ours.ctrl_deps
+        assert list(theirs.data_deps) == ours.data_deps
+        assert theirs.start_time_micros == ours.start_time_micros
+        assert theirs.duration_micros == ours.duration_micros
+        assert [_reference_attr(a) for a in theirs.attr] == ours.attrs
+        assert theirs.HasField("inputs") == (ours.inputs is not None)
+
+
+def test_we_read_reference_written_file(tmp_path: Path) -> None:
+    reference = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+    first = reference.Node(id=7, name="aten::add", type=reference.COMP_NODE, data_deps=[3, 4])
+    first.attr.add(name="is_cpu_op", bool_val=True)
+    first.attr.add(name="streams").string_list.values.extend(["a", "b"])
+    first.inputs.values = "[1]"
+    second = reference.Node(id=8, name="nccl", type=reference.COMM_COLL_NODE, ctrl_deps=[7])
+    second.attr.add(name="comm_type", int64_val=reference.ALL_GATHER)
+    second.attr.add(name="comm_size", int64_val=-5)
+    path = tmp_path / "ref.et"
+    with open(path, "wb") as out:
+        protolib.encodeMessage(out, reference.GlobalMetadata(version="0.0.4"))
+        protolib.encodeMessage(out, first)
+        protolib.encodeMessage(out, second)
+    metadata, nodes = read_et(path)
+    assert metadata == GlobalMetadata(version="0.0.4")
+    assert list(nodes) == [
+        ChakraNode(
+            id=7,
+            name="aten::add",
+            type=NodeType.COMP_NODE,
+            data_deps=[3, 4],
+            inputs=("[1]", "", ""),
+            attrs=[("is_cpu_op", "bool_val", True), ("streams", "string_list", ["a", "b"])],
+        ),
+        ChakraNode(
+            id=8,
+            name="nccl",
+            type=NodeType.COMM_COLL_NODE,
+            ctrl_deps=[7],
+            attrs=[("comm_type", "int64_val", 2), ("comm_size", "int64_val", -5)],
+        ),
+    ]
+    # Our encoder reproduces the reference's bytes exactly.
+    assert list(iter_messages(path))[1:] == [
+        encode_node(from_proto(first)),
+        encode_node(from_proto(second)),
+    ]
+
+
+def test_both_schemas_coexist_in_one_process() -> None:
+    reference = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    ours = pb.Node(id=1, name="x")
+    assert reference.Node.FromString(ours.SerializeToString()).name == "x"
+    assert pb.Node is not reference.Node
