@@ -297,12 +297,15 @@ def _check_structure(where: str, ops: list[HostOp]) -> None:
     ids = {op.id for op in ops}
     if len(ids) != len(ops):
         raise InputError(where, f"duplicate op id {_first_duplicate(ops)} in `nodes`")
-    for op in ops:
-        if op.parent == op.id:
+    dangling: list[HostOp] = []
+    for op in ops:  # one pass: this loop runs once per op on million-op traces
+        parent = op.parent
+        if parent == op.id:
             if not op.name.startswith(OBSERVER_NODE_PREFIX):
                 raise InputError(where, f"op {op.id} ({op.name!r}) is its own parent")
             op.parent = 0
-    dangling = dangling_parents(ops, ids)
+        elif parent and parent not in ids:
+            dangling.append(op)
     if dangling:
         quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
         more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
