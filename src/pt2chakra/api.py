@@ -6,14 +6,12 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -22,10 +20,11 @@ import orjson
 from pt2chakra.chakra_io import write_et
 from pt2chakra.graph import ChakraGraph, build_graph
 from pt2chakra.host_trace import load_host_trace
+from pt2chakra.jsonio import gc_paused
 from pt2chakra.kineto_trace import load_kineto_trace
 from pt2chakra.linker import LinkedTrace, link
-from pt2chakra.model import InputError, NodeType
-from pt2chakra.validate import break_cycles, check_graph, dep_kinds, describe_cycle
+from pt2chakra.model import ChakraNode, InputError, NodeType
+from pt2chakra.validate import break_cycles_in, describe_cycle, find_cycle_in
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +79,6 @@ class CycleError(InputError):
     """The linked graph has a cycle and the user did not ask to break it."""
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Millions of small objects make the cyclic collector dominate run time;
-    nothing we build forms reference cycles, so pause it."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 class Stages:
     """Progress on stderr for work that takes more than a moment: one line
     per stage when stderr is a terminal (or forced), silent otherwise."""
@@ -143,9 +129,10 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
         graph = build_graph(linked, rank=rank)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
-        write_et(str(output), graph.metadata, graph.nodes)
+        by_type: Counter[str] = Counter()
+        write_et(str(output), graph.metadata, _counted(graph.nodes(), by_type))
         stages.step(f"wrote {output}")
-    report = _report(graph, str(host_trace), device_trace, str(output), broken,
+    report = _report(graph, str(host_trace), device_trace, str(output), by_type, broken,
                      time.perf_counter() - t0)
     if not report.accounted():
         raise AssertionError(f"accounting mismatch: {report}")
@@ -153,36 +140,44 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
 
 
 def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
-    problems = check_graph(graph.nodes)
-    if problems.duplicate_ids:
-        raise AssertionError(f"duplicate node ids {problems.duplicate_ids[:5]}")
-    if problems.dangling:
-        raise AssertionError(f"dangling dependencies {problems.dangling[:5]}")
-    if not problems.cycle:
+    ids = graph.node_ids()
+    known = set(ids)
+    if len(known) != len(ids):
+        raise AssertionError("duplicate node ids")
+    dangling = [(dst, src) for dst, srcs in graph.deps.items() for src, _ in srcs
+                if src not in known or dst not in known]
+    if dangling:
+        raise AssertionError(f"dangling dependencies {dangling[:5]}")
+    cycle = find_cycle_in(ids, graph.deps)
+    if not cycle:
         return []
-    by_id = {n.id: n for n in graph.nodes}
     if not fix:
         raise CycleError(output, "not written: dependency cycle "
-                         + describe_cycle(problems.cycle, by_id)
+                         + describe_cycle(cycle, graph.node_names())
                          + " (use --break-cycles to drop the least reliable edge kind)")
-    return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles(graph.nodes)]
+    return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles_in(ids, graph.deps)]
+
+
+def _counted(nodes: Iterator[ChakraNode], by_type: Counter[str]) -> Iterator[ChakraNode]:
+    names = {t: t.name for t in NodeType}
+    for node in nodes:
+        by_type[names[node.type]] += 1
+        yield node
 
 
 def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: str,
-            broken: list[str], seconds: float) -> ConversionReport:
-    by_type: Counter[str] = Counter()
+            by_type: Counter[str], broken: list[str], seconds: float) -> ConversionReport:
     by_kind: Counter[str] = Counter()
-    for node in graph.nodes:
-        by_type[NodeType(node.type).name] += 1
-        if node.data_deps:
-            by_kind.update(dep_kinds(node))
+    for srcs in graph.deps.values():
+        by_kind.update(k for _, k in srcs)
     return ConversionReport(
         host_trace=host_trace, device_trace=str(device_trace) if device_trace is not None else None,
         output=output, link_method=graph.link_method, host_ops_in=graph.host_ops_in,
         host_ops_linked=graph.linked_ops, host_ops_kept=graph.host_ops_kept,
         host_ops_dropped=graph.host_ops_dropped, gpu_activities_in=graph.gpu_in,
         gpu_activities_kept=graph.gpu_kept, gpu_activities_dropped=graph.gpu_dropped,
-        nodes=len(graph.nodes), nodes_by_type=dict(by_type), edges_by_kind=dict(by_kind),
+        nodes=sum(by_type.values()), nodes_by_type=dict(by_type),
+        edges_by_kind={k.name.lower(): v for k, v in by_kind.items()},
         cycles_broken=broken, seconds=round(seconds, 3))
 
 

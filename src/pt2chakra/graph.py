@@ -10,7 +10,7 @@ inclusive duration is kept as an attribute.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 import msgspec
 import orjson
@@ -54,18 +54,60 @@ COMM_OP_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
 RECORD_PARAM_COMMS = "record_param_comms"
 
 
-class ChakraGraph(msgspec.Struct):
-    metadata: GlobalMetadata
-    nodes: list[ChakraNode]  # in id order
-    # Accounting: reason -> count for host ops / GPU activities not kept.
-    host_ops_in: int
-    host_ops_dropped: dict[str, int]
-    host_ops_kept: int
-    gpu_in: int
-    gpu_kept: int
-    gpu_dropped: dict[str, int]
-    linked_ops: int
-    link_method: str
+class ChakraGraph:
+    """The converted graph: dependencies in memory, nodes made on demand.
+
+    Nodes are generated lazily by ``nodes()`` so that writing a million-node
+    trace never holds every encoded node at once; ``deps`` (destination ->
+    ``[(source, kind)]``) is compact enough to check for cycles first."""
+
+    def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
+                 timing: dict[int, tuple[float, float, float]], gpu_nodes: list[ChakraNode],
+                 deps: dict[int, list[tuple[int, EdgeKind]]],
+                 host_ops_dropped: dict[str, int]) -> None:
+        self.metadata = metadata
+        self.deps = deps
+        self.link_method = linked.method
+        self.host_ops_in = len(linked.host.ops)
+        self.host_ops_kept = len(cpu_ops)
+        self.host_ops_dropped = host_ops_dropped
+        self.linked_ops = len(linked.cpu_event)
+        self.gpu_in = len(linked.kineto.gpu_activities) if linked.kineto else 0
+        self.gpu_kept = len(gpu_nodes)
+        self.gpu_dropped = dict(linked.gpu_dropped)
+        self._cpu_ops = cpu_ops
+        self._timing = timing
+        self._gpu_nodes = gpu_nodes
+        self._host_only = linked.kineto is None
+        self._ops_by_id = {op.id: op for op in linked.host.ops}
+
+    def node_ids(self) -> list[int]:
+        return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
+
+    def node_names(self) -> dict[int, str]:
+        names = {op.id: op.name for op in self._cpu_ops}
+        names.update((n.id, n.name) for n in self._gpu_nodes)
+        return names
+
+    def nodes(self) -> Iterator[ChakraNode]:
+        """CPU nodes in id order, then GPU nodes in start order."""
+        kept = self._ops_by_id.keys() - _container_ids(self._ops_by_id.values())
+        for op in self._cpu_ops:
+            yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept,
+                            self._host_only, self._ops_by_id)
+        for node in self._gpu_nodes:
+            node_deps = self.deps.get(node.id)
+            if node_deps:
+                yield msgspec.structs.replace(
+                    node, data_deps=[d for d, _ in node_deps],
+                    attrs=node.attrs + [(DEP_KINDS_ATTR, "string_list",
+                                         [EDGE_KIND_NAMES[k] for _, k in node_deps])])
+            else:
+                yield node
+
+
+def _container_ids(ops: Iterable[HostOp]) -> set[int]:
+    return {op.id for op in ops if is_container(op)}
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
@@ -77,13 +119,13 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     n_containers = len(host.ops) - len(kept_ops)
     if n_containers:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
-    kept_ids = {op.id for op in kept_ops}
 
     timing = _cpu_timing(kept_ops, linked)
-    cpu_spans = [CpuSpan(id=op.id, parent=op.parent, tid=op.tid,
-                         start=timing[op.id][0] if op.id in timing else None,
-                         end=(timing[op.id][0] + timing[op.id][1]) if op.id in timing else None)
-                 for op in kept_ops]
+    cpu_spans = []
+    for op in kept_ops:
+        t = timing.get(op.id)
+        cpu_spans.append(CpuSpan(op.id, op.parent, op.tid, t[0], t[0] + t[1]) if t is not None
+                         else CpuSpan(op.id, op.parent, op.tid))
 
     next_id = max((op.id for op in host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, ops_by_id)
@@ -100,27 +142,8 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                               s.end, s.tid) for s in linked.cpu_syncs), lookup,
                             _cpu_starts_by_kineto_tid(linked, timing))
     deps = merge_edges(edges)
-
-    host_only = linked.kineto is None
-    nodes: list[ChakraNode] = []
-    for op in kept_ops:
-        nodes.append(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept_ids, host_only,
-                               ops_by_id))
-    for node in gpu_nodes:
-        node_deps = deps.get(node.id)
-        if node_deps:
-            node.data_deps = [d for d, _ in node_deps]
-            node.attrs.append((DEP_KINDS_ATTR, "string_list",
-                               [EDGE_KIND_NAMES[k] for _, k in node_deps]))
-        nodes.append(node)
-
-    gpu_in = len(linked.kineto.gpu_activities) if linked.kineto else 0
-    metadata = _metadata(linked, rank)
-    return ChakraGraph(metadata=metadata, nodes=nodes, host_ops_in=len(host.ops),
-                       host_ops_dropped=dict(dropped_host), host_ops_kept=len(kept_ops),
-                       gpu_in=gpu_in, gpu_kept=len(gpu_nodes),
-                       gpu_dropped=dict(linked.gpu_dropped), linked_ops=len(linked.cpu_event),
-                       link_method=linked.method)
+    return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
+                       dict(dropped_host))
 
 
 def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
@@ -181,7 +204,7 @@ def _io(values: msgspec.Struct) -> tuple[str, str, str]:
 
 
 def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,
-              deps: list[tuple[int, EdgeKind]] | None, kept_ids: set[int], host_only: bool,
+              deps: list[tuple[int, EdgeKind]] | None, kept_ids: Container[int], host_only: bool,
               ops_by_id: dict[int, HostOp]) -> ChakraNode:
     attrs: list[Attr] = []
     node_type = NodeType.COMP_NODE

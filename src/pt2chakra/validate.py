@@ -5,7 +5,7 @@ the reference's recursive check overflowed the stack."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -33,19 +33,25 @@ def dep_kinds(node: ChakraNode) -> list[str]:
     return ["unknown"] * len(node.data_deps)
 
 
-def find_cycle(nodes: Sequence[ChakraNode]) -> list[CycleEdge]:
-    """One dependency cycle over ``data_deps`` (empty list if none).
+def _kind_name(kind: object) -> str:
+    return kind.name.lower() if isinstance(kind, EdgeKind) else str(kind)
 
-    Kahn's algorithm removes everything not on or behind a cycle; an
-    iterative walk along remaining predecessors then closes a loop."""
-    ids = {n.id for n in nodes}
-    indegree = {n.id: 0 for n in nodes}
-    children: dict[int, list[int]] = {n.id: [] for n in nodes}
-    for n in nodes:
-        for d in n.data_deps:
-            if d in ids:
-                indegree[n.id] += 1
-                children[d].append(n.id)
+
+def find_cycle_in(ids: Iterable[int], deps: Mapping[int, Sequence[tuple[int, object]]],
+                  ) -> list[CycleEdge]:
+    """One cycle over ``deps`` (destination -> ``[(source, kind)]``), or [].
+
+    Kahn's algorithm removes everything not on or behind a cycle; a walk
+    along remaining predecessors then closes a loop. No recursion."""
+    indegree = dict.fromkeys(ids, 0)
+    children: dict[int, list[int]] = {i: [] for i in indegree}
+    for dst, srcs in deps.items():
+        if dst not in indegree:
+            continue
+        for src, _kind in srcs:
+            if src in indegree:
+                indegree[dst] += 1
+                children[src].append(dst)
     ready = [i for i, deg in indegree.items() if deg == 0]
     while ready:
         cur = ready.pop()
@@ -56,28 +62,32 @@ def find_cycle(nodes: Sequence[ChakraNode]) -> list[CycleEdge]:
     remaining = {i for i, deg in indegree.items() if deg > 0}
     if not remaining:
         return []
-    by_id = {n.id: n for n in nodes if n.id in remaining}
     # Every remaining node has a remaining predecessor: walk back until a
-    # node repeats; the loop between the two visits is a cycle.
-    start = next(iter(remaining))
+    # node repeats; the stretch between the two visits is a cycle.
     order: list[int] = []
     position: dict[int, int] = {}
-    cur = start
+    cur = next(iter(remaining))
     while cur not in position:
         position[cur] = len(order)
         order.append(cur)
-        node = by_id[cur]
-        cur = next(d for d in node.data_deps if d in remaining)
+        cur = next(src for src, _ in deps[cur] if src in remaining)
     loop = order[position[cur]:]  # each element depends on the next one
     loop.reverse()  # now each element is a dependency of the next one
     edges = []
     for i, src in enumerate(loop):
         dst = loop[(i + 1) % len(loop)]
-        node = by_id[dst]
-        kinds = dep_kinds(node)
-        kind = kinds[node.data_deps.index(src)] if src in node.data_deps else "unknown"
-        edges.append(CycleEdge(src=src, dst=dst, kind=kind))
+        kind = next(k for s, k in deps[dst] if s == src)
+        edges.append(CycleEdge(src=src, dst=dst, kind=_kind_name(kind)))
     return edges
+
+
+def _dep_map(nodes: Sequence[ChakraNode]) -> dict[int, list[tuple[int, str]]]:
+    return {n.id: list(zip(n.data_deps, dep_kinds(n))) for n in nodes if n.data_deps}
+
+
+def find_cycle(nodes: Sequence[ChakraNode]) -> list[CycleEdge]:
+    """One dependency cycle over the nodes' ``data_deps`` (empty if none)."""
+    return find_cycle_in((n.id for n in nodes), _dep_map(nodes))
 
 
 def check_graph(nodes: Sequence[ChakraNode]) -> GraphProblems:
@@ -102,24 +112,33 @@ def describe_cycle(cycle: Sequence[CycleEdge], nodes_by_id: dict[int, ChakraNode
     return " ".join(parts)
 
 
-def break_cycles(nodes: Sequence[ChakraNode]) -> list[CycleEdge]:
-    """Remove edges until acyclic, each time dropping an edge of the least
-    reliable kind on the cycle found (see ``EdgeKind``). Returns the removed
-    edges so the caller can say what it did."""
+def break_cycles_in(ids: Sequence[int], deps: dict[int, list[tuple[int, EdgeKind]]],
+                    ) -> list[CycleEdge]:
+    """Remove edges from ``deps`` until acyclic, each time dropping the edge
+    of the least reliable kind (see ``EdgeKind``) on the cycle found. Returns
+    the removed edges so the caller can say what it did."""
     rank = {kind.name.lower(): int(kind) for kind in EdgeKind}
-    by_id = {n.id: n for n in nodes}
     removed: list[CycleEdge] = []
     while True:
-        cycle = find_cycle(nodes)
+        cycle = find_cycle_in(ids, deps)
         if not cycle:
             return removed
         victim = min(cycle, key=lambda e: rank.get(e.kind, -1))
-        node = by_id[victim.dst]
-        kinds = dep_kinds(node)
-        k = node.data_deps.index(victim.src)
-        del node.data_deps[k]
-        if len(kinds) > k and any(a[0] == DEP_KINDS_ATTR for a in node.attrs):
-            del kinds[k]
-            node.attrs = [a if a[0] != DEP_KINDS_ATTR else (a[0], a[1], kinds) for a in node.attrs]
+        deps[victim.dst] = [(s, k) for s, k in deps[victim.dst] if s != victim.src]
         log.warning("broke cycle: dropped %s edge %d -> %d", victim.kind, victim.src, victim.dst)
         removed.append(victim)
+
+
+def break_cycles(nodes: Sequence[ChakraNode]) -> list[CycleEdge]:
+    """``break_cycles_in`` for decoded nodes: rewrites their ``data_deps``
+    and ``data_dep_kinds`` in place."""
+    deps = _dep_map(nodes)
+    removed = break_cycles_in([n.id for n in nodes], deps)  # type: ignore[arg-type]
+    for edge in removed:
+        node = next(n for n in nodes if n.id == edge.dst)
+        pairs = deps.get(node.id, [])
+        node.data_deps = [s for s, _ in pairs]
+        if any(a[0] == DEP_KINDS_ATTR for a in node.attrs):
+            node.attrs = [a if a[0] != DEP_KINDS_ATTR else (a[0], a[1], [k for _, k in pairs])
+                          for a in node.attrs]
+    return removed
