@@ -47,10 +47,10 @@ def test_comm_size_all_gather_counts_output_not_input():
 def test_comm_size_from_host_tensors_and_attrs():
     t = [5, 6, 0, 6144, 4, "cuda:0"]
     op = HostOp(id=1, name="nccl:all_to_all", parent=0, tid=1,
-                inputs=IOValues(values=[t], shapes=[[6144]], types=["Tensor(float)"]))
+                inputs=IOValues.of(values=[t], shapes=[[6144]], types=["Tensor(float)"]))
     assert coll.comm_size_from_host_op(C.ALL_TO_ALL, op) == 6144 * 4
     listed = HostOp(id=2, name="record_param_comms", parent=0, tid=1,
-                    inputs=IOValues(values=[[t, t]], shapes=[[[6144], [6144]]],
+                    inputs=IOValues.of(values=[[t, t]], shapes=[[[6144], [6144]]],
                                     types=["GenericList[Tensor(float),Tensor(float)]"]))
     assert coll.comm_size_from_host_op(C.ALL_REDUCE, listed) == 2 * 6144 * 4
     with_attrs = HostOp(id=3, name="record_param_comms", parent=0, tid=1,

@@ -364,7 +364,7 @@ def test_missing_nodes(tmp_path: Path) -> None:
 def test_wrong_layout_for_schema(tmp_path: Path) -> None:
     # A 1.0.1 header over nested nodes: the missing field is named.
     doc = nested_et("1.0.1")
-    raises_one_line(write(tmp_path, doc), "$.nodes[0].inputs", "flat node layout (`parent`")
+    raises_one_line(write(tmp_path, doc), "$.nodes[0]", "`parent`", "flat node layout (`parent`")
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from pt2chakra.model import (
     EdgeKind,
     GlobalMetadata,
     HostOp,
+    IOValues,
     NodeType,
 )
 
@@ -198,9 +199,10 @@ def _cpu_starts_by_kineto_tid(linked: LinkedTrace, timing: dict[int, tuple[float
     return result
 
 
-def _io(values: msgspec.Struct) -> tuple[str, str, str]:
-    return (orjson.dumps(values.values).decode(), orjson.dumps(values.shapes).decode(),  # type: ignore[attr-defined]
-            orjson.dumps(values.types).decode())  # type: ignore[attr-defined]
+def _io(io: IOValues) -> tuple[str, str, str]:
+    """IOInfo strings straight from the trace's JSON text (no re-encoding)."""
+    return (bytes(io.values_json).decode(), bytes(io.shapes_json).decode(),
+            bytes(io.types_json).decode())
 
 
 def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,

@@ -60,12 +60,13 @@ class _FlatNode(msgspec.Struct, gc=False):
     tid: int = 0
     fw_tid: int = 0
     op_schema: str = ""
-    inputs: list[Any] = []
-    input_shapes: list[Any] = []
-    input_types: list[str] = []
-    outputs: list[Any] = []
-    output_shapes: list[Any] = []
-    output_types: list[str] = []
+    # Kept as raw JSON (see IOValues): parsed only where needed.
+    inputs: msgspec.Raw = msgspec.Raw()
+    input_shapes: msgspec.Raw = msgspec.Raw()
+    input_types: msgspec.Raw = msgspec.Raw()
+    outputs: msgspec.Raw = msgspec.Raw()
+    output_shapes: msgspec.Raw = msgspec.Raw()
+    output_types: msgspec.Raw = msgspec.Raw()
 
 
 class _Attr(msgspec.Struct, gc=False):
@@ -81,8 +82,8 @@ class _NestedNode(msgspec.Struct, gc=False):
     id: NonNegative
     name: str
     ctrl_deps: NonNegative
-    inputs: IOValues = msgspec.field(default_factory=IOValues)
-    outputs: IOValues = msgspec.field(default_factory=IOValues)
+    inputs: IOValues = IOValues()
+    outputs: IOValues = IOValues()
     attrs: list[_Attr] = []
 
 

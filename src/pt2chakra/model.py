@@ -32,13 +32,50 @@ class InputError(Exception):
 # --------------------------------------------------------------------------
 
 
-class IOValues(msgspec.Struct, gc=False):
-    """Inputs or outputs of a host op, as recorded (raw JSON values)."""
+_EMPTY_RAW = msgspec.Raw()
 
-    values: list[Any] = []
-    shapes: list[Any] = []
-    types: list[str] = []
-    strides: list[Any] | None = None
+
+def _parse(raw: msgspec.Raw) -> Any:
+    return msgspec.json.decode(raw) if len(raw) else []
+
+
+class IOValues(msgspec.Struct, gc=False, frozen=True):
+    """Inputs or outputs of a host op, kept as the trace's raw JSON.
+
+    Parsing every op's values into Python objects was two thirds of loading a
+    host trace, yet only collectives and process groups need them: the rest
+    is copied to the output as text. The properties parse on demand."""
+
+    values_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="values")
+    shapes_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="shapes")
+    types_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="types")
+    strides_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="strides")  # 1.1.1+
+
+    @classmethod
+    def of(cls, values: list[Any] | None = None, shapes: list[Any] | None = None,
+           types: list[str] | None = None, strides: list[Any] | None = None) -> IOValues:
+        """Build from Python lists (tests, hand-made traces)."""
+        enc = msgspec.json.encode
+        return cls(msgspec.Raw(enc(values or [])), msgspec.Raw(enc(shapes or [])),
+                   msgspec.Raw(enc(types or [])),
+                   _EMPTY_RAW if strides is None else msgspec.Raw(enc(strides)))
+
+    @property
+    def values(self) -> list[Any]:
+        return _parse(self.values_json)  # type: ignore[no-any-return]
+
+    @property
+    def shapes(self) -> list[Any]:
+        return _parse(self.shapes_json)  # type: ignore[no-any-return]
+
+    @property
+    def types(self) -> list[str]:
+        return _parse(self.types_json)  # type: ignore[no-any-return]
+
+    @property
+    def strides(self) -> list[Any] | None:
+        """None when the trace predates strides (schema < 1.1.1)."""
+        return _parse(self.strides_json) if len(self.strides_json) else None
 
 
 class HostOp(msgspec.Struct, gc=False):
@@ -54,8 +91,8 @@ class HostOp(msgspec.Struct, gc=False):
     scope: int = 0
     fw_tid: int = 0
     op_schema: str = ""
-    inputs: IOValues = msgspec.field(default_factory=IOValues)
-    outputs: IOValues = msgspec.field(default_factory=IOValues)
+    inputs: IOValues = IOValues()
+    outputs: IOValues = IOValues()
     # Schema-specific extras (pg_name, collective_name, in_msg_nelems, ...).
     attrs: dict[str, Any] = {}
 
