@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 import orjson
 
-from pt2chakra import __version__
+from pt2chakra import __version__, cli_simulate, cli_tools
 from pt2chakra.model import InputError
 
 EXIT_BAD_INPUT = 2
@@ -47,9 +47,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(report.summary())
     if args.simulate:
-        from pt2chakra.simulate import simulate_files
-
-        print(simulate_files([args.output]).summary())
+        print(cli_simulate.short_report([args.output]))
     return 0
 
 
@@ -90,14 +88,6 @@ def _atomic_write(path: str, data: bytes) -> None:
         raise
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from pt2chakra.simulate import simulate_files
-
-    result = simulate_files(args.traces)
-    print(result.summary())
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pt2chakra",
@@ -132,9 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output JSON")
     p.set_defaults(func=_cmd_link)
 
-    p = sub.add_parser("simulate", parents=[common], help="replay .et files and report step time")
-    p.add_argument("traces", nargs="+", help=".et files (one per rank)")
-    p.set_defaults(func=_cmd_simulate)
+    cli_simulate.register(sub, common)
+    cli_tools.register(sub, common)
 
     # Listed for --help only; main() hands "collect" to pt2chakra.collect.
     sub.add_parser("collect", help="record an ET + Kineto pair of one training step "
