@@ -226,3 +226,26 @@ def test_cli_convert_writes_report_and_summary(tmp_path):
 
     doc = json.loads(report.read_text())
     assert doc["host_ops_in"] == doc["host_ops_kept"] + sum(doc["host_ops_dropped"].values())
+
+
+@pytest.mark.parametrize("name", ["dlrm_8gpu/rank3", "chakra_pg_host", "sample"])
+def test_fast_encoder_matches_generic_encoder(traces, name):
+    from pt2chakra.chakra_io import encode_node
+    from pt2chakra.graph import build_graph
+    from pt2chakra.host_trace import load_host_trace
+    from pt2chakra.kineto_trace import load_kineto_trace
+    from pt2chakra.linker import link
+
+    if name == "sample":
+        host, kineto = f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz"
+    elif name == "chakra_pg_host":
+        host, kineto = traces / name / "host_et.json.gz", None
+    else:
+        host, kineto = pair_paths(traces, name)
+    graph = build_graph(link(load_host_trace(host),
+                             load_kineto_trace(kineto) if kineto else None))
+    fast = list(graph.encoded_nodes())
+    generic = [encode_node(n) for n in graph.nodes()]
+    assert len(fast) == len(generic)
+    for a, b in zip(fast, generic):
+        assert a == b

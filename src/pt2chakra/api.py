@@ -11,7 +11,6 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -23,7 +22,7 @@ from pt2chakra.host_trace import load_host_trace
 from pt2chakra.jsonio import gc_paused
 from pt2chakra.kineto_trace import load_kineto_trace
 from pt2chakra.linker import LinkedTrace, link
-from pt2chakra.model import ChakraNode, InputError, NodeType
+from pt2chakra.model import InputError
 from pt2chakra.validate import break_cycles_in, describe_cycle, find_cycle_in
 
 log = logging.getLogger(__name__)
@@ -129,10 +128,9 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
         graph = build_graph(linked, rank=rank)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
-        by_type: Counter[str] = Counter()
-        write_et(str(output), graph.metadata, _counted(graph.nodes(), by_type))
+        write_et(str(output), graph.metadata, graph.encoded_nodes())
         stages.step(f"wrote {output}")
-    report = _report(graph, str(host_trace), device_trace, str(output), by_type, broken,
+    report = _report(graph, str(host_trace), device_trace, str(output), broken,
                      time.perf_counter() - t0)
     if not report.accounted():
         raise AssertionError(f"accounting mismatch: {report}")
@@ -158,15 +156,8 @@ def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
     return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles_in(ids, graph.deps)]
 
 
-def _counted(nodes: Iterator[ChakraNode], by_type: Counter[str]) -> Iterator[ChakraNode]:
-    names = {t: t.name for t in NodeType}
-    for node in nodes:
-        by_type[names[node.type]] += 1
-        yield node
-
-
 def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: str,
-            by_type: Counter[str], broken: list[str], seconds: float) -> ConversionReport:
+            broken: list[str], seconds: float) -> ConversionReport:
     by_kind: Counter[str] = Counter()
     for srcs in graph.deps.values():
         by_kind.update(k for _, k in srcs)
@@ -176,7 +167,7 @@ def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: s
         host_ops_linked=graph.linked_ops, host_ops_kept=graph.host_ops_kept,
         host_ops_dropped=graph.host_ops_dropped, gpu_activities_in=graph.gpu_in,
         gpu_activities_kept=graph.gpu_kept, gpu_activities_dropped=graph.gpu_dropped,
-        nodes=sum(by_type.values()), nodes_by_type=dict(by_type),
+        nodes=graph.host_ops_kept + graph.gpu_kept, nodes_by_type=graph.node_type_counts(),
         edges_by_kind={k.name.lower(): v for k, v in by_kind.items()},
         cycles_broken=broken, seconds=round(seconds, 3))
 

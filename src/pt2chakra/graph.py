@@ -16,6 +16,7 @@ import msgspec
 import orjson
 
 from pt2chakra import collective as coll
+from pt2chakra.chakra_io import NODE_TAGS, FieldEncoder, encode_node
 from pt2chakra.deps import (
     CpuSpan,
     Edge,
@@ -96,6 +97,73 @@ class ChakraGraph:
         for op in self._cpu_ops:
             yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept,
                             self._host_only, self._ops_by_id)
+        yield from self._gpu_nodes_with_deps()
+
+    def node_type_counts(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        special = (PROCESS_GROUP_INIT,) + COMM_OP_PREFIXES
+        plain = 0
+        for op in self._cpu_ops:
+            if op.name.startswith(special):
+                counts[_cpu_node_type(op, self._host_only)[0].name] += 1
+            else:
+                plain += 1
+        counts[NodeType.COMP_NODE.name] += plain
+        counts.update(NodeType(n.type).name for n in self._gpu_nodes)
+        return {k: v for k, v in counts.items() if v}
+
+    def encoded_nodes(self) -> Iterator[bytes]:
+        """The same nodes as ``nodes()``, already encoded: ordinary CPU ops
+        (the bulk of a trace) go through a fused fast path; the rest through
+        ``encode_node``. Byte-identical to encoding ``nodes()`` (tested)."""
+        kept = self._ops_by_id.keys() - _container_ids(self._ops_by_id.values())
+        fields = FieldEncoder()
+        timing = self._timing
+        deps = self.deps
+        host_only = self._host_only
+        kind_names = EDGE_KIND_NAMES
+        tag_id, tag_ctrl, tag_data = NODE_TAGS["id"], NODE_TAGS["ctrl_deps"], NODE_TAGS["data_deps"]
+        tag_start, tag_dur = NODE_TAGS["start_time_micros"], NODE_TAGS["duration_micros"]
+        tag_in, tag_out = NODE_TAGS["inputs"], NODE_TAGS["outputs"]
+        comp = fields.node_type(NodeType.COMP_NODE)
+        is_cpu = fields.attr("is_cpu_op", "bool_val", True)
+        for op in self._cpu_ops:
+            if op.name == PROCESS_GROUP_INIT or (host_only and op.name.startswith(COMM_OP_PREFIXES)):
+                yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
+                                            host_only, self._ops_by_id))
+                continue
+            t = timing.get(op.id)
+            d = deps.get(op.id)
+            parts = [fields.varint_field(tag_id, op.id), fields.name(op.name), comp]
+            if op.parent in kept:
+                parts.append(fields.packed_uint64(tag_ctrl, (op.parent,)))
+            if d:
+                parts.append(fields.packed_uint64(tag_data, [src for src, _ in d]))
+            if t is not None:
+                parts.append(fields.varint_field(tag_start, round(t[0])))
+                parts.append(fields.varint_field(tag_dur, round(t[2])))
+            io = op.inputs
+            parts.append(fields.ioinfo(tag_in, bytes(io.values_json), bytes(io.shapes_json),
+                                       bytes(io.types_json)))
+            io = op.outputs
+            parts.append(fields.ioinfo(tag_out, bytes(io.values_json), bytes(io.shapes_json),
+                                       bytes(io.types_json)))
+            parts.append(is_cpu)
+            if op.rf_id is not None:
+                parts.append(fields.attr_int64("rf_id", op.rf_id))
+            parts.append(fields.attr("tid", "int64_val", op.tid))
+            if op.op_schema:
+                parts.append(fields.attr("op_schema", "string_val", op.op_schema))
+            if t is not None:
+                parts.append(fields.attr_int64("inclusive_duration_micros", round(t[1])))
+            if d:
+                parts.append(fields.attr(DEP_KINDS_ATTR, "string_list",
+                                         tuple([kind_names[k] for _, k in d])))
+            yield b"".join(parts)
+        for node in self._gpu_nodes_with_deps():
+            yield encode_node(node)
+
+    def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
         for node in self._gpu_nodes:
             node_deps = self.deps.get(node.id)
             if node_deps:
@@ -205,20 +273,26 @@ def _io(io: IOValues) -> tuple[str, str, str]:
             bytes(io.types_json).decode())
 
 
+def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveType | str | None]:
+    """Node type of a host op, and its collective when it stands for one
+    (host-only traces: the ``nccl:*`` op is the only record of the transfer)."""
+    if op.name == PROCESS_GROUP_INIT:
+        return NodeType.METADATA_NODE, None
+    if host_only and op.name.startswith(COMM_OP_PREFIXES):
+        ctype = coll.collective_from_name(op.name)
+        if ctype is not None and ctype != "sendrecv":
+            return coll.node_type_for(ctype), ctype
+    return NodeType.COMP_NODE, None
+
+
 def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,
               deps: list[tuple[int, EdgeKind]] | None, kept_ids: Container[int], host_only: bool,
               ops_by_id: dict[int, HostOp]) -> ChakraNode:
     attrs: list[Attr] = []
-    node_type = NodeType.COMP_NODE
-    is_cpu = True
-    if op.name == PROCESS_GROUP_INIT:
-        node_type = NodeType.METADATA_NODE
-    elif host_only and op.name.startswith(COMM_OP_PREFIXES):
-        ctype = coll.collective_from_name(op.name)
-        if ctype is not None and ctype != "sendrecv":
-            node_type = coll.node_type_for(ctype)
-            is_cpu = False
-            attrs += _comm_attrs(ctype, None, op, ops_by_id)
+    node_type, ctype = _cpu_node_type(op, host_only)
+    is_cpu = ctype is None
+    if ctype is not None:
+        attrs += _comm_attrs(ctype, None, op, ops_by_id)
     attrs.append(("is_cpu_op", "bool_val", is_cpu))
     if op.rf_id is not None:
         attrs.append(("rf_id", "int64_val", op.rf_id))
