@@ -32,33 +32,29 @@ class InputError(Exception):
 # --------------------------------------------------------------------------
 
 
-_EMPTY_RAW = msgspec.Raw()
-
-
-def _parse(raw: msgspec.Raw) -> Any:
-    return msgspec.json.decode(raw) if len(raw) else []
+def _parse(text: bytes) -> Any:
+    return msgspec.json.decode(text) if text else []
 
 
 class IOValues(msgspec.Struct, gc=False, frozen=True):
-    """Inputs or outputs of a host op, kept as the trace's raw JSON.
+    """Inputs or outputs of a host op, kept as the trace's JSON text.
 
     Parsing every op's values into Python objects was two thirds of loading a
     host trace, yet only collectives and process groups need them: the rest
     is copied to the output as text. The properties parse on demand."""
 
-    values_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="values")
-    shapes_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="shapes")
-    types_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="types")
-    strides_json: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="strides")  # 1.1.1+
+    values_json: bytes = b""
+    shapes_json: bytes = b""
+    types_json: bytes = b""
+    strides_json: bytes = b""  # schema 1.1.1 and later
 
     @classmethod
     def of(cls, values: list[Any] | None = None, shapes: list[Any] | None = None,
            types: list[str] | None = None, strides: list[Any] | None = None) -> IOValues:
         """Build from Python lists (tests, hand-made traces)."""
         enc = msgspec.json.encode
-        return cls(msgspec.Raw(enc(values or [])), msgspec.Raw(enc(shapes or [])),
-                   msgspec.Raw(enc(types or [])),
-                   _EMPTY_RAW if strides is None else msgspec.Raw(enc(strides)))
+        return cls(enc(values or []), enc(shapes or []), enc(types or []),
+                   b"" if strides is None else enc(strides))
 
     @property
     def values(self) -> list[Any]:
