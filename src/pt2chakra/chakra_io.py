@@ -847,6 +847,10 @@ class FieldEncoder:
         return prefixes[len(v)] + v
 
 
+# Public names for writers with their own fast path (see FieldEncoder).
+uvarint = _uvarint
+SMALL_VARINTS = _VARINT_CACHE
+IOINFO_TAGS = (_IOINFO_VALUES, _IOINFO_SHAPES, _IOINFO_TYPES)
 NODE_TAGS = {
     "ctrl_deps": _NODE_CTRL_DEPS, "data_deps": _NODE_DATA_DEPS, "start_time_micros": _NODE_START,
     "duration_micros": _NODE_DURATION, "inputs": _NODE_INPUTS, "outputs": _NODE_OUTPUTS,

@@ -16,7 +16,14 @@ import msgspec
 import orjson
 
 from pt2chakra import collective as coll
-from pt2chakra.chakra_io import NODE_TAGS, FieldEncoder, encode_node
+from pt2chakra.chakra_io import (
+    IOINFO_TAGS,
+    NODE_TAGS,
+    SMALL_VARINTS,
+    FieldEncoder,
+    encode_node,
+    uvarint,
+)
 from pt2chakra.deps import (
     CpuSpan,
     Edge,
@@ -127,38 +134,56 @@ class ChakraGraph:
         tag_in, tag_out = NODE_TAGS["inputs"], NODE_TAGS["outputs"]
         comp = fields.node_type(NodeType.COMP_NODE)
         is_cpu = fields.attr("is_cpu_op", "bool_val", True)
+        uv = uvarint
+        small = SMALL_VARINTS  # varints of 0..len-1, for lengths and small ints
+        limit = len(small)
+        iv, ish, ity = IOINFO_TAGS
+        name_field = fields.name
+        attr = fields.attr
+        attr_int64 = fields.attr_int64
+
+        def ioinfo(tag: bytes, io: IOValues) -> bytes:
+            v, sh, ty = io.values_json, io.shapes_json, io.types_json
+            if v and sh and ty and len(v) < limit and len(sh) < limit and len(ty) < limit:
+                body = b"".join((iv, small[len(v)], v, ish, small[len(sh)], sh,
+                                 ity, small[len(ty)], ty))
+                if len(body) < limit:
+                    return tag + small[len(body)] + body
+            return fields.ioinfo(tag, v, sh, ty)
+
         for op in self._cpu_ops:
-            if op.name == PROCESS_GROUP_INIT or (host_only and op.name.startswith(COMM_OP_PREFIXES)):
+            name = op.name
+            if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_OP_PREFIXES)):
                 yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
                                             host_only, self._ops_by_id))
                 continue
-            t = timing.get(op.id)
-            d = deps.get(op.id)
-            parts = [fields.varint_field(tag_id, op.id), fields.name(op.name), comp]
+            op_id = op.id
+            t = timing.get(op_id)
+            d = deps.get(op_id)
+            parts = [tag_id, uv(op_id), name_field(name), comp]
             if op.parent in kept:
-                parts.append(fields.packed_uint64(tag_ctrl, (op.parent,)))
+                p = uv(op.parent)
+                parts += (tag_ctrl, small[len(p)], p)
             if d:
-                parts.append(fields.packed_uint64(tag_data, [src for src, _ in d]))
+                packed = b"".join([uv(src) for src, _ in d])
+                parts += (tag_data, small[len(packed)], packed)
             if t is not None:
-                parts.append(fields.varint_field(tag_start, round(t[0])))
-                parts.append(fields.varint_field(tag_dur, round(t[2])))
-            io = op.inputs
-            parts.append(fields.ioinfo(tag_in, bytes(io.values_json), bytes(io.shapes_json),
-                                       bytes(io.types_json)))
-            io = op.outputs
-            parts.append(fields.ioinfo(tag_out, bytes(io.values_json), bytes(io.shapes_json),
-                                       bytes(io.types_json)))
-            parts.append(is_cpu)
+                start, dur = round(t[0]), round(t[2])
+                if start:
+                    parts += (tag_start, uv(start))
+                if dur:
+                    parts += (tag_dur, uv(dur))
+            parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
             if op.rf_id is not None:
-                parts.append(fields.attr_int64("rf_id", op.rf_id))
-            parts.append(fields.attr("tid", "int64_val", op.tid))
+                parts.append(attr_int64("rf_id", op.rf_id))
+            parts.append(attr("tid", "int64_val", op.tid))
             if op.op_schema:
-                parts.append(fields.attr("op_schema", "string_val", op.op_schema))
+                parts.append(attr("op_schema", "string_val", op.op_schema))
             if t is not None:
-                parts.append(fields.attr_int64("inclusive_duration_micros", round(t[1])))
+                parts.append(attr_int64("inclusive_duration_micros", round(t[1])))
             if d:
-                parts.append(fields.attr(DEP_KINDS_ATTR, "string_list",
-                                         tuple([kind_names[k] for _, k in d])))
+                parts.append(attr(DEP_KINDS_ATTR, "string_list",
+                                  tuple([kind_names[k] for _, k in d])))
             yield b"".join(parts)
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
