@@ -1,0 +1,353 @@
+"""``pt2chakra validate``: is an ``.et`` (or a set of per-rank files) sound
+for replay? Reuses :mod:`pt2chakra.validate` for cycles.
+
+Errors make a trace unsound (exit 1); warnings name known weaknesses that a
+replay tolerates but gets wrong (e.g. the reference converter's GPU ops with
+no stream order, collectives typed as compute).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from pt2chakra.collective import is_nccl_kernel
+from pt2chakra.graph import COMM_OP_PREFIXES
+from pt2chakra.model import ChakraNode, CollectiveType, NodeType
+from pt2chakra.tools_io import attr_dict, is_gpu, rank_of, read
+from pt2chakra.validate import describe_cycle, find_cycle_in
+
+PROFILES = ("astra-sim",)
+
+# Attribute -> the one oneof member consumers (ASTRA-sim's feeder) read.
+EXPECTED_MEMBERS = {
+    "is_cpu_op": "bool_val",
+    "comm_type": "int64_val",
+    "comm_size": "int64_val",
+    "comm_src": "int32_val",
+    "comm_dst": "int32_val",
+    "comm_tag": "int32_val",
+    "comm_priority": "int32_val",
+    "tensor_size": "uint64_val",
+    "num_ops": "int64_val",
+    "pg_name": "string_val",
+}
+COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+MAX_PER_CHECK = 20  # problems of one kind listed per file before a summary line
+_ASTRA_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(\.gz)?$")
+
+
+class Problem(msgspec.Struct, omit_defaults=True):
+    file: str
+    severity: str  # "error" | "warning"
+    check: str
+    message: str
+    hint: str = ""
+    node: int | None = None
+
+    def line(self) -> str:
+        where = f" node {self.node}:" if self.node is not None else ""
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        return f"{self.file}: {self.severity}: [{self.check}]{where} {self.message}{hint}"
+
+
+class ValidationReport(msgspec.Struct):
+    files: list[str]
+    profile: str | None
+    problems: list[Problem]
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    @property
+    def sound(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": self.files, "profile": self.profile, "sound": self.sound,
+                "errors": len(self.errors), "warnings": len(self.warnings),
+                "problems": [msgspec.to_builtins(p) for p in self.problems]}
+
+    def lines(self) -> list[str]:
+        out = [p.line() for p in self.problems]
+        verdict = "sound" if self.sound else "NOT sound"
+        out.append(f"{len(self.files)} file(s) {verdict}: {len(self.errors)} error(s), "
+                   f"{len(self.warnings)} warning(s)")
+        return out
+
+
+class _Collector:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.problems: list[Problem] = []
+        self._counts: dict[tuple[str, str], int] = defaultdict(int)
+        self.host_collectives: list[ChakraNode] = []  # host comm ops typed COMP_NODE
+
+    def add(self, severity: str, check: str, message: str, hint: str = "",
+            node: int | None = None) -> None:
+        self._counts[severity, check] += 1
+        if self._counts[severity, check] <= MAX_PER_CHECK:
+            self.problems.append(Problem(self.path, severity, check, message, hint, node))
+
+    def finish(self) -> list[Problem]:
+        for (severity, check), n in self._counts.items():
+            if n > MAX_PER_CHECK:
+                self.problems.append(Problem(self.path, severity, check,
+                                             f"{n - MAX_PER_CHECK} more like the above"))
+        return self.problems
+
+
+class _Collective(msgspec.Struct):
+    node: int
+    start: int
+    ctype: int | None
+    node_type: int
+    size: int | None
+    pg: str
+
+
+class _FileFacts(msgspec.Struct):
+    path: str
+    rank: int
+    collectives: list[_Collective]
+    process_groups: list[dict[str, Any]]
+
+
+def _looks_collective(name: str) -> bool:
+    return name.startswith(COMM_OP_PREFIXES) or is_nccl_kernel(name)
+
+
+def _check_attrs(node: ChakraNode, c: _Collector) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for name, member, value in node.attrs:
+        expected = EXPECTED_MEMBERS.get(name)
+        if expected is not None and member != expected:
+            c.add("error", "attr-type", f"attribute {name!r} is {member or 'unset'}, "
+                  f"consumers read {expected} (any other member reads as 0)",
+                  f"write {name} as {expected}", node.id)
+            continue
+        attrs[name] = value
+    return attrs
+
+
+def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector, profile: str | None,
+                ) -> None:
+    if node.type == NodeType.INVALID_NODE:
+        c.add("error", "node-type", "node type is INVALID_NODE",
+              "give every node a real type (COMP_NODE, COMM_COLL_NODE, ...)", node.id)
+    if node.type in COMM_TYPES:
+        if node.type == NodeType.COMM_COLL_NODE:
+            if "comm_type" not in attrs:
+                c.add("error", "comm-attrs", f"{node.name!r}: collective without comm_type",
+                      "add comm_type (int64_val, a CollectiveCommType)", node.id)
+            else:
+                try:
+                    CollectiveType(attrs["comm_type"])
+                except ValueError:
+                    c.add("error", "comm-attrs", f"comm_type {attrs['comm_type']} is not a "
+                          "CollectiveCommType", "use a value 0..9", node.id)
+        size = attrs.get("comm_size")
+        if size is None:
+            c.add("error", "comm-attrs", f"{node.name!r}: communication node without comm_size",
+                  "add comm_size (int64_val, bytes)", node.id)
+        elif size < 0:
+            c.add("error", "comm-attrs", f"comm_size {size} is negative", "", node.id)
+        elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
+            c.add("warning", "comm-size-zero", f"{node.name!r}: comm_size is 0",
+                  "a zero-byte collective replays as free", node.id)
+    elif _looks_collective(node.name) and node.type == NodeType.COMP_NODE:
+        if is_gpu(attrs):
+            c.add("warning", "collective-as-compute",
+                  f"GPU op {node.name!r} is a collective but typed COMP_NODE",
+                  "it replays as compute, not communication", node.id)
+        else:  # fine when its GPU kernel is the comm node; decided per file
+            c.host_collectives.append(node)
+    if profile == "astra-sim":
+        if node.type == NodeType.METADATA_NODE:
+            c.add("error", "astra-sim", f"METADATA_NODE {node.name!r}: ASTRA-sim stops with "
+                  "'Invalid node_type'", "convert with --for astra-sim (drops it)", node.id)
+        elif attrs.get("is_cpu_op", False):
+            c.add("error", "astra-sim", f"CPU node {node.name!r}: ASTRA-sim's statistics step "
+                  "throws on CPU ops", "convert with --for astra-sim", node.id)
+
+
+def _check_file(path: str, index: int, profile: str | None) -> tuple[list[Problem], _FileFacts]:
+    c = _Collector(path)
+    metadata, nodes = read(path)
+    md = attr_dict(metadata.attrs)
+    if not metadata.version:
+        c.add("warning", "metadata", "GlobalMetadata has no version",
+              "the reference converter writes none; readers cannot tell the schema")
+    ids: list[int] = []
+    seen: set[int] = set()
+    deps: dict[int, list[tuple[int, str]]] = {}
+    ctrl: list[tuple[int, int]] = []
+    names: dict[int, str] = {}
+    streams: dict[tuple[Any, Any], list[tuple[int, int, list[int]]]] = defaultdict(list)
+    collectives: list[_Collective] = []
+    for node in nodes:
+        if node.id in seen:
+            c.add("error", "duplicate-id", f"id {node.id} is used by more than one node "
+                  f"(this one is {node.name!r})", "ids must be unique within a file", node.id)
+        seen.add(node.id)
+        ids.append(node.id)
+        names[node.id] = node.name
+        attrs = _check_attrs(node, c)
+        _check_node(node, attrs, c, profile)
+        if node.data_deps:
+            kinds = attrs.get("data_dep_kinds")
+            if not (isinstance(kinds, list) and len(kinds) == len(node.data_deps)):
+                kinds = ["data"] * len(node.data_deps)
+            deps[node.id] = list(zip(node.data_deps, kinds))
+        ctrl += [(node.id, d) for d in node.ctrl_deps]
+        if is_gpu(attrs) and "stream" in attrs and node.start_time_micros:
+            streams[(attrs.get("device"), attrs["stream"])].append(
+                (node.start_time_micros, node.id, node.data_deps))
+        if node.type in COMM_TYPES:
+            size = attrs.get("comm_size")
+            collectives.append(_Collective(
+                node.id, node.start_time_micros, attrs.get("comm_type"), int(node.type),
+                size if isinstance(size, int) else None, str(attrs.get("pg_name", ""))))
+    if not collectives:
+        for node in c.host_collectives:
+            c.add("warning", "collective-as-compute",
+                  f"{node.name!r} is a collective but typed COMP_NODE and the file has no "
+                  "communication node", "it replays as compute, not communication (the "
+                  "reference converter does this on host-only traces)", node.id)
+    for dst, srcs in deps.items():
+        for src, _kind in srcs:
+            if src not in seen:
+                c.add("error", "dangling-dep", f"data dependency on {src}, which is not a node "
+                      "of this file", "the simulator follows data_deps and would wait forever",
+                      dst)
+    for dst, src in ctrl:
+        if src not in seen:
+            c.add("warning", "dangling-ctrl-dep", f"ctrl dependency on {src}, which is not a "
+                  "node of this file", "ASTRA-sim ignores ctrl_deps; other readers may not", dst)
+    cycle = find_cycle_in(ids, deps)
+    if cycle:
+        on_cycle = {e.src: ChakraNode(id=e.src, name=names.get(e.src, ""), type=NodeType.COMP_NODE)
+                    for e in cycle}
+        c.add("error", "cycle", "dependency cycle " + describe_cycle(cycle, on_cycle),
+              "a replay deadlocks; convert with --break-cycles", cycle[0].src)
+    for (device, stream), ops in streams.items():
+        ops.sort()
+        unordered = [cur[1] for prev, cur in zip(ops, ops[1:]) if prev[1] not in cur[2]]
+        if unordered:
+            c.add("warning", "stream-order",
+                  f"device {device} stream {stream}: {len(unordered)} of {len(ops)} GPU ops "
+                  f"do not depend on their stream predecessor (first: node {unordered[0]})",
+                  "the replay may run them concurrently or at time 0 (reference converter)",
+                  unordered[0])
+    if profile == "astra-sim":
+        if not _ASTRA_NAME.match(os.path.basename(path)):
+            c.add("error", "astra-sim", "file name is not <prefix>.<rank>.et",
+                  "ASTRA-sim opens <prefix>.<rank>.et for every rank")
+    pgs: list[dict[str, Any]] = []
+    raw_pgs = md.get("process_groups")
+    if isinstance(raw_pgs, str):
+        try:
+            pgs = list(msgspec.json.decode(raw_pgs))
+        except msgspec.DecodeError:
+            c.add("warning", "metadata", "process_groups is not JSON", "")
+    facts = _FileFacts(path, rank_of(metadata, path, index), collectives, pgs)
+    return c.finish(), facts
+
+
+def _check_alignment(facts: Sequence[_FileFacts]) -> list[Problem]:
+    """Across ranks: each process group's collectives in the same order, of
+    the same types and (except all-to-all, whose splits may differ) sizes."""
+    problems: list[Problem] = []
+    per_pg: dict[str, dict[int, list[_Collective]]] = defaultdict(dict)
+    for f in facts:
+        groups: dict[str, list[_Collective]] = defaultdict(list)
+        for col in sorted(f.collectives, key=lambda x: (x.start, x.node)):
+            if col.node_type == NodeType.COMM_COLL_NODE:
+                groups[col.pg].append(col)
+        for pg, cols in groups.items():
+            per_pg[pg][id(f)] = cols
+    by_id = {id(f): f for f in facts}
+    for pg, ranks in sorted(per_pg.items()):
+        label = f"process group {pg!r}" if pg else "collectives without pg_name"
+        members = [by_id[k] for k in ranks]
+        missing = [f for f in facts if id(f) not in ranks]
+        if missing and not pg:
+            for f in missing:
+                problems.append(Problem(f.path, "error", "alignment",
+                                        f"rank {f.rank} has none of the {label} other ranks run",
+                                        "a collective waits for every rank of its group"))
+        ref = members[0]
+        ref_cols = ranks[id(ref)]
+        for f in members[1:]:
+            cols = ranks[id(f)]
+            if len(cols) != len(ref_cols):
+                problems.append(Problem(
+                    f.path, "error", "alignment",
+                    f"rank {f.rank} runs {len(cols)} collectives of {label}, rank {ref.rank} "
+                    f"runs {len(ref_cols)}", "ranks would hang waiting for each other"))
+            for i, (a, b) in enumerate(zip(ref_cols, cols)):
+                if a.ctype != b.ctype:
+                    problems.append(Problem(
+                        f.path, "error", "alignment",
+                        f"collective #{i} of {label} is {_ctype(b.ctype)} here but "
+                        f"{_ctype(a.ctype)} on rank {ref.rank} (node {a.node})",
+                        "same order of collectives on every rank", b.node))
+                    break
+                if a.size != b.size:
+                    severity = "warning" if a.ctype == CollectiveType.ALL_TO_ALL else "error"
+                    problems.append(Problem(
+                        f.path, severity, "alignment",
+                        f"collective #{i} of {label} ({_ctype(b.ctype)}) is {b.size} B here "
+                        f"but {a.size} B on rank {ref.rank} (node {a.node})",
+                        "all-to-all splits may differ" if severity == "warning"
+                        else "every rank must move the same amount", b.node))
+    return problems
+
+
+def _ctype(value: int | None) -> str:
+    try:
+        return CollectiveType(value).name if value is not None else "untyped"
+    except ValueError:
+        return f"invalid({value})"
+
+
+def validate(paths: Sequence[str | os.PathLike[str]], profile: str | None = None,
+             ) -> ValidationReport:
+    """Check one or more ``.et`` files (several = one per rank of one run)."""
+    if profile is not None and profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    files = [os.fspath(p) for p in paths]
+    problems: list[Problem] = []
+    facts: list[_FileFacts] = []
+    for index, path in enumerate(files):
+        found, fact = _check_file(path, index, profile)
+        problems += found
+        facts.append(fact)
+    if len(facts) > 1:
+        ranks = [f.rank for f in facts]
+        if len(set(ranks)) != len(ranks):
+            problems.append(Problem(files[0], "warning", "alignment",
+                                    f"ranks repeat across the files: {ranks}",
+                                    "give one file per rank"))
+        problems += _check_alignment(facts)
+    if profile == "astra-sim":
+        ranks = sorted(f.rank for f in facts)
+        if len(files) == 1:
+            problems.append(Problem(files[0], "warning", "astra-sim",
+                                    "one file: ASTRA-sim needs at least 2 ranks",
+                                    "pass every <prefix>.<rank>.et of the run"))
+        elif ranks != list(range(len(ranks))):
+            problems.append(Problem(files[0], "error", "astra-sim",
+                                    f"ranks {ranks} are not 0..{len(ranks) - 1}",
+                                    "ASTRA-sim opens <prefix>.0.et .. <prefix>.<N-1>.et"))
+    return ValidationReport(files, profile, problems)
