@@ -1,17 +1,38 @@
 """Event-driven replay of Chakra graphs: predicted step time vs measured.
 
-A node starts when every dependency has *completed* and its lane (a CPU
-thread or a GPU stream of one rank) is free, and holds the lane for its
-duration. On CPU lanes the measured idle time before a top-level op (Python
-and framework overhead that no op's duration holds) is replayed as a delay.
-Collectives with the same process group and sequence start together once
-every participating rank has reached them. O((nodes + edges) log nodes).
+The model (docs/SIMULATE.md has the long form):
+
+* **Lanes.** Every CPU thread and every GPU stream of every rank is a lane. A
+  node starts when all its dependencies have *completed* and its lane is free,
+  and holds the lane for its duration. Ready nodes of one lane run in recorded
+  order. No time stepping: a heap of events, O((nodes + edges) log nodes).
+* **CPU gaps.** The measured idle time before an op on a CPU thread (Python
+  and framework overhead that no op's duration holds) is replayed as a delay.
+* **Synchronisation.** A CPU op that blocked on the GPU (a synchronous memcpy,
+  ``.item()``, a stream synchronize: the converter's ``gpu_sync`` edges) has a
+  measured duration that *includes* the wait. The wait is taken out and
+  replaced by the dependency: the op ends at
+  ``max(start + own work, GPU producer end + post-return time)``, and the GPU
+  work it launches is released when it issues it, not when it returns.
+* **Collectives.** Matched across ranks by process group and ``comm_seq`` (or
+  order of appearance). A collective starts when every participant has
+  reached it; all participants end together. A measured NCCL kernel duration
+  includes the time spent waiting for the slowest peer, so the intrinsic
+  duration is the *minimum* measured over the participants (the last rank to
+  arrive waits for nobody). With ``bandwidth_gbps`` and ``latency_us`` set, a
+  network model (ring / tree cost factors, sim_network.py) gives it instead.
+* **Ranks** start at their recorded offsets on the shared clock when the
+  traces agree on one (``align="auto"``), or all together.
+* **What-if knobs**: scale compute (GPU kernels), CPU time, network bandwidth;
+  spread collectives over N communication streams.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
+import math
 import os
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,11 +46,69 @@ log = logging.getLogger(__name__)
 
 COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
+# Node categories (critical path "by node type").
+CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM = 0, 1, 2, 3
+CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication")
+# Extra critical-path categories for time that no node's duration holds.
+CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
+WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
+
+# Edge kinds, as the converter names them, plus the simulator's own reasons.
+EDGE_KIND_NAMES = ("inter_thread", "gpu_sync", "stream_wait", "thread_order", "caller",
+                   "launch", "stream_order", "lane_order", "rank_start", "data")
+_KIND_CODE = {name: i for i, name in enumerate(EDGE_KIND_NAMES)}
+K_GPU_SYNC = _KIND_CODE["gpu_sync"]
+K_LAUNCH = _KIND_CODE["launch"]
+K_STREAM_ORDER = _KIND_CODE["stream_order"]
+K_STREAM_WAIT = _KIND_CODE["stream_wait"]
+K_LANE = _KIND_CODE["lane_order"]
+K_START = _KIND_CODE["rank_start"]
+K_DATA = _KIND_CODE["data"]  # a data_dep without a recorded kind (other tools' .et)
+
+# Inferring cross-stream waits: an op that started this much later than
+# anything recorded explains, and at most this long after another stream's op
+# ended, waited for that op.
+INFER_MIN_US = 20.0
+INFER_TOL_US = 10.0
+
+# How far back on a thread to look for the op that held a GPU sync.
+SYNC_LOOKBACK = 64
+
+# Event types, in processing order at equal times: completions first so a
+# lane freed at t can take a node that starts at t.
+_EV_COMPLETE, _EV_CPU_DONE, _EV_ISSUE, _EV_START = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------
+# Configuration and results
+# --------------------------------------------------------------------------
+
+
+class SimConfig(msgspec.Struct, frozen=True):
+    """One simulation setting. Defaults replay the measured durations."""
+
+    compute_scale: float = 1.0  # GPU kernel durations (not memcpy, not comm)
+    cpu_scale: float = 1.0  # CPU op durations and replayed gaps
+    bandwidth_scale: float = 1.0  # network bandwidth (comm durations / this)
+    comm_streams: int = 0  # 0: as recorded; N: collectives round-robin on N streams
+    bandwidth_gbps: float | None = None  # with latency_us: network model
+    latency_us: float | None = None
+    algorithm: str = "ring"  # network model: "ring" or "tree"
+    align: str = "auto"  # rank start offsets: "auto", "recorded", "together"
+
+    def label(self) -> str:
+        parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}",
+                 f"bandwidth x{self.bandwidth_scale:g}",
+                 f"comm streams {self.comm_streams or 'as recorded'}"]
+        return ", ".join(parts)
+
 
 class LaneStats(msgspec.Struct):
     lane: str
     busy_us: float
+    idle_us: float
     nodes: int
+    idle_gaps: int  # number of idle intervals between the rank's start and its last op
 
 
 class RankResult(msgspec.Struct):
@@ -39,7 +118,27 @@ class RankResult(msgspec.Struct):
     predicted_step_us: float
     measured_step_us: float
     error_pct: float | None
+    start_offset_us: float
     lanes: list[LaneStats]
+    unfinished: int = 0
+
+
+class CriticalPath(msgspec.Struct):
+    length_us: float
+    nodes: int
+    rank_crossings: int  # times the path moves to another rank (collectives)
+    by_node_type: dict[str, float]  # category -> microseconds
+    by_edge_kind: dict[str, float]  # kind of the edge that made each step critical -> us
+    top_nodes: list[dict]  # longest nodes on the path
+
+
+class WhatIf(msgspec.Struct):
+    compute_scale: float
+    cpu_scale: float
+    bandwidth_scale: float
+    comm_streams: int
+    predicted_step_us: float
+    speedup: float  # baseline predicted / this predicted
 
 
 class SimulationResult(msgspec.Struct):
@@ -47,6 +146,11 @@ class SimulationResult(msgspec.Struct):
     predicted_step_us: float
     measured_step_us: float
     error_pct: float | None
+    align: str
+    network_model: str | None
+    critical_path: CriticalPath | None = None
+    what_if: list[WhatIf] = []
+    inferred_stream_waits: int = 0
 
     def summary(self) -> str:
         lines = []
@@ -60,185 +164,837 @@ class SimulationResult(msgspec.Struct):
                      f"{self.measured_step_us:.0f} us, error {err}")
         return "\n".join(lines)
 
+    def to_json(self) -> dict:
+        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
 
-class _SimNode:
-    __slots__ = ("rank", "node", "lane", "dur", "delay", "waiting", "children", "comm_key",
-                 "order", "is_gpu")
 
-    def __init__(self, rank: int, node: ChakraNode, lane: tuple, dur: float, is_gpu: bool) -> None:
-        self.rank = rank
-        self.node = node
-        self.lane = lane
-        self.dur = dur
-        self.delay = 0.0
-        self.waiting = 0
-        self.children: list[_SimNode] = []
-        self.comm_key: tuple | None = None
-        self.order = (node.start_time_micros, node.id)
-        self.is_gpu = is_gpu
+class Schedule(msgspec.Struct):
+    """Per-node simulated times of one run (for timelines and plots)."""
+
+    nodes: list[ChakraNode]
+    rank: list[int]
+    lane: list[int]
+    lane_names: list[tuple[int, str, str]]  # (rank, "cpu"|"gpu", label)
+    start: list[float]
+    end: list[float]
+    category: list[int]
+    critical: set[int]
+    rank_origin: list[float]  # per rank: its simulated start
+    step_start: list[float]  # per rank: recorded step start (trace clock)
+    align: str
+    rank_label: list[int]
+
+
+# --------------------------------------------------------------------------
+# Preparation: graph -> flat arrays
+# --------------------------------------------------------------------------
 
 
 def _attrs(node: ChakraNode) -> dict:
     return {a[0]: a[2] for a in node.attrs}
 
 
-def _lane_of(rank: int, node: ChakraNode, attrs: dict) -> tuple[tuple, bool]:
-    if attrs.get("is_cpu_op", False):
-        return ("cpu", rank, attrs.get("tid", 0)), False
-    if "stream" in attrs:
-        return ("gpu", rank, attrs.get("device", 0), attrs["stream"]), True
-    if node.type in COMM_TYPES:
-        return ("comm", rank, attrs.get("pg_name", "")), True
-    return ("cpu", rank, attrs.get("tid", 0)), False
+def _meta(md: GlobalMetadata) -> dict:
+    return {a[0]: a[2] for a in md.attrs}
 
 
-def _prepare_rank(rank: int, nodes: Sequence[ChakraNode]) -> tuple[list[_SimNode], float, float]:
-    """Sim nodes with lanes, CPU gap delays and dependency counts; also the
-    measured span (start, end) of the step."""
-    sims: dict[int, _SimNode] = {}
-    inclusive: dict[int, float] = {}
-    timed = [n for n in nodes if n.start_time_micros or n.duration_micros]
-    step_start = min((n.start_time_micros for n in timed), default=0)
-    step_end = max((n.start_time_micros + n.duration_micros for n in timed), default=0)
-    comm_counter: dict[str, int] = defaultdict(int)
-    for n in nodes:
+class _Prepared:
+    """All ranks' nodes as flat arrays indexed by a global node index."""
+
+    def __init__(self) -> None:
+        self.nodes: list[ChakraNode] = []
+        self.rank: list[int] = []
+        self.lane: list[int] = []
+        self.lane_names: list[tuple[int, str, str]] = []
+        self.lane_index: dict[tuple, int] = {}
+        self.order: list[int] = []  # recorded start order within the rank
+        self.dur: list[float] = []
+        self.cat: list[int] = []
+        self.delay: list[float] = []
+        self.children: list[list[int]] = []
+        self.child_kind: list[list[int]] = []
+        self.nwait: list[int] = []
+        self.comm_key: dict[int, tuple] = {}
+        self.comm_bytes: dict[int, int] = {}
+        self.comm_type: dict[int, int] = {}
+        # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
+        self.sync: dict[int, tuple[float, float, float]] = {}
+        self.sync_producers: dict[int, list[int]] = {}  # producer -> sync ops it gates
+        self.sync_gates: dict[int, int] = {}  # sync op -> number of producers
+        self.issue_children: dict[int, list[int]] = {}  # sync op -> GPU ops released at issue
+        self.step_start: list[float] = []
+        self.step_end: list[float] = []
+        self.sources: list[str] = []
+        self.rank_label: list[int] = []
+        self.inferred_edges = 0  # cross-stream waits inferred from timing
+        self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice  # rank recorded in the metadata (else position)
+        self.rank_nodes: list[range] = []
+
+    def lane_id(self, key: tuple, rank: int, kind: str, label: str) -> int:
+        idx = self.lane_index.get(key)
+        if idx is None:
+            idx = len(self.lane_names)
+            self.lane_index[key] = idx
+            self.lane_names.append((rank, kind, label))
+        return idx
+
+
+def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+             sources: Sequence[str], comm_streams: int, infer_waits: bool = True) -> _Prepared:
+    p = _Prepared()
+    for rank, (md, nodes) in enumerate(graphs):
+        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits)
+        p.sources.append(sources[rank])
+    return p
+
+
+def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
+                  comm_streams: int, infer_waits: bool = True) -> None:
+    base = len(p.nodes)
+    mda = _meta(md)
+    index: dict[int, int] = {}
+    attrs_of: list[dict] = []
+    incl: list[float] = []
+    for k, n in enumerate(nodes):
         a = _attrs(n)
-        lane, is_gpu = _lane_of(rank, n, a)
-        sim = _SimNode(rank, n, lane, float(n.duration_micros), is_gpu)
-        if n.type in COMM_TYPES:
+        attrs_of.append(a)
+        index[n.id] = base + k
+        p.nodes.append(n)
+        p.rank.append(rank)
+        d = float(n.duration_micros)
+        p.dur.append(d)
+        incl.append(float(a.get("inclusive_duration_micros", d)))
+        p.delay.append(0.0)
+        p.children.append([])
+        p.child_kind.append([])
+        p.nwait.append(0)
+        p.order.append(0)
+        is_cpu = bool(a.get("is_cpu_op", False))
+        if n.type in COMM_TYPES and not is_cpu:
+            cat = COMM
+        elif is_cpu or ("stream" not in a and n.type not in COMM_TYPES):
+            cat = CPU_OP
+        elif str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
+            cat = GPU_MEMCPY
+        else:
+            cat = GPU_COMPUTE
+        p.cat.append(cat)
+        if cat == CPU_OP:
+            tid = a.get("tid", 0)
+            lane = p.lane_id(("cpu", rank, tid), rank, "cpu", f"thread {tid}")
+        elif "stream" in a:
+            dev, st = a.get("device", 0), a["stream"]
+            lane = p.lane_id(("gpu", rank, dev, st), rank, "gpu", f"stream {st}")
+        else:  # a comm node of another tool's trace: one lane per process group
             pg = str(a.get("pg_name", ""))
-            seq = a.get("comm_seq")
-            if seq is None:
-                seq = comm_counter[pg]
-                comm_counter[pg] += 1
-                sim.comm_key = (pg, "order", seq)
-            else:
-                sim.comm_key = (pg, "seq", seq)
-        sims[n.id] = sim
-        inclusive[n.id] = float(a.get("inclusive_duration_micros", n.duration_micros))
-    # Idle gaps on CPU lanes: time no op covers, charged to the op after it.
-    covered_until: dict[tuple, float] = {}
-    for sim in sorted(sims.values(), key=lambda s: s.order):
-        if sim.is_gpu:
+            lane = p.lane_id(("comm", rank, pg), rank, "gpu", f"comm {pg}".strip())
+        p.lane.append(lane)
+    end = len(p.nodes)
+    p.rank_nodes.append(range(base, end))
+
+    # Measured step: the converter's metadata, else the span of timed nodes.
+    # (recorded step of the converter's metadata, widened to every timed
+    # node: GPU work launched at the end of the step finishes after it).
+    timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros]
+    t0 = min((nodes[k].start_time_micros for k in timed), default=0)
+    t1 = max((nodes[k].start_time_micros + max(nodes[k].duration_micros, incl[k]) for k in timed),
+             default=0)
+    if "step_start_micros" in mda and "step_end_micros" in mda:
+        t0 = min(t0, mda["step_start_micros"]) if timed else mda["step_start_micros"]
+        t1 = max(t1, mda["step_end_micros"])
+    t0, t1 = float(t0), float(t1)
+    p.step_start.append(t0)
+    p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
+    p.step_end.append(t1)
+
+    # Recorded order within the rank.
+    by_start = sorted(range(base, end), key=lambda i: (p.nodes[i].start_time_micros,
+                                                       p.nodes[i].id))
+    for pos, i in enumerate(by_start):
+        # CPU lanes in ET id order (ids are handed out at op start, and
+        # untimed ops have none), GPU lanes in recorded start order.
+        p.order[i] = p.nodes[i].id if p.cat[i] == CPU_OP else pos
+
+    # Dependencies (data_deps, with their recorded kinds).
+    parents: list[list[tuple[int, int]]] = [[] for _ in range(end - base)]
+    for k, n in enumerate(nodes):
+        i = base + k
+        kinds = attrs_of[k].get("data_dep_kinds") or ()
+        for j, d in enumerate(n.data_deps):
+            src = index.get(d)
+            if src is None or src == i:
+                continue
+            kind = _KIND_CODE.get(kinds[j], K_DATA) if j < len(kinds) else K_DATA
+            parents[k].append((src, kind))
+
+    # Collectives: key by process group + sequence number (or order).
+    counter: dict[str, int] = defaultdict(int)
+    comm_by_order: list[int] = []
+    for i in by_start:
+        if p.cat[i] != COMM:
             continue
-        start = float(sim.node.start_time_micros)
-        until = covered_until.get(sim.lane, float(step_start))
-        if start > until:
-            sim.delay = start - until
-        covered_until[sim.lane] = max(until, start + inclusive[sim.node.id])
-    for sim in sims.values():
-        for d in sim.node.data_deps:
-            parent = sims.get(d)
-            if parent is not None:
-                parent.children.append(sim)
-                sim.waiting += 1
-    return list(sims.values()), float(step_start), float(step_end)
+        a = attrs_of[i - base]
+        pg = str(a.get("pg_name", ""))
+        seq = a.get("comm_seq")
+        if seq is None:
+            p.comm_key[i] = (pg, "order", p.nodes[i].type, counter[pg])
+            counter[pg] += 1
+        else:
+            p.comm_key[i] = (pg, "seq", int(seq))
+        p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
+        p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
+        comm_by_order.append(i)
+
+    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
+    if comm_streams > 0 and comm_by_order:
+        _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
+
+    # CPU threads: each op holds its thread from its start until its first
+    # callee starts (or until it ends); every other moment of the thread
+    # (idle gaps, a caller's time between and after its callees) is replayed
+    # as a delay before the next op. Replaying an op's whole exclusive time
+    # up front instead would launch its callees' GPU work late.
+    cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
+    for i in sorted((i for i in range(base, end) if p.cat[i] == CPU_OP),
+                    key=lambda i: p.nodes[i].id):  # ET ids are handed out at op start
+        n = p.nodes[i]
+        if n.start_time_micros or n.duration_micros:
+            cpu_lane_ops[p.lane[i]].append(i)
+    for ops in cpu_lane_ops.values():
+        for q, i in enumerate(ops):
+            start = float(p.nodes[i].start_time_micros)
+            stop = start + incl[i - base]
+            if q + 1 < len(ops):
+                stop = min(stop, float(p.nodes[ops[q + 1]].start_time_micros))
+            p.dur[i] = max(0.0, stop - start)
+    if infer_waits:
+        p.inferred_edges += _infer_stream_waits(p, base, end, parents)
+    # A GPU op with no dependency at all (launcher not linked) stays at its
+    # recorded offset instead of floating to the start of the step.
+    for i in orphans:
+        if not parents[i - base] and p.nodes[i].start_time_micros:
+            p.delay[i] = max(0.0, p.nodes[i].start_time_micros - t0)
+
+    # The delay before an op is measured from when it could have started in
+    # the trace: the later of its thread's previous slice and its
+    # dependencies' ends (a thread handing over to another, a GPU sync).
+    for lane, ops in cpu_lane_ops.items():
+        cursor = t0
+        for i in ops:
+            start = float(p.nodes[i].start_time_micros)
+            ready = cursor
+            for src, _kind in parents[i - base]:
+                e = p.nodes[src].start_time_micros + p.dur[src]
+                if ready < e <= start:
+                    ready = e
+            p.delay[i] = max(0.0, start - ready)
+            cursor = max(cursor, start + p.dur[i])
+        last = max((p.nodes[i].start_time_micros + incl[i - base] for i in ops), default=cursor)
+        p.lane_tail[lane] = max(0.0, last - cursor)
+
+    _sync_ops(p, base, parents, cpu_lane_ops)
+
+    for k, plist in enumerate(parents):
+        i = base + k
+        for src, kind in plist:
+            if kind == -1:
+                continue  # moved to an issue release
+            p.children[src].append(i)
+            p.child_kind[src].append(kind)
+            p.nwait[i] += 1
 
 
-def simulate(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-             sources: Sequence[str] | None = None) -> SimulationResult:
-    """Replay one or more ranks together."""
-    per_rank: list[tuple[list[_SimNode], float, float]] = []
-    for rank, (_md, nodes) in enumerate(graphs):
-        per_rank.append(_prepare_rank(rank, nodes))
-    # Collective rendezvous: how many ranks take part in each key.
-    participants: dict[tuple, int] = defaultdict(int)
-    for sims, _, _ in per_rank:
-        for s in sims:
-            if s.comm_key is not None:
-                participants[s.comm_key] += 1
+def _infer_stream_waits(p: _Prepared, base: int, end: int,
+                        parents: list[list[tuple[int, int]]]) -> int:
+    """GPU ops that started late for no recorded reason waited on another
+    stream (``cudaStreamWaitEvent`` without the stream/event arguments that
+    old traces lack, e.g. the compute stream waiting for an NCCL kernel).
 
-    events: list[tuple[float, int, _SimNode]] = []  # completion events
+    An op X whose start is more than ``INFER_MIN_US`` after both its stream
+    predecessor's end and its launcher's issue, and within ``INFER_TOL_US``
+    after the end of an op on another stream of the same rank, gets a
+    ``stream_wait`` edge from that op (the latest such)."""
+    gpu = [i for i in range(base, end) if p.cat[i] != CPU_OP and
+           (p.nodes[i].start_time_micros or p.nodes[i].duration_micros)]
+    if not gpu:
+        return 0
+    node = p.nodes
+    ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in gpu)
+    end_t = [e for e, _ in ends]
+    added = 0
+    for i in gpu:
+        s_x = node[i].start_time_micros
+        explained = -math.inf
+        has_other = False
+        for src, kind in parents[i - base]:
+            if p.cat[src] == CPU_OP:
+                e = node[src].start_time_micros + p.dur[src]
+                if e > s_x:  # still running when X started (a blocking copy): issued at start
+                    e = node[src].start_time_micros
+            else:
+                e = node[src].start_time_micros + node[src].duration_micros
+                if kind != K_STREAM_ORDER and p.lane[src] != p.lane[i]:
+                    has_other = True
+            explained = max(explained, e)
+        if has_other or explained == -math.inf or s_x - explained <= INFER_MIN_US:
+            continue
+        k = bisect.bisect_right(end_t, s_x) - 1
+        while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
+            src = ends[k][1]
+            if p.lane[src] != p.lane[i] and end_t[k] > explained:
+                parents[i - base].append((src, K_STREAM_WAIT))
+                added += 1
+                break
+            k -= 1
+    return added
+
+
+def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: list[list[tuple[int, int]]],
+                   base: int, attrs_of: list[dict], streams: int) -> None:
+    """What-if: collectives round-robin over ``streams`` communication streams.
+    Stream order between collectives is rebuilt per new stream."""
+    comm_set = set(comm)
+    for pos, i in enumerate(comm):
+        dev = attrs_of[i - base].get("device", 0)
+        p.lane[i] = p.lane_id(("gpu", rank, dev, f"comm{pos % streams}"), rank, "gpu",
+                              f"comm stream {pos % streams}")
+        k = i - base
+        parents[k] = [(s, kind) for s, kind in parents[k]
+                      if not (kind == K_STREAM_ORDER and s in comm_set)]
+        if pos >= streams:
+            parents[k].append((comm[pos - streams], K_STREAM_ORDER))
+
+
+def _sync_ops(p: _Prepared, base: int, parents: list[list[tuple[int, int]]],
+              cpu_lane_ops: dict[int, list[int]]) -> None:
+    """Take the measured GPU wait out of the CPU time that blocked on it.
+
+    For each ``gpu_sync`` consumer C (first CPU op after the sync returned),
+    find on C's thread where the GPU producers' end ``t_ret`` falls:
+
+    * inside op S's slice: S waited. S then ends at
+      ``max(start + own work, producer end + post-return time)``, where the
+      post-return time is the part of its slice after ``t_ret``, and releases
+      the GPU ops it launched when it issues them (its start), not when it
+      returns;
+    * inside the replayed gap before op X: the gap's part before ``t_ret`` was
+      the wait; X then waits for the producers plus the rest of the gap.
+    """
+    starts = {lane: [p.nodes[i].start_time_micros - p.delay[i] for i in ops]
+              for lane, ops in cpu_lane_ops.items()}
+    for k, plist in enumerate(parents):
+        producers = [s for s, kind in plist if kind == K_GPU_SYNC]
+        if not producers:
+            continue
+        c = base + k
+        lane = p.lane[c]
+        ops = cpu_lane_ops.get(lane)
+        if not ops:
+            continue
+        t_ret = max(p.nodes[s].start_time_micros + p.nodes[s].duration_micros for s in producers)
+        c_start = p.nodes[c].start_time_micros
+        if t_ret > c_start:
+            continue  # inconsistent timing: keep the plain edge
+        q = bisect.bisect_right(starts[lane], t_ret) - 1
+        if q < 0:
+            continue
+        x = ops[q]
+        x_start = float(p.nodes[x].start_time_micros)
+        if t_ret <= x_start:
+            # In the gap before X: X waited for the producers (its delay is
+            # then measured from their end).
+            if x != c:
+                for s in producers:
+                    parents[x - base].append((s, K_GPU_SYNC))
+                    end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
+                    p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
+            continue
+        if t_ret > x_start + p.dur[x] or x in p.sync:
+            continue  # after X's slice: the producers were done before anyone waited
+        holder = x
+        ok = True
+        launched = []
+        for s in producers:
+            for src, kind in parents[s - base]:
+                if kind != K_LAUNCH:
+                    continue
+                if src == holder:
+                    launched.append(s)
+                elif p.nodes[src].id > p.nodes[holder].id and p.rank[src] == p.rank[holder]:
+                    ok = False  # launched after the holder started: would deadlock
+        if not ok:
+            continue
+        excl = p.dur[holder]
+        wait = min(excl, t_ret - x_start)
+        post = excl - wait
+        p.sync[holder] = (post, post, 0.0)  # (own work, post-return time, issue offset)
+        p.sync_gates[holder] = len(producers)
+        for s in producers:
+            p.sync_producers.setdefault(s, []).append(holder)
+        if launched:
+            p.issue_children[holder] = launched
+            for s in launched:
+                sk = s - base
+                parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
+                               for src, kind in parents[sk]]
+                p.nwait[s] += 1  # released by the issue event
+
+
+# --------------------------------------------------------------------------
+# Durations per setting
+# --------------------------------------------------------------------------
+
+
+def _durations(p: _Prepared, cfg: SimConfig, participants: dict[tuple, list[int]],
+               ) -> tuple[list[float], list[float], dict[tuple, float], str | None]:
+    from pt2chakra.sim_network import collective_time
+
+    dur = list(p.dur)
+    delay = list(p.delay)
+    cs, cpu = cfg.compute_scale, cfg.cpu_scale
+    for i, cat in enumerate(p.cat):
+        if cat == GPU_COMPUTE and cs != 1.0:
+            dur[i] *= cs
+        elif cat == CPU_OP and cpu != 1.0:
+            dur[i] *= cpu
+            delay[i] *= cpu
+    model = None
+    coll: dict[tuple, float] = {}
+    use_model = cfg.bandwidth_gbps is not None and cfg.latency_us is not None
+    if use_model:
+        model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
+                 f"{cfg.bandwidth_gbps:g} GB/s")
+    for key, members in participants.items():
+        if use_model:
+            first = members[0]
+            t = collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
+                                max(len(members), _group_size(p, key, members)),
+                                cfg.bandwidth_gbps * cfg.bandwidth_scale,  # type: ignore[operator]
+                                cfg.latency_us, cfg.algorithm)  # type: ignore[arg-type]
+        else:
+            # Measured kernels include waiting for the slowest peer; the last
+            # to arrive waited for nobody, and its time is the minimum.
+            t = min(p.dur[m] for m in members) / cfg.bandwidth_scale
+        coll[key] = t
+        for m in members:
+            dur[m] = t
+    return dur, delay, coll, model
+
+
+def _group_size(p: _Prepared, key: tuple, members: list[int]) -> int:
+    return len(members)
+
+
+# --------------------------------------------------------------------------
+# The event loop
+# --------------------------------------------------------------------------
+
+
+class _Run:
+    """Times of one run, indexed like ``_Prepared``."""
+
+    def __init__(self, n: int) -> None:
+        self.start = [math.nan] * n
+        self.end = [math.nan] * n
+        self.bind_pred = [-1] * n
+        self.bind_kind = [K_START] * n
+        self.bind_time = [0.0] * n
+        self.gate_pred = [-1] * n  # sync op: producer that decided its end
+        self.issue_time: dict[int, float] = {}
+        self.origin: list[float] = []
+        self.rank_end: list[float] = []
+        self.cpu_scale = 1.0
+
+
+def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
+    starts = p.step_start
+    if not starts:
+        return [], "together"
+    low = min(starts)
+    if align == "auto":
+        spread = max(starts) - low
+        longest = max((e - s for s, e in zip(p.step_start, p.step_end)), default=0.0)
+        align = "recorded" if len(starts) > 1 and spread < longest else "together"
+        if len(starts) == 1:
+            align = "together"
+    if align == "recorded":
+        return [s - low for s in starts], align
+    return [0.0] * len(starts), "together"
+
+
+def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str, str | None]:
+    n = len(p.nodes)
+    participants: dict[tuple, list[int]] = defaultdict(list)
+    for i, key in p.comm_key.items():
+        participants[key].append(i)
+    participants = {k: v for k, v in participants.items() if len(v) > 1}
+    dur, delay, _coll, model = _durations(p, cfg, participants)
+    origin, align = _origins(p, cfg.align)
+    run = _Run(n)
+    run.origin = origin
+    run.cpu_scale = cfg.cpu_scale
+
+    lanes = len(p.lane_names)
+    lane_rank = [r for r, _, _ in p.lane_names]
+    lane_free = [origin[r] if origin else 0.0 for r in lane_rank]
+    lane_busy = [False] * lanes
+    lane_prev = [-1] * lanes
+    lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
+    waiting = list(p.nwait)
+    ready_t = [origin[r] for r in p.rank]
+    ready_pred = [-1] * n
+    ready_kind = [K_START] * n
+    arrived: dict[tuple, list[tuple[float, int, int, int, float]]] = defaultdict(list)
+    gate_left = dict(p.sync_gates)
+    gate_t: dict[int, float] = {}
+    cpu_done: dict[int, float] = {}
+    sync, sync_producers, issue_children = p.sync, p.sync_producers, p.issue_children
+    comm_key = p.comm_key
+    events: list[tuple[float, int, int, int]] = []
     seq = 0
-    lane_free: dict[tuple, float] = defaultdict(float)
-    lane_busy: dict[tuple, bool] = defaultdict(bool)
-    ready: dict[tuple, list[tuple[tuple, int, _SimNode]]] = defaultdict(list)
-    arrived: dict[tuple, list[tuple[float, _SimNode]]] = defaultdict(list)
-    finish: dict[int, float] = {}  # id(sim) -> completion time
-    busy: dict[tuple, float] = defaultdict(float)
-    count: dict[tuple, int] = defaultdict(int)
-    verbose = log.isEnabledFor(logging.INFO)
+    start_t, end_t = run.start, run.end
+    bind_pred, bind_kind, bind_time = run.bind_pred, run.bind_kind, run.bind_time
+    heappush, heappop = heapq.heappush, heapq.heappop
+    nodes, lane_of, order, cat = p.nodes, p.lane, p.order, p.cat
+    multi = len(p.step_start) > 1
 
-    def start_node(sim: _SimNode, at: float) -> None:
+    def where(i: int) -> str:
+        r, kind, label = p.lane_names[lane_of[i]]
+        return f"{label}" if not multi else f"{label} of rank {r}"
+
+    def push(t: float, ev: int, i: int) -> None:
         nonlocal seq
-        end = at + sim.dur
-        busy[sim.lane] += sim.dur
-        count[sim.lane] += 1
-        if verbose:
-            kind = "GPU" if sim.is_gpu else "CPU"
-            where = f"stream {sim.lane[-1]}" if sim.is_gpu else f"thread {sim.lane[-1]}"
-            log.info("Issuing %s node %d (%s) at %.0fus on %s with duration %.0fus",
-                     kind, sim.node.id, sim.node.name, at, where, sim.dur)
         seq += 1
-        heapq.heappush(events, (end, seq, sim))
+        heappush(events, (t, ev, seq, i))
 
-    def try_lane(lane: tuple, now: float) -> None:
-        if lane_busy[lane] or not ready[lane]:
+    def try_lane(lane: int) -> None:
+        if lane_busy[lane] or not lane_heap[lane]:
             return
-        _, _, sim = heapq.heappop(ready[lane])
+        _, i = heappop(lane_heap[lane])
         lane_busy[lane] = True
-        at = max(now, lane_free[lane] + sim.delay)
-        if sim.comm_key is not None and participants[sim.comm_key] > 1:
-            group = arrived[sim.comm_key]
-            group.append((at, sim))
-            if len(group) == participants[sim.comm_key]:
-                begin = max(t for t, _ in group)
-                for _, member in group:
-                    start_node(member, begin)
+        if lane_free[lane] > ready_t[i]:
+            bp, bk, bt = lane_prev[lane], K_LANE, lane_free[lane]
+            if bp < 0:
+                bk = K_START
+        else:
+            bp, bk, bt = ready_pred[i], ready_kind[i], ready_t[i]
+        at = bt + delay[i]
+        key = comm_key.get(i)
+        if key is not None and key in participants:
+            group = arrived[key]
+            group.append((at, i, bp, bk, bt))
+            if len(group) == len(participants[key]):
+                last = max(group)
+                begin = last[0]
+                for _, m, _, _, _ in group:
+                    bind_pred[m], bind_kind[m], bind_time[m] = last[2], last[3], last[4]
+                    push(begin, _EV_START, m)
+                del arrived[key]
             return
-        start_node(sim, at)
+        bind_pred[i], bind_kind[i], bind_time[i] = bp, bk, bt
+        push(at, _EV_START, i)
 
-    for rank_offset, (sims, step_start, _) in enumerate(per_rank):
-        del rank_offset
-        for s in sims:
-            if s.waiting == 0:
-                heapq.heappush(ready[s.lane], (s.order, id(s), s))
-    for lane in list(ready):
-        try_lane(lane, 0.0)
-    # Lanes start at the rank's own step start (delays are relative to it).
-    while events:
-        now, _, sim = heapq.heappop(events)
-        finish[id(sim)] = now
+    def release(i: int, child: int, kind: int, t: float) -> None:
+        if t >= ready_t[child]:
+            ready_t[child], ready_pred[child], ready_kind[child] = t, i, kind
+        waiting[child] -= 1
+        if waiting[child] == 0:
+            heappush(lane_heap[lane_of[child]], (order[child], child))
+            try_lane(lane_of[child])
+
+    def complete(i: int, t: float) -> None:
+        end_t[i] = t
         if verbose:
-            log.info("%s node %d completed at %.0fus", "GPU" if sim.is_gpu else "CPU",
-                     sim.node.id, now)
-        lane_busy[sim.lane] = False
-        lane_free[sim.lane] = now
-        touched = {sim.lane}
-        for child in sim.children:
-            child.waiting -= 1
-            if child.waiting == 0:
-                heapq.heappush(ready[child.lane], (child.order, id(child), child))
-                touched.add(child.lane)
-        for lane in touched:
-            try_lane(lane, now)
+            log.info("%s node %d completed at %.0fus", "CPU" if cat[i] == CPU_OP else "GPU",
+                     nodes[i].id, t)
+        lane = lane_of[i]
+        lane_busy[lane] = False
+        lane_free[lane] = t
+        lane_prev[lane] = i
+        kinds = p.child_kind[i]
+        for c, child in enumerate(p.children[i]):
+            release(i, child, kinds[c], t)
+        gated = sync_producers.get(i)
+        if gated:
+            for s in gated:
+                g = t + sync[s][1] * cfg.cpu_scale
+                if g >= gate_t.get(s, -math.inf):
+                    gate_t[s] = g
+                    run.gate_pred[s] = i
+                gate_left[s] -= 1
+                if gate_left[s] == 0 and s in cpu_done:
+                    push(max(cpu_done.pop(s), gate_t[s]), _EV_COMPLETE, s)
+        try_lane(lane)
 
-    results: list[RankResult] = []
-    for rank, (sims, step_start, step_end) in enumerate(per_rank):
-        done = [finish[id(s)] for s in sims if id(s) in finish]
-        predicted = max(done, default=0.0)
-        measured = step_end - step_start
-        unfinished = len(sims) - len(done)
+    for i in range(n):
+        if waiting[i] == 0:
+            heappush(lane_heap[lane_of[i]], (order[i], i))
+    for lane in range(lanes):
+        try_lane(lane)
+
+    while events:
+        t, ev, _, i = heappop(events)
+        if ev == _EV_COMPLETE:
+            complete(i, t)
+        elif ev == _EV_START:
+            start_t[i] = t
+            s = sync.get(i)
+            if verbose:
+                if cat[i] == CPU_OP:
+                    log.info("Issuing CPU node %d (%s) at %.0fus on %s with duration %.0fus",
+                             nodes[i].id, nodes[i].name, t, where(i), dur[i])
+                else:
+                    log.info("Issuing GPU node %d (%s) at %.0fus on %s with duration %.0fus",
+                             nodes[i].id, nodes[i].name, t, where(i), dur[i])
+            if s is None:
+                push(t + dur[i], _EV_COMPLETE, i)
+            else:
+                own, _post, pre = s
+                push(t + own * cfg.cpu_scale, _EV_CPU_DONE, i)
+                if i in issue_children:
+                    push(t + pre * cfg.cpu_scale, _EV_ISSUE, i)
+        elif ev == _EV_CPU_DONE:
+            if gate_left.get(i, 0) == 0:
+                g = gate_t.get(i, t)
+                if g > t:
+                    push(g, _EV_COMPLETE, i)
+                else:
+                    run.gate_pred[i] = -1
+                    complete(i, t)
+            else:
+                cpu_done[i] = t
+        else:  # _EV_ISSUE
+            run.issue_time[i] = t
+            for child in issue_children[i]:
+                release(i, child, K_LAUNCH, t)
+    return run, align, model
+
+
+# --------------------------------------------------------------------------
+# Report pieces
+# --------------------------------------------------------------------------
+
+
+def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
+    done = [i for i in range(len(p.nodes)) if not math.isnan(run.end[i])]
+    if not done:
+        return CriticalPath(0.0, 0, 0, {}, {}, []), set()
+    last = max(done, key=lambda i: (run.end[i], -i))
+    by_type: dict[str, float] = defaultdict(float)
+    by_kind: dict[str, float] = defaultdict(float)
+    on_path: set[int] = set()
+    crossings = 0
+    cur, t = last, run.end[last]
+    total = 0.0
+    guard = len(p.nodes) + 5
+    while cur >= 0 and guard:
+        guard -= 1
+        on_path.add(cur)
+        start = run.start[cur]
+        gp = run.gate_pred[cur]
+        if gp >= 0 and t >= run.end[cur] and run.end[gp] > start:
+            # A sync op whose end waited on the GPU: post-return part, then the producer.
+            seg = t - run.end[gp]
+            by_type[CATEGORY_NAMES[CPU_OP]] += seg
+            by_kind["gpu_sync"] += seg
+            total += seg
+            if p.rank[gp] != p.rank[cur]:
+                crossings += 1
+            cur, t = gp, run.end[gp]
+            continue
+        node_part = max(0.0, min(t, run.end[cur]) - start)
+        by_type[CATEGORY_NAMES[p.cat[cur]]] += node_part
+        bt = run.bind_time[cur]
+        wait = max(0.0, start - bt)
+        kind = run.bind_kind[cur]
+        if p.cat[cur] == CPU_OP:
+            by_type[CPU_GAP] += wait
+        elif wait:
+            by_type[WAIT] += wait
+        by_kind[EDGE_KIND_NAMES[kind]] += node_part + wait
+        total += node_part + wait
+        pred = run.bind_pred[cur]
+        if pred >= 0 and p.rank[pred] != p.rank[cur]:
+            crossings += 1
+        if pred >= 0 and kind == K_LAUNCH and pred in run.issue_time and \
+                abs(run.issue_time[pred] - bt) < 1e-9:
+            t = bt  # released at the issue point, mid-op
+        else:
+            t = bt
+        cur = pred
+    top = sorted(on_path, key=lambda i: -(run.end[i] - run.start[i]))[:10]
+    return CriticalPath(
+        length_us=total, nodes=len(on_path), rank_crossings=crossings,
+        by_node_type=dict(sorted(by_type.items(), key=lambda kv: -kv[1])),
+        by_edge_kind=dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        top_nodes=[{"rank": p.rank[i], "id": p.nodes[i].id, "name": p.nodes[i].name,
+                    "category": CATEGORY_NAMES[p.cat[i]],
+                    "duration_us": run.end[i] - run.start[i]} for i in top]), on_path
+
+
+def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
+    results = []
+    for rank, rng in enumerate(p.rank_nodes):
+        origin = run.origin[rank]
+        ends = [run.end[i] for i in rng if not math.isnan(run.end[i])]
+        unfinished = len(rng) - len(ends)
+        lane_end: dict[int, float] = {}
+        for i in rng:
+            if p.lane[i] in p.lane_tail and not math.isnan(run.end[i]):
+                lane_end[p.lane[i]] = max(lane_end.get(p.lane[i], -math.inf), run.end[i])
+        # A CPU thread's recorded time after its last op started (callers
+        # returning) still belongs to the step.
+        ends += [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
+        predicted = (max(ends) - origin) if ends else 0.0
+        run.rank_end.append(max(ends) if ends else origin)
+        measured = p.step_end[rank] - p.step_start[rank]
         if unfinished:
-            log.warning("rank %d: %d nodes never ran (waiting on a collective or a cycle)",
-                        rank, unfinished)
-        lanes = sorted({s.lane for s in sims}, key=str)
+            log.warning("rank %d: %d nodes never ran (waiting on a collective that another "
+                        "rank never reached, or a cycle)", rank, unfinished)
+        busy: dict[int, float] = defaultdict(float)
+        count: dict[int, int] = defaultdict(int)
+        spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        for i in rng:
+            if math.isnan(run.end[i]):
+                continue
+            lane = p.lane[i]
+            busy[lane] += run.end[i] - run.start[i]
+            count[lane] += 1
+            spans[lane].append((run.start[i], run.end[i]))
+        lanes = []
+        for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
+            gaps = 0
+            cursor = origin
+            for s, e in sorted(spans[lane]):
+                if s > cursor + 1e-9:
+                    gaps += 1
+                cursor = max(cursor, e)
+            if cursor < origin + predicted - 1e-9:
+                gaps += 1
+            _r, kind, label = p.lane_names[lane]
+            lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy[lane],
+                                   idle_us=max(0.0, predicted - busy[lane]), nodes=count[lane],
+                                   idle_gaps=gaps))
         results.append(RankResult(
-            rank=rank, source=sources[rank] if sources else f"rank{rank}", nodes=len(sims),
-            predicted_step_us=predicted, measured_step_us=measured,
+            rank=p.rank_label[rank], source=p.sources[rank], nodes=len(rng), predicted_step_us=predicted,
+            measured_step_us=measured,
             error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
-            lanes=[LaneStats(lane=":".join(map(str, lane)), busy_us=busy[lane], nodes=count[lane])
-                   for lane in lanes]))
-    predicted = max((r.predicted_step_us for r in results), default=0.0)
-    measured = max((r.measured_step_us for r in results), default=0.0)
-    return SimulationResult(ranks=results, predicted_step_us=predicted, measured_step_us=measured,
-                            error_pct=(predicted - measured) / measured * 100 if measured > 0
-                            else None)
+            start_offset_us=origin, lanes=lanes, unfinished=unfinished))
+    return results
 
 
-def simulate_files(paths: Sequence[str]) -> SimulationResult:
+def _overall(p: _Prepared, run: _Run, results: list[RankResult], align: str,
+             ) -> tuple[float, float]:
+    if not results:
+        return 0.0, 0.0
+    if align == "recorded":
+        predicted = max(run.rank_end, default=0.0) - min(run.origin)
+        measured = max(p.step_end) - min(p.step_start)
+    else:
+        predicted = max(r.predicted_step_us for r in results)
+        measured = max(r.measured_step_us for r in results)
+    return predicted, measured
+
+
+# --------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------
+
+
+class Simulator:
+    """Prepared ranks, ready to run under several settings."""
+
+    def __init__(self, graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                 sources: Sequence[str] | None = None, infer_waits: bool = True) -> None:
+        self.graphs = graphs
+        self.infer_waits = infer_waits
+        self.sources = list(sources) if sources else [f"rank{r}" for r in range(len(graphs))]
+        self._prepared: dict[int, _Prepared] = {}
+
+    def prepared(self, comm_streams: int) -> _Prepared:
+        p = self._prepared.get(comm_streams)
+        if p is None:
+            p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
+            self._prepared[comm_streams] = p
+        return p
+
+    def predict(self, cfg: SimConfig) -> float:
+        p = self.prepared(cfg.comm_streams)
+        run, align, _ = _run(p, cfg)
+        results = _rank_results(p, run)
+        return _overall(p, run, results, align)[0]
+
+    def run(self, cfg: SimConfig | None = None, critical_path: bool = True,
+            ) -> tuple[SimulationResult, Schedule]:
+        cfg = cfg or SimConfig()
+        p = self.prepared(cfg.comm_streams)
+        verbose = log.isEnabledFor(logging.INFO)
+        run, align, model = _run(p, cfg, verbose=verbose)
+        results = _rank_results(p, run)
+        predicted, measured = _overall(p, run, results, align)
+        cp, on_path = _critical_path(p, run, cfg) if critical_path else (None, set())
+        result = SimulationResult(
+            ranks=results, predicted_step_us=predicted, measured_step_us=measured,
+            error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
+            align=align, network_model=model, critical_path=cp,
+            inferred_stream_waits=p.inferred_edges)
+        schedule = Schedule(nodes=p.nodes, rank=p.rank, lane=p.lane, lane_names=p.lane_names,
+                            start=run.start, end=run.end, category=p.cat, critical=on_path,
+                            rank_origin=run.origin, step_start=p.step_start, align=align,
+                            rank_label=p.rank_label)
+        return result, schedule
+
+
+def measured_offset(schedule: Schedule, rank: int) -> float:
+    """Value to subtract from a node's recorded start to place it on the
+    simulated time axis of ``schedule``."""
+    if schedule.align == "recorded":
+        return min(schedule.step_start, default=0.0)
+    return schedule.step_start[rank] - schedule.rank_origin[rank]
+
+
+def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequence[float],
+            bandwidth: Sequence[float], streams: Sequence[int], baseline: float) -> list[WhatIf]:
+    """Predicted step for every combination of the given knob values."""
+    out = []
+    for c in compute:
+        for u in cpu:
+            for b in bandwidth:
+                for s in streams:
+                    cfg = msgspec.structs.replace(base, compute_scale=c, cpu_scale=u,
+                                                  bandwidth_scale=b, comm_streams=s)
+                    predicted = sim.predict(cfg)
+                    out.append(WhatIf(compute_scale=c, cpu_scale=u, bandwidth_scale=b,
+                                      comm_streams=s, predicted_step_us=predicted,
+                                      speedup=baseline / predicted if predicted > 0 else 0.0))
+    return out
+
+
+def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     graphs = []
     for path in paths:
         metadata, nodes = read_et(path)
         graphs.append((metadata, list(nodes)))
-    return simulate(graphs, sources=list(paths))
+    return graphs
+
+
+def order_by_rank(paths: Sequence[str], graphs: list[tuple[GlobalMetadata, list[ChakraNode]]],
+                  ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
+    """Sort inputs by the rank their metadata records (file order otherwise)."""
+    ranks = [_meta(md).get("rank") for md, _ in graphs]
+    if all(isinstance(r, int) for r in ranks) and len(set(ranks)) == len(ranks):
+        pairs = sorted(zip(ranks, paths, graphs), key=lambda x: x[0])
+        return [x[1] for x in pairs], [x[2] for x in pairs]
+    return list(paths), graphs
+
+
+def simulate(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+             sources: Sequence[str] | None = None, config: SimConfig | None = None,
+             ) -> SimulationResult:
+    """Replay one or more ranks together."""
+    return Simulator(graphs, sources).run(config or SimConfig())[0]
+
+
+def simulate_files(paths: Sequence[str], config: SimConfig | None = None) -> SimulationResult:
+    paths, graphs = order_by_rank(paths, load(paths))
+    return simulate(graphs, sources=list(paths), config=config)
