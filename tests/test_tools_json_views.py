@@ -137,10 +137,10 @@ def test_graph_dot_renders_with_graphviz(converted, tmp_path, name):  # noqa: F8
     path = converted[name]
     _, nodes = read(path)
     ids = [n.id for n in nodes]
-    window = Window(ids=(min(ids), min(ids) + 150), ctrl=True)
+    window = Window(ids=(min(ids), min(ids) + 60), ctrl=True)
     out = tmp_path / "g.dot"
     stats = render(path, out, window)
-    assert 0 < stats["nodes"] <= 151
+    assert 0 < stats["nodes"] <= 61
     proc = subprocess.run(["dot", "-Tsvg", str(out)], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert b"<svg" in proc.stdout
