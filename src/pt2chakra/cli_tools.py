@@ -8,13 +8,32 @@ input raises ``InputError``, which ``pt2chakra.cli.main`` prints as one line
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 
 import orjson
 
 from pt2chakra.model import InputError
 
 EXIT_PROBLEMS = 1
+
+
+def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
+                               ) -> Callable[[argparse.Namespace], int]:
+    """A missing output folder or a full disk is bad input too: one line, exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            target = getattr(args, "output", None) or exc.filename or "?"
+            raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
+
+    return wrapper
 
 
 def _print_json(doc: object) -> None:
@@ -64,7 +83,7 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
         from pt2chakra.jsonize import read_json
 
         metadata, nodes = read_json(args.input)
-        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank or 0)
+        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank)
         if not args.quiet:
             print("\n".join(written))
         return 0
@@ -146,7 +165,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("input", nargs="+", help=".et file(s) (plain or gzip)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--top", type=int, default=10, help="top ops to list (default 10)")
-    p.set_defaults(func=_cmd_inspect)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_inspect))
 
     p = sub.add_parser("validate", parents=[common], help="check .et files are sound for replay",
                        description="Dangling deps, cycles, duplicate ids, attribute types, comm "
@@ -156,14 +175,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="also check what this consumer needs")
-    p.set_defaults(func=_cmd_validate)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_validate))
 
     p = sub.add_parser("jsonize", parents=[common], help=".et -> one JSON document",
                        description="Write metadata + nodes as one valid JSON document, "
                        "streaming (one node per line).")
     p.add_argument("input", help=".et file")
     p.add_argument("-o", "--output", required=True, help="output .json")
-    p.set_defaults(func=_cmd_jsonize)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_jsonize))
 
     p = sub.add_parser("from-json", parents=[common], help="JSON (from jsonize) -> .et",
                        description="Inverse of jsonize; byte-identical for pt2chakra's files.")
@@ -173,14 +192,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="write <prefix>.<rank>.et for this consumer")
     p.add_argument("--rank", type=int, help="rank for --for astra-sim (default: metadata or 0)")
-    p.set_defaults(func=_cmd_from_json)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_json))
 
     p = sub.add_parser("timeline", parents=[common], help=".et -> Chrome/Perfetto trace JSON",
                        description="Recorded start/duration of every node; lanes by rank "
                        "(process), thread and stream.")
     p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
     p.add_argument("-o", "--output", required=True, help="output .json")
-    p.set_defaults(func=_cmd_timeline)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_timeline))
 
     p = sub.add_parser("graph", parents=[common], help="draw a window of the dependency graph",
                        description="Write .dot, .graphml or .svg (svg needs graphviz dot).")
@@ -193,7 +212,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--max-nodes", type=int, default=2000,
                    help="refuse windows larger than this (default 2000)")
     p.add_argument("--ctrl", action="store_true", help="also draw ctrl_deps (dashed)")
-    p.set_defaults(func=_cmd_graph)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_graph))
 
     p = sub.add_parser("from-text", parents=[common], help="ASTRA-sim text workload -> .et per NPU",
                        description="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, "
@@ -204,7 +223,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--passes", type=int, default=1, help="training passes (default 1)")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="accepted for symmetry: from-text output already suits ASTRA-sim")
-    p.set_defaults(func=_cmd_from_text)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_text))
 
     p = sub.add_parser("microbench", parents=[common], help="generate micro-benchmark traces",
                        description="One collective per NPU (or STEPS compute+collective pairs) "
@@ -217,7 +236,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--compute", type=int, default=0,
                    help="us of compute before each collective (0: none)")
     p.add_argument("-o", "--output", required=True, help="output prefix")
-    p.set_defaults(func=_cmd_microbench)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
 
     p = sub.add_parser("astra-sim", parents=[common], help="rewrite .et files for ASTRA-sim",
                        description="No METADATA nodes, process groups in the metadata, "
@@ -226,4 +245,4 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-o", "--output", required=True, help="output prefix")
     p.add_argument("--cpu", choices=["drop", "keep"], default="drop",
                    help="CPU nodes: drop (default; time kept as gaps) or keep")
-    p.set_defaults(func=_cmd_astra_sim)
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

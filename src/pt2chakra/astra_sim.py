@@ -1,0 +1,223 @@
+"""The ``--for astra-sim`` profile: rewrite a trace into what today's
+ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
+
+- No ``METADATA_NODE`` (it stops with "Invalid node_type"): the process-group
+  facts of ``## process_group:init ##`` move to the metadata attribute
+  ``process_groups`` (JSON) instead.
+- CPU nodes (``is_cpu_op`` true) make its statistics step throw, so by
+  default (``cpu="drop"``) they are removed; ``cpu="keep"`` leaves them.
+- A removed node's dependents inherit its dependencies (transitively), so no
+  ordering is lost; per GPU stream only the latest inherited predecessor is
+  kept, as stream order implies the earlier ones. Inherited edges are named
+  ``via_dropped`` in ``data_dep_kinds``. ``ctrl_deps`` on removed nodes are
+  dropped (ASTRA-sim ignores ``ctrl_deps``).
+- One file per rank, ``<prefix>.<rank>.et``, plus ``<prefix>.comm_groups.json``
+  (``{"<pg_name>": [ranks...]}``, the communicator-group file ASTRA-sim takes)
+  when the trace names process groups with their ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from pt2chakra.model import (
+    DEP_KINDS_ATTR,
+    Attr,
+    ChakraNode,
+    GlobalMetadata,
+    InputError,
+    NodeType,
+)
+from pt2chakra.tools_io import attr_dict, rank_of, read, write
+
+CPU_MODES = ("drop", "keep")
+VIA_DROPPED = "via_dropped"
+PG_INIT = "## process_group:init ##"
+
+
+def _process_groups_from_node(node: ChakraNode) -> str | None:
+    if node.inputs is None:
+        return None
+    with contextlib.suppress(msgspec.DecodeError, IndexError, TypeError):
+        values = msgspec.json.decode(node.inputs[0])
+        if isinstance(values, list) and values and isinstance(values[0], str):
+            msgspec.json.decode(values[0])  # must itself be JSON
+            return values[0]
+    return None
+
+
+def _lane(attrs: dict[str, Any], node: ChakraNode) -> tuple[Any, ...]:
+    if "stream" in attrs and not attrs.get("is_cpu_op", False):
+        return ("stream", attrs.get("device", 0), attrs["stream"])
+    return ("node", node.id)
+
+
+def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "drop",
+            ) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """Apply the ASTRA-sim rules to one rank's trace (see the module doc)."""
+    if cpu not in CPU_MODES:
+        raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
+    md_attrs: list[Attr] = list(metadata.attrs)
+    have_pgs = any(a[0] == "process_groups" for a in md_attrs)
+    all_nodes = list(nodes)
+    removed: dict[int, ChakraNode] = {}
+    for node in all_nodes:
+        attrs = attr_dict(node.attrs)
+        if node.type == NodeType.METADATA_NODE:
+            removed[node.id] = node
+            if node.name == PG_INIT and not have_pgs:
+                pgs = _process_groups_from_node(node)
+                if pgs is not None:
+                    md_attrs.append(("process_groups", "string_val", pgs))
+                    have_pgs = True
+        elif cpu == "drop" and attrs.get("is_cpu_op", False):
+            removed[node.id] = node
+    kept = [n for n in all_nodes if n.id not in removed]
+    order = {n.id: (n.start_time_micros, n.id) for n in kept}
+    lanes = {n.id: _lane(attr_dict(n.attrs), n) for n in kept}
+
+    # Effective kept predecessors of each removed node, memoised, iteratively.
+    effective: dict[int, dict[tuple[Any, ...], int]] = {}
+
+    def inherited(start: int) -> dict[tuple[Any, ...], int]:
+        stack = [start]
+        while stack:
+            cur = stack[-1]
+            if cur in effective:
+                stack.pop()
+                continue
+            pending = [d for d in removed[cur].data_deps if d in removed and d not in effective
+                       and d != cur]
+            if pending:
+                on_stack = set(stack)
+                pending = [d for d in pending if d not in on_stack]  # cycles: cut
+                if pending:
+                    stack.extend(pending)
+                    continue
+            merged: dict[tuple[Any, ...], int] = {}
+            for d in removed[cur].data_deps:
+                if d in removed:
+                    for lane, nid in effective.get(d, {}).items():
+                        _keep_latest(merged, lane, nid, order)
+                elif d in lanes:
+                    _keep_latest(merged, lanes[d], d, order)
+            effective[cur] = merged
+            stack.pop()
+        return effective[start]
+
+    out: list[ChakraNode] = []
+    for node in kept:
+        attrs = node.attrs
+        if not any(d in removed for d in node.data_deps) and not any(
+                d in removed for d in node.ctrl_deps):
+            out.append(node)
+            continue
+        kinds = attr_dict(attrs).get(DEP_KINDS_ATTR)
+        if not (isinstance(kinds, list) and len(kinds) == len(node.data_deps)):
+            kinds = None
+        deps: list[int] = []
+        dep_kinds: list[str] = []
+        via: dict[tuple[Any, ...], int] = {}
+        for i, d in enumerate(node.data_deps):
+            if d in removed:
+                for lane, nid in inherited(d).items():
+                    _keep_latest(via, lane, nid, order)
+            elif d not in deps:
+                deps.append(d)
+                dep_kinds.append(kinds[i] if kinds else "data")
+        for nid in sorted(via.values(), key=lambda i: order[i]):
+            if nid not in deps and nid != node.id:
+                deps.append(nid)
+                dep_kinds.append(VIA_DROPPED)
+        new_attrs = [a for a in attrs if a[0] != DEP_KINDS_ATTR]
+        if kinds is not None and deps:
+            new_attrs.append((DEP_KINDS_ATTR, "string_list", dep_kinds))
+        out.append(msgspec.structs.replace(
+            node, data_deps=deps, ctrl_deps=[d for d in node.ctrl_deps if d not in removed],
+            attrs=new_attrs))
+    md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
+    md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
+    return GlobalMetadata(version=metadata.version or "0.0.4", attrs=md_attrs), out
+
+
+def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: int,
+                 order: dict[int, tuple[int, int]]) -> None:
+    old = lanes.get(lane)
+    if old is None or order[nid] > order[old]:
+        lanes[lane] = nid
+
+
+def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict[str, list[int]]:
+    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON."""
+    raw = attr_dict(metadata.attrs).get("process_groups")
+    if not isinstance(raw, str):
+        return {}
+    try:
+        groups = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    out: dict[str, list[int]] = {}
+    for pg in groups if isinstance(groups, list) else []:
+        if not isinstance(pg, dict) or "pg_name" not in pg:
+            continue
+        ranks = pg.get("ranks") or []
+        size = pg.get("group_size") or pg.get("pg_size") or 0
+        if not ranks and size and (world_size is None or size == world_size):
+            ranks = list(range(size))
+        if ranks:
+            out[str(pg["pg_name"])] = [int(r) for r in ranks]
+    return out
+
+
+def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+                    prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = "drop",
+                    ) -> list[str]:
+    """Write ``<prefix>.<rank>.et`` (and ``<prefix>.comm_groups.json`` when
+    process groups are known); returns the paths written. ``rank`` defaults
+    to the metadata's ``rank``, else 0. Call it from ``convert`` with the
+    graph's metadata and ``graph.nodes()``."""
+    prefix = os.fspath(prefix)
+    if rank is None:
+        value = attr_dict(metadata.attrs).get("rank")
+        rank = value if isinstance(value, int) else 0
+    md, out_nodes = profile(metadata, nodes, cpu)
+    if not out_nodes:
+        raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
+                         "node (host-only trace without collectives?); try cpu='keep'")
+    path = f"{prefix}.{rank}.et"
+    write(path, md, out_nodes)
+    written = [path]
+    world = attr_dict(md.attrs).get("world_size")
+    groups = comm_groups(md, world if isinstance(world, int) else None)
+    if groups:
+        gpath = f"{prefix}.comm_groups.json"
+        tmp = f"{gpath}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
+        os.replace(tmp, gpath)
+        written.append(gpath)
+    return written
+
+
+def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
+                  cpu: str = "drop") -> list[str]:
+    """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
+    metadata or name, else its position)."""
+    written: list[str] = []
+    ranks: set[int] = set()
+    for index, path in enumerate(inputs):
+        metadata, nodes = read(path)
+        rank = rank_of(metadata, os.fspath(path), index)
+        if rank in ranks:
+            raise InputError(os.fspath(path), f"rank {rank} appears twice among the inputs")
+        ranks.add(rank)
+        for p in write_astra_sim(metadata, nodes, prefix, rank, cpu):
+            if p not in written:
+                written.append(p)
+    return written
