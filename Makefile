@@ -7,12 +7,12 @@ BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-sim clean
 
 $(BIN)/pt2chakra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,plot]'
 	# The reference implementation, for wire-compatibility tests (its other
 	# requirements are for tools we do not call).
 	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
@@ -27,6 +27,8 @@ demo: setup
 	$(BIN)/pt2chakra convert --host-trace $(SAMPLE).host_et.json.gz \
 	    --device-trace $(SAMPLE).kineto.json.gz -o $(OUT)/gpt_tiny_cpu.et \
 	    --report $(OUT)/gpt_tiny_cpu.report.json --simulate
+	$(BIN)/pt2chakra simulate $(OUT)/gpt_tiny_cpu.et --timeline $(OUT)/gpt_tiny_cpu.timeline.json \
+	    --plot $(OUT)/gpt_tiny_cpu.timeline.png
 
 test: setup
 	$(BIN)/python -m pytest
@@ -35,7 +37,11 @@ lint: setup
 	$(BIN)/ruff check src tests scripts
 
 bench: setup
-	$(BIN)/python scripts/bench_convert.py
+	$(BIN)/python scripts/bench_convert.py --host-trace bench_data/gpt_large_cpu.host_et.json.gz \
+	    --device-trace bench_data/gpt_large_cpu.kineto.json.gz
+
+bench-sim: setup
+	$(BIN)/python scripts/bench_simulate.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis
