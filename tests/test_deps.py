@@ -71,3 +71,11 @@ def test_gpu_sync_device_waits_all_streams_stream_waits_one():
     assert stream == [(2, 101, K.GPU_SYNC)]
     # nothing starts after the sync on that thread: no edge
     assert gpu_sync_edges([(0, -1, 20.0, 70.0, 77)], lookup, next_cpu) == []
+
+
+def test_merge_edges_keeps_most_reliable_kind_and_first_seen_order():
+    from pt2chakra.graph import merge_edges
+
+    merged = merge_edges([(1, 2, K.THREAD_ORDER), (3, 2, K.LAUNCH), (1, 2, K.CALLER),
+                          (4, 4, K.LAUNCH), (5, 6, K.GPU_SYNC)])
+    assert merged == {2: [(1, K.CALLER), (3, K.LAUNCH)], 6: [(5, K.GPU_SYNC)]}

@@ -243,15 +243,26 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
 def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
     """Per destination, its sources in first-seen order; an edge found by
     several rules keeps its most reliable kind."""
-    per_dst: dict[int, dict[int, EdgeKind]] = defaultdict(dict)
+    per_dst: dict[int, list[tuple[int, EdgeKind]]] = {}
+    crowded: list[int] = []  # destinations that got more than one edge
     for src, dst, kind in edges:
         if src == dst:
             continue
-        seen = per_dst[dst]
-        old = seen.get(src)
-        if old is None or kind > old:
-            seen[src] = kind
-    return {dst: list(srcs.items()) for dst, srcs in per_dst.items()}
+        srcs = per_dst.get(dst)
+        if srcs is None:
+            per_dst[dst] = [(src, kind)]
+        else:
+            if len(srcs) == 1:
+                crowded.append(dst)
+            srcs.append((src, kind))
+    for dst in crowded:  # most nodes have one source: dedupe only the rest
+        best: dict[int, EdgeKind] = {}
+        for src, kind in per_dst[dst]:
+            old = best.get(src)
+            if old is None or kind > old:
+                best[src] = kind
+        per_dst[dst] = list(best.items())
+    return per_dst
 
 
 # --------------------------------------------------------------------------
