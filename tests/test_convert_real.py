@@ -249,3 +249,20 @@ def test_fast_encoder_matches_generic_encoder(traces, name):
     assert len(fast) == len(generic)
     for a, b in zip(fast, generic):
         assert a == b
+
+
+def test_missing_output_folder(tmp_path):
+    out = tmp_path / "no" / "such" / "x.et"
+    proc = run_cli("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "-o", str(out))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"pt2chakra: error: {out}: No such file or directory"
+
+
+def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):
+    host, kineto = pair_paths(traces, "dlrm_8gpu/rank2")
+    report = convert(host, kineto, tmp_path / "dlrm", profile="astra-sim")
+    assert report.accounted()
+    _, nodes = read_et(str(tmp_path / "dlrm.2.et"))
+    nodes = list(nodes)
+    assert nodes and all(n.type != NodeType.METADATA_NODE for n in nodes)
+    assert sum(n.type == NodeType.COMM_COLL_NODE for n in nodes) == 8

@@ -109,11 +109,15 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
 
 def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
-            break_cycles_: bool = False, progress: bool | None = None) -> ConversionReport:
+            break_cycles_: bool = False, progress: bool | None = None,
+            profile: str | None = None, cpu: str = "drop") -> ConversionReport:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
-    Raises ``InputError`` for bad input and ``CycleError`` when the graph has a
-    cycle (unless ``break_cycles_``); no output file is left behind then."""
+    ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
+    ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``),
+    ``cpu`` says whether CPU nodes are dropped or kept. Raises ``InputError``
+    for bad input and ``CycleError`` when the graph has a cycle (unless
+    ``break_cycles_``); no output file is left behind then."""
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None else 4, progress)
     with gc_paused():
@@ -128,7 +132,14 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
         graph = build_graph(linked, rank=rank)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
-        write_et(str(output), graph.metadata, graph.encoded_nodes())
+        if profile == "astra-sim":
+            from pt2chakra.astra_sim import write_astra_sim
+
+            write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu)
+        elif profile is None:
+            write_et(str(output), graph.metadata, graph.encoded_nodes())
+        else:
+            raise ValueError(f"unknown output profile {profile!r}")
         stages.step(f"wrote {output}")
     report = _report(graph, str(host_trace), device_trace, str(output), broken,
                      time.perf_counter() - t0)

@@ -571,7 +571,10 @@ def write_et(
     path = os.fspath(path)
     tmp = _temp_path(path)
     # os.open with 0o666 lets the umask decide permissions, as open() would.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as exc:  # name the file the user asked for, not the temp file
+        raise OSError(exc.errno, exc.strerror, path) from exc
     try:
         with os.fdopen(fd, "wb") as raw:
             count = _write_stream(raw, path.lower().endswith(".gz"), metadata, nodes)
@@ -724,9 +727,7 @@ def _metadata_problem(data: bytes) -> str | None:
     for field, wire in fields:
         if field not in (1, 2) or wire != _WIRE_LEN:
             return f"it has field {field} with wire type {wire} (only version=1, attr=2 exist)"
-    if (1, _WIRE_LEN) not in fields:
-        return "it has no version"
-    return None
+    return None  # no version is fine: mlc-chakra's converter writes none
 
 
 def _decode_metadata(path: str, where: str, data: bytes) -> GlobalMetadata:

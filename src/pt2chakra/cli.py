@@ -41,12 +41,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from pt2chakra.api import convert, write_report
 
     report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
-                     break_cycles_=args.break_cycles, progress=args.progress)
+                     break_cycles_=args.break_cycles, progress=args.progress,
+                     profile=args.profile, cpu=args.cpu)
     if args.report:
         write_report(report, args.report)
     if not args.quiet:
         print(report.summary())
-    if args.simulate:
+    if args.simulate and args.profile is None:
         print(cli_simulate.short_report([args.output]))
     return 0
 
@@ -111,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--break-cycles", action="store_true",
                    help="drop the least reliable edge kind on each cycle instead of failing")
     p.add_argument("--simulate", action="store_true", help="simulate the result and report")
+    p.add_argument("--for", dest="profile", choices=["astra-sim"],
+                   help="write for a consumer: astra-sim = no METADATA nodes, "
+                        "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
+    p.add_argument("--cpu", choices=["drop", "keep"], default="drop",
+                   help="with --for astra-sim: drop CPU nodes (default) or keep them")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show progress even when stderr is not a terminal")
     p.set_defaults(func=_cmd_convert)
@@ -148,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except InputError as exc:
         print(f"pt2chakra: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # unreadable input, missing output folder, full disk...
+        where = exc.filename if exc.filename is not None else "I/O"
+        print(f"pt2chakra: error: {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

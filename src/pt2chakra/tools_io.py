@@ -1,9 +1,8 @@
 """Reading and writing ``.et`` files for the companion tools.
 
-``read`` is :func:`pt2chakra.chakra_io.read_et` made tolerant of one thing the
-reference toolchain does: mlc-chakra's converter writes a ``GlobalMetadata``
-without ``version``. Everything else (framing, truncation, garbage,
-zero-length messages) is checked by ``chakra_io`` and raises ``InputError``.
+``read`` is :func:`pt2chakra.chakra_io.read_et` (which also accepts the
+version-less ``GlobalMetadata`` mlc-chakra writes); framing, truncation,
+garbage and zero-length messages raise ``InputError`` there.
 """
 
 from __future__ import annotations
@@ -12,41 +11,13 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
 from pt2chakra import chakra_io
-from pt2chakra import chakra_schema as pb
 from pt2chakra.model import ChakraNode, GlobalMetadata, InputError
 
 
-def _metadata(path: str, where: str, data: bytes) -> GlobalMetadata:
-    try:
-        fields = chakra_io._wire_fields(data)
-    except ValueError as exc:
-        raise InputError(path, f"{where} is not a GlobalMetadata: {exc}") from exc
-    for field, wire in fields:
-        if field not in (1, 2) or wire != chakra_io._WIRE_LEN:
-            raise InputError(path, f"{where} is not a GlobalMetadata: it has field {field} "
-                             f"with wire type {wire} (only version=1, attr=2 exist)")
-    try:
-        md = chakra_io.from_proto(pb.GlobalMetadata.FromString(data))
-    except DecodeError as exc:
-        raise InputError(path, f"{where} is not a GlobalMetadata: {exc}") from exc
-    assert isinstance(md, GlobalMetadata)
-    return md
-
-
 def read(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[ChakraNode]]:
-    """(metadata, lazy iterator of nodes) of an ``.et`` / ``.et.gz`` file.
-
-    Accepts metadata without a version (mlc-chakra writes none)."""
-    path = os.fspath(path)
-    frames = chakra_io._frames(path)
-    first = next(frames, None)
-    if first is None:
-        raise InputError(path, "empty file: expected a GlobalMetadata message first")
-    _index, where, data = first
-    return _metadata(path, where, data), chakra_io._decode_nodes(path, frames)
+    """(metadata, lazy iterator of nodes) of any ``.et`` / ``.et.gz`` file."""
+    return chakra_io.read_et(path)
 
 
 def write(path: str | os.PathLike[str], metadata: GlobalMetadata,
