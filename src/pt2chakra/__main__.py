@@ -1,5 +1,3 @@
-import sys
+from pt2chakra.cli import run
 
-from pt2chakra.cli import main
-
-sys.exit(main())
+run()

@@ -138,9 +138,14 @@ class ChakraGraph:
         small = SMALL_VARINTS  # varints of 0..len-1, for lengths and small ints
         limit = len(small)
         iv, ish, ity = IOINFO_TAGS
-        name_field = fields.name
         attr = fields.attr
         attr_int64 = fields.attr_int64
+        names: dict[str, bytes] = {}
+        tids: dict[int, bytes] = {}
+        schemas: dict[str, bytes] = {}
+        kinds_of: dict[tuple[EdgeKind, ...], bytes] = {}
+        rf_prefix = _int64_attr_prefixes(fields, "rf_id")
+        incl_prefix = _int64_attr_prefixes(fields, "inclusive_duration_micros")
 
         def ioinfo(tag: bytes, io: IOValues) -> bytes:
             v, sh, ty = io.values_json, io.shapes_json, io.types_json
@@ -160,12 +165,20 @@ class ChakraGraph:
             op_id = op.id
             t = timing.get(op_id)
             d = deps.get(op_id)
-            parts = [tag_id, uv(op_id), name_field(name), comp]
-            if op.parent in kept:
-                p = uv(op.parent)
+            name_f = names.get(name)
+            if name_f is None:
+                name_f = names[name] = fields.name(name)
+            parts = [tag_id, small[op_id] if op_id < limit else uv(op_id), name_f, comp]
+            parent = op.parent
+            if parent in kept:
+                p = small[parent] if parent < limit else uv(parent)
                 parts += (tag_ctrl, small[len(p)], p)
             if d:
-                packed = b"".join([uv(src) for src, _ in d])
+                if len(d) == 1:
+                    src = d[0][0]
+                    packed = small[src] if src < limit else uv(src)
+                else:
+                    packed = b"".join([uv(src) for src, _ in d])
                 parts += (tag_data, small[len(packed)], packed)
             if t is not None:
                 start, dur = round(t[0]), round(t[2])
@@ -174,16 +187,37 @@ class ChakraGraph:
                 if dur:
                     parts += (tag_dur, uv(dur))
             parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
-            if op.rf_id is not None:
-                parts.append(attr_int64("rf_id", op.rf_id))
-            parts.append(attr("tid", "int64_val", op.tid))
-            if op.op_schema:
-                parts.append(attr("op_schema", "string_val", op.op_schema))
+            rf = op.rf_id
+            if rf is not None:
+                if 0 <= rf < limit:
+                    v = small[rf]
+                    parts += (rf_prefix[len(v)], v)
+                else:
+                    parts.append(attr_int64("rf_id", rf))
+            tid_f = tids.get(op.tid)
+            if tid_f is None:
+                tid_f = tids[op.tid] = attr("tid", "int64_val", op.tid)
+            parts.append(tid_f)
+            schema = op.op_schema
+            if schema:
+                schema_f = schemas.get(schema)
+                if schema_f is None:
+                    schema_f = schemas[schema] = attr("op_schema", "string_val", schema)
+                parts.append(schema_f)
             if t is not None:
-                parts.append(attr_int64("inclusive_duration_micros", round(t[1])))
+                incl = round(t[1])
+                if 0 <= incl < limit:
+                    v = small[incl]
+                    parts += (incl_prefix[len(v)], v)
+                else:
+                    parts.append(attr_int64("inclusive_duration_micros", incl))
             if d:
-                parts.append(attr(DEP_KINDS_ATTR, "string_list",
-                                  tuple([kind_names[k] for _, k in d])))
+                key = tuple([k for _, k in d])
+                kinds_f = kinds_of.get(key)
+                if kinds_f is None:
+                    kinds_f = kinds_of[key] = attr(DEP_KINDS_ATTR, "string_list",
+                                                   tuple([kind_names[k] for k in key]))
+                parts.append(kinds_f)
             yield b"".join(parts)
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
@@ -198,6 +232,12 @@ class ChakraGraph:
                                          [EDGE_KIND_NAMES[k] for _, k in node_deps])])
             else:
                 yield node
+
+
+def _int64_attr_prefixes(fields: FieldEncoder, name: str) -> tuple[bytes, bytes, bytes]:
+    """Framing of an int64 attr whose value varint is 1 or 2 bytes long (the
+    fast path only uses it for values below 2**14), indexed by that length."""
+    return b"", fields.attr_int64(name, 1)[:-1], fields.attr_int64(name, 128)[:-2]
 
 
 def _container_ids(ops: Iterable[HostOp]) -> set[int]:
