@@ -189,8 +189,8 @@ class ChakraGraph:
             parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
             rf = op.rf_id
             if rf is not None:
-                if 0 <= rf < limit:
-                    v = small[rf]
+                if rf >= 0:
+                    v = small[rf] if rf < limit else uv(rf)
                     parts += (rf_prefix[len(v)], v)
                 else:
                     parts.append(attr_int64("rf_id", rf))
@@ -206,8 +206,8 @@ class ChakraGraph:
                 parts.append(schema_f)
             if t is not None:
                 incl = round(t[1])
-                if 0 <= incl < limit:
-                    v = small[incl]
+                if incl >= 0:
+                    v = small[incl] if incl < limit else uv(incl)
                     parts += (incl_prefix[len(v)], v)
                 else:
                     parts.append(attr_int64("inclusive_duration_micros", incl))
@@ -234,10 +234,10 @@ class ChakraGraph:
                 yield node
 
 
-def _int64_attr_prefixes(fields: FieldEncoder, name: str) -> tuple[bytes, bytes, bytes]:
-    """Framing of an int64 attr whose value varint is 1 or 2 bytes long (the
-    fast path only uses it for values below 2**14), indexed by that length."""
-    return b"", fields.attr_int64(name, 1)[:-1], fields.attr_int64(name, 128)[:-2]
+def _int64_attr_prefixes(fields: FieldEncoder, name: str) -> tuple[bytes, ...]:
+    """Framing of a non-negative int64 attr, indexed by the length of the
+    value's varint (1..10 bytes): the field is ``prefix[len(v)] + v``."""
+    return (b"",) + tuple(fields.attr_int64(name, 1 << (7 * (n - 1)))[:-n] for n in range(1, 11))
 
 
 def _container_ids(ops: Iterable[HostOp]) -> set[int]:
