@@ -63,8 +63,8 @@ def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
     of the new run waits for the op that most recently *finished* on another
     thread. Needs timing; host-only traces get none."""
     timed = [s for s in cpu if s.start is not None and s.end is not None]
-    if not timed:
-        return []
+    if len({s.tid for s in timed}) < 2:
+        return []  # one thread: nothing to hand over
     by_start = sorted(timed, key=lambda s: (s.start, s.id))
     by_end = sorted(timed, key=lambda s: (s.end, s.id))
     ends = [s.end for s in by_end]

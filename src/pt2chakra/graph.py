@@ -272,9 +272,10 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     lookup = StreamLookup(gpu_spans)
     edges += stream_wait_edges(((w.device, w.stream, w.ts, w.wait_on_stream, w.record_ts)
                                 for w in linked.stream_waits), lookup)
-    edges += gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
-                              s.end, s.tid) for s in linked.cpu_syncs), lookup,
-                            _cpu_starts_by_kineto_tid(linked, timing))
+    if linked.cpu_syncs:
+        edges += gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
+                                  s.end, s.tid) for s in linked.cpu_syncs), lookup,
+                                _cpu_starts_by_kineto_tid(linked, timing))
     deps = merge_edges(edges)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
                        dict(dropped_host))
