@@ -118,10 +118,12 @@ def _reference_nodes(path: Path):
     return meta, nodes
 
 
-@pytest.mark.parametrize("name", ["hta_simple_add", "dlrm_8gpu/rank0", "chakra_pg_host"])
+@pytest.mark.parametrize("name", PAIRS + [f"{n}:host" for n in HOST_ONLY])
 def test_reference_decoder_reads_what_we_write(traces, tmp_path, name):
-    if name == "chakra_pg_host":
-        host, kineto = traces / name / "host_et.json.gz", None
+    if name.endswith(":host"):
+        name = name[: -len(":host")]
+        host = pair_paths(traces, name)[0] if name in PAIRS else traces / name / "host_et.json.gz"
+        kineto = None
     else:
         host, kineto = pair_paths(traces, name)
     out = tmp_path / "x.et"

@@ -322,8 +322,10 @@ def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace) -> dict[int, tuple[f
     child_time: dict[int, float] = defaultdict(float)
     for op in ops:
         ev = cpu_event.get(op.id)
-        if ev is not None and op.parent in cpu_event:
-            child_time[op.parent] += ev.dur
+        if ev is not None:
+            parent_ev = cpu_event.get(op.parent)
+            if parent_ev is not None and parent_ev.tid == ev.tid:
+                child_time[op.parent] += ev.dur
     timing: dict[int, tuple[float, float, float]] = {}
     for op in ops:
         ev = cpu_event.get(op.id)

@@ -1,0 +1,161 @@
+"""The graph builder on a small hand-made linked trace that exercises every
+dependency kind: two CPU threads, two GPU streams, a cross-stream event wait
+and GPU->CPU synchronisation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from pt2chakra.graph import build_graph
+from pt2chakra.linker import link
+from pt2chakra.model import (
+    DEP_KINDS_ATTR,
+    CpuEvent,
+    GpuActivity,
+    HostOp,
+    HostTrace,
+    KinetoTrace,
+    NodeType,
+    RuntimeEvent,
+    SyncEvent,
+)
+from pt2chakra.validate import find_cycle
+
+MAIN, BW = 100, 200  # Kineto thread ids
+
+
+def op(i, name, parent, tid, rf):
+    return HostOp(id=i, name=name, parent=parent, tid=tid, rf_id=rf)
+
+
+def cpu(name, ts, dur, tid, rf):
+    return CpuEvent(name=name, cat="cpu_op", ts=ts, dur=dur, pid=1, tid=tid,
+                    record_function_id=rf)
+
+
+def launch(name, ts, corr, tid=MAIN):
+    return RuntimeEvent(name=name, ts=ts, dur=2, pid=1, tid=tid, correlation=corr)
+
+
+def kernel(name, ts, dur, stream, corr):
+    return GpuActivity(name=name, cat="kernel", ts=ts, dur=dur, device=0, stream=stream,
+                       correlation=corr)
+
+
+def traces():
+    host = HostTrace(path="h.json", schema="1.1.1-chakra.0.0.4", pid=1, start_ts=0, finish_ts=1, ops=[
+        op(1, "[pytorch|profiler|execution_trace|thread]", 0, 1, 0),
+        op(2, "aten::mm", 1, 1, 1),            # launches k1 on stream 7
+        op(3, "aten::add", 1, 1, 2),           # launches k2 on stream 9 after a wait event
+        op(4, "autograd::backward", 1, 1, 3),  # main thread blocks while thread 2 runs
+        op(5, "aten::mul", 4, 2, 4),           # on the autograd thread
+        op(6, "aten::item", 1, 1, 5),          # synchronises with the GPU
+        op(7, "aten::relu", 1, 1, 6),
+        op(8, "aten::sum", 1, 1, 7),           # after a device synchronize
+    ])
+    kineto = KinetoTrace(
+        path="k.json",
+        cpu_events=[
+            cpu("aten::mm", 10, 10, MAIN, 1), cpu("aten::add", 25, 10, MAIN, 2),
+            cpu("autograd::backward", 40, 40, MAIN, 3), cpu("aten::mul", 50, 10, BW, 4),
+            cpu("aten::item", 85, 30, MAIN, 5), cpu("aten::relu", 120, 5, MAIN, 6),
+            cpu("aten::sum", 140, 5, MAIN, 7),
+        ],
+        runtime_events=[
+            launch("cudaLaunchKernel", 12, 1), launch("cudaEventRecord", 15, 90),
+            launch("cudaStreamWaitEvent", 26, 91), launch("cudaLaunchKernel", 28, 2),
+            launch("cudaLaunchKernel", 52, 3, tid=BW), launch("cudaMemcpyAsync", 87, 4),
+            launch("cudaEventRecord", 89, 92), launch("cudaEventSynchronize", 90, 93),
+            launch("cudaDeviceSynchronize", 130, 94),
+        ],
+        gpu_activities=[
+            kernel("k1", 14, 20, 7, 1), kernel("k2", 35, 5, 9, 2), kernel("k3", 55, 10, 7, 3),
+            GpuActivity(name="Memcpy DtoH", cat="gpu_memcpy", ts=90, dur=15, device=0,
+                        stream=7, correlation=4),
+        ],
+        sync_events=[
+            SyncEvent(kind="Stream Wait Event", ts=26, dur=1, pid=1, tid=MAIN, stream=9,
+                      device=0, wait_on_stream=7, wait_on_event_record_corr_id=90),
+            SyncEvent(kind="Event Sync", ts=90, dur=20, pid=1, tid=MAIN, device=0,
+                      wait_on_stream=7, wait_on_event_record_corr_id=92),
+            SyncEvent(kind="Context Sync", ts=130, dur=5, pid=1, tid=MAIN, device=0),
+        ],
+    )
+    return host, kineto
+
+
+def graph_nodes():
+    host, kineto = traces()
+    return list(build_graph(link(host, kineto)).nodes())
+
+
+def edges(nodes):
+    out = set()
+    by_id = {n.id: n for n in nodes}
+    for n in nodes:
+        kinds = dict((a[0], a[2]) for a in n.attrs).get(DEP_KINDS_ATTR, [])
+        for src, kind in zip(n.data_deps, kinds):
+            out.add((by_id[src].name, n.name, kind))
+    return out
+
+
+def test_every_dependency_kind_is_emitted_and_the_graph_is_acyclic():
+    nodes = graph_nodes()
+    found = edges(nodes)
+    assert ("aten::mm", "aten::add", "thread_order") in found
+    assert ("autograd::backward", "aten::mul", "caller") not in found  # other thread: no caller edge
+    assert ("aten::mm", "k1", "launch") in found
+    assert ("k1", "k3", "stream_order") in found
+    assert ("k1", "k2", "stream_wait") in found          # stream 9 waited for k1's event
+    assert ("Memcpy DtoH", "aten::relu", "gpu_sync") in found  # event sync inside aten::item
+    assert ("k2", "aten::sum", "gpu_sync") in found      # device sync waits for every stream
+    # the autograd thread starts after the last op that *finished* elsewhere,
+    # not after the still-running backward call; the main thread resumes after it
+    assert ("aten::add", "aten::mul", "inter_thread") in found
+    assert not any(s == "autograd::backward" and d == "aten::mul" for s, d, _ in found)
+    assert ("aten::mul", "aten::item", "inter_thread") in found
+    assert {k for _, _, k in found} == {"thread_order", "launch", "stream_order",
+                                        "stream_wait", "gpu_sync", "inter_thread"}
+    assert find_cycle(nodes) == []
+
+
+def test_caller_edges_within_a_thread():
+    host, kineto = traces()
+    host.ops.append(op(9, "aten::addmm", 8, 1, 8))
+    kineto.cpu_events.append(cpu("aten::addmm", 141, 2, MAIN, 8))
+    found = edges(list(build_graph(link(host, kineto)).nodes()))
+    assert ("aten::sum", "aten::addmm", "caller") in found
+
+
+def test_node_semantics_and_timing():
+    nodes = {n.name: n for n in graph_nodes()}
+    assert "[pytorch|profiler|execution_trace|thread]" not in nodes
+    mm = nodes["aten::mm"]
+    attrs = {a[0]: a for a in mm.attrs}
+    assert attrs["is_cpu_op"] == ("is_cpu_op", "bool_val", True)
+    assert (mm.start_time_micros, mm.duration_micros) == (10, 10)
+    backward = nodes["autograd::backward"]
+    # thread-2 callee is not subtracted from the caller's exclusive time
+    assert backward.duration_micros == 40
+    k1 = nodes["k1"]
+    k1_attrs = {a[0]: a[2] for a in k1.attrs}
+    assert k1_attrs["is_cpu_op"] is False and k1_attrs["stream"] == 7
+    assert (k1.start_time_micros, k1.duration_micros) == (14, 20)  # GPU time untouched
+    assert k1.type == NodeType.COMP_NODE and k1.ctrl_deps == [2]
+
+
+def test_link_cli_writes_linked_json(tmp_path):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+    out = tmp_path / "linked.json"
+    proc = subprocess.run([sys.executable, "-m", "pt2chakra", "link", "--host-trace",
+                           f"{sample}.host_et.json.gz", "--device-trace",
+                           f"{sample}.kineto.json.gz", "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["method"] == "rf_id" and len(doc["ops"]) > 1000
+    assert all(op["dur"] >= 0 for op in doc["ops"])
