@@ -11,6 +11,16 @@ ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
   kept, as stream order implies the earlier ones. Inherited edges are named
   ``via_dropped`` in ``data_dep_kinds``. ``ctrl_deps`` on removed nodes are
   dropped (ASTRA-sim ignores ``ctrl_deps``).
+- The CPU time survives as GPU-side gaps (``cpu="drop"``): a GPU node G that
+  depended on a dropped CPU node and, in the measured trace, started X µs
+  after its remaining dependencies had ended (or after the step start, if it
+  has none) gets a ``cpu_gap`` node of X µs before it: a ``COMP_NODE`` with
+  ``is_cpu_op`` false on G's stream, depending on what G depends on, that G
+  then depends on too (kind ``cpu_gap``). The CPU time after the last GPU
+  node until the step's recorded end becomes a final ``cpu_gap`` node. So a
+  replay (ours, or ASTRA-sim's, which replays a COMP_NODE for its duration)
+  launches GPU work when the measured trace did, instead of as soon as the
+  GPU is free. ``cpu="drop-no-gaps"`` drops without them (the old output).
 - One file per rank, ``<prefix>.<rank>.et``, plus ``<prefix>.comm_groups.json``
   (``{"<pg_name>": [ranks...]}``, the communicator-group file ASTRA-sim takes)
   when the trace names process groups with their ranks.
@@ -36,8 +46,9 @@ from pt2chakra.model import (
 )
 from pt2chakra.tools_io import attr_dict, rank_of, read, write
 
-CPU_MODES = ("drop", "keep")
+CPU_MODES = ("drop", "keep", "drop-no-gaps")
 VIA_DROPPED = "via_dropped"
+CPU_GAP = "cpu_gap"  # name of the gap nodes and kind of the edge into the GPU node
 PG_INIT = "## process_group:init ##"
 
 
@@ -76,7 +87,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
                 if pgs is not None:
                     md_attrs.append(("process_groups", "string_val", pgs))
                     have_pgs = True
-        elif cpu == "drop" and attrs.get("is_cpu_op", False):
+        elif cpu != "keep" and attrs.get("is_cpu_op", False):
             removed[node.id] = node
     kept = [n for n in all_nodes if n.id not in removed]
     order = {n.id: (n.start_time_micros, n.id) for n in kept}
@@ -111,6 +122,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
             stack.pop()
         return effective[start]
 
+    gaps = _GapMaker(metadata, all_nodes, removed) if cpu == "drop" else None
     out: list[ChakraNode] = []
     for node in kept:
         attrs = node.attrs
@@ -135,15 +147,104 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
             if nid not in deps and nid != node.id:
                 deps.append(nid)
                 dep_kinds.append(VIA_DROPPED)
+        gap = gaps.before(node, deps, dep_kinds) if gaps is not None else None
+        if gap is not None:
+            out.append(gap)
+            deps.append(gap.id)
+            dep_kinds.append(CPU_GAP)
+            kinds = kinds or []  # name the kinds so the gap edge reads as such
         new_attrs = [a for a in attrs if a[0] != DEP_KINDS_ATTR]
         if kinds is not None and deps:
             new_attrs.append((DEP_KINDS_ATTR, "string_list", dep_kinds))
         out.append(msgspec.structs.replace(
             node, data_deps=deps, ctrl_deps=[d for d in node.ctrl_deps if d not in removed],
             attrs=new_attrs))
+    if gaps is not None:
+        tail = gaps.tail(out)
+        if tail is not None:
+            out.append(tail)
     md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
     md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
     return GlobalMetadata(version=metadata.version or "0.0.4", attrs=md_attrs), out
+
+
+class _GapMaker:
+    """``cpu_gap`` nodes: the measured time a GPU node waited for the CPU."""
+
+    def __init__(self, metadata: GlobalMetadata, nodes: list[ChakraNode],
+                 removed: dict[int, ChakraNode]) -> None:
+        self.removed = removed
+        self.end = {n.id: n.start_time_micros + n.duration_micros for n in nodes}
+        self.next_id = max((n.id for n in nodes), default=0) + 1
+        md = attr_dict(metadata.attrs)
+        timed = [n for n in nodes if n.start_time_micros or n.duration_micros]
+        # The step as the simulator measures it: the metadata's step, widened
+        # to every timed node (a CPU op's inclusive time included).
+        t0 = min((n.start_time_micros for n in timed), default=None)
+        t1 = max((n.start_time_micros + max(n.duration_micros, _inclusive(n)) for n in timed),
+                 default=None)
+        s0, s1 = md.get("step_start_micros"), md.get("step_end_micros")
+        if isinstance(s0, int) and isinstance(s1, int):
+            t0 = s0 if t0 is None else min(t0, s0)
+            t1 = s1 if t1 is None else max(t1, s1)
+        self.t0, self.t1 = t0, t1
+
+    def _node(self, like: ChakraNode, start: int, duration: int, deps: list[int],
+              kinds: list[str]) -> ChakraNode:
+        attrs: list[Attr] = [("is_cpu_op", "bool_val", False)]
+        for a in like.attrs:
+            if a[0] in ("device", "stream"):
+                attrs.append(a)
+        attrs.append(("category", "string_val", CPU_GAP))
+        if deps:
+            attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
+        node = ChakraNode(id=self.next_id, name=CPU_GAP, type=NodeType.COMP_NODE,
+                          start_time_micros=start, duration_micros=duration,
+                          data_deps=list(deps), attrs=attrs)
+        self.next_id += 1
+        self.end[node.id] = start + duration
+        return node
+
+    def before(self, node: ChakraNode, deps: list[int], kinds: list[str]) -> ChakraNode | None:
+        """The gap node G = ``node`` needs, or None. Only nodes that waited on
+        a dropped CPU node get one, and only timed ones."""
+        if self.t0 is None or not node.start_time_micros or attr_dict(node.attrs).get(
+                "is_cpu_op", False):
+            return None
+        if not any(d in self.removed and attr_dict(self.removed[d].attrs).get("is_cpu_op", False)
+                   for d in node.data_deps):
+            return None
+        ready = max((self.end[d] for d in deps if d in self.end), default=self.t0)
+        ready = max(ready, self.t0)
+        gap = node.start_time_micros - ready
+        if gap <= 0:
+            return None
+        return self._node(node, ready, gap, deps, kinds)
+
+    def tail(self, out: list[ChakraNode]) -> ChakraNode | None:
+        """The CPU time after the last GPU node until the step's end (only
+        when CPU nodes were dropped: it is their time)."""
+        if self.t1 is None or not out or not any(
+                attr_dict(n.attrs).get("is_cpu_op", False) for n in self.removed.values()):
+            return None
+        last: dict[tuple[Any, ...], ChakraNode] = {}
+        for n in out:
+            lane = _lane(attr_dict(n.attrs), n)
+            if lane not in last or self.end[n.id] >= self.end[last[lane].id]:
+                last[lane] = n
+        latest = max(last.values(), key=lambda n: (self.end[n.id], n.id))
+        end = self.end[latest.id]
+        if end <= 0 or self.t1 - end <= 0:
+            return None
+        deps = [n.id for lane, n in sorted(last.items(), key=lambda kv: (self.end[kv[1].id],
+                                                                         kv[1].id))
+                if n is latest or lane[0] == "stream"]
+        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
+
+
+def _inclusive(node: ChakraNode) -> int:
+    value = attr_dict(node.attrs).get("inclusive_duration_micros", 0)
+    return value if isinstance(value, int) else 0
 
 
 def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: int,
