@@ -11,11 +11,11 @@ import os
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import msgspec
 import orjson
 
+from pt2chakra.atomic import write_atomic
 from pt2chakra.chakra_io import write_et
 from pt2chakra.graph import ChakraGraph, build_graph
 from pt2chakra.host_trace import load_host_trace
@@ -176,7 +176,4 @@ def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: s
 
 def write_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
     """Write the report as JSON, atomically."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    tmp.write_bytes(orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))
-    os.replace(tmp, target)
+    write_atomic(path, orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))

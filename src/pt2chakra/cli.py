@@ -16,6 +16,7 @@ import msgspec
 import orjson
 
 from pt2chakra import __version__, cli_simulate, cli_tools
+from pt2chakra.atomic import write_atomic
 from pt2chakra.model import InputError
 
 EXIT_BAD_INPUT = 2
@@ -70,23 +71,11 @@ def _cmd_link(args: argparse.Namespace) -> int:
         "gpu_ops": [msgspec.to_builtins(g) for g in linked.gpu_ops],
         "gpu_dropped": linked.gpu_dropped,
     }
-    _atomic_write(args.output, orjson.dumps(doc))
+    write_atomic(args.output, orjson.dumps(doc))
     if not args.quiet:
         print(f"{args.output}: {len(doc['ops'])} host ops linked by {linked.method}, "
               f"{len(linked.gpu_ops)} GPU activities attached")
     return 0
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,9 +8,7 @@ over ``max_nodes`` are refused with a hint rather than drawn unreadably.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import shutil
 import subprocess
 from collections import defaultdict, deque
@@ -18,6 +16,7 @@ from xml.sax.saxutils import escape
 
 import msgspec
 
+from pt2chakra.atomic import write_atomic
 from pt2chakra.model import ChakraNode, InputError, NodeType
 from pt2chakra.tools_io import attr_dict, is_gpu, read
 
@@ -167,19 +166,6 @@ def _xml(text: str) -> str:
 
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    directory, base = os.path.split(path)
-    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "xb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def dot_to_svg(dot_text: str, output: str) -> None:
     exe = shutil.which("dot")
     if exe is None:
@@ -190,7 +176,7 @@ def dot_to_svg(dot_text: str, output: str) -> None:
     if proc.returncode != 0:
         message = proc.stderr.decode(errors="replace").strip().splitlines()
         raise InputError(output, "dot failed: " + (message[0] if message else "no message"))
-    _atomic_write(output, proc.stdout)
+    write_atomic(output, proc.stdout)
 
 
 def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
@@ -204,9 +190,9 @@ def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
     nodes, total = select(path, window)
     edges = _edges(nodes, window.ctrl)
     if suffix == ".graphml":
-        _atomic_write(output, to_graphml(nodes, edges).encode())
+        write_atomic(output, to_graphml(nodes, edges).encode())
     elif suffix == ".dot":
-        _atomic_write(output, to_dot(nodes, edges).encode())
+        write_atomic(output, to_dot(nodes, edges).encode())
     else:
         dot_to_svg(to_dot(nodes, edges), output)
     return {"nodes": len(nodes), "edges": len(edges), "total": total}

@@ -23,16 +23,15 @@ same nodes (``doc_string`` and unknown fields are not kept).
 from __future__ import annotations
 
 import base64
-import contextlib
 import gzip
 import math
 import os
-import secrets
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import orjson
 
+from pt2chakra.atomic import atomic_output
 from pt2chakra.chakra_schema import ATTR_MEMBERS
 from pt2chakra.model import Attr, ChakraNode, GlobalMetadata, InputError, NodeType
 from pt2chakra.tools_io import read, write
@@ -93,41 +92,27 @@ def metadata_to_json(md: GlobalMetadata) -> dict[str, Any]:
     return {"version": md.version, "attrs": [attr_to_json(a) for a in md.attrs]}
 
 
-def _atomic_open(path: str) -> tuple[IO[bytes], str]:
-    directory, base = os.path.split(path)
-    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
-    return open(tmp, "xb"), tmp
-
-
 def write_json(path: str | os.PathLike[str], metadata: GlobalMetadata,
                nodes: Iterable[ChakraNode]) -> int:
     """Write the JSON document atomically; returns the node count."""
-    path = os.fspath(path)
-    out, tmp = _atomic_open(path)
     count = 0
-    try:
-        with out:
-            out.write(_HEAD_PREFIX[:-1] + b',"metadata":'
-                      + orjson.dumps(metadata_to_json(metadata)) + _NODES_OPEN + b"\n")
-            prev: bytes | None = None
-            batch: list[bytes] = []
-            for node in nodes:
-                if prev is not None:
-                    batch.append(prev + b",\n")
-                    if len(batch) >= 1024:
-                        out.write(b"".join(batch))
-                        batch.clear()
-                prev = orjson.dumps(node_to_json(node))
-                count += 1
+    with atomic_output(path) as out:
+        out.write(_HEAD_PREFIX[:-1] + b',"metadata":'
+                  + orjson.dumps(metadata_to_json(metadata)) + _NODES_OPEN + b"\n")
+        prev: bytes | None = None
+        batch: list[bytes] = []
+        for node in nodes:
             if prev is not None:
-                batch.append(prev + b"\n")
-            batch.append(_TAIL + b"\n")
-            out.write(b"".join(batch))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+                batch.append(prev + b",\n")
+                if len(batch) >= 1024:
+                    out.write(b"".join(batch))
+                    batch.clear()
+            prev = orjson.dumps(node_to_json(node))
+            count += 1
+        if prev is not None:
+            batch.append(prev + b"\n")
+        batch.append(_TAIL + b"\n")
+        out.write(b"".join(batch))
     return count
 
 

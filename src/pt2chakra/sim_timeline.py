@@ -10,11 +10,11 @@ simulated schedule and, beside it, the measured one on the same time axis.
 from __future__ import annotations
 
 import math
-import os
 from collections import defaultdict
 
 import orjson
 
+from pt2chakra.atomic import write_atomic
 from pt2chakra.simulate import CATEGORY_NAMES, CPU_OP, Schedule, measured_offset
 
 MEASURED_PID_BASE = 10000
@@ -84,10 +84,7 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
 
 def write_chrome_trace(schedule: Schedule, path: str, measured: bool = True) -> int:
     doc = chrome_trace(schedule, measured)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(orjson.dumps(doc))
-    os.replace(tmp, path)
+    write_atomic(path, orjson.dumps(doc))
     return len(doc["traceEvents"])
 
 

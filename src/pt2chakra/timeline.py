@@ -12,14 +12,13 @@ counted.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from pt2chakra.atomic import atomic_output
 from pt2chakra.model import NodeType
 from pt2chakra.tools_io import attr_dict, is_gpu, rank_of, read
 
@@ -44,59 +43,51 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
-    directory, base = os.path.split(output)
-    tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
     stats = {"events": 0, "lanes": 0, "untimed": 0}
     used_pids: set[int] = set()
-    try:
-        with open(tmp, "xb") as out:
-            out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
-            first = True
+    with atomic_output(output) as out:
+        out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
+        first = True
 
-            def emit(event: dict[str, Any]) -> None:
-                nonlocal first
-                out.write((b"" if first else b",\n") + orjson.dumps(event))
-                first = False
+        def emit(event: dict[str, Any]) -> None:
+            nonlocal first
+            out.write((b"" if first else b",\n") + orjson.dumps(event))
+            first = False
 
-            for index, path in enumerate(paths):
-                path = os.fspath(path)
-                metadata, nodes = read(path)
-                pid = rank_of(metadata, path, index)
-                if pid in used_pids:
-                    pid = max(used_pids) + 1
-                used_pids.add(pid)
-                emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                      "args": {"name": f"rank {pid} ({os.path.basename(path)})"}})
-                emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                      "args": {"sort_index": pid}})
-                lanes: dict[tuple[Any, ...], int] = {}
-                for node in nodes:
-                    if not node.start_time_micros:
-                        stats["untimed"] += 1
-                        continue
-                    attrs = attr_dict(node.attrs)
-                    key, lane_name, sort_index = _lane(attrs)
-                    tid = lanes.get(key)
-                    if tid is None:
-                        tid = lanes[key] = len(lanes) + 1
-                        emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                              "args": {"name": lane_name}})
-                        emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                              "args": {"sort_index": sort_index}})
-                    dur = attrs.get("inclusive_duration_micros", node.duration_micros)
-                    args: dict[str, Any] = {"id": node.id, "type": NodeType(node.type).name}
-                    args.update((k, attrs[k]) for k in _ARG_ATTRS if k in attrs)
-                    if node.data_deps:
-                        args["data_deps"] = node.data_deps
-                    emit({"ph": "X", "name": node.name, "cat": NodeType(node.type).name,
-                          "ts": node.start_time_micros, "dur": dur, "pid": pid, "tid": tid,
-                          "args": args})
-                    stats["events"] += 1
-                stats["lanes"] += len(lanes)
-            out.write(b"\n]}\n")
-        os.replace(tmp, output)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        for index, path in enumerate(paths):
+            path = os.fspath(path)
+            metadata, nodes = read(path)
+            pid = rank_of(metadata, path, index)
+            if pid in used_pids:
+                pid = max(used_pids) + 1
+            used_pids.add(pid)
+            emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                  "args": {"name": f"rank {pid} ({os.path.basename(path)})"}})
+            emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
+                  "args": {"sort_index": pid}})
+            lanes: dict[tuple[Any, ...], int] = {}
+            for node in nodes:
+                if not node.start_time_micros:
+                    stats["untimed"] += 1
+                    continue
+                attrs = attr_dict(node.attrs)
+                key, lane_name, sort_index = _lane(attrs)
+                tid = lanes.get(key)
+                if tid is None:
+                    tid = lanes[key] = len(lanes) + 1
+                    emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                          "args": {"name": lane_name}})
+                    emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
+                          "args": {"sort_index": sort_index}})
+                dur = attrs.get("inclusive_duration_micros", node.duration_micros)
+                args: dict[str, Any] = {"id": node.id, "type": NodeType(node.type).name}
+                args.update((k, attrs[k]) for k in _ARG_ATTRS if k in attrs)
+                if node.data_deps:
+                    args["data_deps"] = node.data_deps
+                emit({"ph": "X", "name": node.name, "cat": NodeType(node.type).name,
+                      "ts": node.start_time_micros, "dur": dur, "pid": pid, "tid": tid,
+                      "args": args})
+                stats["events"] += 1
+            stats["lanes"] += len(lanes)
+        out.write(b"\n]}\n")
     return stats
