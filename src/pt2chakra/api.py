@@ -114,8 +114,9 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
-    ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``),
-    ``cpu`` says whether CPU nodes are dropped or kept. Raises ``InputError``
+    ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``);
+    ``cpu="drop"`` removes CPU nodes but keeps their time as GPU-side
+    ``cpu_gap`` nodes, ``"keep"`` keeps them, ``"drop-no-gaps"`` loses it. Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles_``); no output file is left behind then."""
     t0 = time.perf_counter()

@@ -16,6 +16,7 @@ import msgspec
 import orjson
 
 from pt2chakra import __version__, cli_simulate, cli_tools
+from pt2chakra.astra_sim import CPU_MODES
 from pt2chakra.atomic import write_atomic
 from pt2chakra.model import InputError
 
@@ -104,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="write for a consumer: astra-sim = no METADATA nodes, "
                         "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
-    p.add_argument("--cpu", choices=["drop", "keep"], default="drop",
-                   help="with --for astra-sim: drop CPU nodes (default) or keep them")
+    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
+                   help="with --for astra-sim: drop CPU nodes, keeping their time as GPU-side "
+                        "cpu_gap nodes (default); keep them; or drop-no-gaps")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show progress even when stderr is not a terminal")
     p.set_defaults(func=_cmd_convert)

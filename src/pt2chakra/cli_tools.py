@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra_sim import CPU_MODES
 from pt2chakra.model import InputError
 
 EXIT_PROBLEMS = 1
@@ -243,6 +244,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        "<prefix>.<rank>.et per rank and <prefix>.comm_groups.json.")
     p.add_argument("input", nargs="+", help=".et file(s), one per rank")
     p.add_argument("-o", "--output", required=True, help="output prefix")
-    p.add_argument("--cpu", choices=["drop", "keep"], default="drop",
+    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
                    help="CPU nodes: drop (default; time kept as gaps) or keep")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

@@ -20,7 +20,7 @@ from pt2chakra.simulate import CATEGORY_NAMES, CPU_OP, Schedule, measured_offset
 MEASURED_PID_BASE = 10000
 
 _COLORS = {"cpu_op": "#4c72b0", "gpu_compute": "#55a868", "gpu_memcpy": "#8172b2",
-           "communication": "#dd8452"}
+           "communication": "#dd8452", "cpu_gap": "#c8c8c8"}
 
 
 def _lane_tids(schedule: Schedule) -> dict[int, int]:

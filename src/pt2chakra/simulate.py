@@ -47,8 +47,10 @@ log = logging.getLogger(__name__)
 COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
 # Node categories (critical path "by node type").
-CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM = 0, 1, 2, 3
-CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication")
+CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
+# GPU_CPU_GAP: a GPU-side stand-in for dropped CPU time (``cpu_gap`` nodes of
+# the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
+CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
 # Extra critical-path categories for time that no node's duration holds.
 CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
 WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
@@ -276,6 +278,8 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
             cat = CPU_OP
         elif str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
             cat = GPU_MEMCPY
+        elif a.get("category") == CPU_GAP:
+            cat = GPU_CPU_GAP
         else:
             cat = GPU_COMPUTE
         p.cat.append(cat)
@@ -558,6 +562,8 @@ def _durations(p: _Prepared, cfg: SimConfig, participants: dict[tuple, list[int]
         elif cat == CPU_OP and cpu != 1.0:
             dur[i] *= cpu
             delay[i] *= cpu
+        elif cat == GPU_CPU_GAP and cpu != 1.0:
+            dur[i] *= cpu
     model = None
     coll: dict[tuple, float] = {}
     use_model = cfg.bandwidth_gbps is not None and cfg.latency_us is not None
