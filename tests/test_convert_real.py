@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import read_with_reference
 
 from pt2chakra.api import convert
 from pt2chakra.chakra_io import read_et
@@ -102,22 +103,6 @@ def test_bundled_sample_links_by_record_function_id(tmp_path):
 # --------------------------------------------------------------------------
 
 
-def _reference_nodes(path: Path):
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
-    et_def = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    handle = protolib.openFileRd(str(path))
-    meta = et_def.GlobalMetadata()
-    assert protolib.decodeMessage(handle, meta)
-    nodes = []
-    while True:
-        node = et_def.Node()
-        if not protolib.decodeMessage(handle, node):
-            break
-        nodes.append(node)
-    handle.close()
-    return meta, nodes
-
-
 @pytest.mark.parametrize("name", PAIRS + [f"{n}:host" for n in HOST_ONLY])
 def test_reference_decoder_reads_what_we_write(traces, tmp_path, name):
     if name.endswith(":host"):
@@ -128,7 +113,7 @@ def test_reference_decoder_reads_what_we_write(traces, tmp_path, name):
         host, kineto = pair_paths(traces, name)
     out = tmp_path / "x.et"
     convert(host, kineto, out)
-    ref_meta, ref_nodes = _reference_nodes(out)
+    ref_meta, ref_nodes = read_with_reference(out)
     meta, ours = read_et(str(out))
     ours = list(ours)
     assert ref_meta.version == meta.version

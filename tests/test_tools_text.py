@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from conftest import read_with_reference
 from test_tools_fixtures import assert_one_line_failure, run_cli
 
 from pt2chakra.model import CollectiveType, NodeType
@@ -76,19 +77,10 @@ def test_from_text_validates_and_has_the_collectives(tmp_path, kind, passes):
 @pytest.mark.parametrize("kind", sorted(WORKLOADS))
 def test_from_text_matches_reference_text_converter(tmp_path, kind):
     ref_mod = pytest.importorskip("chakra.src.converter.text_converter")
-    et_def = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
     path = _workload(tmp_path, WORKLOADS[kind])
     ref_mod.TextConverter(str(path), str(tmp_path / "ref"), 1, 1).convert()
     ours = from_text(path, 1, tmp_path / "ours")
-    with open(tmp_path / "ref.0.et", "rb") as f:
-        protolib.decodeMessage(f, et_def.GlobalMetadata())
-        ref_nodes = []
-        while True:
-            node = et_def.Node()
-            if not protolib.decodeMessage(f, node):
-                break
-            ref_nodes.append(node)
+    _, ref_nodes = read_with_reference(tmp_path / "ref.0.et")
     _, mine = read(ours[0])
     mine = list(mine)
     assert len(mine) == len(ref_nodes)
