@@ -7,19 +7,24 @@ import os
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pt2chakra import chakra_io
 from pt2chakra import chakra_schema as pb
 from pt2chakra.chakra_io import (
+    decode_node,
     encode_metadata,
     encode_node,
     from_proto,
     iter_messages,
     read_et,
     to_proto,
+    uvarint,
     write_et,
 )
 from pt2chakra.model import ChakraNode, GlobalMetadata, InputError, NodeType
@@ -531,3 +536,191 @@ def test_metadata_without_version_is_accepted(tmp_path: Path) -> None:
     metadata, nodes = read_et(path)
     assert metadata.version == ""
     assert [n.name for n in nodes] == ["n"]
+
+
+# --------------------------------------------------------------------------
+# Fast reader == protobuf + from_proto
+# --------------------------------------------------------------------------
+
+
+def _protobuf_read(data: bytes) -> ChakraNode | str:
+    """The reference: protobuf parse + from_proto, or the expected error text."""
+    try:
+        msg = pb.Node.FromString(data)
+    except DecodeError as exc:
+        return f"message does not parse as a Node: {exc}"
+    try:
+        return from_proto(msg)
+    except ValueError as exc:
+        return f"message: {exc}"
+
+
+def _fast_read(data: bytes) -> ChakraNode | str:
+    try:
+        return decode_node(data)
+    except InputError as exc:
+        return exc.problem
+
+
+def _key(field: int, wire: int) -> bytes:
+    return uvarint((field << 3) | wire)
+
+
+def _unpacked(node: ChakraNode) -> bytes:
+    """encode_node with ctrl_deps / data_deps written one varint field each."""
+    plain = msgspec.structs.replace(node, ctrl_deps=[], data_deps=[])
+    data = encode_node(plain) if encode_node_ok(plain) else b""
+    extra = b"".join(_key(4, 0) + uvarint(d) for d in node.ctrl_deps)
+    extra += b"".join(_key(5, 0) + uvarint(d) for d in node.data_deps)
+    return data + extra
+
+
+def encode_node_ok(node: ChakraNode) -> bool:
+    try:
+        encode_node(node)
+    except ValueError:
+        return False
+    return True
+
+
+varint_bytes = st.integers(0, U64).map(uvarint) | st.binary(min_size=1, max_size=11)
+unknown_field = st.one_of(
+    st.tuples(st.integers(11, 2000), varint_bytes).map(lambda t: _key(t[0], 0) + t[1]),
+    st.tuples(st.integers(11, 2000), st.binary(max_size=8)).map(
+        lambda t: _key(t[0], 2) + uvarint(len(t[1])) + t[1]
+    ),
+    st.tuples(st.integers(1, 2000), st.binary(min_size=8, max_size=8)).map(
+        lambda t: _key(t[0], 1) + t[1]
+    ),
+    st.tuples(st.integers(1, 2000), st.binary(min_size=4, max_size=4)).map(
+        lambda t: _key(t[0], 5) + t[1]
+    ),
+    # known field numbers with the wrong wire type, repeated scalars, odd types
+    st.sampled_from([1, 3, 6, 7]).map(lambda f: _key(f, 2) + b"\x01\x05"),
+    st.sampled_from([2, 8, 9, 10]).map(lambda f: _key(f, 0) + b"\x07"),
+    st.tuples(st.sampled_from([1, 3, 6, 7]), varint_bytes).map(lambda t: _key(t[0], 0) + t[1]),
+    st.sampled_from([b"\x42\x00", b"\x4a\x03\x0a\x01x", b"\x52\x00", b"\x52\x02\x08\x01"]),
+    st.binary(max_size=6),  # anything at all, usually malformed
+)
+
+
+@SETTINGS
+@given(
+    nodes_strategy(exact_floats=True),
+    st.booleans(),
+    st.lists(unknown_field, max_size=3),
+    st.randoms(use_true_random=False),
+)
+def test_fast_reader_matches_protobuf(node: ChakraNode, unpacked: bool, extra: list, rnd) -> None:
+    data = _unpacked(node) if unpacked else (encode_node(node) if encode_node_ok(node) else b"")
+    if data and not extra:  # clean input takes the fast path
+        assert chakra_io._fast_node(data) == node
+    for field in extra:  # at the start, the end, or anywhere (usually malformed)
+        where = rnd.choice([0, len(data), rnd.randint(0, len(data))])
+        data = data[:where] + field + data[where:]
+    expected = _protobuf_read(data)
+    assert _fast_read(data) == expected
+    assert _fast_read(data) == expected  # again: now from the attribute caches
+
+
+EDGE_TAILS = [
+    uvarint(v)
+    for v in (0, 1, 127, 128, (1 << 31) - 1, 1 << 31, (1 << 32) - 1, 1 << 32, (1 << 63) - 1,
+              1 << 63, U64)
+] + [b"\x80\x00", b"\xff" * 9 + b"\x01", b"\xff" * 9 + b"\x7f", b"\xff" * 10 + b"\x01", b"\x80"]
+
+
+@SETTINGS
+@given(
+    st.sampled_from(["int32_val", "int64_val", "uint32_val", "uint64_val", "sint32_val",
+                     "sint64_val", "bool_val"]),
+    st.text(max_size=8),
+    st.lists(
+        st.binary(min_size=1, max_size=11)
+        | st.integers(0, U64).map(uvarint),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_varint_attribute_tails_match_protobuf(member: str, name: str, tails: list) -> None:
+    """Per-node numbers take the "name + one varint" path: any tail bytes
+    (overlong, over 64 bits, truncated, trailing fields) read as protobuf does."""
+    first = encode_node(ChakraNode(id=1, name="n", type=NodeType.COMP_NODE, attrs=[(name, member, 1)]))
+    assert _fast_read(first) == _protobuf_read(first)  # registers the prefix
+    attr_tag = first[first.index(b"\x52") :]
+    body = attr_tag[2:]  # name field + member tag + 0x01
+    prefix = body[:-1]
+    for tail in tails + EDGE_TAILS:
+        new_body = prefix + tail
+        data = b"\x08\x01\x12\x01n\x18\x04\x52" + uvarint(len(new_body)) + new_body
+        assert _fast_read(data) == _protobuf_read(data)
+
+
+def test_attribute_list_values_are_fresh_lists() -> None:
+    node = ChakraNode(id=1, name="n", type=NodeType.COMP_NODE,
+                      attrs=[("kinds", "string_list", ["a"]), ("xs", "int64_list", [1, -2])])
+    data = encode_node(node)
+    decoded = [decode_node(data) for _ in range(3)]  # a cache miss, then hits
+    assert decoded == [node] * 3
+    for copy in decoded:
+        copy.attrs[0][2].append("b")
+        copy.attrs[1][2].append(3)
+    assert decode_node(data) == node
+
+
+def test_bad_attribute_body_raises_like_protobuf(tmp_path: Path) -> None:
+    good = encode_node(sample_nodes()[1])
+    bad_attr = b"\x52\x03\x0a\x05a"  # name claims 5 bytes, has 1
+    path = tmp_path / "bad.et"
+    bad = good + bad_attr
+    path.write_bytes(_frame(encode_metadata(METADATA)) + uvarint(len(good)) + good
+                     + uvarint(len(bad)) + bad)
+    metadata, nodes = read_et(path)
+    assert next(nodes) == sample_nodes()[1]
+    with pytest.raises(InputError, match=r"message #2 at byte offset \d+ does not parse as a Node"):
+        next(nodes)
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1000])
+def test_framing_across_small_chunks(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    """Lengths of 1, 2 and 3 varint bytes, messages split across reads."""
+    nodes = [ChakraNode(id=i, name="x" * (i * 37 % 20_000 + 1), type=NodeType.COMP_NODE)
+             for i in range(1, 60)]
+    for gz in (False, True):
+        path = tmp_path / ("t.et.gz" if gz else "t.et")
+        write_et(path, METADATA, nodes)
+        monkeypatch.setattr(chakra_io, "_READ_CHUNK", chunk)
+        metadata, read = read_et(path)
+        assert metadata == METADATA and list(read) == nodes
+        assert list(iter_messages(path))[1:] == [encode_node(n) for n in nodes]
+        monkeypatch.undo()
+
+
+def test_error_comes_after_the_nodes_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "bad.et"
+    path.write_bytes(GOOD_HEAD + GOOD_HEAD[len(_frame(encode_metadata(METADATA))):] + b"\x80")
+    _metadata, nodes = read_et(path)
+    assert next(nodes) == sample_nodes()[0] and next(nodes) == sample_nodes()[0]
+    with pytest.raises(InputError, match="truncated length varint of message #3"):
+        next(nodes)
+
+
+REAL = ["linear_1gpu", "dlrm_8gpu/rank0", "resnet_1gpu_host"]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_trace_reads_like_protobuf(traces: Path, tmp_path: Path, name: str) -> None:
+    from pt2chakra.api import convert
+
+    folder = traces / name.split("/")[0]
+    if "/" in name:
+        rank = name.split("/")[1]
+        host, kineto = folder / f"{rank}.host_et.json.gz", folder / f"{rank}.kineto.json.gz"
+    else:
+        host, kineto = folder / "host_et.json.gz", folder / "kineto.json.gz"
+    out = tmp_path / "real.et"
+    convert(host, kineto if kineto.exists() else None, out)
+    _metadata, nodes = read_et(out)
+    fast = list(nodes)
+    reference = [from_proto(pb.Node.FromString(m)) for m in list(iter_messages(out))[1:]]
+    assert fast == reference and len(fast) > 10

@@ -7,8 +7,10 @@ Writing uses a hand-written proto3 encoder instead of protobuf's
 ``SerializeToString``: building a protobuf message from Python costs one
 attribute set per field, which dominates; the hand encoder goes straight from
 ``ChakraNode`` to bytes and is byte-identical to protobuf's output (tested).
-Reading uses the protobuf classes of :mod:`pt2chakra.chakra_schema` (parsing
-runs in protobuf's C code) and converts with :func:`from_proto`.
+Reading parses with protobuf (C code) into a ``Node`` variant whose attributes
+stay raw bytes, decoded through a cache (see "Fast Node decoding"); anything
+unusual goes through the ``Node`` class of :mod:`pt2chakra.chakra_schema` and
+:func:`from_proto`, whose results and errors the fast path reproduces.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
 from pt2chakra import chakra_schema as pb
@@ -643,49 +646,104 @@ def _frame_length(buf: bytes, pos: int, where: str, path: str) -> tuple[int, int
     return length, body
 
 
-def _iter_frames(stream: BinaryIO, path: str, unit: str) -> Iterator[tuple[int, str, bytes]]:
-    """Yields (message index, "message #i at <unit> offset N", message bytes).
+# (buffer, stream offset of buffer[0], index of the first message, position of
+# its length varint, body start of every message, body end of every message).
+# Messages are contiguous: each one's length varint starts where the last ended.
+_Batch = tuple[bytes, int, int, int, list[int], list[int]]
 
-    Reads ``_READ_CHUNK`` bytes at a time; each message is sliced out of the
-    buffer, so memory stays at about one chunk plus the largest message.
+
+def _where(unit: str, index: int, offset: int) -> str:
+    return f"message #{index} at {unit} offset {offset}"
+
+
+def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[_Batch]:
+    """Frames every complete message of each buffer fill in one tight loop.
+
+    Reads ``_READ_CHUNK`` bytes at a time (the same reads, so the same error
+    offsets, as a message-at-a-time reader); memory stays at about one chunk
+    plus the largest message. A framing error is raised only after the
+    messages before it were handed out, as a message-at-a-time reader would.
+    Closes ``stream`` when done.
     """
-    buf = b""
-    pos = 0  # position in buf
-    base = 0  # stream offset of buf[0]
-    eof = False
-    index = 0
-    while True:
-        if len(buf) - pos < _MAX_VARINT_BYTES and not eof:
-            chunk = _read(stream, _READ_CHUNK, path, base + len(buf))
-            eof = not chunk
-            buf, base, pos = buf[pos:] + chunk, base + pos, 0
-            continue
-        if pos == len(buf):
-            return
-        where = f"message #{index} at {unit} offset {base + pos}"
-        length, body = _frame_length(buf, pos, where, path)
-        end = body + length
-        if end > len(buf):
-            more = _read(stream, end - len(buf), path, base + len(buf))
-            buf, base, body, end = buf[pos:] + more, base + pos, body - pos, end - pos
-            pos = 0
-            if end > len(buf):
-                have = len(buf) - body
-                raise InputError(path, f"truncated {where}: needs {length} bytes, file has {have}")
-        yield index, where, buf[body:end]
-        pos = end
-        index += 1
+    with stream:
+        buf = b""
+        pos = 0  # position in buf
+        base = 0  # stream offset of buf[0]
+        eof = False
+        index = 0
+        while True:
+            size = len(buf)
+            if size - pos < _MAX_VARINT_BYTES and not eof:
+                chunk = _read(stream, _READ_CHUNK, path, base + size)
+                eof = not chunk
+                buf, base, pos = buf[pos:] + chunk, base + pos, 0
+                continue
+            if pos == size:
+                return
+            first_index, first_pos = index, pos
+            bodies: list[int] = []
+            ends: list[int] = []
+            # Frames starting past ``limit`` wait for a refill (unless at eof):
+            # their length varint may continue in the next chunk.
+            limit = size if eof else size - _MAX_VARINT_BYTES
+            error: InputError | None = None
+            end = 0
+            while pos <= limit and pos < size:
+                length = buf[pos]
+                if 0 < length < 0x80:
+                    body = pos + 1
+                else:  # a 2-byte length, else (0 here) the checks of _frame_length
+                    second = buf[pos + 1] if pos + 1 < size else 0x80
+                    length = (length & 0x7F) | (second << 7) if second < 0x80 <= length else 0
+                    body = pos + 2
+                if not length:
+                    try:
+                        length, body = _frame_length(buf, pos, _where(unit, index, base + pos), path)
+                    except InputError as exc:
+                        error = exc
+                        break
+                end = body + length
+                if end > size:
+                    break
+                bodies.append(body)
+                ends.append(end)
+                pos = end
+                index += 1
+            if bodies:
+                yield buf, base, first_index, first_pos, bodies, ends
+            if error is not None:
+                raise error
+            if end > size:  # a message longer than the rest of the buffer
+                where = _where(unit, index, base + pos)
+                more = _read(stream, end - size, path, base + size)
+                buf, base, body, end = buf[pos:] + more, base + pos, body - pos, end - pos
+                pos = 0
+                if end > len(buf):
+                    have = len(buf) - body
+                    raise InputError(path, f"truncated {where}: needs {length} bytes, file has {have}")
+                yield buf, base, index, 0, [body], [end]
+                pos = end
+                index += 1
+
+
+def _unit(gzipped: bool) -> str:
+    return "decompressed byte" if gzipped else "byte"
 
 
 def _frames(path: str) -> Iterator[tuple[int, str, bytes]]:
+    """Yields (message index, "message #i at <unit> offset N", message bytes)."""
     stream, gzipped = _open_for_read(path)
-    with stream:
-        yield from _iter_frames(stream, path, "decompressed byte" if gzipped else "byte")
+    unit = _unit(gzipped)
+    for buf, base, index, pos, bodies, ends in _frame_batches(stream, path, unit):
+        for body, end in zip(bodies, ends):
+            yield index, _where(unit, index, base + pos), buf[body:end]
+            index += 1
+            pos = end
 
 
 def iter_messages(path: str | os.PathLike[str]) -> Iterator[bytes]:
     """Raw bytes of every framed message (metadata first), streamed."""
-    for _index, _where, data in _frames(os.fspath(path)):
+    for _index, _where_text, data in _frames(os.fspath(path)):
         yield data
 
 
@@ -740,17 +798,262 @@ def _decode_metadata(path: str, where: str, data: bytes) -> GlobalMetadata:
     raise InputError(path, f"{where} is not a GlobalMetadata: {problem}")
 
 
+# --------------------------------------------------------------------------
+# Fast Node decoding
+#
+# protobuf's parser is C, but ``from_proto`` on a ``Node`` costs a message
+# object and several Python-level accesses per attribute, and reading the
+# whole file was dominated by that. ``_fast_node`` parses with ``_RawNode``
+# (a ``Node`` whose attributes stay raw bytes), then maps each attribute body
+# through a cache keyed by its bytes: flags, thread ids, op schemas and
+# dependency kinds repeat on most nodes; per-node numbers (rf_id, durations)
+# take a hand-decoded "name + one varint" path. Anything the fast path does
+# not handle exactly (a bad attribute body, an unknown node type) raises one
+# of ``_FAST_FAILURES`` and the message goes through protobuf ``Node`` +
+# ``from_proto`` instead, so results and error messages are those of the
+# protobuf path by construction.
+# --------------------------------------------------------------------------
+
+
+class _Unhandled(Exception):
+    """The fast decoder leaves this message to protobuf."""
+
+
+_FAST_FAILURES = (_Unhandled, DecodeError, KeyError, IndexError)
+
+_TWO_31, _TWO_32, _TWO_63 = 1 << 31, 1 << 32, 1 << 63
+
+
+def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """(uint64 value, next position); _Unhandled past 10 bytes or 64 bits
+    (what protobuf does then is left to protobuf), IndexError if truncated."""
+    value = 0
+    shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if value > _U64_MAX:
+                raise _Unhandled
+            return value, pos
+        shift += 7
+        if shift == 70:
+            raise _Unhandled
+
+
+def _signed64(value: int) -> int:
+    return value - _TWO_64 if value >= _TWO_63 else value
+
+
+def _signed32(value: int) -> int:
+    value &= _U32_MAX
+    return value - _TWO_32 if value >= _TWO_31 else value
+
+
+def _zigzag32(value: int) -> int:
+    value &= _U32_MAX
+    return (value >> 1) ^ -(value & 1)
+
+
+# Varint oneof member with a one-byte tag -> (the tag, uint64 -> the Python
+# value protobuf gives). sint64_val and bool_val have two-byte tags.
+_VARINT_MEMBERS: dict[str, tuple[int, Callable[[int], Any]]] = {
+    "int32_val": (7 << 3, _signed32),
+    "int64_val": (9 << 3, _signed64),
+    "uint32_val": (11 << 3, lambda v: v & _U32_MAX),
+    "uint64_val": (13 << 3, lambda v: v),
+    "sint32_val": (15 << 3, _zigzag32),
+}
+
+# AttributeProto body -> attr, for bodies that repeat (flags, thread ids, op
+# schemas, dependency kinds). List values are copied on every hit. Cleared
+# when full, so per-node values cannot grow it without bound.
+_ATTR_CACHE: dict[bytes, Attr] = {}
+_ATTR_CACHE_MAX = 1 << 14
+_ATTR_CACHE_MAX_BODY = 1 << 11
+# Body up to and including the member tag -> (name, member, converter), for
+# "name + one varint member" bodies whose value changes per node (rf_id,
+# durations): the varint tail is decoded by hand.
+_ATTR_PREFIXES: dict[bytes, tuple[str, str, Callable[[int], Any]]] = {}
+_ATTR_PREFIXES_MAX = 1 << 12
+_SMALL_CACHED_VALUES = 256  # per-node varint values below this are cached whole
+
+
+def _cache_attr(body: bytes, attr: Attr) -> None:
+    if len(body) <= _ATTR_CACHE_MAX_BODY:
+        if len(_ATTR_CACHE) >= _ATTR_CACHE_MAX:
+            _ATTR_CACHE.clear()
+        _ATTR_CACHE[body] = attr
+
+
+def _decode_attr(body: bytes) -> Attr:
+    """AttributeProto body -> attr, on a miss of ``_ATTR_CACHE``."""
+    head = body[1] + 3 if len(body) > 2 and body[0] == 0x0A and body[1] < 0x80 else 0
+    prefix = _ATTR_PREFIXES.get(body[:head]) if head else None
+    if prefix is not None:
+        value, pos = _varint_at(body, head)
+        if pos == len(body):
+            name, member, convert = prefix
+            attr = (name, member, convert(value))
+            if value < _SMALL_CACHED_VALUES:
+                _cache_attr(body, attr)
+            return attr
+    try:
+        msg = pb.AttributeProto.FromString(body)
+    except DecodeError as exc:  # the whole Node goes to protobuf for the error
+        raise _Unhandled from exc
+    attr = _attr_from_proto(msg)
+    name, member, value = attr
+    varint = _VARINT_MEMBERS.get(member)
+    if varint is not None and head and body[head - 1] == varint[0]:
+        try:
+            _, pos = _varint_at(body, head)
+        except _FAST_FAILURES:
+            pos = -1
+        if pos == len(body):  # exactly "name + member": any value fits this prefix
+            if len(_ATTR_PREFIXES) >= _ATTR_PREFIXES_MAX:
+                _ATTR_PREFIXES.clear()
+            _ATTR_PREFIXES[body[:head]] = (name, member, varint[1])
+    _cache_attr(body, attr)
+    if type(value) is list:
+        return (name, member, value[:])
+    return attr
+
+
+def _raw_node_class() -> type[Message]:
+    """``Node`` with ``attr`` as ``repeated bytes`` and ``type`` as int32.
+
+    Same field numbers and wire types, so protobuf frames every field exactly
+    as it does for ``Node`` (same unknown fields, same errors for broken
+    framing or bad UTF-8), but hands out each attribute as its raw body, a
+    cache key, instead of building a message object per attribute. An
+    open proto3 enum and an int32 hold the same values.
+    """
+    file = descriptor_pb2.FileDescriptorProto()
+    pb.FILE_DESCRIPTOR.CopyToProto(file)
+    raw = descriptor_pb2.FileDescriptorProto(
+        name="pt2chakra_raw_node.proto", package="pt2chakra_raw", syntax=file.syntax
+    )
+    for message in file.message_type:
+        if message.name in ("Node", "IOInfo"):
+            raw.message_type.add().CopyFrom(message)
+    for message in raw.message_type:
+        for field in message.field:
+            if field.name == "type":
+                field.type = descriptor_pb2.FieldDescriptorProto.TYPE_INT32
+                field.ClearField("type_name")
+            elif field.name == "attr":
+                field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                field.ClearField("type_name")
+            elif field.type_name:
+                field.type_name = field.type_name.replace(f".{pb.PACKAGE}.", ".pt2chakra_raw.")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(raw)
+    descriptor = pool.FindMessageTypeByName("pt2chakra_raw.Node")
+    get_message_class = getattr(message_factory, "GetMessageClass", None)
+    if get_message_class is not None:  # protobuf >= 4.22
+        return get_message_class(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+
+
+_RawNode = _raw_node_class()
+_NODE_TYPE_BY_INT: dict[int, NodeType] = {int(t): t for t in NodeType}
+
+
+def _fast_node(data: bytes) -> ChakraNode:
+    """``from_proto(Node.FromString(data))``, or one of ``_FAST_FAILURES``
+    (then the protobuf path gives the result or the error)."""
+    msg = _RawNode.FromString(data)
+    get = _ATTR_CACHE.get
+    attrs: list[Attr] = []
+    for body in msg.attr[:]:  # a slice is a list: cheaper than iterating the container
+        attr = get(body)
+        if attr is None:
+            attr = _decode_attr(body)
+        elif type(attr[2]) is list:
+            attr = (attr[0], attr[1], attr[2][:])
+        attrs.append(attr)
+    if msg.HasField("inputs"):
+        info = msg.inputs
+        inputs = (info.values, info.shapes, info.types)
+    else:
+        inputs = None
+    if msg.HasField("outputs"):
+        info = msg.outputs
+        outputs = (info.values, info.shapes, info.types)
+    else:
+        outputs = None
+    return ChakraNode(
+        msg.id,
+        msg.name,
+        _NODE_TYPE_BY_INT[msg.type],  # KeyError for values NodeType lacks
+        msg.start_time_micros,
+        msg.duration_micros,
+        msg.ctrl_deps[:],  # a new list
+        msg.data_deps[:],
+        inputs,
+        outputs,
+        attrs,
+    )
+
+
+def _protobuf_node(path: str, where: str, data: bytes) -> ChakraNode:
+    """The reference path: protobuf parse + ``from_proto``; raises InputError."""
+    try:
+        msg = pb.Node.FromString(data)
+    except DecodeError as exc:
+        raise InputError(path, f"{where} does not parse as a Node: {exc}") from exc
+    try:
+        return from_proto(msg)
+    except ValueError as exc:
+        raise InputError(path, f"{where}: {exc}") from exc
+
+
+def decode_node(data: bytes) -> ChakraNode:
+    """One Node message -> ChakraNode, as ``from_proto(Node.FromString(data))``.
+
+    Raises InputError (path "<bytes>") where that would raise.
+    """
+    try:
+        return _fast_node(data)
+    except _FAST_FAILURES:
+        pass
+    return _protobuf_node("<bytes>", "message", data)
+
+
 def _decode_nodes(path: str, frames: Iterator[tuple[int, str, bytes]]) -> Iterator[ChakraNode]:
     for _index, where, data in frames:
         try:
-            msg = pb.Node.FromString(data)
-        except DecodeError as exc:
-            raise InputError(path, f"{where} does not parse as a Node: {exc}") from exc
-        try:
-            node = from_proto(msg)
-        except ValueError as exc:
-            raise InputError(path, f"{where}: {exc}") from exc
+            node = _fast_node(data)
+        except _FAST_FAILURES:
+            node = None  # outside the except block: no chained traceback
+        if node is None:
+            node = _protobuf_node(path, where, data)
         yield node
+
+
+def _nodes_from_batches(path: str, unit: str, batches: Iterable[_Batch]) -> Iterator[ChakraNode]:
+    fast = _fast_node
+    for buf, base, index, pos, bodies, ends in batches:
+        for body, end in zip(bodies, ends):
+            try:
+                node = fast(buf[body:end])
+            except _FAST_FAILURES:
+                node = None  # outside the except block: no chained traceback
+            if node is None:
+                node = _protobuf_node(path, _where(unit, index, base + pos), buf[body:end])
+            yield node
+            index += 1
+            pos = end
+
+
+def _rest_of(first: _Batch, batches: Iterator[_Batch]) -> Iterator[_Batch]:
+    """The first batch less its first message, then the other batches."""
+    buf, base, index, _pos, bodies, ends = first
+    if len(bodies) > 1:
+        yield buf, base, index + 1, ends[0], bodies[1:], ends[1:]
+    yield from batches
 
 
 def read_et(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[ChakraNode]]:
@@ -761,12 +1064,15 @@ def read_et(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[Chak
     (metadata) or while iterating (nodes).
     """
     path = os.fspath(path)
-    frames = _frames(path)
-    first = next(frames, None)
+    stream, gzipped = _open_for_read(path)
+    unit = _unit(gzipped)
+    batches = _frame_batches(stream, path, unit)
+    first = next(batches, None)
     if first is None:
         raise InputError(path, "empty file: expected a GlobalMetadata message first")
-    _index, where, data = first
-    return _decode_metadata(path, where, data), _decode_nodes(path, frames)
+    buf, base, _index, pos, bodies, ends = first
+    metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0] : ends[0]])
+    return metadata, _nodes_from_batches(path, unit, _rest_of(first, batches))
 
 
 # --------------------------------------------------------------------------
