@@ -88,12 +88,6 @@ class _RawIO(msgspec.Struct, gc=False, frozen=True):
 _NO_IO = _RawIO()
 
 
-def _io(raw: _RawIO) -> IOValues:
-    # Copy out of the decode buffer so it can be freed: the JSON text of
-    # inputs and outputs is a fraction of the whole trace (attrs dominate).
-    return IOValues(bytes(raw.values), bytes(raw.shapes), bytes(raw.types), bytes(raw.strides))
-
-
 class _NestedNode(msgspec.Struct, gc=False):
     """Schema 1.0.2 and later: parent in ``ctrl_deps``, extras in ``attrs``."""
 
@@ -188,12 +182,25 @@ def _nested_to_op(n: _NestedNode) -> tuple[HostOp, dict[str, Any]]:
     # Empty strings (kernel_backend, kernel_file, tensor_range on every op of
     # an eager trace) say nothing and are dropped; ops left with no extras
     # share one empty dict, and repeated names and schemas share one string:
-    # on large traces that halves the memory the ops take.
-    extras = {a.name: a.value for a in _decode_attrs(n.attrs) if a.value != ""}
+    # on large traces that halves the memory the ops take. Runs once per op:
+    # module-level lookups are bound as locals.
+    raw = n.attrs
+    extras = {a.name: a.value for a in (_decode_attr_list(raw) if len(raw) else ())
+              if a.value != ""}
     pop = extras.pop
+    name = n.name
+    name = _SHARED_STRINGS.get(name) or _shared(name)
+    schema = pop("op_schema", "")
+    schema = _SHARED_STRINGS.get(schema) or _shared(schema)
+    # IO text is copied out of the decode buffer so that it can be freed: it
+    # is a fraction of the trace (attrs dominate).
+    io = n.inputs
+    inputs = IOValues(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
+    io = n.outputs
+    outputs = IOValues(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
     op = HostOp(
         n.id,
-        _shared(n.name),
+        name,
         n.ctrl_deps,
         pop("tid", 0),
         pop("rf_id", None),
@@ -201,19 +208,15 @@ def _nested_to_op(n: _NestedNode) -> tuple[HostOp, dict[str, Any]]:
         pop("seq_id", -1),
         pop("scope", 0),
         pop("fw_tid", 0),
-        _shared(pop("op_schema", "")),
-        _io(n.inputs),
-        _io(n.outputs),
+        schema,
+        inputs,
+        outputs,
         extras or _NO_EXTRAS,
     )
     return op, extras
 
 
-_ATTRS_DECODER = msgspec.json.Decoder(list[_Attr])
-
-
-def _decode_attrs(raw: msgspec.Raw) -> list[_Attr]:
-    return _ATTRS_DECODER.decode(raw) if len(raw) else []
+_decode_attr_list = msgspec.json.Decoder(list[_Attr]).decode
 
 
 # Shared by ops without extra attrs; HostOp.attrs is read-only by convention.
