@@ -16,7 +16,7 @@ import msgspec
 import orjson
 
 from pt2chakra.atomic import write_atomic
-from pt2chakra.chakra_io import write_et
+from pt2chakra.chakra_wire import write_et
 from pt2chakra.graph import ChakraGraph, build_graph
 from pt2chakra.host_trace import load_host_trace
 from pt2chakra.jsonio import gc_paused

@@ -16,7 +16,7 @@ import msgspec
 import orjson
 
 from pt2chakra import collective as coll
-from pt2chakra.chakra_io import (
+from pt2chakra.chakra_wire import (
     IOINFO_TAGS,
     NODE_TAGS,
     SMALL_VARINTS,

@@ -11,20 +11,22 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from pt2chakra import chakra_io
+from pt2chakra.chakra_wire import write_et
 from pt2chakra.model import ChakraNode, GlobalMetadata, InputError
 
 
 def read(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[ChakraNode]]:
     """(metadata, lazy iterator of nodes) of any ``.et`` / ``.et.gz`` file."""
-    return chakra_io.read_et(path)
+    from pt2chakra.chakra_io import read_et  # protobuf: imported only when reading
+
+    return read_et(path)
 
 
 def write(path: str | os.PathLike[str], metadata: GlobalMetadata,
           nodes: Iterable[ChakraNode]) -> int:
     """Atomic ``.et`` writer (gzip when the name ends in ``.gz``); returns node count."""
     try:
-        return chakra_io.write_et(path, metadata, nodes)
+        return write_et(path, metadata, nodes)
     except ValueError as exc:
         raise InputError(os.fspath(path), f"cannot encode: {exc}") from exc
 
