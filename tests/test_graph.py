@@ -159,3 +159,23 @@ def test_link_cli_writes_linked_json(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["method"] == "rf_id" and len(doc["ops"]) > 1000
     assert all(op["dur"] >= 0 for op in doc["ops"])
+
+
+def test_convert_refuses_a_cycle_and_names_it_unless_asked_to_break_it():
+    import pytest
+
+    from pt2chakra.api import CycleError, _ensure_acyclic
+    from pt2chakra.model import EdgeKind
+
+    host, kineto = traces()
+    graph = build_graph(link(host, kineto))
+    # a bogus inter-thread edge from a later op back to an earlier one
+    graph.deps.setdefault(2, []).append((7, EdgeKind.INTER_THREAD))
+    with pytest.raises(CycleError) as info:
+        _ensure_acyclic(graph, "out.et", fix=False)
+    text = str(info.value)
+    assert text.startswith("out.et: not written: dependency cycle")
+    assert "(aten::relu) -[inter_thread]->" in text and "--break-cycles" in text
+    dropped = _ensure_acyclic(graph, "out.et", fix=True)
+    assert dropped == ["dropped inter_thread edge 7 -> 2"]
+    assert find_cycle(list(graph.nodes())) == []

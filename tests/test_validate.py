@@ -27,7 +27,7 @@ def test_cycle_names_nodes_and_edge_kinds():
     assert {e.src for e in cycle} == {1, 2, 3}
     assert {(e.src, e.dst, e.kind) for e in cycle} == {
         (3, 1, "inter_thread"), (1, 2, "thread_order"), (2, 3, "launch")}
-    text = describe_cycle(cycle, {n.id: n for n in nodes})
+    text = describe_cycle(cycle, {n.id: n.name for n in nodes})
     assert "-[inter_thread]->" in text and "(n1)" in text
 
 

@@ -236,9 +236,7 @@ def _check_file(path: str, index: int, profile: str | None) -> tuple[list[Proble
                   "node of this file", "ASTRA-sim ignores ctrl_deps; other readers may not", dst)
     cycle = find_cycle_in(ids, deps)
     if cycle:
-        on_cycle = {e.src: ChakraNode(id=e.src, name=names.get(e.src, ""), type=NodeType.COMP_NODE)
-                    for e in cycle}
-        c.add("error", "cycle", "dependency cycle " + describe_cycle(cycle, on_cycle),
+        c.add("error", "cycle", "dependency cycle " + describe_cycle(cycle, names),
               "a replay deadlocks; convert with --break-cycles", cycle[0].src)
     for (device, stream), ops in streams.items():
         ops.sort()

@@ -101,11 +101,11 @@ def check_graph(nodes: Sequence[ChakraNode]) -> GraphProblems:
     return GraphProblems(cycle=find_cycle(nodes), dangling=dangling, duplicate_ids=duplicates)
 
 
-def describe_cycle(cycle: Sequence[CycleEdge], nodes_by_id: dict[int, ChakraNode] | None = None,
-                   ) -> str:
+def describe_cycle(cycle: Sequence[CycleEdge], names: Mapping[int, str] | None = None) -> str:
+    """``12 (aten::mm) -[launch]-> 40 (gemm) -[...]-> 12``: ids, names, kinds."""
     parts = []
     for e in cycle:
-        name = f" ({nodes_by_id[e.src].name})" if nodes_by_id and e.src in nodes_by_id else ""
+        name = f" ({names[e.src]})" if names and e.src in names else ""
         parts.append(f"{e.src}{name} -[{e.kind}]->")
     if cycle:
         parts.append(str(cycle[0].src))
