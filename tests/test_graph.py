@@ -179,3 +179,22 @@ def test_convert_refuses_a_cycle_and_names_it_unless_asked_to_break_it():
     dropped = _ensure_acyclic(graph, "out.et", fix=True)
     assert dropped == ["dropped inter_thread edge 7 -> 2"]
     assert find_cycle(list(graph.nodes())) == []
+
+
+def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
+    from pt2chakra.chakra_wire import encode_node
+
+    big = [5, 200, 16383, 16384, 20_000, 2**28 - 1, 2**28, 3 * 10**9]
+    ops = [op(1, "[pytorch|profiler|execution_trace|thread]", 0, 1, 0)]
+    events = []
+    parent = 1
+    for k, i in enumerate(big):
+        op_id = 10 + i
+        ops.append(op(op_id, f"aten::op{k}", parent, 1, i))
+        events.append(cpu(f"aten::op{k}", 1.7e15 + 37 * k + 0.4, 20000.6 - k, MAIN, i))
+        parent = op_id
+    host = HostTrace(path="h.json", schema="1.1.1", pid=1, start_ts=0, finish_ts=1, ops=ops)
+    kineto = KinetoTrace(path="k.json", cpu_events=events, runtime_events=[], gpu_activities=[],
+                         sync_events=[])
+    graph = build_graph(link(host, kineto))
+    assert list(graph.encoded_nodes()) == [encode_node(n) for n in graph.nodes()]

@@ -556,6 +556,8 @@ class FieldEncoder:
 # Public names for writers with their own fast path (see FieldEncoder).
 uvarint = _uvarint
 SMALL_VARINTS = _VARINT_CACHE
+# CONTINUED_VARINTS[x & 0x3FFF] + uvarint(x >> 14) == uvarint(x) for x >= 2**14.
+CONTINUED_VARINTS = _VARINT_CONTINUED
 IOINFO_TAGS = (_IOINFO_VALUES, _IOINFO_SHAPES, _IOINFO_TYPES)
 NODE_TAGS = {
     "ctrl_deps": _NODE_CTRL_DEPS, "data_deps": _NODE_DATA_DEPS, "start_time_micros": _NODE_START,

@@ -17,6 +17,7 @@ import orjson
 
 from pt2chakra import collective as coll
 from pt2chakra.chakra_wire import (
+    CONTINUED_VARINTS,
     IOINFO_TAGS,
     NODE_TAGS,
     SMALL_VARINTS,
@@ -137,6 +138,12 @@ class ChakraGraph:
         uv = uvarint
         small = SMALL_VARINTS  # varints of 0..len-1, for lengths and small ints
         limit = len(small)
+        cont = CONTINUED_VARINTS  # low 14 bits of a longer varint
+        low_bits = limit - 1
+        # Timestamps share their high bits across a trace: cache the varint of
+        # ``ts >> 14`` and add the low 14 bits from a table.
+        high_varints: dict[int, bytes] = {}
+        id_limit = limit * limit  # ids below 2**28 are two table lookups
         iv, ish, ity = IOINFO_TAGS
         attr = fields.attr
         attr_int64 = fields.attr_int64
@@ -149,11 +156,10 @@ class ChakraGraph:
 
         def ioinfo(tag: bytes, io: IOValues) -> bytes:
             v, sh, ty = io.values_json, io.shapes_json, io.types_json
-            if v and sh and ty and len(v) < limit and len(sh) < limit and len(ty) < limit:
-                body = b"".join((iv, small[len(v)], v, ish, small[len(sh)], sh,
-                                 ity, small[len(ty)], ty))
-                if len(body) < limit:
-                    return tag + small[len(body)] + body
+            lv, ls, lt = len(v), len(sh), len(ty)
+            if lv and ls and lt and lv + ls + lt < limit - 16:  # every length is one table entry
+                body = b"".join((iv, small[lv], v, ish, small[ls], sh, ity, small[lt], ty))
+                return tag + small[len(body)] + body
             return fields.ioinfo(tag, v, sh, ty)
 
         for op in self._cpu_ops:
@@ -168,10 +174,14 @@ class ChakraGraph:
             name_f = names.get(name)
             if name_f is None:
                 name_f = names[name] = fields.name(name)
-            parts = [tag_id, small[op_id] if op_id < limit else uv(op_id), name_f, comp]
+            parts = [tag_id, small[op_id] if op_id < limit else
+                     cont[op_id & low_bits] + small[op_id >> 14] if op_id < id_limit else
+                     uv(op_id), name_f, comp]
             parent = op.parent
             if parent in kept:
-                p = small[parent] if parent < limit else uv(parent)
+                p = (small[parent] if parent < limit else
+                     cont[parent & low_bits] + small[parent >> 14] if parent < id_limit else
+                     uv(parent))
                 parts += (tag_ctrl, small[len(p)], p)
             if d:
                 if len(d) == 1:
@@ -182,10 +192,15 @@ class ChakraGraph:
                 parts += (tag_data, small[len(packed)], packed)
             if t is not None:
                 start, dur = round(t[0]), round(t[2])
-                if start:
+                if start >= limit:
+                    high = high_varints.get(start >> 14)
+                    if high is None:
+                        high = high_varints[start >> 14] = uv(start >> 14)
+                    parts += (tag_start, cont[start & low_bits] + high)
+                elif start:
                     parts += (tag_start, uv(start))
                 if dur:
-                    parts += (tag_dur, uv(dur))
+                    parts += (tag_dur, small[dur] if 0 < dur < limit else uv(dur))
             parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
             rf = op.rf_id
             if rf is not None:
