@@ -10,7 +10,7 @@ inclusive duration is kept as an attribute.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 import msgspec
 import orjson
@@ -74,7 +74,7 @@ class ChakraGraph:
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
                  timing: dict[int, tuple[float, float, float]], gpu_nodes: list[ChakraNode],
                  deps: dict[int, list[tuple[int, EdgeKind]]],
-                 host_ops_dropped: dict[str, int]) -> None:
+                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp]) -> None:
         self.metadata = metadata
         self.deps = deps
         self.link_method = linked.method
@@ -89,7 +89,8 @@ class ChakraGraph:
         self._timing = timing
         self._gpu_nodes = gpu_nodes
         self._host_only = linked.kineto is None
-        self._ops_by_id = {op.id: op for op in linked.host.ops}
+        self._ops_by_id = ops_by_id
+        self._kept_ids = {op.id for op in cpu_ops}
 
     def node_ids(self) -> list[int]:
         return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
@@ -101,7 +102,7 @@ class ChakraGraph:
 
     def nodes(self) -> Iterator[ChakraNode]:
         """CPU nodes in id order, then GPU nodes in start order."""
-        kept = self._ops_by_id.keys() - _container_ids(self._ops_by_id.values())
+        kept = self._kept_ids
         for op in self._cpu_ops:
             yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept,
                             self._host_only, self._ops_by_id)
@@ -124,7 +125,7 @@ class ChakraGraph:
         """The same nodes as ``nodes()``, already encoded: ordinary CPU ops
         (the bulk of a trace) go through a fused fast path; the rest through
         ``encode_node``. Byte-identical to encoding ``nodes()`` (tested)."""
-        kept = self._ops_by_id.keys() - _container_ids(self._ops_by_id.values())
+        kept = self._kept_ids
         fields = FieldEncoder()
         timing = self._timing
         deps = self.deps
@@ -255,10 +256,6 @@ def _int64_attr_prefixes(fields: FieldEncoder, name: str) -> tuple[bytes, ...]:
     return (b"",) + tuple(fields.attr_int64(name, 1 << (7 * (n - 1)))[:-n] for n in range(1, 11))
 
 
-def _container_ids(ops: Iterable[HostOp]) -> set[int]:
-    return {op.id for op in ops if is_container(op)}
-
-
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     host = linked.host
     ops_by_id = {op.id: op for op in host.ops}
@@ -293,7 +290,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                                 _cpu_starts_by_kineto_tid(linked, timing))
     deps = merge_edges(edges)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
-                       dict(dropped_host))
+                       dict(dropped_host), ops_by_id)
 
 
 def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
