@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from conftest import read_with_reference
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
@@ -449,24 +450,11 @@ def _reference_attr(attr) -> tuple:
 
 @pytest.mark.parametrize("name", ["t.et", "t.et.gz"])
 def test_reference_reader_reads_our_file(tmp_path: Path, name: str) -> None:
-    reference = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
     path = tmp_path / name
     nodes = sample_nodes()
     write_et(path, METADATA, nodes)
-    stream = protolib.openFileRd(str(path))
-    try:
-        metadata = reference.GlobalMetadata()
-        assert protolib.decodeMessage(stream, metadata)
-        assert metadata.version == METADATA.version
-        decoded = []
-        while True:
-            node = reference.Node()
-            if not protolib.decodeMessage(stream, node):
-                break
-            decoded.append(node)
-    finally:
-        stream.close()
+    metadata, decoded = read_with_reference(path)
+    assert metadata.version == METADATA.version
     assert len(decoded) == len(nodes)
     for theirs, ours in zip(decoded, nodes):
         assert theirs.id == ours.id
