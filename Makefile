@@ -27,6 +27,7 @@ demo: setup
 	$(BIN)/pt2chakra convert --host-trace $(SAMPLE).host_et.json.gz \
 	    --device-trace $(SAMPLE).kineto.json.gz -o $(OUT)/gpt_tiny_cpu.et \
 	    --report $(OUT)/gpt_tiny_cpu.report.json --simulate
+	$(BIN)/pt2chakra validate $(OUT)/gpt_tiny_cpu.et
 	$(BIN)/pt2chakra simulate $(OUT)/gpt_tiny_cpu.et --timeline $(OUT)/gpt_tiny_cpu.timeline.json \
 	    --plot $(OUT)/gpt_tiny_cpu.timeline.png
 
