@@ -56,13 +56,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _cmd_link(args: argparse.Namespace) -> int:
     from pt2chakra.api import link_traces
+    from pt2chakra.linker import thread_map
 
     linked = link_traces(args.host_trace, args.device_trace)
     doc = {
         "host_trace": args.host_trace,
         "device_trace": args.device_trace,
         "method": linked.method,
-        "thread_map": {str(k): v for k, v in linked.thread_map.items()},
+        "thread_map": {str(k): v for k, v in thread_map(linked).items()},
         "ops": [
             {"id": op.id, "name": op.name, "tid": op.tid, "parent": op.parent,
              "ts": ev.ts, "dur": ev.dur, "kineto_tid": ev.tid}

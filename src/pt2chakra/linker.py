@@ -124,8 +124,6 @@ class LinkedTrace(msgspec.Struct):
     method: str  # "rf_id", "order" or "none" (host only)
     # host op id -> its Kineto CPU event
     cpu_event: dict[int, CpuEvent]
-    # ET thread id -> Kineto thread id
-    thread_map: dict[int, int]
     gpu_ops: list[LaunchedGpuOp]
     cpu_syncs: list[CpuSync]
     stream_waits: list[StreamWait]
@@ -143,8 +141,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
     if kineto is None:
         return LinkedTrace(host=host, kineto=None, method="none", cpu_event={},
-                           thread_map={}, gpu_ops=[], cpu_syncs=[], stream_waits=[],
-                           gpu_dropped={})
+                           gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
     ops = [op for op in host.ops if not is_container(op)]
     if any(ev.record_function_id >= 0 for ev in kineto.cpu_events):
         method = "rf_id"
@@ -153,7 +150,6 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
         method = "order"
         cpu_event = link_by_order(ops, kineto.cpu_events)
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
-    thread_map = _thread_map(ops, cpu_event)
     step_start = min(ev.ts for ev in cpu_event.values())
     step_end = max(ev.ts + ev.dur for ev in cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
@@ -162,7 +158,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
              len(cpu_event), len(ops), method, len(gpu_ops))
     return LinkedTrace(host=host, kineto=kineto, method=method, cpu_event=cpu_event,
-                       thread_map=thread_map, gpu_ops=gpu_ops, cpu_syncs=cpu_syncs,
+                       gpu_ops=gpu_ops, cpu_syncs=cpu_syncs,
                        stream_waits=stream_waits, gpu_dropped=gpu_dropped,
                        step_start=step_start, step_end=step_end)
 
@@ -323,10 +319,11 @@ def _nearest_common(a: Sequence[int], b: list[int], i: int, j: int) -> tuple[int
     return best
 
 
-def _thread_map(ops: Sequence[HostOp], cpu_event: dict[int, CpuEvent]) -> dict[int, int]:
+def thread_map(linked: LinkedTrace) -> dict[int, int]:
+    """ET thread id -> the Kineto thread id most of its linked ops ran on."""
     votes: dict[int, Counter[int]] = defaultdict(Counter)
-    for op in ops:
-        ev = cpu_event.get(op.id)
+    for op in linked.host.ops:
+        ev = linked.cpu_event.get(op.id)
         if ev is not None:
             votes[op.tid][ev.tid] += 1
     return {et_tid: c.most_common(1)[0][0] for et_tid, c in votes.items()}
@@ -345,6 +342,8 @@ def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
                         step_start: float, step_end: float,
                         ) -> tuple[list[LaunchedGpuOp], dict[str, int]]:
     """Attach each GPU activity to the host op whose span holds its launch."""
+    if not kineto.gpu_activities:
+        return [], {}
     launches = {ev.correlation: ev for ev in kineto.runtime_events if ev.correlation >= 0}
     owner = enclosing_host_ops(kineto.runtime_events, cpu_event)
     kept: list[LaunchedGpuOp] = []
