@@ -253,3 +253,15 @@ def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):
     nodes = list(nodes)
     assert nodes and all(n.type != NodeType.METADATA_NODE for n in nodes)
     assert sum(n.type == NodeType.COMM_COLL_NODE for n in nodes) == 8
+
+
+def test_progress_goes_to_stderr_and_does_not_change_the_output(tmp_path):
+    plain, shown = tmp_path / "a.et", tmp_path / "b.et"
+    quiet = run_cli("convert", "-q", "--host-trace", f"{SAMPLE}.host_et.json.gz", "--device-trace",
+                    f"{SAMPLE}.kineto.json.gz", "-o", str(plain))
+    loud = run_cli("convert", "-q", "--progress", "--host-trace", f"{SAMPLE}.host_et.json.gz",
+                   "--device-trace", f"{SAMPLE}.kineto.json.gz", "-o", str(shown))
+    assert quiet.returncode == loud.returncode == 0
+    assert quiet.stderr == "" and quiet.stdout == "" and loud.stdout == ""
+    assert "[5/5] wrote" in loud.stderr and "linked" in loud.stderr
+    assert plain.read_bytes() == shown.read_bytes()

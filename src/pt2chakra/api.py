@@ -11,6 +11,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 import msgspec
 import orjson
@@ -26,6 +28,8 @@ from pt2chakra.model import InputError
 from pt2chakra.validate import break_cycles_in, describe_cycle, find_cycle_in
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class ConversionReport(msgspec.Struct):
@@ -98,6 +102,31 @@ class Stages:
                 sys.stderr.write("\n")
             sys.stderr.flush()
 
+    def counting(self, items: Iterable[T], total: int, what: str) -> Iterable[T]:
+        """``items`` unchanged; with progress on, a bar of ``what`` done so far
+        (redrawn at most every PROGRESS_REDRAW_S so that it costs nothing)."""
+        if not self.enabled or total <= 0:
+            return items
+        return self._bar(items, total, what)
+
+    def _bar(self, items: Iterable[T], total: int, what: str) -> Iterator[T]:
+        next_draw = time.perf_counter() + PROGRESS_REDRAW_S
+        for count, item in enumerate(items, 1):
+            if count & 1023 == 0 and time.perf_counter() >= next_draw:
+                next_draw += PROGRESS_REDRAW_S
+                filled = PROGRESS_WIDTH * count // total
+                sys.stderr.write(f"\r[{self.done + 1}/{self.total}] {what} "
+                                 f"[{'#' * filled}{'.' * (PROGRESS_WIDTH - filled)}] "
+                                 f"{count}/{total}\x1b[K")
+                sys.stderr.flush()
+            yield item
+
+
+# A progress bar redraws at most this often (a terminal cannot show more) and
+# is this many characters wide.
+PROGRESS_REDRAW_S = 0.1
+PROGRESS_WIDTH = 30
+
 
 def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
                 ) -> LinkedTrace:
@@ -138,7 +167,9 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
 
             write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu)
         elif profile is None:
-            write_et(str(output), graph.metadata, graph.encoded_nodes())
+            total = graph.host_ops_kept + graph.gpu_kept
+            write_et(str(output), graph.metadata,
+                     stages.counting(graph.encoded_nodes(), total, "writing nodes"))
         else:
             raise ValueError(f"unknown output profile {profile!r}")
         stages.step(f"wrote {output}")
