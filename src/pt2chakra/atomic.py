@@ -35,7 +35,10 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     try:
         with os.fdopen(fd, "wb") as out:
             yield out
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:  # e.g. the target is a directory: name it, not the temp file
+            raise OSError(exc.errno, exc.strerror, target) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -45,3 +48,16 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     with atomic_output(path) as out:
         out.write(data)
+
+
+def refuse_overwriting_inputs(output: str | os.PathLike[str],
+                              inputs: list[str | os.PathLike[str] | None]) -> None:
+    """Raise ``InputError`` when ``output`` is one of ``inputs``: the atomic
+    rename would silently replace the user's trace with our output."""
+    from pt2chakra.model import InputError
+
+    out = os.path.realpath(output)
+    for item in inputs:
+        if item is not None and os.path.realpath(item) == out:
+            raise InputError(os.fspath(output), "refusing to overwrite an input file; "
+                             "choose another output path")
