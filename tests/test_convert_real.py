@@ -265,3 +265,88 @@ def test_progress_goes_to_stderr_and_does_not_change_the_output(tmp_path):
     assert quiet.stderr == "" and quiet.stdout == "" and loud.stdout == ""
     assert "[5/5] wrote" in loud.stderr and "linked" in loud.stderr
     assert plain.read_bytes() == shown.read_bytes()
+
+
+# --------------------------------------------------------------------------
+# Bad input found in review: each is one line, exit 2, nothing written
+# --------------------------------------------------------------------------
+
+import json as _json  # noqa: E402
+
+
+def _host_doc(nodes):
+    root = [{"id": 1, "name": "[pytorch|profiler|execution_trace|process]", "ctrl_deps": 1},
+            {"id": 2, "name": "[pytorch|profiler|execution_trace|thread]", "ctrl_deps": 1}]
+    return {"schema": "1.1.1-chakra.0.0.4", "pid": 1, "start_ts": 0, "finish_ts": 1,
+            "nodes": root + nodes}
+
+
+def _op(i, name, parent, **attrs):
+    attrs = {"rf_id": i, "tid": 1, **attrs}
+    return {"id": i, "name": name, "ctrl_deps": parent,
+            "attrs": [{"name": k, "type": "uint64", "value": v} for k, v in attrs.items()]}
+
+
+def _kineto_doc(events):
+    return {"traceEvents": events}
+
+
+def _cpu(name, ts, dur, rf):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": {"Record function id": rf}}
+
+
+def _write(path, doc):
+    path.write_text(_json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("case,host_nodes,events,needle", [
+    ("negative-duration", [_op(3, "aten::mm", 2)], [_cpu("aten::mm", 10, -5, 3)], "dur"),
+    ("missing-ts", [_op(3, "aten::mm", 2)],
+     [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "dur": 5,
+       "args": {"Record function id": 3}}], "without `ts`"),
+    ("huge-stream", [_op(3, "aten::mm", 2)],
+     [_cpu("aten::mm", 10, 5, 3), {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                                    "ts": 12, "dur": 1, "args": {"stream": 2**63,
+                                                                 "correlation": 1}}], "stream"),
+    ("tid-not-int", [_op(3, "aten::mm", 2, tid=1.5)], [_cpu("aten::mm", 10, 5, 3)], "`tid`"),
+    ("parent-loop", [_op(3, "a", 4), _op(4, "b", 3)],
+     [_cpu("a", 10, 5, 3), _cpu("b", 11, 2, 4)], "loop"),
+    ("no-operators", [], [_cpu("aten::mm", 10, 5, 3)], "no operators"),
+])
+def test_review_bad_inputs_fail_cleanly(tmp_path, case, host_nodes, events, needle):
+    host = _write(tmp_path / "h.json", _host_doc(host_nodes))
+    kineto = _write(tmp_path / "k.json", _kineto_doc(events))
+    out = tmp_path / "o" / "x.et"
+    out.parent.mkdir()
+    proc = run_cli("convert", "--host-trace", host, "--device-trace", kineto, "-o", str(out))
+    assert_clean_failure(proc, out, needle)
+
+
+def test_output_equal_to_an_input_is_refused(tmp_path):
+    host = tmp_path / "h.json.gz"
+    host.write_bytes(Path(f"{SAMPLE}.host_et.json.gz").read_bytes())
+    before = host.read_bytes()
+    proc = run_cli("convert", "--host-trace", str(host), "-o", str(host))
+    assert proc.returncode == 2 and "refusing to overwrite an input" in proc.stderr
+    assert host.read_bytes() == before
+
+
+def test_report_into_missing_folder_fails_before_writing_the_trace(tmp_path):
+    out = tmp_path / "x.et"
+    proc = run_cli("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "-o", str(out),
+                   "--report", str(tmp_path / "nope" / "r.json"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_nan_tokens_are_nulled_but_strings_keep_their_text(tmp_path):
+    from pt2chakra.host_trace import load_host_trace
+
+    path = tmp_path / "nan.json"
+    path.write_text('{"schema":"1.1.1","pid":1,"start_ts":0,"finish_ts":1,"nodes":[{"id":1,'
+                    '"name":"weird,NaN,name","ctrl_deps":0,"attrs":[{"name":"scale",'
+                    '"type":"double","value":NaN}]}]}')
+    op = load_host_trace(path).ops[0]
+    assert op.name == "weird,NaN,name" and op.attrs == {"scale": None}

@@ -17,7 +17,7 @@ import orjson
 
 from pt2chakra import __version__, cli_simulate, cli_tools
 from pt2chakra.astra_sim import CPU_MODES
-from pt2chakra.atomic import write_atomic
+from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
 from pt2chakra.model import InputError
 
 EXIT_BAD_INPUT = 2
@@ -42,6 +42,11 @@ def _add_trace_args(p: argparse.ArgumentParser) -> None:
 def _cmd_convert(args: argparse.Namespace) -> int:
     from pt2chakra.api import convert, write_report
 
+    inputs = [args.host_trace, args.device_trace]
+    refuse_overwriting_inputs(args.output, inputs)
+    if args.report:
+        refuse_overwriting_inputs(args.report, inputs + [args.output])
+        _require_folder(args.report)  # fail before converting, not after
     report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
                      break_cycles_=args.break_cycles, progress=args.progress,
                      profile=args.profile, cpu=args.cpu)
@@ -54,9 +59,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_folder(path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(path, "No such file or directory (its folder does not exist)")
+
+
 def _cmd_link(args: argparse.Namespace) -> int:
     from pt2chakra.api import link_traces
     from pt2chakra.linker import thread_map
+
+    refuse_overwriting_inputs(args.output, [args.host_trace, args.device_trace])
 
     linked = link_traces(args.host_trace, args.device_trace)
     doc = {

@@ -150,6 +150,16 @@ def _first_tensor_bytes(values: list[Any], types: list[str]) -> int:
     return 0
 
 
+def _count(value: Any) -> int:
+    """A non-negative element count from an ET attr; 0 (unknown, so the size
+    falls back to the tensors) for anything else."""
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
 def comm_size_from_host_op(ctype: CollectiveType | str, op: HostOp) -> int:
     """Payload in bytes from a host op's ET attributes or tensors, used when
     Kineto carries no collective metadata (traces before torch 2.3)."""
@@ -157,9 +167,9 @@ def comm_size_from_host_op(ctype: CollectiveType | str, op: HostOp) -> int:
     if "in_msg_nelems" in attrs and "dtype" in attrs:
         info = CollectiveInfo(
             dtype=str(attrs.get("dtype", "")),
-            in_msg_nelems=int(attrs.get("in_msg_nelems") or 0),
-            out_msg_nelems=int(attrs.get("out_msg_nelems") or 0),
-            group_size=int(attrs.get("pg_size") or 0),
+            in_msg_nelems=_count(attrs.get("in_msg_nelems")),
+            out_msg_nelems=_count(attrs.get("out_msg_nelems")),
+            group_size=_count(attrs.get("pg_size")),
         )
         size = comm_size_from_info(ctype, info)
         if size:

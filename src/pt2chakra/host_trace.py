@@ -30,9 +30,12 @@ from pt2chakra.model import HostOp, HostTrace, InputError, IOValues, ProcessGrou
 
 log = logging.getLogger(__name__)
 
+MAX_ID = 2**62
 # Ids and parent ids come from one counter that starts at 1; a negative value
 # can only be corruption, so msgspec rejects it with the JSON path.
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+# The upper bound leaves room above the host ids for the GPU nodes' ids
+# (Chakra ids are uint64) and keeps every id inside int64 attributes.
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_ID)]
 
 PROCESS_GROUP_NODE = "## process_group:init ##"
 # Special nodes written by the observer itself (root process node and one
@@ -355,11 +358,17 @@ def _doc_type(node_type: type[Any]) -> type[Any]:
     return doc
 
 
+# Decode errors that suggest the nodes have another schema's layout (as
+# opposed to a bad value in the right place).
+_LAYOUT_MISMATCH_SIGNS = ("missing required field", "Expected `object`", "Expected `array`")
+
+
 def _decode_doc(where: str, data: bytes, layout: Layout) -> Any:
     try:
         return decode(where, data, _doc_type(layout.node_type))
     except InputError as e:
-        if not e.problem.startswith("unexpected content") or "$.nodes" not in e.problem:
+        if "$.nodes" not in e.problem or not any(
+                shape in e.problem for shape in _LAYOUT_MISMATCH_SIGNS):
             raise
         hint = f"; that schema uses the {layout.name} node layout ({layout.fields})"
         raise InputError(where, e.problem + hint) from None
@@ -400,6 +409,7 @@ def _check_structure(where: str, ops: list[HostOp]) -> None:
     if len(ids) != len(ops):
         raise InputError(where, f"duplicate op id {_first_duplicate(ops)} in `nodes`")
     dangling: list[HostOp] = []
+    later_parent = False
     for op in ops:  # one pass: this loop runs once per op on million-op traces
         parent = op.parent
         if parent == op.id:
@@ -408,10 +418,45 @@ def _check_structure(where: str, ops: list[HostOp]) -> None:
             op.parent = 0
         elif parent and parent not in ids:
             dangling.append(op)
+        elif parent > op.id:
+            later_parent = True
+        tid, rf_id = op.tid, op.rf_id
+        if type(tid) is not int or not -MAX_ID <= tid <= MAX_ID:
+            _bad_attr(where, op, "tid", "an integer", tid)
+        if rf_id is not None and (type(rf_id) is not int or not -MAX_ID <= rf_id <= MAX_ID):
+            _bad_attr(where, op, "rf_id", "an integer", rf_id)
+        if type(op.op_schema) is not str:
+            _bad_attr(where, op, "op_schema", "a string", op.op_schema)
+    if later_parent:  # ids follow op start, so only then can parents loop
+        _check_parent_cycles(where, ops)
     if dangling:
         quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
         more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
         log.warning("%s: %d ops name a parent that is not in the trace (op->parent: %s%s); treated as top-level", where, len(dangling), quoted, more)
+
+
+def _bad_attr(where: str, op: HostOp, name: str, expected: str, value: Any) -> None:
+    raise InputError(where, f"op {op.id} ({op.name!r}): `{name}` should be {expected}, "
+                     f"got {value!r}"[:300])
+
+
+def _check_parent_cycles(where: str, ops: list[HostOp]) -> None:
+    """Callers that loop (A calls B calls A) cannot come from a real run."""
+    parent_of = {op.id: op.parent for op in ops}
+    state: dict[int, bool] = {}  # id -> finished (False: on the walk in progress)
+    for op in ops:
+        walk: list[int] = []
+        cur = op.id
+        while cur in parent_of and cur not in state:
+            state[cur] = False
+            walk.append(cur)
+            cur = parent_of[cur]
+        if cur in state and not state[cur]:
+            loop = walk[walk.index(cur):]
+            raise InputError(where, "ops call each other in a loop (op -> caller): "
+                             + " -> ".join(map(str, loop + [cur])))
+        for node in walk:
+            state[node] = True
 
 
 def _first_duplicate(ops: list[HostOp]) -> int:

@@ -35,7 +35,10 @@ TAR_MAGIC = b"ustar"
 UTF8_BOM = b"\xef\xbb\xbf"
 # Bare NaN / Infinity tokens (Python's json.dumps writes them; strict JSON and
 # msgspec refuse them). Replaced by null only after a first decode fails.
-_NON_FINITE = re.compile(rb"(?<=[:\[,])(\s*)-?(?:NaN|Infinity)(?=\s*[,\]}])")
+# Strings are matched as whole tokens first so that a "NaN" inside a string
+# is left alone; only bare tokens between separators are replaced.
+_NON_FINITE = re.compile(
+    rb'("(?:[^"\\]|\\.)*")|(?<=[:\[,])(\s*)-?(?:NaN|Infinity)(?=\s*[,\]}])')
 
 TRUNCATED = "truncated: the JSON ends before its closing brackets — did the observer stop cleanly?"
 
@@ -141,7 +144,7 @@ def _replace_non_finite(data: Any) -> bytes | None:
     raw = bytes(data)
     if b"NaN" not in raw and b"Infinity" not in raw:
         return None
-    patched = _NON_FINITE.sub(rb"\1null", raw)
+    patched = _NON_FINITE.sub(lambda m: m.group(1) or m.group(2) + b"null", raw)
     return None if patched == raw else patched
 
 

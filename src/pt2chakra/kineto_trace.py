@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from operator import attrgetter
 from os import PathLike
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -78,6 +78,14 @@ TRUNCATION_MARK = "..."
 _INT_RE = re.compile(r"-?\d+")
 
 
+# Values written to int64 attributes (stream, device, correlation, bytes) must
+# fit in one; times are microseconds since an epoch and durations, so they are
+# finite, non-negative and far below 2**63. Out-of-range values are corrupt
+# input, reported with their JSON path.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+Micros = Annotated[float, msgspec.Meta(ge=0, lt=2.0**63)]
+
+
 def _arg(key: str) -> Any:
     return msgspec.field(default=None, name=key)
 
@@ -87,10 +95,10 @@ class _Args(msgspec.Struct, gc=False):
 
     external_id: int | None = _arg("External id")
     record_function_id: int | None = _arg("Record function id")
-    correlation: int | None = None
-    stream: int | None = None
-    device: int | None = None
-    bytes: int | None = None
+    correlation: Int64 | None = None
+    stream: Int64 | None = None
+    device: Int64 | None = None
+    bytes: Int64 | None = None
     seq_num: int | None = _arg("Sequence number")
     fwd_thread_id: int | None = _arg("Fwd thread id")
     # Collective keys: value types vary across torch versions, so Any.
@@ -124,8 +132,8 @@ class _Event(msgspec.Struct, gc=False):
     name: str = ""
     pid: int | str = -1
     tid: int | str = -1
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: Micros | None = None
+    dur: Micros | None = None
     id: Any = None
     args: _Args | None = None
 
@@ -226,6 +234,9 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
     trace.distributed_info = info
     trace.rank = _to_int(info.get("rank"), -1)
     trace.world_size = _to_int(info.get("world_size"), 0)
+    for key, value in (("rank", trace.rank), ("world_size", trace.world_size)):
+        if not -(2**31) <= value < 2**31:
+            raise InputError(where, f"distributedInfo.{key} is {value}: not a plausible {key}")
     return trace
 
 
@@ -237,12 +248,18 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     flows: dict[int, tuple[float, int]] = {}
     lists = _ListParser()
     kinds = CATEGORY_KINDS
-    for e in events:
+    for index, e in enumerate(events):
         found = kinds.get(e.cat) or kinds.get(e.cat.lower())
         if found is None:
             ignored[e.cat or f"ph={e.ph}"] += 1
             continue
         kind, cat = found
+        if e.ts is None or (e.dur is None and e.ph == COMPLETE):
+            if kind is Kind.FLOW or e.ph != COMPLETE:
+                ignored[f"{e.cat}:ph={e.ph}:no ts"] += 1
+                continue
+            raise InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a complete "
+                             "event without `ts` or `dur`; the trace is corrupt")
         if kind is Kind.FLOW:
             if e.ph == FLOW_START:
                 flows[_to_int(e.id)] = (e.ts, _int_id(e.tid))

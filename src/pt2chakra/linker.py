@@ -143,6 +143,9 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
         return LinkedTrace(host=host, kineto=None, method="none", cpu_event={},
                            gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
     ops = [op for op in host.ops if not is_container(op)]
+    if not ops:
+        raise InputError(host.path, "no operators, only the observer's process/thread nodes: "
+                         "nothing to link (convert it without --device-trace)")
     if any(ev.record_function_id >= 0 for ev in kineto.cpu_events):
         method = "rf_id"
         cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path)
