@@ -10,7 +10,7 @@ import pytest
 from pt2chakra.model import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.sim_network import collective_time, cost_factors
 from pt2chakra.sim_timeline import chrome_trace, write_chrome_trace, write_plot
-from pt2chakra.simulate import SimConfig, Simulator, simulate
+from pt2chakra.simulate import CATEGORY_NAMES, SimConfig, Simulator, simulate
 
 MD = GlobalMetadata(version="0.0.4")
 
@@ -212,3 +212,146 @@ def test_cli_json(tmp_path, capsys):
         assert key in doc and key in doc["ranks"][0]
     assert [w["compute_scale"] for w in doc["what_if"]] == [0.5, 1.0]
     assert doc["what_if"][0]["predicted_step_us"] == pytest.approx(60)
+
+
+# --------------------------------------------------------------------------
+# Other tools' .et files: attributes of unexpected types, untimed graphs
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attrs,md_attrs,bad", [
+    ([("data_dep_kinds", "int64_val", 3)], [], "data_dep_kinds"),
+    ([("comm_seq", "string_val", "abc")], [], "comm_seq"),
+    ([("comm_size", "string_val", "x")], [], "comm_size"),
+    ([("comm_type", "string_val", "x")], [], "comm_type"),
+    ([("is_cpu_op", "bool_val", True), ("tid", "int64_list", [1, 2])], [], "tid"),
+    ([("stream", "int64_list", [1, 2])], [], "stream"),
+    ([("is_cpu_op", "bool_val", True), ("inclusive_duration_micros", "string_val", "x")], [],
+     "inclusive_duration_micros"),
+    ([], [("step_start_micros", "string_val", "a"), ("step_end_micros", "string_val", "b")],
+     "step_start_micros"),
+])
+def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys, attrs,
+                                                       md_attrs, bad):
+    from pt2chakra.chakra_io import write_et
+    from pt2chakra.cli import main
+
+    ntype = NodeType.COMM_COLL_NODE if bad.startswith("comm") else NodeType.COMP_NODE
+    nodes = [ChakraNode(id=1, name="a", type=NodeType.COMP_NODE, start_time_micros=5,
+                        duration_micros=10),
+             ChakraNode(id=2, name="b", type=ntype, start_time_micros=15, duration_micros=5,
+                        data_deps=[1], attrs=attrs)]
+    path = tmp_path / "other.et"
+    write_et(path, GlobalMetadata(version="0.0.4", attrs=md_attrs), nodes)
+    with caplog.at_level(logging.WARNING, logger="pt2chakra.simulate"):
+        assert main(["simulate", str(path), "--json", "--timeline",
+                     str(tmp_path / "t.json")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["predicted_step_us"] == 15
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and bad in warnings[0] and "other.et" in warnings[0]
+
+
+def test_untimed_chain_keeps_full_durations():
+    # 10 -> 20 -> 30 us with no start times: 60, whether the nodes say
+    # is_cpu_op false, true, or nothing (absent means a device op).
+    for attrs, category in (([], "gpu_compute"), ([("is_cpu_op", "bool_val", False)],
+                                                  "gpu_compute"),
+                            ([("is_cpu_op", "bool_val", True)], "cpu_op")):
+        chain = [ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, duration_micros=10 * i,
+                            data_deps=[i - 1] if i > 1 else [], attrs=attrs) for i in (1, 2, 3)]
+        sim = Simulator([(MD, chain)])
+        res, sched = sim.run()
+        assert res.predicted_step_us == 60
+        assert res.error_pct is None and res.measured_step_us == 0  # nothing measured
+        assert {CATEGORY_NAMES[c] for c in sched.category} == {category}
+        scaled = sim.predict(SimConfig(compute_scale=2.0, cpu_scale=2.0))
+        assert scaled == 120
+    # Independent device ops without a stream share the rank's device lane.
+    free = [ChakraNode(id=i, name="k", type=NodeType.COMP_NODE, duration_micros=10)
+            for i in (1, 2)]
+    _, sched = Simulator([(MD, free)]).run()
+    assert sched.lane_names[sched.lane[0]] == (0, "gpu", "device")
+    assert max(sched.end) == 20
+    assert chrome_trace(sched)["traceEvents"]  # no measured schedule, no crash
+
+
+def test_microbench_is_replayed_step_after_step(tmp_path, capsys):
+    from pt2chakra.cli import main
+
+    prefix = tmp_path / "mb"
+    assert main(["microbench", "--size", "1048576", "--npus", "2", "--steps", "3",
+                 "--compute", "100", "-o", str(prefix)]) == 0
+    capsys.readouterr()
+    assert main(["simulate", f"{prefix}.0.et", f"{prefix}.1.et", "--json",
+                 "--compute-scale", "1", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["predicted_step_us"] >= 300
+    assert [w["predicted_step_us"] for w in doc["what_if"]] == [doc["predicted_step_us"],
+                                                                2 * doc["predicted_step_us"]]
+    for r in doc["ranks"]:
+        assert not any(lane["lane"].startswith("cpu") for lane in r["lanes"])
+
+
+# --------------------------------------------------------------------------
+# --plot / --timeline paths
+# --------------------------------------------------------------------------
+
+
+def _one_rank(tmp_path):
+    from pt2chakra.chakra_io import write_et
+
+    path = tmp_path / "r.et"
+    write_et(path, MD, [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])
+    return path
+
+
+@pytest.mark.parametrize("name", ["t.xyz", "noext", "", "r.et"])
+def test_plot_path_checked_before_simulating(tmp_path, capsys, name):
+    from pt2chakra.cli import main
+
+    plot = str(tmp_path / name) if name else str(tmp_path) + "/"
+    # A missing trace would fail the load: the plot path is refused first.
+    assert main(["simulate", str(tmp_path / "missing.et"), "--plot", plot]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ".png, .svg or .pdf" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("option,name", [("--plot", "r.png"), ("--timeline", "r.et")])
+def test_outputs_never_overwrite_an_input(tmp_path, capsys, option, name):
+    from pt2chakra.cli import main
+
+    trace = _one_rank(tmp_path)
+    target = tmp_path / name
+    if name != trace.name:  # an input that happens to end in .png
+        trace = trace.rename(target)
+    before = trace.read_bytes()
+    assert main(["simulate", str(trace), option, str(target)]) == 2
+    assert "refusing to overwrite an input" in capsys.readouterr().err
+    assert trace.read_bytes() == before
+
+
+def test_plot_is_written_atomically(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from pt2chakra.cli import main
+
+    trace = _one_rank(tmp_path)
+    out = tmp_path / "p.svg"
+    assert main(["simulate", str(trace), "-q", "--plot", str(out)]) == 0
+    assert b"<svg" in out.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.svg", "r.et"]  # no temp file left
+    out.write_bytes(b"previous")
+
+    def broken(self, fname, **kw):
+        with open(fname, "wb") as f:
+            f.write(b"half")
+        raise RuntimeError("disk trouble")
+
+    monkeypatch.setattr(Figure, "savefig", broken)
+    with pytest.raises(RuntimeError):
+        main(["simulate", str(trace), "-q", "--plot", str(out)])
+    assert out.read_bytes() == b"previous"  # the old plot is intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.svg", "r.et"]

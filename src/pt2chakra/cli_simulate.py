@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -63,6 +64,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     import msgspec
     import orjson
 
+    from pt2chakra.atomic import refuse_overwriting_inputs
     from pt2chakra.model import InputError
     from pt2chakra.sim_report import format_report
     from pt2chakra.simulate import SimConfig, Simulator, load, order_by_rank, what_if
@@ -76,6 +78,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(f"--{name.replace('_', '-')}", "scales must be positive")
     if any(n < 0 for n in args.comm_streams):
         raise InputError("--comm-streams", "must be 0 (as recorded) or more")
+    # Output paths checked before the (possibly long) replay.
+    if args.plot:
+        from pt2chakra.sim_timeline import check_plot_path
+
+        check_plot_path(args.plot)
+    for out in (args.timeline, args.plot):
+        if out:
+            refuse_overwriting_inputs(out, list(args.traces))
+    if args.timeline and args.plot and \
+            os.path.realpath(args.timeline) == os.path.realpath(args.plot):
+        raise InputError(args.plot, "--timeline and --plot name the same file")
     paths, graphs = order_by_rank(args.traces, load(args.traces))
     sim = Simulator(graphs, paths, infer_waits=not args.no_infer_waits)
     base = SimConfig(bandwidth_gbps=args.bandwidth, latency_us=args.latency,

@@ -56,12 +56,51 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
-def _attrs(node: ChakraNode) -> dict:
-    return {a[0]: a[2] for a in node.attrs}
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _meta(md: GlobalMetadata) -> dict:
-    return {a[0]: a[2] for a in md.attrs}
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# Attributes the simulator reads, and the values it can use. Other tools'
+# .et files may carry them with another member type (``comm_seq`` as a
+# string, ``tid`` as a list, ...): such an attribute counts as absent.
+_ATTR_OK = {
+    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and
+    all(isinstance(x, str) for x in v),
+    "comm_seq": _is_int, "comm_size": _is_int, "comm_type": _is_int,
+    "tid": _is_int, "stream": _is_int, "device": _is_int, "rank": _is_int,
+    "is_cpu_op": lambda v: isinstance(v, (bool, int)),
+    "category": lambda v: isinstance(v, str),
+    "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
+    "inclusive_duration_micros": _is_num,
+    "step_start_micros": _is_num, "step_end_micros": _is_num,
+}
+
+
+def _checked(attrs: Sequence[tuple], bad: set[str] | None) -> dict:
+    out = {}
+    for a in attrs:
+        name, value = a[0], a[2]
+        ok = _ATTR_OK.get(name)
+        if ok is not None and not ok(value):
+            if bad is not None:
+                bad.add(name)
+            continue
+        out[name] = value
+    return out
+
+
+def _attrs(node: ChakraNode, bad: set[str] | None = None) -> dict:
+    """Node attributes by name; those of an unusable type are left out (and
+    their names added to ``bad``)."""
+    return _checked(node.attrs, bad)
+
+
+def _meta(md: GlobalMetadata, bad: set[str] | None = None) -> dict:
+    return _checked(md.attrs, bad)
 
 
 class _Prepared:
@@ -95,6 +134,7 @@ class _Prepared:
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice  # rank recorded in the metadata (else position)
         self.rank_nodes: list[range] = []
+        self.rank_timed: list[bool] = []  # per rank: some node has a start time
 
     def lane_id(self, key: tuple, rank: int, kind: str, label: str) -> int:
         idx = self.lane_index.get(key)
@@ -109,20 +149,30 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
              sources: Sequence[str], comm_streams: int, infer_waits: bool = True) -> _Prepared:
     p = _Prepared()
     for rank, (md, nodes) in enumerate(graphs):
-        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits)
+        bad: set[str] = set()
+        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
         p.sources.append(sources[rank])
+        if bad:
+            log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
+                        sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
     return p
 
 
 def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
-                  comm_streams: int, infer_waits: bool = True) -> None:
+                  comm_streams: int, infer_waits: bool = True,
+                  bad: set[str] | None = None) -> None:
     base = len(p.nodes)
-    mda = _meta(md)
+    mda = _meta(md, bad)
+    # A rank without any start time (other tools' graphs, ``microbench``)
+    # is untimed: nodes keep their whole duration, in dependency order, with
+    # no replayed gaps and no measured step.
+    timed_rank = any(n.start_time_micros for n in nodes)
+    p.rank_timed.append(timed_rank)
     index: dict[int, int] = {}
     attrs_of: list[dict] = []
     incl: list[float] = []
     for k, n in enumerate(nodes):
-        a = _attrs(n)
+        a = _attrs(n, bad)
         attrs_of.append(a)
         index[n.id] = base + k
         p.nodes.append(n)
@@ -136,9 +186,10 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         p.nwait.append(0)
         p.order.append(0)
         is_cpu = bool(a.get("is_cpu_op", False))
+        # is_cpu_op absent means a device op (FORMATS.md), stream or not.
         if n.type in COMM_TYPES and not is_cpu:
             cat = COMM
-        elif is_cpu or ("stream" not in a and n.type not in COMM_TYPES):
+        elif is_cpu:
             cat = CPU_OP
         elif str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
             cat = GPU_MEMCPY
@@ -153,9 +204,11 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         elif "stream" in a:
             dev, st = a.get("device", 0), a["stream"]
             lane = p.lane_id(("gpu", rank, dev, st), rank, "gpu", f"stream {st}")
-        else:  # a comm node of another tool's trace: one lane per process group
+        elif cat == COMM:  # a comm node of another tool's trace: one lane per process group
             pg = str(a.get("pg_name", ""))
             lane = p.lane_id(("comm", rank, pg), rank, "gpu", f"comm {pg}".strip())
+        else:  # a device op of another tool's trace without a stream: one lane per rank
+            lane = p.lane_id(("device", rank), rank, "gpu", "device")
         p.lane.append(lane)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
@@ -163,7 +216,8 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     # Measured step: the converter's metadata, else the span of timed nodes.
     # (recorded step of the converter's metadata, widened to every timed
     # node: GPU work launched at the end of the step finishes after it).
-    timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros]
+    timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros] \
+        if timed_rank else []
     t0 = min((nodes[k].start_time_micros for k in timed), default=0)
     t1 = max((nodes[k].start_time_micros + max(nodes[k].duration_micros, incl[k]) for k in timed),
              default=0)
@@ -226,7 +280,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     for i in sorted((i for i in range(base, end) if p.cat[i] == CPU_OP),
                     key=lambda i: p.nodes[i].id):  # ET ids are handed out at op start
         n = p.nodes[i]
-        if n.start_time_micros or n.duration_micros:
+        if timed_rank and (n.start_time_micros or n.duration_micros):
             cpu_lane_ops[p.lane[i]].append(i)
     for ops in cpu_lane_ops.values():
         for q, i in enumerate(ops):
@@ -235,7 +289,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
             if q + 1 < len(ops):
                 stop = min(stop, float(p.nodes[ops[q + 1]].start_time_micros))
             p.dur[i] = max(0.0, stop - start)
-    if infer_waits:
+    if infer_waits and timed_rank:
         p.inferred_edges += _infer_stream_waits(p, base, end, parents)
     # A GPU op with no dependency at all (launcher not linked) stays at its
     # recorded offset instead of floating to the start of the step.

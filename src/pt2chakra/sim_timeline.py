@@ -9,12 +9,15 @@ simulated schedule and, beside it, the measured one on the same time axis.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from collections import defaultdict
 
 import orjson
 
-from pt2chakra.atomic import write_atomic
+from pt2chakra.atomic import temp_path, write_atomic
+from pt2chakra.sim_prepare import _attrs
 from pt2chakra.simulate import CATEGORY_NAMES, CPU_OP, Schedule, measured_offset
 
 MEASURED_PID_BASE = 10000
@@ -35,13 +38,15 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
     tids = _lane_tids(schedule)
     events: list[dict] = []
     ranks = sorted(set(schedule.rank))
+    # Untimed ranks (no recorded start times) have no measured schedule to show.
+    timed = {r: schedule.rank_timed[r] if r < len(schedule.rank_timed) else True for r in ranks}
     for r in ranks:
         label = schedule.rank_label[r] if r < len(schedule.rank_label) else r
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
                        "args": {"name": f"rank {label} simulated"}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0,
                        "args": {"sort_index": 2 * r}})
-        if measured:
+        if measured and timed[r]:
             events.append({"ph": "M", "name": "process_name", "pid": MEASURED_PID_BASE + r,
                            "tid": 0, "args": {"name": f"rank {label} measured"}})
             events.append({"ph": "M", "name": "process_sort_index",
@@ -50,7 +55,7 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
     for lane, tid in tids.items():
         r, kind, label = schedule.lane_names[lane]
         name = f"{'CPU' if kind == 'cpu' else 'GPU'} {label}"
-        pids = [r, MEASURED_PID_BASE + r] if measured else [r]
+        pids = [r, MEASURED_PID_BASE + r] if measured and timed[r] else [r]
         for pid in pids:
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                            "args": {"name": name}})
@@ -68,12 +73,12 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
                            "pid": r, "tid": tid, "ts": round(start, 3),
                            "dur": round(max(0.0, end - start), 3),
                            "args": {"id": node.id, "critical": crit}})
-        if measured and (node.start_time_micros or node.duration_micros):
+        if measured and timed[r] and (node.start_time_micros or node.duration_micros):
             dur = float(node.duration_micros)
             if schedule.category[i] == CPU_OP:
-                for a in node.attrs:
-                    if a[0] == "inclusive_duration_micros":
-                        dur = float(a[2])
+                incl = _attrs(node).get("inclusive_duration_micros")
+                if incl is not None:
+                    dur = float(incl)
             events.append({"ph": "X", "name": node.name, "cat": cat,
                            "pid": MEASURED_PID_BASE + r, "tid": tid,
                            "ts": round(node.start_time_micros - offsets[r], 3), "dur": dur,
@@ -88,9 +93,26 @@ def write_chrome_trace(schedule: Schedule, path: str, measured: bool = True) -> 
     return len(doc["traceEvents"])
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_plot_path(path: str) -> str:
+    """The format of a ``--plot`` path (``png``, ``svg`` or ``pdf``, from its
+    extension); ``InputError`` for any other path."""
+    from pt2chakra.model import InputError
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in PLOT_FORMATS:
+        raise InputError(path, "the plot must be a .png, .svg or .pdf file (named by its "
+                         "extension)")
+    return ext[1:]
+
+
 def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     """Per-lane timeline (PNG, SVG or PDF by extension) with the critical path
-    outlined in red. Needs matplotlib (Agg backend, no display)."""
+    outlined in red. Needs matplotlib (Agg backend, no display). Written
+    atomically: a temp file beside ``path``, then renamed over it."""
+    fmt = check_plot_path(path)
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -140,5 +162,20 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     ax.legend(handles=handles, loc="upper right", fontsize=8, ncol=5)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    # Same extension on the temp file: savefig and viewers go by it.
+    tmp = temp_path(path) + "." + fmt
+    try:
+        try:
+            fig.savefig(tmp, dpi=120, format=fmt)
+        except OSError as exc:  # missing folder...: name the target, not the temp file
+            raise OSError(exc.errno, exc.strerror, path) from exc
+        finally:
+            plt.close(fig)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:  # e.g. the target is a directory
+            raise OSError(exc.errno, exc.strerror, path) from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -169,6 +169,7 @@ class Schedule(msgspec.Struct):
     step_start: list[float]  # per rank: recorded step start (trace clock)
     align: str
     rank_label: list[int]
+    rank_timed: list[bool] = []  # per rank: recorded start times (else no measured schedule)
 
 
 # --------------------------------------------------------------------------
@@ -574,7 +575,7 @@ class Simulator:
         schedule = Schedule(nodes=p.nodes, rank=p.rank, lane=p.lane, lane_names=p.lane_names,
                             start=run.start, end=run.end, category=p.cat, critical=on_path,
                             rank_origin=run.origin, step_start=p.step_start, align=align,
-                            rank_label=p.rank_label)
+                            rank_label=p.rank_label, rank_timed=p.rank_timed)
         return result, schedule
 
 
