@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
 from pt2chakra.model import (
     DEP_KINDS_ATTR,
     Attr,
@@ -44,7 +45,7 @@ from pt2chakra.model import (
     InputError,
     NodeType,
 )
-from pt2chakra.tools_io import attr_dict, rank_of, read, write
+from pt2chakra.tools_io import StagedOutputs, attr_dict, rank_of, read, write
 
 CPU_MODES = ("drop", "keep", "drop-no-gaps")
 VIA_DROPPED = "via_dropped"
@@ -276,32 +277,61 @@ def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict
     return out
 
 
+def output_paths(prefix: str, rank: int) -> list[str]:
+    return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
+
+
 def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
                     prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = "drop",
-                    ) -> list[str]:
+                    *, inputs: Sequence[str | os.PathLike[str] | None] = (),
+                    staged: StagedOutputs | None = None) -> list[str]:
     """Write ``<prefix>.<rank>.et`` (and ``<prefix>.comm_groups.json`` when
     process groups are known); returns the paths written. ``rank`` defaults
     to the metadata's ``rank``, else 0. Call it from ``convert`` with the
-    graph's metadata and ``graph.nodes()``."""
+    graph's metadata and ``graph.nodes()``.
+
+    ``inputs``: files this run reads; an output equal to one is refused
+    (``InputError``) before any work. ``staged``: write into these staged
+    outputs (the caller commits them) instead of committing here; either
+    way both files appear together or not at all."""
     prefix = os.fspath(prefix)
     if rank is None:
         value = attr_dict(metadata.attrs).get("rank")
         rank = value if isinstance(value, int) else 0
+    for out in output_paths(prefix, rank):
+        refuse_overwriting_inputs(out, list(inputs))
+    if staged is None:
+        with StagedOutputs() as own:
+            written = _write_one(metadata, nodes, prefix, rank, cpu, own)
+            own.commit()
+        return written
+    return _write_one(metadata, nodes, prefix, rank, cpu, staged)
+
+
+def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
+               cpu: str, staged: StagedOutputs) -> list[str]:
     md, out_nodes = profile(metadata, nodes, cpu)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
-    path = f"{prefix}.{rank}.et"
-    write(path, md, out_nodes)
+    path, gpath = output_paths(prefix, rank)
+    tmp = staged.stage(path)
+    try:
+        write(tmp, md, out_nodes)
+    except InputError as exc:
+        if exc.path != tmp:
+            raise
+        raise InputError(path, exc.problem) from exc  # name the target, not the temp file
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
     world = attr_dict(md.attrs).get("world_size")
     groups = comm_groups(md, world if isinstance(world, int) else None)
     if groups:
-        gpath = f"{prefix}.comm_groups.json"
-        tmp = f"{gpath}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps(groups, option=orjson.OPT_INDENT_2))
-        os.replace(tmp, gpath)
+        try:
+            write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
 
@@ -309,16 +339,29 @@ def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
                   cpu: str = "drop") -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
-    metadata or name, else its position)."""
-    written: list[str] = []
-    ranks: set[int] = set()
-    for index, path in enumerate(inputs):
-        metadata, nodes = read(path)
-        rank = rank_of(metadata, os.fspath(path), index)
+    metadata or name, else its position).
+
+    All or nothing: every input's metadata is read and the ranks checked
+    (unique, no output overwriting an input) before anything is written, and
+    the outputs are staged and moved into place only when every rank
+    converted; on any error no output of this run is left behind."""
+    prefix = os.fspath(prefix)
+    paths = [os.fspath(p) for p in inputs]
+    ranks: list[int] = []
+    for index, path in enumerate(paths):
+        metadata, _nodes = read(path)
+        rank = rank_of(metadata, path, index)
         if rank in ranks:
-            raise InputError(os.fspath(path), f"rank {rank} appears twice among the inputs")
-        ranks.add(rank)
-        for p in write_astra_sim(metadata, nodes, prefix, rank, cpu):
-            if p not in written:
-                written.append(p)
+            raise InputError(path, f"rank {rank} appears twice among the inputs")
+        ranks.append(rank)
+        for out in output_paths(prefix, rank):
+            refuse_overwriting_inputs(out, list(paths))
+    written: list[str] = []
+    with StagedOutputs() as staged:
+        for path, rank in zip(paths, ranks):
+            metadata, nodes = read(path)
+            for p in _write_one(metadata, nodes, prefix, rank, cpu, staged):
+                if p not in written:
+                    written.append(p)
+        staged.commit()
     return written

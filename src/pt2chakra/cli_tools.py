@@ -31,7 +31,7 @@ def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
         except OSError as exc:
             if isinstance(exc, BrokenPipeError):
                 raise
-            target = getattr(args, "output", None) or exc.filename or "?"
+            target = exc.filename or getattr(args, "output", None) or "?"  # the file at fault
             raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
 
     return wrapper
@@ -80,11 +80,16 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
     from pt2chakra.jsonize import from_json
 
     if args.profile == "astra-sim":
-        from pt2chakra.astra_sim import write_astra_sim
+        from pt2chakra.astra_sim import output_paths, write_astra_sim
+        from pt2chakra.atomic import refuse_overwriting_inputs
         from pt2chakra.jsonize import read_json
 
+        if args.rank is not None:  # else the rank is in the metadata: checked there
+            for out in output_paths(args.output, args.rank):
+                refuse_overwriting_inputs(out, [args.input])
         metadata, nodes = read_json(args.input)
-        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank)
+        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank,
+                                  inputs=[args.input])
         if not args.quiet:
             print("\n".join(written))
         return 0

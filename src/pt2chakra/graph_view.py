@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 
 import msgspec
 
-from pt2chakra.atomic import write_atomic
+from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
 from pt2chakra.model import ChakraNode, InputError, NodeType
 from pt2chakra.tools_io import attr_dict, is_gpu, read
 
@@ -183,6 +183,7 @@ def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
            window: Window | None = None) -> dict[str, int]:
     """Write the window as .dot / .graphml / .svg (by the output's suffix)."""
     output = os.fspath(output)
+    refuse_overwriting_inputs(output, [path])
     suffix = os.path.splitext(output)[1].lower()
     if suffix not in FORMATS:
         raise InputError(output, f"unknown output format {suffix!r}: use {', '.join(FORMATS)}")

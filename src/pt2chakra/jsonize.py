@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import orjson
 
-from pt2chakra.atomic import atomic_output
+from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
 from pt2chakra.chakra_schema import ATTR_MEMBERS
 from pt2chakra.model import Attr, ChakraNode, GlobalMetadata, InputError, NodeType
 from pt2chakra.tools_io import read, write
@@ -117,7 +117,9 @@ def write_json(path: str | os.PathLike[str], metadata: GlobalMetadata,
 
 
 def jsonize(et_path: str | os.PathLike[str], json_path: str | os.PathLike[str]) -> int:
-    """``.et`` -> JSON document; returns the node count."""
+    """``.et`` -> JSON document; returns the node count. Refuses (``InputError``)
+    to overwrite the input."""
+    refuse_overwriting_inputs(json_path, [et_path])
     metadata, nodes = read(et_path)
     return write_json(json_path, metadata, nodes)
 
@@ -318,6 +320,8 @@ def _nodes_of(path: str, docs: list[Any]) -> Iterator[ChakraNode]:
 
 
 def from_json(json_path: str | os.PathLike[str], et_path: str | os.PathLike[str]) -> int:
-    """JSON document -> ``.et`` (atomic); returns the node count."""
+    """JSON document -> ``.et`` (atomic); returns the node count. Refuses
+    (``InputError``) to overwrite the input."""
+    refuse_overwriting_inputs(et_path, [json_path])
     metadata, nodes = read_json(json_path)
     return write(et_path, metadata, nodes)

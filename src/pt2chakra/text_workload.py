@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.model import Attr, ChakraNode, CollectiveType, GlobalMetadata, InputError, NodeType
-from pt2chakra.tools_io import write
+from pt2chakra.tools_io import StagedOutputs, write
 
 VERSION = "0.0.4"
 TEXT_COMM_TYPES = {
@@ -246,17 +247,29 @@ def build(path: str | os.PathLike[str], passes: int = 1) -> tuple[GlobalMetadata
     return metadata, b.nodes
 
 
-def _write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
-                prefix: str) -> list[str]:
+def _check_npus(npus: int, prefix: str, inputs: list[str]) -> None:
     if npus < 1:
         raise InputError(prefix, "--npus must be at least 1")
+    for npu in range(npus) if inputs else ():
+        refuse_overwriting_inputs(f"{prefix}.{npu}.et", list(inputs))
+
+
+def _write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
+                prefix: str) -> list[str]:
+    """All or nothing: the files are staged and moved into place together."""
+    _check_npus(npus, prefix, [])
     written = []
-    for npu in range(npus):
-        out = f"{prefix}.{npu}.et"
-        md = GlobalMetadata(version=metadata.version, attrs=metadata.attrs + [
-            ("rank", "int64_val", npu), ("world_size", "int64_val", npus)])
-        write(out, md, nodes)
-        written.append(out)
+    with StagedOutputs() as staged:
+        for npu in range(npus):
+            out = f"{prefix}.{npu}.et"
+            md = GlobalMetadata(version=metadata.version, attrs=metadata.attrs + [
+                ("rank", "int64_val", npu), ("world_size", "int64_val", npus)])
+            try:
+                write(staged.stage(out), md, nodes)
+            except OSError as exc:  # name the target, not the temp file
+                raise OSError(exc.errno, exc.strerror, out) from exc
+            written.append(out)
+        staged.commit()
     return written
 
 
@@ -264,6 +277,7 @@ def from_text(path: str | os.PathLike[str], npus: int, prefix: str | os.PathLike
               passes: int = 1, profile: str | None = None) -> list[str]:
     """Write ``<prefix>.<npu>.et`` for every NPU; returns the paths."""
     del profile  # the output already has no METADATA or CPU nodes
+    _check_npus(npus, os.fspath(prefix), [os.fspath(path)])
     metadata, nodes = build(path, passes)
     return _write_npus(metadata, nodes, npus, os.fspath(prefix))
 

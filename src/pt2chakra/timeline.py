@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from pt2chakra.atomic import atomic_output
+from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
 from pt2chakra.model import NodeType
 from pt2chakra.tools_io import attr_dict, is_gpu, rank_of, read
 
@@ -43,6 +43,7 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
+    refuse_overwriting_inputs(output, list(paths))
     stats = {"events": 0, "lanes": 0, "untimed": 0}
     used_pids: set[int] = set()
     with atomic_output(output) as out:
