@@ -165,7 +165,8 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
         if profile == "astra-sim":
             from pt2chakra.astra_sim import write_astra_sim
 
-            write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu)
+            write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu,
+                            inputs=[host_trace, device_trace])
         elif profile is None:
             total = graph.host_ops_kept + graph.gpu_kept
             write_et(str(output), graph.metadata,
