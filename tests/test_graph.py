@@ -198,3 +198,74 @@ def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
                          sync_events=[])
     graph = build_graph(link(host, kineto))
     assert list(graph.encoded_nodes()) == [encode_node(n) for n in graph.nodes()]
+
+
+# --------------------------------------------------------------------------
+# Semantics found in review
+# --------------------------------------------------------------------------
+
+
+def _graph(host_ops, kineto):
+    host = HostTrace(path="h.json", schema="1.1.1", pid=1, start_ts=0, finish_ts=1,
+                     ops=[op(1, "[pytorch|profiler|execution_trace|thread]", 0, 1, 0)] + host_ops)
+    return build_graph(link(host, kineto))
+
+
+def test_sync_events_on_gpu_rows_reach_the_waiting_cpu_thread():
+    # Kineto puts cuda_sync events on the GPU's row (pid = device, tid = stream);
+    # the waiting thread is the one that made the runtime call (same correlation).
+    kineto = KinetoTrace(
+        path="k.json",
+        cpu_events=[cpu("aten::item", 10, 30, MAIN, 1), cpu("aten::mul", 50, 5, MAIN, 2)],
+        runtime_events=[launch("cudaMemcpyAsync", 12, 1),
+                        RuntimeEvent(name="cudaStreamSynchronize", ts=15, dur=20, pid=1, tid=MAIN,
+                                     correlation=2)],
+        gpu_activities=[GpuActivity(name="Memcpy DtoH", cat="gpu_memcpy", ts=20, dur=10,
+                                    device=0, stream=7, correlation=1)],
+        sync_events=[SyncEvent(kind="Stream Sync", ts=15, dur=20, pid=0, tid=7, stream=7,
+                               device=0, correlation=2)],
+    )
+    nodes = list(_graph([op(3, "aten::item", 1, 1, 1), op(4, "aten::mul", 1, 1, 2)],
+                        kineto).nodes())
+    assert ("Memcpy DtoH", "aten::mul", "gpu_sync") in edges(nodes)
+
+
+def test_exclusive_time_subtracts_callees_reached_through_unrecorded_callers():
+    kineto = KinetoTrace(path="k.json", cpu_events=[cpu("outer", 10, 30, MAIN, 1),
+                                                    cpu("inner", 15, 20, MAIN, 3)],
+                         runtime_events=[], gpu_activities=[], sync_events=[])
+    ops = [op(3, "outer", 1, 1, 1), op(4, "mid", 3, 1, 2), op(5, "inner", 4, 1, 3)]
+    nodes = {n.name: n for n in _graph(ops, kineto).nodes()}
+    assert nodes["outer"].duration_micros == 10  # 30 inclusive - 20 of inner
+    assert nodes["inner"].duration_micros == 20
+    assert nodes["mid"].duration_micros == 0  # not recorded by Kineto
+
+
+def test_launch_without_correlation_is_found_through_its_flow():
+    kineto = KinetoTrace(
+        path="k.json", cpu_events=[cpu("aten::mm", 10, 20, MAIN, 1)],
+        runtime_events=[RuntimeEvent(name="cudaLaunchKernel", ts=12, dur=3, pid=1, tid=MAIN)],
+        gpu_activities=[kernel("gemm", 16, 5, 7, 77)], sync_events=[],
+        flow_starts={77: (12.0, MAIN)})
+    nodes = list(_graph([op(3, "aten::mm", 1, 1, 1)], kineto).nodes())
+    assert ("aten::mm", "gemm", "launch") in edges(nodes)
+
+
+def test_order_linking_keeps_every_thread_in_the_same_iteration():
+    from pt2chakra.linker import link_by_order
+
+    iteration = ["fwd_a", "fwd_b", "fwd_c", "opt_step"]
+    backward = ["bwd_x", "bwd_y", "bwd_z"]
+    events = []
+    for it in range(3):
+        base = 1000 * it
+        names = iteration + (["special"] if it == 2 else [])
+        events += [CpuEvent(name=n, cat="cpu_op", ts=base + 10 * k, dur=5, pid=1, tid=MAIN)
+                   for k, n in enumerate(names)]
+        events += [CpuEvent(name=n, cat="cpu_op", ts=base + 100 + 10 * k, dur=5, pid=1, tid=BW)
+                   for k, n in enumerate(backward)]
+    ops = [op(10 + k, n, 1, 1, None) for k, n in enumerate(iteration + ["special"])]
+    ops += [op(30 + k, n, 1, 2, None) for k, n in enumerate(backward)]
+    linked = link_by_order(ops, events)
+    assert all(2000 <= ev.ts < 3000 for ev in linked.values())  # iteration 2 on both threads
+    assert len(linked) == len(ops)

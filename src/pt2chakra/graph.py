@@ -266,7 +266,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     if n_containers:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
 
-    timing = _cpu_timing(kept_ops, linked)
+    timing = _cpu_timing(kept_ops, linked, ops_by_id)
     cpu_spans = []
     for op in kept_ops:
         t = timing.get(op.id)
@@ -323,26 +323,38 @@ def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
 # --------------------------------------------------------------------------
 
 
-def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace) -> dict[int, tuple[float, float, float]]:
+# How far up an unlinked chain of callers to look for the nearest linked
+# one (ops Kineto did not record sit between a linked caller and callee).
+MAX_UNLINKED_CALLERS = 64
+
+
+def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
+                ) -> dict[int, tuple[float, float, float]]:
     """host op id -> (start, inclusive dur, exclusive dur) for linked ops.
 
-    Exclusive time subtracts the linked callees on the same thread, so that
-    the chain of exclusive durations adds up to the caller's measured span."""
+    Exclusive time subtracts the linked callees on the same thread (the
+    nearest linked ones, through callers Kineto did not record), so that the
+    chain of exclusive durations adds up to the caller's measured span."""
     cpu_event = linked.cpu_event
     if not cpu_event:
         return {}
     child_time: dict[int, float] = defaultdict(float)
     for op in ops:
         ev = cpu_event.get(op.id)
-        if ev is not None:
-            parent_ev = cpu_event.get(op.parent)
-            if parent_ev is not None and parent_ev.tid == ev.tid:
-                child_time[op.parent] += ev.dur
+        if ev is None:
+            continue
+        caller = op.parent
+        caller_ev = cpu_event.get(caller)
+        hops = 0
+        while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
+            caller = ops_by_id[caller].parent
+            caller_ev = cpu_event.get(caller)
+            hops += 1
+        if caller_ev is not None and caller_ev.tid == ev.tid:
+            child_time[caller] += ev.dur
     timing: dict[int, tuple[float, float, float]] = {}
-    for op in ops:
-        ev = cpu_event.get(op.id)
-        if ev is not None:
-            timing[op.id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(op.id, 0.0)))
+    for host_id, ev in cpu_event.items():
+        timing[host_id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(host_id, 0.0)))
     return timing
 
 

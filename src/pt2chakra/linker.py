@@ -66,6 +66,16 @@ PREFIX_OPS = 64
 PREFIX_KEEP = 0.9
 MIN_RUNNING_MATCH = 0.5
 
+# Alignments of one thread within this share of its best match count are
+# "the same iteration shape"; among them, time decides (see link_by_order).
+ITERATION_TIE = 0.95
+# At most this many iterations of the reference thread are tried (a trace
+# rarely holds more; each try costs one pass over the other threads).
+MAX_ITERATION_CANDIDATES = 256
+# An alignment spanning more than this times the events of the tightest one
+# has wandered into another iteration.
+COMPACT_SLACK = 1.25
+
 # Runtime calls that launch GPU work (CUDA and HIP spellings). Matched by prefix.
 LAUNCH_PREFIXES = (
     "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
@@ -218,35 +228,88 @@ def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int
         evs.sort(key=lambda e: (e.ts, -e.dur))
     k_codes = {tid: [code(e.name) for e in evs] for tid, evs in k_threads.items()}
 
-    # Score every (ET thread, Kineto thread) pair, then assign greedily.
-    scored: list[tuple[int, int, int, list[tuple[int, int]]]] = []
+    # Align every (ET thread, Kineto thread) pair and pair the threads up
+    # greedily, best first. Then pick one iteration for all of them: each
+    # thread's near-best alignments are candidates (iterations can be
+    # identical), and the choice is the one where the threads' spans lie
+    # closest together in time -- a thread's best alone may be another
+    # iteration than the rest's.
+    options: list[tuple[int, int, int, list[list[tuple[int, int]]]]] = []
     for et_tid, et_ops in et_threads.items():
         et_codes = [code(op.name) for op in et_ops]
         for k_tid, kc in k_codes.items():
-            pairs = best_alignment(et_codes, kc)
-            scored.append((len(pairs), et_tid, k_tid, pairs))
-    scored.sort(key=lambda s: -s[0])
-    linked: dict[int, CpuEvent] = {}
+            found = alignments(et_codes, kc)
+            if found:
+                options.append((len(found[0]), et_tid, k_tid, found))
+    options.sort(key=lambda o: -o[0])
+    chosen: list[tuple[int, int, list[list[tuple[int, int]]]]] = []
     used_et: set[int] = set()
     used_k: set[int] = set()
-    for score, et_tid, k_tid, pairs in scored:
-        if score == 0 or et_tid in used_et or k_tid in used_k:
-            continue
-        used_et.add(et_tid)
-        used_k.add(k_tid)
-        et_ops = et_threads[et_tid]
-        k_evs = k_threads[k_tid]
+    for _score, et_tid, k_tid, found in options:
+        if et_tid not in used_et and k_tid not in used_k:
+            used_et.add(et_tid)
+            used_k.add(k_tid)
+            chosen.append((et_tid, k_tid, _near_best(found)))
+    linked: dict[int, CpuEvent] = {}
+    if not chosen:
+        return linked
+    ref_et, ref_k, ref_found = chosen[0]
+    others = chosen[1:]
+
+    def spread(window: tuple[float, float]) -> float:
+        return sum(_distance(_closest_in_time(found, k_threads[k], window), k_threads[k], window)
+                   for _et, k, found in others)
+
+    best_ref = min(ref_found[:MAX_ITERATION_CANDIDATES],
+                   key=lambda p: spread(_span(p, k_threads[ref_k])))
+    window = _span(best_ref, k_threads[ref_k])
+    for et_tid, k_tid, found in chosen:
+        pairs = best_ref if et_tid == ref_et else _closest_in_time(found, k_threads[k_tid], window)
+        et_ops, k_evs = et_threads[et_tid], k_threads[k_tid]
         for i, j in pairs:
             linked[et_ops[i].id] = k_evs[j]
     return linked
 
 
+def _near_best(found: list[list[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
+    """Alignments within ITERATION_TIE of the best match count and about as
+    compact as the most compact of those (one that skipped ahead into the
+    next iteration spans far more events), best first."""
+    near = [p for p in found if len(p) >= ITERATION_TIE * len(found[0])]
+    tightest = min(p[-1][1] - p[0][1] for p in near)
+    return [p for p in near if p[-1][1] - p[0][1] <= COMPACT_SLACK * tightest + 1]
+
+
+def _distance(pairs: list[tuple[int, int]], evs: Sequence[CpuEvent],
+              window: tuple[float, float]) -> float:
+    lo, hi = _span(pairs, evs)
+    return max(0.0, window[0] - hi, lo - window[1])
+
+
+def _span(pairs: list[tuple[int, int]], evs: Sequence[CpuEvent]) -> tuple[float, float]:
+    return (min(evs[j].ts for _, j in pairs), max(evs[j].ts + evs[j].dur for _, j in pairs))
+
+
+def _closest_in_time(found: list[list[tuple[int, int]]], evs: Sequence[CpuEvent],
+                     window: tuple[float, float]) -> list[tuple[int, int]]:
+    """The alignment whose time span is nearest the window (overlapping =
+    distance 0); ties: more matches, then the earlier."""
+    return min(found, key=lambda p: (_distance(p, evs, window), -len(p)))
+
+
 def best_alignment(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
-    """Matched index pairs of the best alignment of ``a`` inside ``b``.
+    """Matched index pairs of the best alignment of ``a`` inside ``b``."""
+    found = alignments(a, b)
+    return found[0] if found else []
+
+
+def alignments(a: Sequence[int], b: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """Alignments of ``a`` inside ``b`` (matched index pairs), best first
+    (most matches, then most compact, then earliest).
 
     Candidate offsets come from the rarest of the first few names of ``a``.
-    Each is first scored on a short prefix; only the best few are aligned in
-    full, and the one with most matches wins (ties: the earliest)."""
+    Each is first scored on a short prefix; only the promising ones are aligned
+    in full, and offsets inside an alignment already found are skipped."""
     if not a or not b:
         return []
     b = list(b)
@@ -264,17 +327,23 @@ def best_alignment(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
     window = PREFIX_OPS + ALIGN_LOOKAHEAD
     scores = {start: len(prefix.intersection(b[start:start + window])) for start in starts}
     top = max(scores.values())
-    best: list[tuple[int, int]] = []
+    found: list[list[tuple[int, int]]] = []
     covered_until = -1  # offsets inside an alignment already found repeat it
     for start in sorted(s for s, score in scores.items() if score >= PREFIX_KEEP * top):
         if start <= covered_until:
             continue
         pairs = align_greedy(a, b, start, abort_ratio=MIN_RUNNING_MATCH)
         if len(pairs) >= MIN_RUNNING_MATCH * len(a):
-            covered_until = pairs[-1][1]
-        if len(pairs) > len(best):
-            best = pairs
-    return best
+            # Offsets in the first half of this alignment would only repeat
+            # it; later ones may be the next iteration (the greedy walk can
+            # skip ahead into it), so they stay candidates.
+            covered_until = pairs[len(pairs) // 2][1]
+        if pairs:
+            found.append(pairs)
+    # Most matches first; among equals the most compact (an alignment that
+    # skipped ahead into the next iteration spans more events), then earliest.
+    found.sort(key=lambda p: (-len(p), p[-1][1] - p[0][1], p[0][1]))
+    return found
 
 
 def align_greedy(a: Sequence[int], b: list[int], start: int,
@@ -348,11 +417,18 @@ def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
     if not kineto.gpu_activities:
         return [], {}
     launches = {ev.correlation: ev for ev in kineto.runtime_events if ev.correlation >= 0}
+    # A launch recorded without ``correlation`` is found through its ``ac2g``
+    # flow: the flow's start sits at the launch's time on the launch's thread.
+    uncorrelated = {(ev.tid, ev.ts): ev for ev in kineto.runtime_events if ev.correlation < 0}
     owner = enclosing_host_ops(kineto.runtime_events, cpu_event)
     kept: list[LaunchedGpuOp] = []
     dropped: Counter[str] = Counter()
     for act in kineto.gpu_activities:
         launch = launches.get(act.correlation)
+        if launch is None and uncorrelated:
+            flow = kineto.flow_starts.get(act.correlation)
+            if flow is not None:
+                launch = uncorrelated.get((flow[1], flow[0]))
         if launch is None:
             if step_start <= act.ts <= step_end:
                 kept.append(LaunchedGpuOp(activity=act, launch=None, host_op_id=-1))
@@ -405,21 +481,23 @@ def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],
 
 
 def collect_cpu_syncs(kineto: KinetoTrace, step_start: float, step_end: float) -> list[CpuSync]:
-    """CPU waits on the GPU, from ``cuda_sync`` events when recorded, else
-    from the synchronising runtime calls themselves."""
-    in_step = [s for s in kineto.sync_events if step_start <= s.ts <= step_end]
+    """CPU waits on the GPU: from ``cuda_sync`` events where recorded, and
+    from the synchronising runtime calls that no such event describes."""
+    calls = _runtime_by_correlation(kineto)
+    record_ts = {corr: rt.ts for corr, rt in calls.items()}
     syncs: list[CpuSync] = []
-    if in_step:
-        record_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
-        for s in in_step:
-            if s.kind == "Stream Wait Event":
-                continue
-            syncs.append(_sync_from_event(s, record_ts))
-        return syncs
+    described: set[int] = set()
+    for s in kineto.sync_events:
+        if s.kind == "Stream Wait Event" or not (step_start <= s.ts <= step_end):
+            continue
+        call = calls.get(s.correlation) if s.correlation >= 0 else None
+        if call is not None:
+            described.add(id(call))
+        syncs.append(_sync_from_event(s, call, record_ts))
     last_stream = _last_launched_stream(kineto)
     for rt in kineto.runtime_events:
         kind = SYNC_CALLS.get(rt.name)
-        if kind is None or not (step_start <= rt.ts <= step_end):
+        if kind is None or id(rt) in described or not (step_start <= rt.ts <= step_end):
             continue
         stream = rt.stream
         if kind != "Context Sync" and stream < 0:
@@ -431,14 +509,23 @@ def collect_cpu_syncs(kineto: KinetoTrace, step_start: float, step_end: float) -
     return syncs
 
 
-def _sync_from_event(s: SyncEvent, record_ts: dict[int, float]) -> CpuSync:
+def _runtime_by_correlation(kineto: KinetoTrace) -> dict[int, RuntimeEvent]:
+    return {rt.correlation: rt for rt in kineto.runtime_events if rt.correlation >= 0}
+
+
+def _sync_from_event(s: SyncEvent, call: RuntimeEvent | None,
+                     record_ts: dict[int, float]) -> CpuSync:
+    """Kineto writes ``cuda_sync`` events on the GPU's rows (CUPTI's sync
+    records carry no thread): the waiting CPU thread and its timing come from
+    the runtime call with the same correlation."""
+    tid, ts, end = (call.tid, call.ts, call.ts + call.dur) if call is not None \
+        else (s.tid, s.ts, s.ts + s.dur)
     if s.kind == "Event Sync":
-        return CpuSync(kind=s.kind, ts=s.ts, end=s.ts + s.dur, tid=s.tid, device=s.device,
+        return CpuSync(kind=s.kind, ts=ts, end=end, tid=tid, device=s.device,
                        stream=s.wait_on_stream,
-                       before_ts=record_ts.get(s.wait_on_event_record_corr_id, s.ts))
+                       before_ts=record_ts.get(s.wait_on_event_record_corr_id, ts))
     stream = s.stream if s.kind == "Stream Sync" else -1
-    return CpuSync(kind=s.kind, ts=s.ts, end=s.ts + s.dur, tid=s.tid, device=s.device,
-                   stream=stream)
+    return CpuSync(kind=s.kind, ts=ts, end=end, tid=tid, device=s.device, stream=stream)
 
 
 def _last_launched_stream(kineto: KinetoTrace):  # type: ignore[no-untyped-def]
@@ -463,12 +550,15 @@ def _last_launched_stream(kineto: KinetoTrace):  # type: ignore[no-untyped-def]
 
 def collect_stream_waits(kineto: KinetoTrace, step_start: float, step_end: float,
                          ) -> list[StreamWait]:
-    record_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
+    calls = _runtime_by_correlation(kineto)
     waits = []
     for s in kineto.sync_events:
         if s.kind != "Stream Wait Event" or not (step_start <= s.ts <= step_end):
             continue
-        waits.append(StreamWait(ts=s.ts, device=s.device, stream=s.stream,
+        call = calls.get(s.correlation) if s.correlation >= 0 else None
+        ts = call.ts if call is not None else s.ts  # when the CPU enqueued the wait
+        record = calls.get(s.wait_on_event_record_corr_id)
+        waits.append(StreamWait(ts=ts, device=s.device, stream=s.stream,
                                 wait_on_stream=s.wait_on_stream,
-                                record_ts=record_ts.get(s.wait_on_event_record_corr_id, s.ts)))
+                                record_ts=record.ts if record is not None else ts))
     return waits
