@@ -287,7 +287,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     if linked.cpu_syncs:
         edges += gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
                                   s.end, s.tid) for s in linked.cpu_syncs), lookup,
-                                _cpu_starts_by_kineto_tid(linked, timing))
+                                _cpu_starts_by_kineto_tid(linked))
     deps = merge_edges(edges)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
                        dict(dropped_host), ops_by_id)
@@ -358,8 +358,8 @@ def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int,
     return timing
 
 
-def _cpu_starts_by_kineto_tid(linked: LinkedTrace, timing: dict[int, tuple[float, float, float]],
-                              ) -> dict[int, tuple[list[float], list[int]]]:
+def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
+    """Kineto thread id -> its linked host ops' start times and ids, sorted."""
     per_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for host_id, ev in linked.cpu_event.items():
         per_tid[ev.tid].append((ev.ts, host_id))
