@@ -493,16 +493,6 @@ class FieldEncoder:
         self._attrs: dict[tuple[str, str, Any], bytes] = {}
         self._int64_prefix: dict[str, tuple[bytes, ...]] = {}
 
-    @staticmethod
-    def varint_field(tag: bytes, value: int) -> bytes:
-        """tag + uint64 varint, omitted (b"") when zero as proto3 does."""
-        return tag + _uvarint(value) if value else b""
-
-    @staticmethod
-    def packed_uint64(tag: bytes, values: Iterable[int]) -> bytes:
-        packed = b"".join([_uvarint(v) for v in values])
-        return tag + _uvarint(len(packed)) + packed if packed else b""
-
     def name(self, name: str) -> bytes:
         field = self._names.get(name)
         if field is None:
@@ -537,11 +527,9 @@ class FieldEncoder:
                 self._attrs[key] = field
         return field
 
-    def attr_int64(self, name: str, value: int) -> bytes:
-        """A framed ``int64_val`` attr for per-node values (no caching of the
-        value; the name and framing are precomputed per varint length)."""
-        if value < 0:
-            return self.attr(name, "int64_val", value)
+    def int64_attr_prefixes(self, name: str) -> tuple[bytes, ...]:
+        """Framing of a non-negative ``int64_val`` attr ``name``, indexed by
+        the length of the value's varint: the field is ``prefix[len(v)] + v``."""
         prefixes = self._int64_prefix.get(name)
         if prefixes is None:
             name_field = _attr_name_field(name)
@@ -549,8 +537,15 @@ class FieldEncoder:
             prefixes = tuple(_NODE_ATTR + _uvarint(len(name_field) + len(tag) + n) + name_field + tag
                              for n in range(_MAX_VARINT_BYTES + 1))
             self._int64_prefix[name] = prefixes
+        return prefixes
+
+    def attr_int64(self, name: str, value: int) -> bytes:
+        """A framed ``int64_val`` attr for per-node values (no caching of the
+        value; the name and framing are precomputed per varint length)."""
+        if value < 0:
+            return self.attr(name, "int64_val", value)
         v = _uvarint(value)
-        return prefixes[len(v)] + v
+        return self.int64_attr_prefixes(name)[len(v)] + v
 
 
 # Public names for writers with their own fast path (see FieldEncoder).

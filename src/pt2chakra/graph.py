@@ -37,7 +37,7 @@ from pt2chakra.deps import (
     stream_wait_edges,
     thread_order_edges,
 )
-from pt2chakra.linker import LaunchedGpuOp, LinkedTrace, is_container
+from pt2chakra.linker import LaunchedGpuOp, LinkedTrace
 from pt2chakra.model import (
     DEP_KINDS_ATTR,
     Attr,
@@ -152,8 +152,8 @@ class ChakraGraph:
         tids: dict[int, bytes] = {}
         schemas: dict[str, bytes] = {}
         kinds_of: dict[tuple[EdgeKind, ...], bytes] = {}
-        rf_prefix = _int64_attr_prefixes(fields, "rf_id")
-        incl_prefix = _int64_attr_prefixes(fields, "inclusive_duration_micros")
+        rf_prefix = fields.int64_attr_prefixes("rf_id")
+        incl_prefix = fields.int64_attr_prefixes("inclusive_duration_micros")
 
         def ioinfo(tag: bytes, io: IOValues) -> bytes:
             v, sh, ty = io.values_json, io.shapes_json, io.types_json
@@ -250,17 +250,10 @@ class ChakraGraph:
                 yield node
 
 
-def _int64_attr_prefixes(fields: FieldEncoder, name: str) -> tuple[bytes, ...]:
-    """Framing of a non-negative int64 attr, indexed by the length of the
-    value's varint (1..10 bytes): the field is ``prefix[len(v)] + v``."""
-    return (b"",) + tuple(fields.attr_int64(name, 1 << (7 * (n - 1)))[:-n] for n in range(1, 11))
-
-
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     host = linked.host
     ops_by_id = {op.id: op for op in host.ops}
-    kept_ops = [op for op in host.ops if not is_container(op)]
-    kept_ops.sort(key=lambda op: op.id)
+    kept_ops = linked.ops
     dropped_host: Counter[str] = Counter()
     n_containers = len(host.ops) - len(kept_ops)
     if n_containers:

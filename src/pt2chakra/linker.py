@@ -132,6 +132,8 @@ class LinkedTrace(msgspec.Struct):
     host: HostTrace
     kineto: KinetoTrace | None
     method: str  # "rf_id", "order" or "none" (host only)
+    # the host ops that are operators (observer containers left out), id order
+    ops: list[HostOp]
     # host op id -> its Kineto CPU event
     cpu_event: dict[int, CpuEvent]
     gpu_ops: list[LaunchedGpuOp]
@@ -149,10 +151,10 @@ def is_container(op: HostOp) -> bool:
 
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
+    ops = sorted((op for op in host.ops if not is_container(op)), key=lambda op: op.id)
     if kineto is None:
-        return LinkedTrace(host=host, kineto=None, method="none", cpu_event={},
+        return LinkedTrace(host=host, kineto=None, method="none", ops=ops, cpu_event={},
                            gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
-    ops = [op for op in host.ops if not is_container(op)]
     if not ops:
         raise InputError(host.path, "no operators, only the observer's process/thread nodes: "
                          "nothing to link (convert it without --device-trace)")
@@ -170,7 +172,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     stream_waits = collect_stream_waits(kineto, step_start, step_end)
     log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
              len(cpu_event), len(ops), method, len(gpu_ops))
-    return LinkedTrace(host=host, kineto=kineto, method=method, cpu_event=cpu_event,
+    return LinkedTrace(host=host, kineto=kineto, method=method, ops=ops, cpu_event=cpu_event,
                        gpu_ops=gpu_ops, cpu_syncs=cpu_syncs,
                        stream_waits=stream_waits, gpu_dropped=gpu_dropped,
                        step_start=step_start, step_end=step_end)
