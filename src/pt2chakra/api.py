@@ -129,11 +129,19 @@ PROGRESS_WIDTH = 30
 
 
 def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
-                ) -> LinkedTrace:
+                stages: Stages | None = None) -> LinkedTrace:
+    """Load both traces and link them (host only when ``device_trace`` is None)."""
+    stages = stages or Stages(0, enabled=False)
     with gc_paused():
         host = load_host_trace(str(host_trace))
-        kineto = load_kineto_trace(str(device_trace)) if device_trace is not None else None
-        return link(host, kineto)
+        stages.step("host trace loaded")
+        kineto = None
+        if device_trace is not None:
+            kineto = load_kineto_trace(str(device_trace))
+            stages.step("device trace loaded")
+        linked = link(host, kineto)
+        stages.step("linked")
+        return linked
 
 
 def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
@@ -151,14 +159,7 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None else 4, progress)
     with gc_paused():
-        host = load_host_trace(str(host_trace))
-        stages.step("host trace loaded")
-        kineto = None
-        if device_trace is not None:
-            kineto = load_kineto_trace(str(device_trace))
-            stages.step("device trace loaded")
-        linked = link(host, kineto)
-        stages.step("linked")
+        linked = link_traces(host_trace, device_trace, stages)
         graph = build_graph(linked, rank=rank)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
