@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from pt2chakra.chakra_io import read_et
+from pt2chakra.chakra.io import read_et
 
 
 def _one_run(path: str) -> tuple[int, float]:

@@ -28,7 +28,7 @@ def _source(argv: list[str], tmp: str) -> str:
             kineto = os.path.join(ROOT, f"{stem}.kineto.json.gz")
             if os.path.exists(host) and os.path.exists(kineto):
                 break
-    from pt2chakra.api import convert
+    from pt2chakra.conversion.api import convert
 
     out = os.path.join(tmp, "bench.et")
     convert(host, kineto, out)
@@ -37,7 +37,7 @@ def _source(argv: list[str], tmp: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from pt2chakra.simulate import SimConfig, Simulator, load
+    from pt2chakra.simulation.engine import SimConfig, Simulator, load
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _source(argv, tmp)

@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from pt2chakra.collect import record_training_step, summarize_recording
-from pt2chakra.sample_model import GPTConfig, make_training_step
+from pt2chakra.collect.record import record_training_step, summarize_recording
+from pt2chakra.collect.sample_model import GPTConfig, make_training_step
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT_DIR = ROOT / "bench_data"

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from pt2chakra.api import convert
+from pt2chakra.conversion.api import convert
 
 torch = pytest.importorskip("torch")
 
 
 def test_record_tiny_step_then_convert(tmp_path):
-    from pt2chakra.collect import record_training_step, summarize_recording
-    from pt2chakra.sample_model import GPTConfig, make_training_step
+    from pt2chakra.collect.record import record_training_step, summarize_recording
+    from pt2chakra.collect.sample_model import GPTConfig, make_training_step
 
     step = make_training_step(GPTConfig(layers=1, d_model=16, heads=2, seq_len=8, batch=2), "cpu")
     host, kineto = record_training_step(step, tmp_path, name="tiny")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from pt2chakra import collective as coll
-from pt2chakra.model import CollectiveInfo, HostOp, IOValues
-from pt2chakra.model import CollectiveType as C
+from pt2chakra.chakra.records import CollectiveType as C
+from pt2chakra.conversion import collective as coll
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
 
 
 @pytest.mark.parametrize("name,expected", [

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import read_with_reference
 
-from pt2chakra.api import convert
-from pt2chakra.chakra_io import read_et
-from pt2chakra.model import CollectiveType, NodeType
-from pt2chakra.validate import check_graph
+from pt2chakra.chakra.cycles import check_graph
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.conversion.api import convert
 
 PAIRS = ["linear_1gpu", "hta_simple_add"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
 HOST_ONLY = ["linear_1gpu", "hta_simple_add", "resnet_2gpu_host", "resnet_1gpu_host", "gpt2_host",
@@ -217,11 +217,11 @@ def test_cli_convert_writes_report_and_summary(tmp_path):
 
 @pytest.mark.parametrize("name", ["dlrm_8gpu/rank3", "chakra_pg_host", "sample"])
 def test_fast_encoder_matches_generic_encoder(traces, name):
-    from pt2chakra.chakra_io import encode_node
-    from pt2chakra.graph import build_graph
-    from pt2chakra.host_trace import load_host_trace
-    from pt2chakra.kineto_trace import load_kineto_trace
-    from pt2chakra.linker import link
+    from pt2chakra.chakra.encode import encode_node
+    from pt2chakra.conversion.graph_builder import build_graph
+    from pt2chakra.conversion.linker import link
+    from pt2chakra.pytorch.host_trace import load_host_trace
+    from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
     if name == "sample":
         host, kineto = f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz"
@@ -342,7 +342,7 @@ def test_report_into_missing_folder_fails_before_writing_the_trace(tmp_path):
 
 
 def test_nan_tokens_are_nulled_but_strings_keep_their_text(tmp_path):
-    from pt2chakra.host_trace import load_host_trace
+    from pt2chakra.pytorch.host_trace import load_host_trace
 
     path = tmp_path / "nan.json"
     path.write_text('{"schema":"1.1.1","pid":1,"start_ts":0,"finish_ts":1,"nodes":[{"id":1,'

@@ -1,6 +1,7 @@
 """Each dependency rule alone, on small hand-made spans."""
 
-from pt2chakra.deps import (
+from pt2chakra.chakra.dep_kinds import EdgeKind as K
+from pt2chakra.conversion.deps import (
     CpuSpan,
     GpuSpan,
     StreamLookup,
@@ -11,7 +12,6 @@ from pt2chakra.deps import (
     stream_wait_edges,
     thread_order_edges,
 )
-from pt2chakra.model import EdgeKind as K
 
 
 def test_thread_order_caller_before_callee_and_siblings_in_order():
@@ -74,7 +74,7 @@ def test_gpu_sync_device_waits_all_streams_stream_waits_one():
 
 
 def test_merge_edges_keeps_most_reliable_kind_and_first_seen_order():
-    from pt2chakra.graph import merge_edges
+    from pt2chakra.conversion.graph_builder import merge_edges
 
     merged = merge_edges([(1, 2, K.THREAD_ORDER), (3, 2, K.LAUNCH), (1, 2, K.CALLER),
                           (4, 4, K.LAUNCH), (5, 6, K.GPU_SYNC)])

@@ -8,20 +8,20 @@ import json
 import subprocess
 import sys
 
-from pt2chakra.graph import build_graph
-from pt2chakra.linker import link
-from pt2chakra.model import (
-    DEP_KINDS_ATTR,
+from pt2chakra.chakra.cycles import find_cycle
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.records import NodeType
+from pt2chakra.conversion.graph_builder import build_graph
+from pt2chakra.conversion.linker import link
+from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
     HostOp,
     HostTrace,
     KinetoTrace,
-    NodeType,
     RuntimeEvent,
     SyncEvent,
 )
-from pt2chakra.validate import find_cycle
 
 MAIN, BW = 100, 200  # Kineto thread ids
 
@@ -164,8 +164,8 @@ def test_link_cli_writes_linked_json(tmp_path):
 def test_convert_refuses_a_cycle_and_names_it_unless_asked_to_break_it():
     import pytest
 
-    from pt2chakra.api import CycleError, _ensure_acyclic
-    from pt2chakra.model import EdgeKind
+    from pt2chakra.chakra.dep_kinds import EdgeKind
+    from pt2chakra.conversion.api import CycleError, _ensure_acyclic
 
     host, kineto = traces()
     graph = build_graph(link(host, kineto))
@@ -182,7 +182,7 @@ def test_convert_refuses_a_cycle_and_names_it_unless_asked_to_break_it():
 
 
 def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
-    from pt2chakra.chakra_wire import encode_node
+    from pt2chakra.chakra.encode import encode_node
 
     big = [5, 200, 16383, 16384, 20_000, 2**28 - 1, 2**28, 3 * 10**9]
     ops = [op(1, "[pytorch|profiler|execution_trace|thread]", 0, 1, 0)]
@@ -252,7 +252,7 @@ def test_launch_without_correlation_is_found_through_its_flow():
 
 
 def test_order_linking_keeps_every_thread_in_the_same_iteration():
-    from pt2chakra.linker import link_by_order
+    from pt2chakra.conversion.linker import link_by_order
 
     iteration = ["fwd_a", "fwd_b", "fwd_c", "opt_step"]
     backward = ["bwd_x", "bwd_y", "bwd_z"]

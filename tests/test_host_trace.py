@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from pt2chakra.host_trace import (
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.host_trace import (
     SCHEMA_LAYOUTS,
     dangling_parents,
     layout_for,
     load_host_trace,
     schema_version,
 )
-from pt2chakra.jsonio import TRUNCATED
-from pt2chakra.model import InputError
+from pt2chakra.pytorch.json_input import TRUNCATED
 
 # --------------------------------------------------------------------------
 # Real traces. Facts below were counted independently with ``json`` + ``gzip``

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from pt2chakra.host_trace import load_host_trace
-from pt2chakra.jsonio import TRUNCATED
-from pt2chakra.kineto_trace import load_kineto_trace
-from pt2chakra.model import InputError
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.host_trace import load_host_trace
+from pt2chakra.pytorch.json_input import TRUNCATED
+from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
 # --------------------------------------------------------------------------
 # Real traces. Counts were taken independently with ``json`` (ph == "X"

@@ -2,13 +2,19 @@
 
 import pytest
 
-from pt2chakra.linker import best_alignment, enclosing_host_ops, link, link_by_order, link_by_rf_id
-from pt2chakra.model import (
+from pt2chakra.conversion.linker import (
+    best_alignment,
+    enclosing_host_ops,
+    link,
+    link_by_order,
+    link_by_rf_id,
+)
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
     HostOp,
     HostTrace,
-    InputError,
     KinetoTrace,
     RuntimeEvent,
     SyncEvent,

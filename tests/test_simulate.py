@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from pt2chakra.model import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.sim_network import collective_time, cost_factors
-from pt2chakra.sim_timeline import chrome_trace, write_chrome_trace, write_plot
-from pt2chakra.simulate import CATEGORY_NAMES, SimConfig, Simulator, simulate
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.simulation.engine import CATEGORY_NAMES, SimConfig, Simulator, simulate
+from pt2chakra.simulation.network import collective_time, cost_factors
+from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
 
 MD = GlobalMetadata(version="0.0.4")
 
@@ -148,7 +148,7 @@ def test_comm_streams_what_if_overlaps_independent_collectives():
 
 def test_verbose_log_lines(caplog):
     nodes = [gpu(107132, 0, 3)]
-    with caplog.at_level(logging.INFO, logger="pt2chakra.simulate"):
+    with caplog.at_level(logging.INFO, logger="pt2chakra.simulation"):
         Simulator([(MD, nodes)]).run()
     msgs = [r.getMessage() for r in caplog.records]
     assert "Issuing GPU node 107132 (gpu107132) at 0us on stream 7 with duration 3us" in msgs
@@ -201,7 +201,7 @@ def test_plot_png(tmp_path):
 
 
 def test_cli_json(tmp_path, capsys):
-    from pt2chakra.chakra_io import write_et
+    from pt2chakra.chakra.io import write_et
     from pt2chakra.cli import main
 
     path = tmp_path / "r.et"
@@ -233,7 +233,7 @@ def test_cli_json(tmp_path, capsys):
 ])
 def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys, attrs,
                                                        md_attrs, bad):
-    from pt2chakra.chakra_io import write_et
+    from pt2chakra.chakra.io import write_et
     from pt2chakra.cli import main
 
     ntype = NodeType.COMM_COLL_NODE if bad.startswith("comm") else NodeType.COMP_NODE
@@ -243,7 +243,7 @@ def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys,
                         data_deps=[1], attrs=attrs)]
     path = tmp_path / "other.et"
     write_et(path, GlobalMetadata(version="0.0.4", attrs=md_attrs), nodes)
-    with caplog.at_level(logging.WARNING, logger="pt2chakra.simulate"):
+    with caplog.at_level(logging.WARNING, logger="pt2chakra.simulation"):
         assert main(["simulate", str(path), "--json", "--timeline",
                      str(tmp_path / "t.json")]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -299,7 +299,7 @@ def test_microbench_is_replayed_step_after_step(tmp_path, capsys):
 
 
 def _one_rank(tmp_path):
-    from pt2chakra.chakra_io import write_et
+    from pt2chakra.chakra.io import write_et
 
     path = tmp_path / "r.et"
     write_et(path, MD, [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pt2chakra.api import convert
-from pt2chakra.simulate import SimConfig, Simulator, load, order_by_rank, simulate_files
+from pt2chakra.conversion.api import convert
+from pt2chakra.simulation.engine import SimConfig, Simulator, load, order_by_rank, simulate_files
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,13 @@ from test_tools_fixtures import (  # noqa: F401  (fixtures)
     run_cli,
 )
 
-from pt2chakra.astra_sim import CPU_GAP, convert_files, profile, write_astra_sim
-from pt2chakra.jsonize import jsonize
-from pt2chakra.model import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.simulate import Simulator, simulate
-from pt2chakra.soundness import validate
-from pt2chakra.tools_io import attr_dict, read
+from pt2chakra.chakra.conventions import attr_dict
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.json_form import jsonize
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.export.astra_sim import CPU_GAP, convert_files, profile, write_astra_sim
+from pt2chakra.simulation.engine import Simulator, simulate
+from pt2chakra.tools.validate import validate
 
 
 def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F811
@@ -30,9 +31,9 @@ def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F81
     report = validate(outs, profile="astra-sim")
     assert report.sound and not report.problems, report.lines()
     for src, out in zip(files, outs):
-        _, before = read(src)
+        _, before = read_et(src)
         before = list(before)
-        _, after = read(out)
+        _, after = read_et(out)
         after = list(after)
         gpu_before = [n for n in before if not attr_dict(n.attrs)["is_cpu_op"]]
         real = [n for n in after if n.name != CPU_GAP]
@@ -58,11 +59,11 @@ def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F81
 
 
 def test_process_groups_move_to_metadata_and_groups_json(converted, tmp_path):  # noqa: F811
-    md, nodes = read(converted["chakra_pg_host"])
+    md, nodes = read_et(converted["chakra_pg_host"])
     written = write_astra_sim(md, nodes, tmp_path / "pg", rank=1)
     assert written == [str(tmp_path / "pg.1.et"), str(tmp_path / "pg.comm_groups.json")]
     assert json.loads((tmp_path / "pg.comm_groups.json").read_text()) == {"0": [0, 1]}
-    out_md, out_nodes = read(written[0])
+    out_md, out_nodes = read_et(written[0])
     assert "process_groups" in attr_dict(out_md.attrs)
     out_nodes = list(out_nodes)
     assert {n.type for n in out_nodes} == {NodeType.COMM_COLL_NODE}
@@ -98,7 +99,7 @@ def test_unwritable_output_is_one_line(converted, tmp_path):  # noqa: F811
 
 def _replay_errors(files: list) -> dict[str, float]:
     """Predicted step vs the full trace's measured step, in %, per CPU mode."""
-    graphs = [(md, list(nodes)) for md, nodes in map(read, files)]
+    graphs = [(md, list(nodes)) for md, nodes in map(read_et, files)]
     full = simulate(graphs)
     measured = full.measured_step_us
     errors = {"full": (full.predicted_step_us - measured) / measured * 100}
@@ -190,8 +191,8 @@ def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F
     written = convert_files([converted["linear_1gpu"]], tmp_path / "lin")
     report = validate(written, profile="astra-sim")
     assert report.sound and not [p for p in report.problems if p.severity == "error"]
-    _, nodes = read(written[0])
+    _, nodes = read_et(written[0])
     nodes = list(nodes)
     assert any(n.name == CPU_GAP for n in nodes)
     assert not any(attr_dict(n.attrs).get("is_cpu_op", False) for n in nodes)
-    assert attr_dict(read(written[0])[0].attrs)["consumer_profile"] == "astra-sim (cpu=drop)"
+    assert attr_dict(read_et(written[0])[0].attrs)["consumer_profile"] == "astra-sim (cpu=drop)"

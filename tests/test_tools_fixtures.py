@@ -39,7 +39,7 @@ def _workdir() -> Path:
 @functools.lru_cache(maxsize=1)
 def converted_all() -> dict[str, Path]:
     """name -> .et converted by pt2chakra.api.convert from ../shared/traces."""
-    from pt2chakra.api import convert
+    from pt2chakra.conversion.api import convert
 
     out = {}
     for name, (host, kineto) in ALL.items():

@@ -14,10 +14,10 @@ from test_tools_fixtures import (  # noqa: F401  (fixtures)
     run_cli,
 )
 
-from pt2chakra.inspect_et import inspect
-from pt2chakra.model import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.soundness import validate
-from pt2chakra.tools_io import read, write
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.tools.inspect import inspect
+from pt2chakra.tools.validate import validate
 
 
 def _attrs(node):
@@ -28,7 +28,7 @@ def _attrs(node):
 def test_inspect_counts_match_the_file(converted, name):  # noqa: F811
     path = converted[name]
     info = inspect(path)
-    _, nodes = read(path)
+    _, nodes = read_et(path)
     nodes = list(nodes)
     assert info["nodes"] == len(nodes)
     assert sum(info["nodes_by_type"].values()) == len(nodes)
@@ -93,7 +93,7 @@ def test_validate_astra_sim_profile_flags_metadata_and_cpu_nodes(converted, refe
 
 def _write(tmp_path, nodes, name="g.et", metadata=None):
     path = tmp_path / name
-    write(path, metadata or GlobalMetadata(version="0.0.4"), nodes)
+    write_et(path, metadata or GlobalMetadata(version="0.0.4"), nodes)
     return path
 
 

@@ -18,11 +18,11 @@ from test_tools_fixtures import (  # noqa: F401  (fixtures)
     run_cli,
 )
 
-from pt2chakra.graph_view import Window, render
-from pt2chakra.jsonize import from_json, jsonize, read_json
-from pt2chakra.model import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.timeline import timeline
-from pt2chakra.tools_io import read, write
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.json_form import from_json, jsonize, read_json
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.tools.graph import Window, render
+from pt2chakra.tools.timeline import timeline
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -44,8 +44,8 @@ def test_json_round_trip_reference_output(reference, tmp_path):  # noqa: F811
         assert proc.returncode == 0, proc.stderr
         json.loads(doc.read_text())
         assert run_cli("from-json", doc, "-o", back).returncode == 0
-        md1, n1 = read(path)
-        md2, n2 = read(back)
+        md1, n1 = read_et(path)
+        md2, n2 = read_et(back)
         assert md1 == md2 and list(n1) == list(n2)  # node for node
 
 
@@ -60,7 +60,7 @@ def test_json_keeps_every_attribute_kind_and_reformatted_input(tmp_path):
                       inputs=("a", "", "c"), attrs=attrs)
     node2 = ChakraNode(id=1, name="y", type=NodeType.COMM_COLL_NODE)
     src = tmp_path / "a.et"
-    write(src, GlobalMetadata(version="v", attrs=[("n", "string_list", ["p", "q"])]), [node, node2])
+    write_et(src, GlobalMetadata(version="v", attrs=[("n", "string_list", ["p", "q"])]), [node, node2])
     doc = tmp_path / "a.json"
     jsonize(src, doc)
     back = tmp_path / "b.et"
@@ -113,7 +113,7 @@ def test_timeline_follows_chrome_trace_format(converted, tmp_path):  # noqa: F81
     assert {e["args"]["name"].split(" (")[0] for e in meta if e["name"] == "process_name"} == {
         f"rank {r}" for r in range(8)}
     # µs: a kernel's event spans its recorded start and duration
-    _, nodes = read(files[0])
+    _, nodes = read_et(files[0])
     first_gpu = next(n for n in nodes if n.name.startswith("ncclKernel"))
     ev = next(e for e in complete if e["pid"] == 0 and e["args"]["id"] == first_gpu.id)
     assert ev["ts"] == first_gpu.start_time_micros and ev["dur"] == first_gpu.duration_micros
@@ -124,7 +124,7 @@ def test_timeline_every_trace(converted, tmp_path, name):  # noqa: F811
     stats = timeline([converted[name]], tmp_path / "t.json")
     doc = json.loads((tmp_path / "t.json").read_text())
     assert len([e for e in doc["traceEvents"] if e["ph"] == "X"]) == stats["events"]
-    _, nodes = read(converted[name])
+    _, nodes = read_et(converted[name])
     assert stats["events"] + stats["untimed"] == sum(1 for _ in nodes)
 
 
@@ -135,7 +135,7 @@ needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_graph_dot_renders_with_graphviz(converted, tmp_path, name):  # noqa: F811
     path = converted[name]
-    _, nodes = read(path)
+    _, nodes = read_et(path)
     ids = [n.id for n in nodes]
     window = Window(ids=(min(ids), min(ids) + 60), ctrl=True)
     out = tmp_path / "g.dot"
@@ -153,7 +153,7 @@ def test_graph_reference_and_windows(converted, reference, tmp_path):  # noqa: F
     assert run_cli("graph", ref, "-o", svg).returncode == 0
     ET.parse(svg)
     dlrm = converted["dlrm_rank0"]
-    _, nodes = read(dlrm)
+    _, nodes = read_et(dlrm)
     comm = next(n for n in nodes if n.type == NodeType.COMM_COLL_NODE)
     out = tmp_path / "around.dot"
     proc = run_cli("graph", dlrm, "-o", out, "--around", comm.id, "--hops", "1")

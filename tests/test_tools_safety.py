@@ -9,8 +9,8 @@ import json
 import pytest
 from test_tools_fixtures import assert_one_line_failure, run_cli
 
-from pt2chakra.model import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.tools_io import write
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 
 COLL = NodeType.COMM_COLL_NODE
 WORKLOAD = "MICRO\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 5\n"
@@ -28,7 +28,7 @@ def _coll(i, seq=None, deps=(), start=0, stream=None, ctype=0, pg="0"):
 
 
 def _rank_file(path, rank, nodes):
-    write(path, GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)]), nodes)
+    write_et(path, GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)]), nodes)
     return path
 
 
@@ -202,7 +202,7 @@ def test_validate_warns_on_a_ctrl_deps_cycle(tmp_path):
              ChakraNode(id=3, name="c", type=NodeType.COMP_NODE, ctrl_deps=[2],
                         duration_micros=1, attrs=[("is_cpu_op", "bool_val", True)])]
     path = tmp_path / "c.et"
-    write(path, GlobalMetadata(version="0.0.4"), nodes)
+    write_et(path, GlobalMetadata(version="0.0.4"), nodes)
     proc = run_cli("validate", path)
     assert proc.returncode == 0, proc.stdout  # a warning: data_deps replay fine
     assert "warning: [ctrl-cycle]" in proc.stdout and "1 warning(s)" in proc.stdout

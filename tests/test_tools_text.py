@@ -10,10 +10,10 @@ import pytest
 from conftest import read_with_reference
 from test_tools_fixtures import assert_one_line_failure, run_cli
 
-from pt2chakra.model import CollectiveType, NodeType
-from pt2chakra.soundness import validate
-from pt2chakra.text_workload import from_text, microbench
-from pt2chakra.tools_io import read
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.tools.text_workload import from_text, microbench
+from pt2chakra.tools.validate import validate
 
 LAYERS = [
     "conv1 -1 10 ALLTOALL 100 11 REDUCESCATTER 200 12 ALLREDUCE 300 5",
@@ -37,7 +37,7 @@ def _workload(tmp_path, header, layers=LAYERS):
 
 
 def _colls(path):
-    _, nodes = read(path)
+    _, nodes = read_et(path)
     out = []
     for n in nodes:
         if n.type == NodeType.COMM_COLL_NODE:
@@ -81,7 +81,7 @@ def test_from_text_matches_reference_text_converter(tmp_path, kind):
     ref_mod.TextConverter(str(path), str(tmp_path / "ref"), 1, 1).convert()
     ours = from_text(path, 1, tmp_path / "ours")
     _, ref_nodes = read_with_reference(tmp_path / "ref.0.et")
-    _, mine = read(ours[0])
+    _, mine = read_et(ours[0])
     mine = list(mine)
     assert len(mine) == len(ref_nodes)
     for a, r in zip(mine, ref_nodes):
@@ -125,7 +125,7 @@ def test_microbench(tmp_path, collective):
     assert validate(files, profile="astra-sim").sound
     cols = _colls(files[2])
     assert len(cols) == 3 and {s for _, s in cols} == {1048576}
-    _, nodes = read(files[0])
+    _, nodes = read_et(files[0])
     nodes = list(nodes)
     assert [n.type for n in nodes].count(NodeType.COMP_NODE) == 3
     assert all(n.data_deps == [n.id - 1] for n in nodes[1:])  # one chain

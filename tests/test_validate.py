@@ -5,8 +5,9 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.model import DEP_KINDS_ATTR, ChakraNode, NodeType
-from pt2chakra.validate import break_cycles, check_graph, describe_cycle, find_cycle
+from pt2chakra.chakra.cycles import break_cycles, check_graph, describe_cycle, find_cycle
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.records import ChakraNode, NodeType
 
 
 def node(i, deps=(), kinds=None):

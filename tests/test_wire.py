@@ -15,25 +15,18 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pt2chakra import chakra_io
-from pt2chakra import chakra_schema as pb
-from pt2chakra.chakra_io import (
-    decode_node,
-    encode_metadata,
-    encode_node,
-    from_proto,
-    iter_messages,
-    read_et,
-    to_proto,
-    uvarint,
-    write_et,
-)
-from pt2chakra.model import ChakraNode, GlobalMetadata, InputError, NodeType
+from pt2chakra.chakra import decode as chakra_io
+from pt2chakra.chakra import schema as pb
+from pt2chakra.chakra.decode import decode_node, from_proto, iter_messages, to_proto
+from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
 
 U64 = (1 << 64) - 1
 I32 = (-(1 << 31), (1 << 31) - 1)
 I64 = (-(1 << 63), (1 << 63) - 1)
-PROTO_PATH = Path(__file__).resolve().parents[1] / "src" / "pt2chakra" / "et_def.proto"
+PROTO_PATH = Path(__file__).resolve().parents[1] / "src" / "pt2chakra" / "chakra" / "et_def.proto"
 SETTINGS = settings(
     deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -297,7 +290,7 @@ def test_atomic_write_keeps_previous_file(tmp_path: Path) -> None:
     write_et(path, METADATA, sample_nodes())
     before = path.read_bytes()
     bad = ChakraNode(id=-1, name="bad", type=NodeType.COMP_NODE)
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError, match="cannot encode: value out of range"):
         write_et(path, METADATA, [*sample_nodes(), bad])
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["out.et"]
@@ -698,7 +691,7 @@ REAL = ["linear_1gpu", "dlrm_8gpu/rank0", "resnet_1gpu_host"]
 
 @pytest.mark.parametrize("name", REAL)
 def test_real_trace_reads_like_protobuf(traces: Path, tmp_path: Path, name: str) -> None:
-    from pt2chakra.api import convert
+    from pt2chakra.conversion.api import convert
 
     folder = traces / name.split("/")[0]
     if "/" in name:

@@ -1,22 +1,44 @@
 """pt2chakra: PyTorch host + Kineto traces -> Chakra execution traces.
 
-``pt2chakra.read(path)`` gives ``(metadata, nodes)`` of any ``.et`` file and
-``pt2chakra.write(path, metadata, nodes)`` writes one; ``pt2chakra.api`` has
-the pipeline (``convert``, ``link_traces``).
+The facade: one call per job, each a typed result::
+
+    import pt2chakra
+    report = pt2chakra.convert("rank0.host_et.json.gz", "rank0.kineto.json.gz", "rank0.et")
+    metadata, nodes = pt2chakra.read("rank0.et")        # any .et, ours or another tool's
+    pt2chakra.write("copy.et", metadata, nodes)
+    linked = pt2chakra.link("rank0.host_et.json.gz", "rank0.kineto.json.gz")
+    result = pt2chakra.simulate(["rank0.et", "rank1.et"])
+    report = pt2chakra.validate(["rank0.et", "rank1.et"])
+    summary = pt2chakra.inspect("rank0.et")
+
+Each area has its subpackage (``pytorch``, ``chakra``, ``conversion``,
+``simulation``, ``tools``, ``export``, ``collect``, ``cli``); the names above
+are loaded lazily so that importing the package stays cheap.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["read", "write", "__version__"]
+
+# facade name -> (module, attribute)
+_FACADE = {
+    "read": ("pt2chakra.chakra.io", "read_et"),
+    "write": ("pt2chakra.chakra.io", "write_et"),
+    "convert": ("pt2chakra.conversion.api", "convert"),
+    "link": ("pt2chakra.conversion.api", "link_traces"),
+    "simulate": ("pt2chakra.simulation.api", "simulate"),
+    "validate": ("pt2chakra.tools.validate", "validate"),
+    "inspect": ("pt2chakra.tools.inspect", "inspect"),
+    "InputError": ("pt2chakra.errors", "InputError"),
+}
+__all__ = [*_FACADE, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: importing the package must stay cheap (the CLI imports it first).
-    if name in ("read", "write"):
-        from pt2chakra import tools_io
-
-        return getattr(tools_io, name)
-    raise AttributeError(f"module 'pt2chakra' has no attribute {name!r}")
+    target = _FACADE.get(name)
+    if target is None:
+        raise AttributeError(f"module 'pt2chakra' has no attribute {name!r}")
+    return getattr(importlib.import_module(target[0]), target[1])

@@ -54,10 +54,76 @@ def refuse_overwriting_inputs(output: str | os.PathLike[str],
                               inputs: list[str | os.PathLike[str] | None]) -> None:
     """Raise ``InputError`` when ``output`` is one of ``inputs``: the atomic
     rename would silently replace the user's trace with our output."""
-    from pt2chakra.model import InputError
+    from pt2chakra.errors import InputError
 
     out = os.path.realpath(output)
     for item in inputs:
         if item is not None and os.path.realpath(item) == out:
             raise InputError(os.fspath(output), "refusing to overwrite an input file; "
                              "choose another output path")
+
+
+class StagedOutputs:
+    """Several output files, all or nothing.
+
+    ``stage(target)`` names a hidden temp file beside ``target`` (keeping a
+    ``.gz`` suffix, which decides compression) to write instead; ``commit()``
+    renames every temp file onto its target. Any failure before the commit
+    (``with`` block left by an exception) removes the temp files, so the
+    targets are untouched; a rename failing midway removes the targets this
+    commit already replaced. Use as ``with StagedOutputs() as staged: ...;
+    staged.commit()``."""
+
+    def __init__(self) -> None:
+        self._temps: dict[str, str] = {}  # target -> temp file, in staging order
+
+    def stage(self, target: str | os.PathLike[str]) -> str:
+        target = os.fspath(target)
+        old = self._temps.pop(target, None)
+        if old is not None:  # staged again: the later content wins
+            _unlink_quietly(old)
+        tmp = temp_path(target)
+        if target.lower().endswith(".gz"):
+            tmp += ".gz"
+        self._temps[target] = tmp
+        return tmp
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self._temps)
+
+    def discard(self) -> None:
+        for tmp in self._temps.values():
+            _unlink_quietly(tmp)
+        self._temps.clear()
+
+    def commit(self) -> list[str]:
+        """Move every staged file into place; returns the targets."""
+        done: list[str] = []
+        try:
+            for target, tmp in self._temps.items():
+                try:
+                    os.replace(tmp, target)
+                except OSError as exc:
+                    raise OSError(exc.errno, exc.strerror, target) from exc
+                done.append(target)
+        except BaseException:
+            for target in done:
+                _unlink_quietly(target)
+            self.discard()
+            raise
+        self._temps.clear()
+        return done
+
+    def __enter__(self) -> StagedOutputs:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.discard()  # no-op after a commit
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

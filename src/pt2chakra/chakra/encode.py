@@ -1,0 +1,565 @@
+"""Chakra ``.et`` encoding and writing, without protobuf.
+
+Framing: ``varint(length) || message`` repeated, a ``GlobalMetadata`` first and
+a ``Node`` for every later message, optionally gzip-compressed.
+
+A hand-written proto3 encoder instead of protobuf's ``SerializeToString``:
+building a protobuf message from Python costs one attribute set per field,
+which dominates; the hand encoder goes straight from ``ChakraNode`` to bytes
+and is byte-identical to protobuf's output (tested). Keeping protobuf out of
+this module also keeps it out of the start-up of every conversion.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
+
+from pt2chakra.atomic import atomic_output
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+
+# AttributeProto's oneof members in field order (3..32): ``<kind>_val`` then
+# ``<kind>_list`` per kind. chakra_schema derives the same tuple from the
+# descriptor and the reader checks that the two agree.
+ATTR_MEMBERS: tuple[str, ...] = tuple(
+    f"{kind}_{suffix}"
+    for kind in ("double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
+                 "fixed32", "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes")
+    for suffix in ("val", "list")
+)
+
+# --------------------------------------------------------------------------
+# Wire-format constants
+# --------------------------------------------------------------------------
+
+_WIRE_VARINT = 0
+_WIRE_I64 = 1
+_WIRE_LEN = 2
+_WIRE_I32 = 5
+
+_U32_MAX = (1 << 32) - 1
+_U64_MAX = (1 << 64) - 1
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_TWO_64 = 1 << 64
+
+_MAX_VARINT_BYTES = 10
+_MAX_MESSAGE_BYTES = (1 << 31) - 1  # protobuf refuses to parse larger messages
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_LEVEL = 6  # zlib's default: level 9 is several times slower for ~1% less
+_READ_CHUNK = 1 << 20
+_FLUSH_BYTES = 1 << 20
+
+# Precomputed varints: ids, lengths and small attribute values hit this table.
+_VARINT_CACHE_SIZE = 1 << 14  # every 1- and 2-byte varint
+_LOW_14_BITS = _VARINT_CACHE_SIZE - 1
+_FOUR_BYTE_LIMIT = 1 << 28
+
+
+def _build_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# Built from byte slices (a loop per value cost ~10 ms at every start-up).
+_VARINT_CACHE: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(0x80)) + tuple(
+    bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(0x80, _VARINT_CACHE_SIZE)
+)
+# The low 14 bits of a longer varint: two bytes, both with the continuation bit.
+_VARINT_CONTINUED: tuple[bytes, ...] = tuple(
+    bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(_VARINT_CACHE_SIZE)
+)
+
+
+def _tag(field: int, wire_type: int) -> bytes:
+    return _build_varint((field << 3) | wire_type)
+
+
+# Node (field numbers 1..10) and GlobalMetadata / AttributeProto / IOInfo tags.
+_NODE_ID = _tag(1, _WIRE_VARINT)
+_NODE_NAME = _tag(2, _WIRE_LEN)
+_NODE_TYPE = _tag(3, _WIRE_VARINT)
+_NODE_CTRL_DEPS = _tag(4, _WIRE_LEN)
+_NODE_DATA_DEPS = _tag(5, _WIRE_LEN)
+_NODE_START = _tag(6, _WIRE_VARINT)
+_NODE_DURATION = _tag(7, _WIRE_VARINT)
+_NODE_INPUTS = _tag(8, _WIRE_LEN)
+_NODE_OUTPUTS = _tag(9, _WIRE_LEN)
+_NODE_ATTR = _tag(10, _WIRE_LEN)
+_META_VERSION = _tag(1, _WIRE_LEN)
+_META_ATTR = _tag(2, _WIRE_LEN)
+_ATTR_NAME = _tag(1, _WIRE_LEN)
+_IOINFO_VALUES = _tag(1, _WIRE_LEN)
+_IOINFO_SHAPES = _tag(2, _WIRE_LEN)
+_IOINFO_TYPES = _tag(3, _WIRE_LEN)
+_LIST_VALUES = _tag(1, _WIRE_LEN)  # ``values = 1`` of every XList message
+
+
+# --------------------------------------------------------------------------
+# Scalar encoders
+# --------------------------------------------------------------------------
+
+
+def _uvarint(value: int) -> bytes:
+    """Varint of an unsigned 64-bit value (also used for lengths)."""
+    if 0 <= value < _VARINT_CACHE_SIZE:
+        return _VARINT_CACHE[value]
+    if _VARINT_CACHE_SIZE <= value < _FOUR_BYTE_LIMIT:  # ids of mid-size traces
+        return _VARINT_CONTINUED[value & _LOW_14_BITS] + _VARINT_CACHE[value >> 14]
+    return _uvarint_large(value)
+
+
+def _uvarint_large(value: int) -> bytes:
+    """14 bits at a time from tables: a bytearray loop costs ~1 us per value."""
+    if value < 0 or value > _U64_MAX:
+        raise ValueError(f"value out of range for uint64: {value}")
+    out = b""
+    while value >= _VARINT_CACHE_SIZE:
+        out += _VARINT_CONTINUED[value & _LOW_14_BITS]
+        value >>= 14
+    return out + _VARINT_CACHE[value]
+
+
+def _checked(value: int, low: int, high: int, kind: str) -> int:
+    if value < low or value > high:
+        raise ValueError(f"value out of range for {kind}: {value}")
+    return value
+
+
+def _int32(value: int) -> bytes:
+    """int32 and enums: negatives are sign-extended to 64 bits (10 bytes)."""
+    _checked(value, _I32_MIN, _I32_MAX, "int32")
+    return _uvarint(value + _TWO_64 if value < 0 else value)
+
+
+def _int64(value: int) -> bytes:
+    _checked(value, _I64_MIN, _I64_MAX, "int64")
+    return _uvarint(value + _TWO_64 if value < 0 else value)
+
+
+def _uint32(value: int) -> bytes:
+    return _uvarint(_checked(value, 0, _U32_MAX, "uint32"))
+
+
+def _sint32(value: int) -> bytes:
+    _checked(value, _I32_MIN, _I32_MAX, "sint32")
+    return _uvarint(value << 1 if value >= 0 else ((-value) << 1) - 1)
+
+
+def _sint64(value: int) -> bytes:
+    _checked(value, _I64_MIN, _I64_MAX, "sint64")
+    return _uvarint(value << 1 if value >= 0 else ((-value) << 1) - 1)
+
+
+# NodeType -> encoded ``type`` field (the default INVALID_NODE is omitted).
+_NODE_TYPES: dict[int, bytes] = {int(t): _NODE_TYPE + _int32(t) for t in NodeType if t}
+
+
+def _bool(value: Any) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def _len_prefixed(data: bytes) -> bytes:
+    return _uvarint(len(data)) + data
+
+
+def _utf8(value: str) -> bytes:
+    data = value.encode()
+    size = len(data)
+    if size < _VARINT_CACHE_SIZE:
+        return _VARINT_CACHE[size] + data
+    return _uvarint_large(size) + data
+
+
+def _raw_bytes(value: bytes) -> bytes:
+    return _len_prefixed(bytes(value))
+
+
+def _float32(values: Iterable[float]) -> bytes:
+    """Packs float32s as a C cast does (what protobuf does): overflow -> inf."""
+    values = list(values)
+    try:
+        return struct.pack(f"<{len(values)}f", *values)
+    except OverflowError:
+        return b"".join(struct.pack("<f", _clamp_float32(v)) for v in values)
+
+
+def _clamp_float32(value: float) -> float:
+    try:
+        struct.pack("<f", value)
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+    return value
+
+
+def _fixed_width(fmt: str, low: int | None, high: int | None, kind: str) -> Callable:
+    """Packer for a list of fixed-width numbers, range-checked like protobuf."""
+
+    def pack(values: Iterable[Any]) -> bytes:
+        values = list(values)
+        if low is not None and values and (min(values) < low or max(values) > high):
+            bad = next(v for v in values if v < low or v > high)
+            raise ValueError(f"value out of range for {kind}: {bad}")
+        return struct.pack(f"<{len(values)}{fmt}", *values)
+
+    return pack
+
+
+# --------------------------------------------------------------------------
+# AttributeProto
+# --------------------------------------------------------------------------
+
+# Oneof member kind -> (field number of <kind>_val, wire type, element encoder).
+# <kind>_list is field number + 1, a nested XList with packed (numeric) or
+# repeated (string/bytes) ``values``. Fixed-width encoders take a sequence.
+_VARINT_KINDS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
+    "int32": (7, _int32),
+    "int64": (9, _int64),
+    "uint32": (11, _uint32),
+    "uint64": (13, _uvarint),
+    "sint32": (15, _sint32),
+    "sint64": (17, _sint64),
+    "bool": (27, _bool),
+}
+_FIXED_KINDS: dict[str, tuple[int, int, Callable[[Iterable[Any]], bytes]]] = {
+    "double": (3, _WIRE_I64, _fixed_width("d", None, None, "double")),
+    "float": (5, _WIRE_I32, _float32),
+    "fixed32": (19, _WIRE_I32, _fixed_width("I", 0, _U32_MAX, "fixed32")),
+    "fixed64": (21, _WIRE_I64, _fixed_width("Q", 0, _U64_MAX, "fixed64")),
+    "sfixed32": (23, _WIRE_I32, _fixed_width("i", _I32_MIN, _I32_MAX, "sfixed32")),
+    "sfixed64": (25, _WIRE_I64, _fixed_width("q", _I64_MIN, _I64_MAX, "sfixed64")),
+}
+_LEN_KINDS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
+    "string": (29, _utf8),
+    "bytes": (31, _raw_bytes),
+}
+
+
+def _packed_list(tag: bytes, payload: bytes) -> bytes:
+    """An XList submessage field; an empty list is still written (tag, len 0)."""
+    inner = _LIST_VALUES + _len_prefixed(payload) if payload else b""
+    return tag + _len_prefixed(inner)
+
+
+def _varint_encoders(field: int, encode: Callable[[Any], bytes]) -> tuple[Callable, Callable]:
+    val_tag, list_tag = _tag(field, _WIRE_VARINT), _tag(field + 1, _WIRE_LEN)
+
+    def scalar(value: Any) -> bytes:
+        return val_tag + encode(value)
+
+    def packed(values: Iterable[Any]) -> bytes:
+        return _packed_list(list_tag, b"".join(map(encode, values)))
+
+    return scalar, packed
+
+
+def _fixed_encoders(field: int, wire: int, pack: Callable) -> tuple[Callable, Callable]:
+    val_tag, list_tag = _tag(field, wire), _tag(field + 1, _WIRE_LEN)
+
+    def scalar(value: Any) -> bytes:
+        return val_tag + pack((value,))
+
+    def packed(values: Iterable[Any]) -> bytes:
+        return _packed_list(list_tag, pack(values))
+
+    return scalar, packed
+
+
+def _len_encoders(field: int, encode: Callable[[Any], bytes]) -> tuple[Callable, Callable]:
+    val_tag, list_tag = _tag(field, _WIRE_LEN), _tag(field + 1, _WIRE_LEN)
+
+    def scalar(value: Any) -> bytes:
+        return val_tag + encode(value)
+
+    def repeated(values: Iterable[Any]) -> bytes:
+        inner = b"".join(_LIST_VALUES + encode(v) for v in values)
+        return list_tag + _len_prefixed(inner)
+
+    return scalar, repeated
+
+
+def _build_member_encoders() -> dict[str, Callable[[Any], bytes]]:
+    encoders: dict[str, Callable[[Any], bytes]] = {}
+    pairs = [(k, _varint_encoders(f, e)) for k, (f, e) in _VARINT_KINDS.items()]
+    pairs += [(k, _fixed_encoders(f, w, p)) for k, (f, w, p) in _FIXED_KINDS.items()]
+    pairs += [(k, _len_encoders(f, e)) for k, (f, e) in _LEN_KINDS.items()]
+    for kind, (scalar, listed) in pairs:
+        encoders[f"{kind}_val"] = scalar
+        encoders[f"{kind}_list"] = listed
+    assert sorted(encoders) == sorted(ATTR_MEMBERS), "encoder table out of sync with schema"
+    return encoders
+
+
+# Oneof member name (e.g. "int64_val") -> encoder of that field (tag included).
+_MEMBER_ENCODERS = _build_member_encoders()
+
+
+# Attribute name -> its encoded ``name`` field; names repeat on every node.
+_ATTR_NAME_CACHE: dict[str, bytes] = {}
+_ATTR_NAME_CACHE_MAX = 4096
+
+
+def _attr_name_field(name: str) -> bytes:
+    field = _ATTR_NAME_CACHE.get(name)
+    if field is None:
+        field = _ATTR_NAME + _utf8(name) if name else b""
+        if len(_ATTR_NAME_CACHE) < _ATTR_NAME_CACHE_MAX:
+            _ATTR_NAME_CACHE[name] = field
+    return field
+
+
+def _encode_attr(attr: Attr) -> bytes:
+    """AttributeProto body. Member "" means no oneof member is set."""
+    name, member, value = attr
+    encode = _MEMBER_ENCODERS.get(member)
+    if encode is None:
+        if member:
+            raise ValueError(f"attr {name!r}: unknown AttributeProto member {member!r}")
+        return _attr_name_field(name)
+    return _attr_name_field(name) + encode(value)
+
+
+def _encode_attrs(tag: bytes, attrs: Iterable[Attr]) -> list[bytes]:
+    parts: list[bytes] = []
+    for attr in attrs:
+        body = _encode_attr(attr)
+        parts += (tag, _uvarint(len(body)), body)
+    return parts
+
+
+# --------------------------------------------------------------------------
+# Node / GlobalMetadata
+# --------------------------------------------------------------------------
+
+
+# Framed node attribute -> bytes, for members whose equal values encode
+# equally (not floats: -0.0 == 0.0) and are hashable (not lists). Flags such as
+# is_cpu_op, comm_type or pg_name repeat on most nodes; the cache is cleared
+# when full so that per-node values (num_ops) cannot grow it without bound.
+_CACHEABLE_MEMBERS = frozenset(
+    m for m in ATTR_MEMBERS if not m.endswith("_list") and m not in ("double_val", "float_val")
+)
+_NODE_ATTR_CACHE: dict[Attr, bytes] = {}
+_NODE_ATTR_CACHE_MAX = 1 << 16
+
+
+def _cache_node_attr(attr: Attr) -> bytes:
+    body = _encode_attr(attr)
+    field = _NODE_ATTR + _uvarint(len(body)) + body
+    if len(_NODE_ATTR_CACHE) >= _NODE_ATTR_CACHE_MAX:
+        _NODE_ATTR_CACHE.clear()
+    _NODE_ATTR_CACHE[attr] = field
+    return field
+
+
+def _encode_ioinfo(tag: bytes, info: tuple[str, str, str]) -> bytes:
+    values, shapes, types = info
+    body = b""
+    if values:
+        body = _IOINFO_VALUES + _utf8(values)
+    if shapes:
+        body += _IOINFO_SHAPES + _utf8(shapes)
+    if types:
+        body += _IOINFO_TYPES + _utf8(types)
+    return tag + _uvarint(len(body)) + body
+
+
+def encode_node(node: ChakraNode) -> bytes:
+    """Serialize like ``to_proto(node).SerializeToString()``, only faster.
+
+    Raises ValueError for an all-default node: its encoding would be empty,
+    and the reference reader stops at the first zero-length message.
+    Written flat (few calls per field): this runs once per node.
+    """
+    parts: list[bytes] = []
+    if node.id:
+        parts += (_NODE_ID, _uvarint(node.id))
+    if node.name:
+        parts += (_NODE_NAME, _utf8(node.name))
+    if node.type:
+        parts.append(_NODE_TYPES.get(node.type) or _NODE_TYPE + _int32(node.type))
+    if node.ctrl_deps:
+        packed = b"".join(map(_uvarint, node.ctrl_deps))
+        parts += (_NODE_CTRL_DEPS, _uvarint(len(packed)), packed)
+    if node.data_deps:
+        packed = b"".join(map(_uvarint, node.data_deps))
+        parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
+    if node.start_time_micros:
+        parts += (_NODE_START, _uvarint(node.start_time_micros))
+    if node.duration_micros:
+        parts += (_NODE_DURATION, _uvarint(node.duration_micros))
+    if node.inputs is not None:
+        parts.append(_encode_ioinfo(_NODE_INPUTS, node.inputs))
+    if node.outputs is not None:
+        parts.append(_encode_ioinfo(_NODE_OUTPUTS, node.outputs))
+    for attr in node.attrs:
+        if attr[1] in _CACHEABLE_MEMBERS:
+            field = _NODE_ATTR_CACHE.get(attr)
+            if field is None:
+                field = _cache_node_attr(attr)
+        else:
+            body = _encode_attr(attr)
+            field = _NODE_ATTR + _uvarint(len(body)) + body
+        parts.append(field)
+    if not parts:
+        raise ValueError("all-default Node encodes to zero bytes; readers stop at it")
+    return b"".join(parts)
+
+
+def encode_metadata(md: GlobalMetadata) -> bytes:
+    """Serialize like ``to_proto(md).SerializeToString()``; never empty."""
+    parts: list[bytes] = []
+    if md.version:
+        parts += (_META_VERSION, _utf8(md.version))
+    parts += _encode_attrs(_META_ATTR, md.attrs)
+    if not parts:
+        raise ValueError("empty GlobalMetadata encodes to zero bytes; set a version")
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------
+
+
+def _write_frames(out: BinaryIO, metadata: GlobalMetadata, nodes: Iterable[ChakraNode]) -> int:
+    """Writes metadata then nodes, batching small frames into ~1 MiB writes."""
+    first = encode_metadata(metadata)
+    pending = [_uvarint(len(first)), first]
+    pending_bytes = len(first)
+    count = 0
+    for node in nodes:
+        # Writers with their own fast path hand over already-encoded nodes.
+        data = node if type(node) is bytes else encode_node(node)
+        pending += (_uvarint(len(data)), data)
+        pending_bytes += len(data)
+        count += 1
+        if pending_bytes >= _FLUSH_BYTES:
+            out.write(b"".join(pending))
+            pending.clear()
+            pending_bytes = 0
+    out.write(b"".join(pending))
+    return count
+
+
+def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata, nodes: Iterable) -> int:
+    if not gzipped:
+        return _write_frames(raw, metadata, nodes)
+    # filename="" and mtime=0: no temp name or time stamp in the header, so
+    # equal inputs give equal files.
+    with gzip.GzipFile(
+        filename="", mode="wb", fileobj=raw, compresslevel=_GZIP_LEVEL, mtime=0
+    ) as stream:
+        return _write_frames(stream, metadata, nodes)
+
+
+def encode_et_file(
+    path: str | os.PathLike[str], metadata: GlobalMetadata, nodes: Iterable[ChakraNode | bytes]
+) -> int:
+    """Write an ``.et`` file (gzip if the name ends in ``.gz``); returns node count.
+
+    Atomic: output goes to a temp file that replaces ``path`` only on success,
+    so a failure (bad node, full disk, Ctrl-C) never leaves a truncated trace.
+    Items may be ``ChakraNode``s or already-encoded Node messages.
+    """
+    path = os.fspath(path)
+    with atomic_output(path) as raw:
+        return _write_stream(raw, path.lower().endswith(".gz"), metadata, nodes)
+
+
+# --------------------------------------------------------------------------
+# Pre-encoded fields, for writers that emit millions of similar nodes
+# --------------------------------------------------------------------------
+
+
+class FieldEncoder:
+    """Encoded ``Node`` fields with the repetitive parts cached, so a writer
+    can assemble a node's bytes from a few lookups and joins instead of going
+    through ``ChakraNode`` + ``encode_node`` (same bytes, tested).
+
+    Callers join fields in field-number order: id, name, type, ctrl_deps,
+    data_deps, start, duration, inputs, outputs, attrs.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[str, bytes] = {}
+        self._attrs: dict[tuple[str, str, Any], bytes] = {}
+        self._int64_prefix: dict[str, tuple[bytes, ...]] = {}
+
+    def name(self, name: str) -> bytes:
+        field = self._names.get(name)
+        if field is None:
+            field = _NODE_NAME + _utf8(name) if name else b""
+            self._names[name] = field
+        return field
+
+    @staticmethod
+    def node_type(node_type: int) -> bytes:
+        return _NODE_TYPES.get(node_type, b"")
+
+    @staticmethod
+    def ioinfo(tag: bytes, values: bytes, shapes: bytes, types: bytes) -> bytes:
+        """IOInfo from UTF-8 JSON texts (empty ones omitted)."""
+        body = b"".join((
+            _IOINFO_VALUES + _uvarint(len(values)) + values if values else b"",
+            _IOINFO_SHAPES + _uvarint(len(shapes)) + shapes if shapes else b"",
+            _IOINFO_TYPES + _uvarint(len(types)) + types if types else b"",
+        ))
+        return tag + _uvarint(len(body)) + body
+
+    def attr(self, name: str, member: str, value: Any) -> bytes:
+        """A framed ``attr`` field for a value that repeats across nodes
+        (flags, thread ids, op schemas, dependency-kind tuples)."""
+        key = (name, member, value)
+        field = self._attrs.get(key)
+        if field is None:
+            listed = list(value) if isinstance(value, tuple) else value
+            body = _encode_attr((name, member, listed))
+            field = _NODE_ATTR + _uvarint(len(body)) + body
+            if len(self._attrs) < _NODE_ATTR_CACHE_MAX:
+                self._attrs[key] = field
+        return field
+
+    def int64_attr_prefixes(self, name: str) -> tuple[bytes, ...]:
+        """Framing of a non-negative ``int64_val`` attr ``name``, indexed by
+        the length of the value's varint: the field is ``prefix[len(v)] + v``."""
+        prefixes = self._int64_prefix.get(name)
+        if prefixes is None:
+            name_field = _attr_name_field(name)
+            tag = _MEMBER_ENCODERS["int64_val"](0)[:-1]
+            prefixes = tuple(_NODE_ATTR + _uvarint(len(name_field) + len(tag) + n) + name_field + tag
+                             for n in range(_MAX_VARINT_BYTES + 1))
+            self._int64_prefix[name] = prefixes
+        return prefixes
+
+    def attr_int64(self, name: str, value: int) -> bytes:
+        """A framed ``int64_val`` attr for per-node values (no caching of the
+        value; the name and framing are precomputed per varint length)."""
+        if value < 0:
+            return self.attr(name, "int64_val", value)
+        v = _uvarint(value)
+        return self.int64_attr_prefixes(name)[len(v)] + v
+
+
+# Public names for writers with their own fast path (see FieldEncoder).
+uvarint = _uvarint
+SMALL_VARINTS = _VARINT_CACHE
+# CONTINUED_VARINTS[x & 0x3FFF] + uvarint(x >> 14) == uvarint(x) for x >= 2**14.
+CONTINUED_VARINTS = _VARINT_CONTINUED
+IOINFO_TAGS = (_IOINFO_VALUES, _IOINFO_SHAPES, _IOINFO_TYPES)
+NODE_TAGS = {
+    "ctrl_deps": _NODE_CTRL_DEPS, "data_deps": _NODE_DATA_DEPS, "start_time_micros": _NODE_START,
+    "duration_micros": _NODE_DURATION, "inputs": _NODE_INPUTS, "outputs": _NODE_OUTPUTS,
+    "id": _NODE_ID,
+}
+
+
+
+assert all(_VARINT_CACHE[i] == _build_varint(i) for i in (0, 1, 127, 128, 300, _VARINT_CACHE_SIZE - 1))

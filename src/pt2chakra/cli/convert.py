@@ -1,0 +1,79 @@
+"""``convert`` and ``link``: CLI wiring over :mod:`pt2chakra.conversion.api`."""
+
+from __future__ import annotations
+
+import argparse
+
+from pt2chakra.export.astra_sim import CPU_MODES
+
+EPILOG_CONVERT = """examples:
+  pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
+  pt2chakra convert --host-trace host_et.json -o host_only.et --report report.json
+"""
+
+EPILOG_LINK = """examples:
+  pt2chakra link --host-trace host_et.json.gz --device-trace kineto.json.gz -o linked.json
+"""
+
+
+def _add_trace_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-trace", required=True, metavar="H",
+                   help="PyTorch host execution trace (.json or .json.gz)")
+    p.add_argument("--device-trace", metavar="K",
+                   help="Kineto trace of the same step (.json or .json.gz); omit for host-only")
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from pt2chakra.conversion.api import convert
+
+    report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
+                     break_cycles_=args.break_cycles, progress=args.progress,
+                     profile=args.profile, cpu=args.cpu, report_path=args.report)
+    if not args.quiet:
+        print(report.summary())
+    if args.simulate and args.profile is None:
+        from pt2chakra.simulation.api import simulate
+
+        print(simulate([args.output]).summary())
+    return 0
+
+
+def _cmd_link(args: argparse.Namespace) -> int:
+    from pt2chakra.conversion.api import write_linked
+
+    summary = write_linked(args.host_trace, args.device_trace, args.output)
+    if not args.quiet:
+        print(f"{args.output}: {summary.host_ops_linked} host ops linked by {summary.method}, "
+              f"{summary.gpu_activities_attached} GPU activities attached")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``convert`` and ``link`` to the ``pt2chakra`` parser."""
+    p = sub.add_parser("convert", parents=[common], epilog=EPILOG_CONVERT,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="link and convert to a Chakra .et",
+                       description="Link a host trace with its Kineto trace and write Chakra.")
+    _add_trace_args(p)
+    p.add_argument("-o", "--output", required=True, help="output .et (.et.gz to compress)")
+    p.add_argument("--rank", type=int, help="rank to record (default: from the Kineto trace)")
+    p.add_argument("--report", metavar="R.json", help="write the accounting report as JSON")
+    p.add_argument("--break-cycles", action="store_true",
+                   help="drop the least reliable edge kind on each cycle instead of failing")
+    p.add_argument("--simulate", action="store_true", help="simulate the result and report")
+    p.add_argument("--for", dest="profile", choices=["astra-sim"],
+                   help="write for a consumer: astra-sim = no METADATA nodes, "
+                        "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
+    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
+                   help="with --for astra-sim: drop CPU nodes, keeping their time as GPU-side "
+                        "cpu_gap nodes (default); keep them; or drop-no-gaps")
+    p.add_argument("--progress", action="store_true", default=None,
+                   help="show progress even when stderr is not a terminal")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("link", parents=[common], epilog=EPILOG_LINK,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="write the linked intermediate JSON")
+    _add_trace_args(p)
+    p.add_argument("-o", "--output", required=True, help="output JSON")
+    p.set_defaults(func=_cmd_link)

@@ -1,0 +1,254 @@
+"""Companion-tool subcommands (inspect, validate, jsonize, ...): CLI wiring.
+
+Each command is a thin layer over a module function of the same job; bad
+input raises ``InputError``, which ``pt2chakra.cli.main`` prints as one line
+(exit 2). ``validate`` exits 1 when it finds errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable
+
+import orjson
+
+from pt2chakra.errors import InputError
+from pt2chakra.export.astra_sim import CPU_MODES
+
+EXIT_PROBLEMS = 1
+
+
+def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
+                               ) -> Callable[[argparse.Namespace], int]:
+    """A missing output folder or a full disk is bad input too: one line, exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            target = exc.filename or getattr(args, "output", None) or "?"  # the file at fault
+            raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
+
+    return wrapper
+
+
+def _print_json(doc: object) -> None:
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.inspect import format_inspect, inspect
+
+    for path in args.input:
+        info = inspect(path, top=args.top)
+        if args.json:
+            _print_json(info)
+        else:
+            print(format_inspect(info))
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.validate import validate
+
+    report = validate(args.input, profile=args.profile)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        lines = report.lines()
+        if args.quiet:
+            lines = [line for line in lines[:-1] if ": error: " in line] + lines[-1:]
+        print("\n".join(lines))
+    return 0 if report.sound else EXIT_PROBLEMS
+
+
+def _cmd_jsonize(args: argparse.Namespace) -> int:
+    from pt2chakra.chakra.json_form import jsonize
+
+    count = jsonize(args.input, args.output)
+    if not args.quiet:
+        print(f"{args.output}: {count} nodes")
+    return 0
+
+
+def _cmd_from_json(args: argparse.Namespace) -> int:
+    from pt2chakra.chakra.json_form import from_json
+
+    if args.profile == "astra-sim":
+        from pt2chakra.atomic import refuse_overwriting_inputs
+        from pt2chakra.chakra.json_form import read_json
+        from pt2chakra.export.astra_sim import output_paths, write_astra_sim
+
+        if args.rank is not None:  # else the rank is in the metadata: checked there
+            for out in output_paths(args.output, args.rank):
+                refuse_overwriting_inputs(out, [args.input])
+        metadata, nodes = read_json(args.input)
+        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank,
+                                  inputs=[args.input])
+        if not args.quiet:
+            print("\n".join(written))
+        return 0
+    count = from_json(args.input, args.output)
+    if not args.quiet:
+        print(f"{args.output}: {count} nodes")
+    return 0
+
+
+def _cmd_timeline(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.timeline import timeline
+
+    stats = timeline(args.input, args.output)
+    if not args.quiet:
+        print(f"{args.output}: {stats['events']} events in {stats['lanes']} lanes"
+              + (f"; {stats['untimed']} nodes without a start time left out"
+                 if stats["untimed"] else ""))
+    return 0
+
+
+def _parse_range(text: str | None, what: str) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        low, high = text.split(":", 1)
+        return int(low) if low else 0, int(high) if high else (1 << 64)
+    except ValueError:
+        raise InputError(text, f"{what} must be LOW:HIGH (integers, either side may be "
+                         "empty)") from None
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.graph import Window, render
+
+    window = Window(ids=_parse_range(args.ids, "--ids"), time=_parse_range(args.time, "--time"),
+                    around=args.around, hops=args.hops, max_nodes=args.max_nodes,
+                    ctrl=args.ctrl)
+    stats = render(args.input, args.output, window)
+    if not args.quiet:
+        print(f"{args.output}: {stats['nodes']} nodes, {stats['edges']} edges"
+              + (f" (window of {stats['total']})" if stats["nodes"] != stats["total"] else ""))
+    return 0
+
+
+def _cmd_from_text(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.text_workload import from_text
+
+    written = from_text(args.input, args.npus, args.output, passes=args.passes,
+                        profile=args.profile)
+    if not args.quiet:
+        print(f"{len(written)} files: {written[0]} .. {written[-1]}")
+    return 0
+
+
+def _cmd_microbench(args: argparse.Namespace) -> int:
+    from pt2chakra.tools.text_workload import microbench
+
+    written = microbench(args.collective, args.size, args.npus, args.output,
+                         steps=args.steps, compute_micros=args.compute)
+    if not args.quiet:
+        print(f"{len(written)} files: {written[0]} .. {written[-1]}")
+    return 0
+
+
+def _cmd_astra_sim(args: argparse.Namespace) -> int:
+    from pt2chakra.export.astra_sim import convert_files
+
+    written = convert_files(args.input, args.output, cpu=args.cpu)
+    if not args.quiet:
+        print("\n".join(written))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add the companion tools' subcommands to the ``pt2chakra`` parser."""
+    p = sub.add_parser("inspect", parents=[common], help="summarise an .et file",
+                       description="Metadata, node counts, collectives, dependencies, lanes, "
+                       "time span and top ops of Chakra .et files.")
+    p.add_argument("input", nargs="+", help=".et file(s) (plain or gzip)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--top", type=int, default=10, help="top ops to list (default 10)")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_inspect))
+
+    p = sub.add_parser("validate", parents=[common], help="check .et files are sound for replay",
+                       description="Dangling deps, cycles, duplicate ids, attribute types, comm "
+                       "attributes and cross-rank collective alignment. Exit 0 when sound "
+                       "(warnings allowed), 1 when errors are found, 2 on unreadable input.")
+    p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--for", dest="profile", choices=["astra-sim"],
+                   help="also check what this consumer needs")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_validate))
+
+    p = sub.add_parser("jsonize", parents=[common], help=".et -> one JSON document",
+                       description="Write metadata + nodes as one valid JSON document, "
+                       "streaming (one node per line).")
+    p.add_argument("input", help=".et file")
+    p.add_argument("-o", "--output", required=True, help="output .json")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_jsonize))
+
+    p = sub.add_parser("from-json", parents=[common], help="JSON (from jsonize) -> .et",
+                       description="Inverse of jsonize; byte-identical for pt2chakra's files.")
+    p.add_argument("input", help="JSON written by jsonize")
+    p.add_argument("-o", "--output", required=True,
+                   help="output .et (with --for astra-sim: the <prefix>)")
+    p.add_argument("--for", dest="profile", choices=["astra-sim"],
+                   help="write <prefix>.<rank>.et for this consumer")
+    p.add_argument("--rank", type=int, help="rank for --for astra-sim (default: metadata or 0)")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_json))
+
+    p = sub.add_parser("timeline", parents=[common], help=".et -> Chrome/Perfetto trace JSON",
+                       description="Recorded start/duration of every node; lanes by rank "
+                       "(process), thread and stream.")
+    p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
+    p.add_argument("-o", "--output", required=True, help="output .json")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_timeline))
+
+    p = sub.add_parser("graph", parents=[common], help="draw a window of the dependency graph",
+                       description="Write .dot, .graphml or .svg (svg needs graphviz dot).")
+    p.add_argument("input", help=".et file")
+    p.add_argument("-o", "--output", required=True, help="OUT.dot | OUT.graphml | OUT.svg")
+    p.add_argument("--ids", metavar="LOW:HIGH", help="node id range (inclusive)")
+    p.add_argument("--time", metavar="T0:T1", help="nodes starting in [T0, T1] (us)")
+    p.add_argument("--around", type=int, metavar="ID", help="centre node")
+    p.add_argument("--hops", type=int, default=2, help="hops around --around (default 2)")
+    p.add_argument("--max-nodes", type=int, default=2000,
+                   help="refuse windows larger than this (default 2000)")
+    p.add_argument("--ctrl", action="store_true", help="also draw ctrl_deps (dashed)")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_graph))
+
+    p = sub.add_parser("from-text", parents=[common], help="ASTRA-sim text workload -> .et per NPU",
+                       description="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, "
+                       "HYBRID_DLRM[_ENHANCED], MICRO workloads -> <prefix>.<npu>.et.")
+    p.add_argument("input", help="workload .txt")
+    p.add_argument("--npus", type=int, required=True, help="number of NPUs (files)")
+    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.add_argument("--passes", type=int, default=1, help="training passes (default 1)")
+    p.add_argument("--for", dest="profile", choices=["astra-sim"],
+                   help="accepted for symmetry: from-text output already suits ASTRA-sim")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_text))
+
+    p = sub.add_parser("microbench", parents=[common], help="generate micro-benchmark traces",
+                       description="One collective per NPU (or STEPS compute+collective pairs) "
+                       "-> <prefix>.<npu>.et, for simulator smoke tests.")
+    p.add_argument("--collective", default="ALL_REDUCE",
+                   help="collective type name, e.g. ALL_REDUCE, ALL_GATHER, ALL_TO_ALL")
+    p.add_argument("--size", type=int, required=True, help="bytes per collective")
+    p.add_argument("--npus", type=int, required=True, help="number of NPUs (files)")
+    p.add_argument("--steps", type=int, default=1, help="chain length (default 1)")
+    p.add_argument("--compute", type=int, default=0,
+                   help="us of compute before each collective (0: none)")
+    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
+
+    p = sub.add_parser("astra-sim", parents=[common], help="rewrite .et files for ASTRA-sim",
+                       description="No METADATA nodes, process groups in the metadata, "
+                       "<prefix>.<rank>.et per rank and <prefix>.comm_groups.json.")
+    p.add_argument("input", nargs="+", help=".et file(s), one per rank")
+    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
+                   help="CPU nodes: drop (default; time kept as gaps) or keep")
+    p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

@@ -1,0 +1,184 @@
+"""Record one training step as a host execution trace plus a Kineto trace.
+
+Both traces come from ONE ``torch.profiler.profile`` session that owns the
+``ExecutionTraceObserver``: only then does the ET ``rf_id`` of an op equal the
+``Record function id`` of its Kineto ``cpu_op`` event, which is what the
+linker matches on. torch is imported lazily so that pt2chakra imports without it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HOST_ET_SUFFIX = ".host_et.json.gz"
+KINETO_SUFFIX = ".kineto.json.gz"
+DEFAULT_NAME = "trace"
+DEFAULT_WARMUP = 1
+COPY_CHUNK = 1 << 20
+OUTPUT_MODE = 0o644
+
+
+def record_training_step(
+    step_fn: Callable[[], None],
+    out_dir: Path | str,
+    *,
+    warmup: int = DEFAULT_WARMUP,
+    name: str = DEFAULT_NAME,
+) -> tuple[Path, Path]:
+    """Run ``step_fn`` ``warmup`` times, then record one call of it.
+
+    Returns ``(host_et_path, kineto_path)``, both gzip-compressed JSON. Outputs
+    appear atomically (temp file, then rename), so a crash never leaves a
+    truncated trace under the final name.
+    """
+    import torch
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    host_path, kineto_path = out / f"{name}{HOST_ET_SUFFIX}", out / f"{name}{KINETO_SUFFIX}"
+    for _ in range(warmup):
+        step_fn()
+    _synchronize(torch)
+    with tempfile.TemporaryDirectory(dir=out, prefix=f".{name}.") as tmp:
+        raw_et, raw_kineto = Path(tmp) / "host_et.json", Path(tmp) / "kineto.json"
+        _profile_once(torch, step_fn, raw_et, raw_kineto)
+        _gzip_atomic(raw_et, host_path)
+        _gzip_atomic(raw_kineto, kineto_path)
+    return host_path, kineto_path
+
+
+def _synchronize(torch: object) -> None:
+    """Wait for queued GPU work so warm-up kernels do not leak into the recording."""
+    cuda = torch.cuda  # type: ignore[attr-defined]
+    if cuda.is_available() and cuda.is_initialized():
+        cuda.synchronize()
+
+
+def _profile_once(torch: object, step_fn: Callable[[], None], et: Path, kineto: Path) -> None:
+    """Record one step; the profiler starts and stops the ET observer with itself."""
+    from torch.profiler import ExecutionTraceObserver, ProfilerActivity, profile
+
+    on_gpu = torch.cuda.is_available()  # type: ignore[attr-defined]
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    config = None
+    if on_gpu:
+        config = torch._C._profiler._ExperimentalConfig(  # type: ignore[attr-defined]
+            enable_cuda_sync_events=True
+        )
+    observer = ExecutionTraceObserver().register_callback(str(et))
+    try:
+        with profile(
+            activities=activities,
+            record_shapes=True,
+            experimental_config=config,
+            execution_trace_observer=observer,
+        ) as prof:
+            step_fn()
+            _synchronize(torch)
+    finally:
+        observer.unregister_callback()  # idempotent; finalises the ET file
+    prof.export_chrome_trace(str(kineto))
+
+
+def _gzip_atomic(src: Path, dst: Path) -> None:
+    """Compress ``src`` into ``dst`` through a sibling temp file and a rename."""
+    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+            with src.open("rb") as fin:
+                shutil.copyfileobj(fin, gz, COPY_CHUNK)
+        os.chmod(tmp_name, OUTPUT_MODE)  # mkstemp's 0600 would surprise whoever shares the files
+        os.replace(tmp_name, dst)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+KINETO_HOST_CATEGORIES = ("cpu_op", "user_annotation")
+RF_ID_ARG = "Record function id"
+GZIP_MAGIC = b"\x1f\x8b"
+ET_BOOKKEEPING_PREFIX = "[pytorch|profiler|execution_trace|"
+
+
+@dataclass(frozen=True)
+class RecordingSummary:
+    """What a recorded pair holds, and how well its ids pair up (both directions)."""
+
+    schema: str
+    host_nodes: int
+    host_ops: int  # nodes less the observer's own process/thread nodes
+    host_ops_in_kineto: int
+    kineto_host_events: int
+    kineto_with_rf_id: int
+    kineto_rf_id_in_et: int
+
+    @property
+    def match_fraction(self) -> float:
+        """Share of Kineto host events whose ``Record function id`` is an ET ``rf_id``."""
+        return _ratio(self.kineto_rf_id_in_et, self.kineto_host_events)
+
+    @property
+    def host_coverage(self) -> float:
+        """Share of ET ops that have a Kineto event with their ``rf_id``."""
+        return _ratio(self.host_ops_in_kineto, self.host_ops)
+
+    def lines(self) -> list[str]:
+        return [
+            f"host ET schema: {self.schema}",
+            f"host ET nodes: {self.host_nodes} ({self.host_ops} ops)",
+            f"Kineto cpu_op/user_annotation events: {self.kineto_host_events}, "
+            f"with '{RF_ID_ARG}': {self.kineto_with_rf_id}",
+            f"Kineto events whose id is an ET rf_id: {self.kineto_rf_id_in_et} "
+            f"({self.match_fraction:.2%})",
+            f"ET ops whose rf_id is in Kineto: {self.host_ops_in_kineto} "
+            f"({self.host_coverage:.2%})",
+        ]
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def summarize_recording(host_path: Path | str, kineto_path: Path | str) -> RecordingSummary:
+    """Check a recorded pair the way the linker will use it (ids, not timestamps)."""
+    nodes = (host := _load_json(Path(host_path)))["nodes"]
+    ops = [n for n in nodes if not n["name"].startswith(ET_BOOKKEEPING_PREFIX)]
+    op_rf_ids = [_host_rf_id(n) for n in ops]
+    events = [
+        e
+        for e in _load_json(Path(kineto_path)).get("traceEvents", [])
+        if e.get("cat") in KINETO_HOST_CATEGORIES
+    ]
+    kineto_ids = [i for e in events if (i := e.get("args", {}).get(RF_ID_ARG)) is not None]
+    et_ids, kineto_id_set = set(op_rf_ids), set(kineto_ids)
+    return RecordingSummary(
+        schema=str(host.get("schema")),
+        host_nodes=len(nodes),
+        host_ops=len(ops),
+        host_ops_in_kineto=sum(rf in kineto_id_set for rf in op_rf_ids),
+        kineto_host_events=len(events),
+        kineto_with_rf_id=len(kineto_ids),
+        kineto_rf_id_in_et=sum(i in et_ids for i in kineto_ids),
+    )
+
+
+def _load_json(path: Path) -> Any:
+    with path.open("rb") as probe:
+        gzipped = probe.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+    with gzip.open(path, "rb") if gzipped else path.open("rb") as f:
+        return json.load(f)
+
+
+def _host_rf_id(node: dict[str, Any]) -> int | None:
+    """``rf_id`` sits at top level in schema 1.0.1 and in ``attrs`` later."""
+    if "rf_id" in node:
+        return node["rf_id"]
+    return next((a["value"] for a in node.get("attrs", []) if a.get("name") == "rf_id"), None)

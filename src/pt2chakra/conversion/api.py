@@ -1,0 +1,226 @@
+"""The Python API: one call per job, used by the CLI and importable by users.
+
+    from pt2chakra.conversion.api import convert
+    report = convert("rank0.host_et.json.gz", "rank0.kineto.json.gz", "rank0.et")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from typing import Any
+
+import msgspec
+import orjson
+
+from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
+from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
+from pt2chakra.chakra.io import write_et
+from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
+from pt2chakra.conversion.linker import LinkedTrace, link, thread_map
+from pt2chakra.conversion.progress import Stages
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.host_trace import load_host_trace
+from pt2chakra.pytorch.json_input import gc_paused
+from pt2chakra.pytorch.kineto_trace import load_kineto_trace
+
+log = logging.getLogger(__name__)
+
+
+
+class ConversionReport(msgspec.Struct):
+    """What ``convert`` did, op by op accounted for."""
+
+    host_trace: str
+    device_trace: str | None
+    output: str
+    link_method: str
+    host_ops_in: int
+    host_ops_linked: int
+    host_ops_kept: int
+    host_ops_dropped: dict[str, int]
+    gpu_activities_in: int
+    gpu_activities_kept: int
+    gpu_activities_dropped: dict[str, int]
+    nodes: int
+    nodes_by_type: dict[str, int]
+    edges_by_kind: dict[str, int]
+    cycles_broken: list[str]
+    seconds: float
+
+    def accounted(self) -> bool:
+        """Every input op is kept or dropped with a reason."""
+        host_ok = self.host_ops_in == self.host_ops_kept + sum(self.host_ops_dropped.values())
+        gpu_ok = self.gpu_activities_in == (self.gpu_activities_kept
+                                            + sum(self.gpu_activities_dropped.values()))
+        return host_ok and gpu_ok
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.output}: {self.nodes} nodes "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.nodes_by_type.items())),
+            f"  host ops: {self.host_ops_in} in, {self.host_ops_linked} linked ({self.link_method}),"
+            f" {self.host_ops_kept} kept"
+            + "".join(f"; {v} dropped: {k}" for k, v in self.host_ops_dropped.items()),
+        ]
+        if self.device_trace is not None:
+            lines.append(
+                f"  GPU activities: {self.gpu_activities_in} in, {self.gpu_activities_kept} kept"
+                + "".join(f"; {v} dropped: {k}" for k, v in self.gpu_activities_dropped.items()))
+        lines.append("  edges: " + ", ".join(f"{k} {v}" for k, v in sorted(self.edges_by_kind.items())))
+        for text in self.cycles_broken:
+            lines.append(f"  broke cycle: {text}")
+        lines.append(f"  {self.seconds:.2f} s")
+        return "\n".join(lines)
+
+
+class CycleError(InputError):
+    """The linked graph has a cycle and the user did not ask to break it."""
+
+
+def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+                stages: Stages | None = None) -> LinkedTrace:
+    """Load both traces and link them (host only when ``device_trace`` is None)."""
+    stages = stages or Stages(0, enabled=False)
+    with gc_paused():
+        host = load_host_trace(str(host_trace))
+        stages.step("host trace loaded")
+        kineto = None
+        if device_trace is not None:
+            kineto = load_kineto_trace(str(device_trace))
+            stages.step("device trace loaded")
+        linked = link(host, kineto)
+        stages.step("linked")
+        return linked
+
+
+def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+            output: str | os.PathLike[str], *, rank: int | None = None,
+            break_cycles_: bool = False, progress: bool | None = None,
+            profile: str | None = None, cpu: str = "drop",
+            report_path: str | os.PathLike[str] | None = None) -> ConversionReport:
+    """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
+
+    ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
+    ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``);
+    ``cpu="drop"`` removes CPU nodes but keeps their time as GPU-side
+    ``cpu_gap`` nodes, ``"keep"`` keeps them, ``"drop-no-gaps"`` loses it. Raises ``InputError``
+    for bad input and ``CycleError`` when the graph has a cycle (unless
+    ``break_cycles_``); no output file is left behind then. ``report_path``:
+    also write the report there as JSON (checked before the work starts)."""
+    _check_outputs(host_trace, device_trace, output, report_path)
+    t0 = time.perf_counter()
+    stages = Stages(5 if device_trace is not None else 4, progress)
+    with gc_paused():
+        linked = link_traces(host_trace, device_trace, stages)
+        graph = build_graph(linked, rank=rank)
+        broken = _ensure_acyclic(graph, str(output), break_cycles_)
+        stages.step("graph built and checked")
+        if profile == "astra-sim":
+            from pt2chakra.export.astra_sim import write_astra_sim
+
+            write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu,
+                            inputs=[host_trace, device_trace])
+        elif profile is None:
+            total = graph.host_ops_kept + graph.gpu_kept
+            write_et(str(output), graph.metadata,
+                     stages.counting(graph.encoded_nodes(), total, "writing nodes"))
+        else:
+            raise ValueError(f"unknown output profile {profile!r}")
+        stages.step(f"wrote {output}")
+    report = _report(graph, str(host_trace), device_trace, str(output), broken,
+                     time.perf_counter() - t0)
+    if not report.accounted():
+        raise AssertionError(f"accounting mismatch: {report}")
+    if report_path is not None:
+        write_report(report, report_path)
+    return report
+
+
+def _check_outputs(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+                   output: str | os.PathLike[str],
+                   report_path: str | os.PathLike[str] | None) -> None:
+    """Refuse, before any work, outputs that would replace an input or land
+    in a folder that does not exist."""
+    inputs: list[str | os.PathLike[str] | None] = [host_trace, device_trace]
+    refuse_overwriting_inputs(output, inputs)
+    if report_path is not None:
+        refuse_overwriting_inputs(report_path, [*inputs, output])
+        folder = os.path.dirname(os.path.abspath(report_path))
+        if not os.path.isdir(folder):
+            raise InputError(os.fspath(report_path),
+                             "No such file or directory (its folder does not exist)")
+
+
+def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
+    ids = graph.node_ids()  # unique by construction (host ids, then fresh GPU ids)
+    cycle = find_cycle_in(ids, graph.deps)
+    if not cycle:
+        return []
+    if not fix:
+        raise CycleError(output, "not written: dependency cycle "
+                         + describe_cycle(cycle, graph.node_names())
+                         + " (use --break-cycles to drop the least reliable edge kind)")
+    return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles_in(ids, graph.deps)]
+
+
+def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: str,
+            broken: list[str], seconds: float) -> ConversionReport:
+    by_kind = Counter([k for srcs in graph.deps.values() for _, k in srcs])
+    return ConversionReport(
+        host_trace=host_trace, device_trace=str(device_trace) if device_trace is not None else None,
+        output=output, link_method=graph.link_method, host_ops_in=graph.host_ops_in,
+        host_ops_linked=graph.linked_ops, host_ops_kept=graph.host_ops_kept,
+        host_ops_dropped=graph.host_ops_dropped, gpu_activities_in=graph.gpu_in,
+        gpu_activities_kept=graph.gpu_kept, gpu_activities_dropped=graph.gpu_dropped,
+        nodes=graph.host_ops_kept + graph.gpu_kept, nodes_by_type=graph.node_type_counts(),
+        edges_by_kind={k.name.lower(): v for k, v in by_kind.items()},
+        cycles_broken=broken, seconds=round(seconds, 3))
+
+
+def write_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
+    """Write the report as JSON, atomically."""
+    write_atomic(path, orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))
+
+
+class LinkSummary(msgspec.Struct):
+    """What ``write_linked`` wrote."""
+
+    output: str
+    method: str
+    host_ops_linked: int
+    gpu_activities_attached: int
+
+
+def linked_json(linked: LinkedTrace, host_trace: str, device_trace: str | None) -> dict[str, Any]:
+    """The linked intermediate form: every linked host op with its Kineto
+    times and thread, the ET-thread -> Kineto-thread map, and the GPU
+    activities with their launching op."""
+    return {
+        "host_trace": host_trace,
+        "device_trace": device_trace,
+        "method": linked.method,
+        "thread_map": {str(k): v for k, v in thread_map(linked).items()},
+        "ops": [
+            {"id": op.id, "name": op.name, "tid": op.tid, "parent": op.parent,
+             "ts": ev.ts, "dur": ev.dur, "kineto_tid": ev.tid}
+            for op in linked.host.ops
+            if (ev := linked.cpu_event.get(op.id)) is not None
+        ],
+        "gpu_ops": [msgspec.to_builtins(g) for g in linked.gpu_ops],
+        "gpu_dropped": linked.gpu_dropped,
+    }
+
+
+def write_linked(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+                 output: str | os.PathLike[str]) -> LinkSummary:
+    """Link the two traces and write the linked intermediate JSON atomically."""
+    refuse_overwriting_inputs(output, [host_trace, device_trace])
+    linked = link_traces(host_trace, device_trace)
+    doc = linked_json(linked, os.fspath(host_trace),
+                      os.fspath(device_trace) if device_trace is not None else None)
+    write_atomic(output, orjson.dumps(doc))
+    return LinkSummary(output=os.fspath(output), method=linked.method,
+                       host_ops_linked=len(doc["ops"]), gpu_activities_attached=len(linked.gpu_ops))

@@ -1,0 +1,185 @@
+"""Collective semantics: which collective an op is, and how many bytes it moves.
+
+Pure functions over names and metadata, so each rule is testable alone. The
+reference converter took ``comm_size`` as the sum of all input tensors, which is
+wrong for all-gather, reduce-scatter and all-to-all with splits; here the size
+is the collective's *total* payload as ASTRA-sim expects it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp
+
+# Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they
+# become COMM_SEND / COMM_RECV nodes instead).
+SEND = "send"
+RECV = "recv"
+
+# Normalised collective names (lower case, alphanumerics only) -> type. Order
+# matters: longer, more specific keys are tried first.
+_NAME_TABLE: tuple[tuple[str, CollectiveType | str], ...] = (
+    ("reducescatterblock", CollectiveType.REDUCE_SCATTER_BLOCK),
+    ("reducescatter", CollectiveType.REDUCE_SCATTER),
+    ("allreduce", CollectiveType.ALL_REDUCE),
+    ("allgather", CollectiveType.ALL_GATHER),
+    ("alltoall", CollectiveType.ALL_TO_ALL),
+    ("broadcast", CollectiveType.BROADCAST),
+    ("barrier", CollectiveType.BARRIER),
+    ("gather", CollectiveType.GATHER),
+    ("scatter", CollectiveType.SCATTER),
+    ("reduce", CollectiveType.REDUCE),
+    ("sendrecv", "sendrecv"),
+    ("send", SEND),
+    ("recv", RECV),
+)
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+
+# NCCL/RCCL kernel names look like ncclKernel_AllReduce_RING_LL_Sum_float or
+# ncclDevKernel_AllGather_RING_LL; the collective is the word after the prefix.
+_NCCL_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
+
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "float32": 4, "fp32": 4, "Float": 4,
+    "double": 8, "float64": 8, "Double": 8,
+    "half": 2, "float16": 2, "fp16": 2, "Half": 2, "c10::Half": 2,
+    "bfloat16": 2, "bf16": 2, "BFloat16": 2, "c10::BFloat16": 2,
+    "int": 4, "int32": 4, "Int": 4,
+    "long int": 8, "int64": 8, "long": 8, "Long": 8,
+    "short int": 2, "int16": 2, "Short": 2,
+    "signed char": 1, "int8": 1, "Char": 1,
+    "unsigned char": 1, "uint8": 1, "Byte": 1,
+    "bool": 1, "Bool": 1,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+}
+
+
+def collective_from_name(name: str) -> CollectiveType | str | None:
+    """Map a collective or op name (``allreduce``, ``nccl:all_to_all``,
+    ``c10d::reduce_scatter_``, ``all_gather_into_tensor``) to its type.
+
+    Returns a ``CollectiveType``, ``SEND``/``RECV``, ``"sendrecv"`` (needs
+    context to resolve) or ``None`` when the name is no collective.
+    """
+    if not name:
+        return None
+    key = name.lower()
+    for prefix in ("nccl:", "gloo:", "mpi:", "c10d::", "rccl:"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+            break
+    key = _NON_ALNUM.sub("", key)
+    for pattern, ctype in _NAME_TABLE:
+        if key.startswith(pattern):
+            return ctype
+    return None
+
+
+def collective_from_kernel(kernel_name: str) -> CollectiveType | str | None:
+    """The collective an NCCL/RCCL kernel implements, or None for non-NCCL
+    kernels. ``SendRecv`` kernels serve all-to-all and point-to-point alike
+    and return ``"sendrecv"``: the launching op decides."""
+    match = _NCCL_KERNEL.match(kernel_name)
+    if match is None:
+        return None
+    return collective_from_name(match.group(1))
+
+
+def is_nccl_kernel(kernel_name: str) -> bool:
+    return _NCCL_KERNEL.match(kernel_name) is not None
+
+
+def node_type_for(ctype: CollectiveType | str) -> NodeType:
+    if ctype == SEND:
+        return NodeType.COMM_SEND_NODE
+    if ctype == RECV:
+        return NodeType.COMM_RECV_NODE
+    return NodeType.COMM_COLL_NODE
+
+
+def dtype_size(dtype: str) -> int:
+    """Bytes per element of a Kineto/ET dtype name; 0 when unknown."""
+    if not dtype:
+        return 0
+    if dtype in DTYPE_BYTES:
+        return DTYPE_BYTES[dtype]
+    # ET tensor types look like "Tensor(float)" / "GenericList[Tensor(c10::Half)]".
+    inner = dtype
+    if "(" in inner:
+        inner = inner[inner.rfind("(") + 1:].rstrip(")]")
+    return DTYPE_BYTES.get(inner, 0)
+
+
+def comm_size_from_info(ctype: CollectiveType | str, info: CollectiveInfo) -> int:
+    """Total payload in bytes from Kineto/ET message element counts.
+
+    All-gather moves its *output* (every rank's shard); everything else is
+    sized by its input (reduce-scatter and all-to-all inputs already hold the
+    whole payload).
+    """
+    elem = dtype_size(info.dtype)
+    if elem == 0:
+        return 0
+    if ctype == CollectiveType.ALL_GATHER or ctype == CollectiveType.GATHER:
+        nelems = info.out_msg_nelems or info.in_msg_nelems * max(info.group_size, 1)
+    else:
+        nelems = info.in_msg_nelems or info.out_msg_nelems
+    return nelems * elem
+
+
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of an ET tensor value ``[id, storage, offset, numel, itemsize,
+    device]`` or a (nested) list of them."""
+    if isinstance(value, list) and len(value) == 6 and isinstance(value[5], str) \
+            and isinstance(value[3], int) and isinstance(value[4], int):
+        return value[3] * value[4]
+    if isinstance(value, list):
+        return sum(_tensor_bytes(v) for v in value if isinstance(v, list))
+    return 0
+
+
+def _first_tensor_bytes(values: list[Any], types: list[str]) -> int:
+    for value, vtype in zip(values, types):
+        if "Tensor" in vtype:
+            size = _tensor_bytes(value)
+            if size:
+                return size
+    return 0
+
+
+def _count(value: Any) -> int:
+    """A non-negative element count from an ET attr; 0 (unknown, so the size
+    falls back to the tensors) for anything else."""
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
+def comm_size_from_host_op(ctype: CollectiveType | str, op: HostOp) -> int:
+    """Payload in bytes from a host op's ET attributes or tensors, used when
+    Kineto carries no collective metadata (traces before torch 2.3)."""
+    attrs = op.attrs
+    if "in_msg_nelems" in attrs and "dtype" in attrs:
+        info = CollectiveInfo(
+            dtype=str(attrs.get("dtype", "")),
+            in_msg_nelems=_count(attrs.get("in_msg_nelems")),
+            out_msg_nelems=_count(attrs.get("out_msg_nelems")),
+            group_size=_count(attrs.get("pg_size")),
+        )
+        size = comm_size_from_info(ctype, info)
+        if size:
+            return size
+    if ctype == CollectiveType.ALL_GATHER or ctype == CollectiveType.GATHER:
+        size = _first_tensor_bytes(op.outputs.values, op.outputs.types)
+        if size:
+            return size
+    size = _first_tensor_bytes(op.inputs.values, op.inputs.types)
+    if size:
+        return size
+    return _first_tensor_bytes(op.outputs.values, op.outputs.types)

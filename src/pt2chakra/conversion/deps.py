@@ -1,0 +1,187 @@
+"""Dependency rules: small pure functions, one per edge kind.
+
+Each takes plain spans and returns ``(src, dst, kind)`` edges. Every rule
+points from something that happened earlier to something later, so on a
+consistent trace the union is acyclic; ``validate`` checks that anyway.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from pt2chakra.chakra.dep_kinds import EdgeKind
+
+Edge = tuple[int, int, EdgeKind]
+
+# When looking back for the op that last finished on another CPU thread, stop
+# after this many candidates: on a busy trace the nearest other-thread op is
+# a few entries back, and an unbounded scan would be quadratic.
+INTER_THREAD_LOOKBACK = 64
+
+
+class CpuSpan(msgspec.Struct, gc=False):
+    """A CPU node as the rules see it. ``start``/``end`` are microseconds, or
+    ``None`` for host-only traces, which have no timing."""
+
+    id: int
+    parent: int
+    tid: int
+    start: float | None = None
+    end: float | None = None
+
+
+class GpuSpan(msgspec.Struct, gc=False):
+    id: int
+    device: int
+    stream: int
+    launch_ts: float  # when the CPU enqueued it (its own start if unknown)
+    launcher: int = -1  # host op id, -1 when unknown
+
+
+def thread_order_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
+    """Execution order within each CPU thread: every op after the one that
+    started just before it (its caller, or the previous op's last callee).
+    ET ids are handed out at op start, so id order is start order."""
+    edges: list[Edge] = []
+    last: dict[int, int] = {}
+    for span in sorted(cpu, key=lambda s: s.id):
+        prev = last.get(span.tid)
+        if prev is not None:
+            kind = EdgeKind.CALLER if prev == span.parent else EdgeKind.THREAD_ORDER
+            edges.append((prev, span.id, kind))
+        last[span.tid] = span.id
+    return edges
+
+
+def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
+    """Where execution moves from one CPU thread to another (e.g. the autograd
+    thread taking over from the main thread and handing back), the first op
+    of the new run waits for the op that most recently *finished* on another
+    thread. Needs timing; host-only traces get none."""
+    timed = [s for s in cpu if s.start is not None and s.end is not None]
+    if len({s.tid for s in timed}) < 2:
+        return []  # one thread: nothing to hand over
+    by_start = sorted(timed, key=lambda s: (s.start, s.id))
+    by_end = sorted(timed, key=lambda s: (s.end, s.id))
+    ends = [s.end for s in by_end]
+    edges: list[Edge] = []
+    prev_tid: int | None = None
+    for span in by_start:
+        if prev_tid is not None and span.tid != prev_tid:
+            k = bisect.bisect_right(ends, span.start) - 1
+            stop = max(-1, k - INTER_THREAD_LOOKBACK)
+            while k > stop:
+                cand = by_end[k]
+                if cand.tid != span.tid:
+                    edges.append((cand.id, span.id, EdgeKind.INTER_THREAD))
+                    break
+                k -= 1
+        prev_tid = span.tid
+    return edges
+
+
+def launch_edges(gpu: Iterable[GpuSpan]) -> list[Edge]:
+    """A GPU op runs after the CPU op that launched it."""
+    return [(g.launcher, g.id, EdgeKind.LAUNCH) for g in gpu if g.launcher >= 0]
+
+
+def _by_stream(gpu: Iterable[GpuSpan]) -> dict[tuple[int, int], list[GpuSpan]]:
+    lanes: dict[tuple[int, int], list[GpuSpan]] = defaultdict(list)
+    for g in gpu:
+        lanes[(g.device, g.stream)].append(g)
+    for lane in lanes.values():
+        lane.sort(key=lambda g: (g.launch_ts, g.id))
+    return lanes
+
+
+def stream_order_edges(gpu: Iterable[GpuSpan]) -> list[Edge]:
+    """GPU ops on one stream run in the order they were enqueued."""
+    edges: list[Edge] = []
+    for lane in _by_stream(gpu).values():
+        edges.extend((a.id, b.id, EdgeKind.STREAM_ORDER) for a, b in zip(lane, lane[1:]))
+    return edges
+
+
+class StreamLookup:
+    """Per-stream launch-ordered GPU ops, for 'last op enqueued before t' and
+    'first op enqueued after t' questions."""
+
+    def __init__(self, gpu: Iterable[GpuSpan]) -> None:
+        self.lanes = _by_stream(gpu)
+        self.times = {key: [g.launch_ts for g in lane] for key, lane in self.lanes.items()}
+
+    def last_before(self, device: int, stream: int, ts: float) -> GpuSpan | None:
+        key = self._key(device, stream)
+        if key is None:
+            return None
+        k = bisect.bisect_left(self.times[key], ts)
+        return self.lanes[key][k - 1] if k else None
+
+    def first_after(self, device: int, stream: int, ts: float) -> GpuSpan | None:
+        key = self._key(device, stream)
+        if key is None:
+            return None
+        k = bisect.bisect_right(self.times[key], ts)
+        lane = self.lanes[key]
+        return lane[k] if k < len(lane) else None
+
+    def streams(self, device: int) -> list[tuple[int, int]]:
+        return [key for key in self.lanes if device < 0 or key[0] == device]
+
+    def _key(self, device: int, stream: int) -> tuple[int, int] | None:
+        if device >= 0:
+            return (device, stream) if (device, stream) in self.lanes else None
+        for key in self.lanes:  # device unknown: the stream id alone
+            if key[1] == stream:
+                return key
+        return None
+
+
+def stream_wait_edges(waits: Iterable[tuple[int, int, float, int, float]],
+                      lookup: StreamLookup) -> list[Edge]:
+    """``cudaStreamWaitEvent``: the first op enqueued on the waiting stream
+    after the wait depends on the last op enqueued on the recorded stream
+    before the event was recorded.
+
+    ``waits`` holds ``(device, stream, wait_ts, wait_on_stream, record_ts)``.
+    """
+    edges: list[Edge] = []
+    for device, stream, wait_ts, src_stream, record_ts in waits:
+        producer = lookup.last_before(device, src_stream, record_ts)
+        consumer = lookup.first_after(device, stream, wait_ts)
+        if producer is not None and consumer is not None and producer.id != consumer.id:
+            edges.append((producer.id, consumer.id, EdgeKind.STREAM_WAIT))
+    return edges
+
+
+def gpu_sync_edges(syncs: Iterable[tuple[int, int, float, float, int]],
+                   lookup: StreamLookup,
+                   next_cpu_op: dict[int, tuple[list[float], list[int]]]) -> list[Edge]:
+    """A CPU op that starts after a synchronize returned depends on the GPU
+    work the synchronize waited for.
+
+    ``syncs`` holds ``(device, stream, before_ts, end_ts, tid)``: stream -1
+    means every stream of the device (a device synchronize); only GPU work
+    enqueued before ``before_ts`` is waited on. ``next_cpu_op`` maps a Kineto
+    thread id to its host ops' sorted start times and ids.
+    """
+    edges: list[Edge] = []
+    for device, stream, before_ts, end_ts, tid in syncs:
+        starts, ids = next_cpu_op.get(tid, ([], []))
+        k = bisect.bisect_left(starts, end_ts)
+        if k >= len(ids):
+            continue
+        consumer = ids[k]
+        if stream >= 0:
+            keys = [(device, stream)]
+        else:
+            keys = lookup.streams(device)
+        for dev, st in keys:
+            producer = lookup.last_before(dev, st, before_ts)
+            if producer is not None:
+                edges.append((producer.id, consumer, EdgeKind.GPU_SYNC))
+    return edges

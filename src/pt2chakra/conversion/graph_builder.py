@@ -1,0 +1,553 @@
+"""Build the Chakra graph (nodes + typed edges) from a linked trace.
+
+Every host op becomes a node except the observer's process/thread containers;
+every GPU activity of the recorded step becomes a node. CPU nodes carry their
+*exclusive* duration (inclusive minus callees) so that replaying the
+caller-before-callee chain on one thread adds up to the measured time; the
+inclusive duration is kept as an attribute.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Container, Iterator, Sequence
+
+import msgspec
+import orjson
+
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EdgeKind
+from pt2chakra.chakra.encode import (
+    CONTINUED_VARINTS,
+    IOINFO_TAGS,
+    NODE_TAGS,
+    SMALL_VARINTS,
+    FieldEncoder,
+    encode_node,
+    uvarint,
+)
+from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.conversion import collective as coll
+from pt2chakra.conversion.deps import (
+    CpuSpan,
+    Edge,
+    GpuSpan,
+    StreamLookup,
+    gpu_sync_edges,
+    inter_thread_edges,
+    launch_edges,
+    stream_order_edges,
+    stream_wait_edges,
+    thread_order_edges,
+)
+from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
+
+# Chakra schema version we write (what mlc-chakra's converter writes).
+CHAKRA_VERSION = "0.0.4"
+
+# Host ops whose first input describes the process groups.
+PROCESS_GROUP_INIT = "## process_group:init ##"
+
+EDGE_KIND_NAMES = {kind: kind.name.lower() for kind in EdgeKind}
+
+# Host-op name prefixes of collective "communication" ops (nccl:all_reduce, ...).
+COMM_OP_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
+RECORD_PARAM_COMMS = "record_param_comms"
+
+
+class ChakraGraph:
+    """The converted graph: dependencies in memory, nodes made on demand.
+
+    Nodes are generated lazily by ``nodes()`` so that writing a million-node
+    trace never holds every encoded node at once; ``deps`` (destination ->
+    ``[(source, kind)]``) is compact enough to check for cycles first."""
+
+    def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
+                 timing: dict[int, tuple[float, float, float]], gpu_nodes: list[ChakraNode],
+                 deps: dict[int, list[tuple[int, EdgeKind]]],
+                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp]) -> None:
+        self.metadata = metadata
+        self.deps = deps
+        self.link_method = linked.method
+        self.host_ops_in = len(linked.host.ops)
+        self.host_ops_kept = len(cpu_ops)
+        self.host_ops_dropped = host_ops_dropped
+        self.linked_ops = len(linked.cpu_event)
+        self.gpu_in = len(linked.kineto.gpu_activities) if linked.kineto else 0
+        self.gpu_kept = len(gpu_nodes)
+        self.gpu_dropped = dict(linked.gpu_dropped)
+        self._cpu_ops = cpu_ops
+        self._timing = timing
+        self._gpu_nodes = gpu_nodes
+        self._host_only = linked.kineto is None
+        self._ops_by_id = ops_by_id
+        self._kept_ids = {op.id for op in cpu_ops}
+
+    def node_ids(self) -> list[int]:
+        return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
+
+    def node_names(self) -> dict[int, str]:
+        names = {op.id: op.name for op in self._cpu_ops}
+        names.update((n.id, n.name) for n in self._gpu_nodes)
+        return names
+
+    def nodes(self) -> Iterator[ChakraNode]:
+        """CPU nodes in id order, then GPU nodes in start order."""
+        kept = self._kept_ids
+        for op in self._cpu_ops:
+            yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept,
+                            self._host_only, self._ops_by_id)
+        yield from self._gpu_nodes_with_deps()
+
+    def node_type_counts(self) -> dict[str, int]:
+        counts: Counter[str] = Counter()
+        special = (PROCESS_GROUP_INIT,) + COMM_OP_PREFIXES
+        plain = 0
+        for op in self._cpu_ops:
+            if op.name.startswith(special):
+                counts[_cpu_node_type(op, self._host_only)[0].name] += 1
+            else:
+                plain += 1
+        counts[NodeType.COMP_NODE.name] += plain
+        counts.update(NodeType(n.type).name for n in self._gpu_nodes)
+        return {k: v for k, v in counts.items() if v}
+
+    def encoded_nodes(self) -> Iterator[bytes]:
+        """The same nodes as ``nodes()``, already encoded: ordinary CPU ops
+        (the bulk of a trace) go through a fused fast path; the rest through
+        ``encode_node``. Byte-identical to encoding ``nodes()`` (tested)."""
+        kept = self._kept_ids
+        fields = FieldEncoder()
+        timing = self._timing
+        deps = self.deps
+        host_only = self._host_only
+        kind_names = EDGE_KIND_NAMES
+        tag_id, tag_ctrl, tag_data = NODE_TAGS["id"], NODE_TAGS["ctrl_deps"], NODE_TAGS["data_deps"]
+        tag_start, tag_dur = NODE_TAGS["start_time_micros"], NODE_TAGS["duration_micros"]
+        tag_in, tag_out = NODE_TAGS["inputs"], NODE_TAGS["outputs"]
+        comp = fields.node_type(NodeType.COMP_NODE)
+        is_cpu = fields.attr("is_cpu_op", "bool_val", True)
+        uv = uvarint
+        small = SMALL_VARINTS  # varints of 0..len-1, for lengths and small ints
+        limit = len(small)
+        cont = CONTINUED_VARINTS  # low 14 bits of a longer varint
+        low_bits = limit - 1
+        # Timestamps share their high bits across a trace: cache the varint of
+        # ``ts >> 14`` and add the low 14 bits from a table.
+        high_varints: dict[int, bytes] = {}
+        id_limit = limit * limit  # ids below 2**28 are two table lookups
+        iv, ish, ity = IOINFO_TAGS
+        attr = fields.attr
+        attr_int64 = fields.attr_int64
+        names: dict[str, bytes] = {}
+        tids: dict[int, bytes] = {}
+        schemas: dict[str, bytes] = {}
+        kinds_of: dict[tuple[EdgeKind, ...], bytes] = {}
+        rf_prefix = fields.int64_attr_prefixes("rf_id")
+        incl_prefix = fields.int64_attr_prefixes("inclusive_duration_micros")
+
+        def ioinfo(tag: bytes, io: IOValues) -> bytes:
+            v, sh, ty = io.values_json, io.shapes_json, io.types_json
+            lv, ls, lt = len(v), len(sh), len(ty)
+            if lv and ls and lt and lv + ls + lt < limit - 16:  # every length is one table entry
+                body = b"".join((iv, small[lv], v, ish, small[ls], sh, ity, small[lt], ty))
+                return tag + small[len(body)] + body
+            return fields.ioinfo(tag, v, sh, ty)
+
+        for op in self._cpu_ops:
+            name = op.name
+            if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_OP_PREFIXES)):
+                yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
+                                            host_only, self._ops_by_id))
+                continue
+            op_id = op.id
+            t = timing.get(op_id)
+            d = deps.get(op_id)
+            name_f = names.get(name)
+            if name_f is None:
+                name_f = names[name] = fields.name(name)
+            parts = [tag_id, small[op_id] if op_id < limit else
+                     cont[op_id & low_bits] + small[op_id >> 14] if op_id < id_limit else
+                     uv(op_id), name_f, comp]
+            parent = op.parent
+            if parent in kept:
+                p = (small[parent] if parent < limit else
+                     cont[parent & low_bits] + small[parent >> 14] if parent < id_limit else
+                     uv(parent))
+                parts += (tag_ctrl, small[len(p)], p)
+            if d:
+                if len(d) == 1:
+                    src = d[0][0]
+                    packed = small[src] if src < limit else uv(src)
+                else:
+                    packed = b"".join([uv(src) for src, _ in d])
+                parts += (tag_data, small[len(packed)], packed)
+            if t is not None:
+                start, dur = round(t[0]), round(t[2])
+                if start >= limit:
+                    high = high_varints.get(start >> 14)
+                    if high is None:
+                        high = high_varints[start >> 14] = uv(start >> 14)
+                    parts += (tag_start, cont[start & low_bits] + high)
+                elif start:
+                    parts += (tag_start, uv(start))
+                if dur:
+                    parts += (tag_dur, small[dur] if 0 < dur < limit else uv(dur))
+            parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
+            rf = op.rf_id
+            if rf is not None:
+                if rf >= 0:
+                    v = small[rf] if rf < limit else uv(rf)
+                    parts += (rf_prefix[len(v)], v)
+                else:
+                    parts.append(attr_int64("rf_id", rf))
+            tid_f = tids.get(op.tid)
+            if tid_f is None:
+                tid_f = tids[op.tid] = attr("tid", "int64_val", op.tid)
+            parts.append(tid_f)
+            schema = op.op_schema
+            if schema:
+                schema_f = schemas.get(schema)
+                if schema_f is None:
+                    schema_f = schemas[schema] = attr("op_schema", "string_val", schema)
+                parts.append(schema_f)
+            if t is not None:
+                incl = round(t[1])
+                if incl >= 0:
+                    v = small[incl] if incl < limit else uv(incl)
+                    parts += (incl_prefix[len(v)], v)
+                else:
+                    parts.append(attr_int64("inclusive_duration_micros", incl))
+            if d:
+                key = tuple([k for _, k in d])
+                kinds_f = kinds_of.get(key)
+                if kinds_f is None:
+                    kinds_f = kinds_of[key] = attr(DEP_KINDS_ATTR, "string_list",
+                                                   tuple([kind_names[k] for k in key]))
+                parts.append(kinds_f)
+            yield b"".join(parts)
+        for node in self._gpu_nodes_with_deps():
+            yield encode_node(node)
+
+    def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
+        for node in self._gpu_nodes:
+            node_deps = self.deps.get(node.id)
+            if node_deps:
+                yield msgspec.structs.replace(
+                    node, data_deps=[d for d, _ in node_deps],
+                    attrs=node.attrs + [(DEP_KINDS_ATTR, "string_list",
+                                         [EDGE_KIND_NAMES[k] for _, k in node_deps])])
+            else:
+                yield node
+
+
+def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
+    host = linked.host
+    ops_by_id = {op.id: op for op in host.ops}
+    kept_ops = linked.ops
+    dropped_host: Counter[str] = Counter()
+    n_containers = len(host.ops) - len(kept_ops)
+    if n_containers:
+        dropped_host["observer container (process/thread root, no work)"] = n_containers
+
+    timing = _cpu_timing(kept_ops, linked, ops_by_id)
+    cpu_spans = []
+    for op in kept_ops:
+        t = timing.get(op.id)
+        cpu_spans.append(CpuSpan(op.id, op.parent, op.tid, t[0], t[0] + t[1]) if t is not None
+                         else CpuSpan(op.id, op.parent, op.tid))
+
+    next_id = max((op.id for op in host.ops), default=0) + 1
+    gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, ops_by_id)
+
+    edges: list[Edge] = []
+    edges += thread_order_edges(cpu_spans)
+    edges += inter_thread_edges(cpu_spans)
+    edges += launch_edges(gpu_spans)
+    edges += stream_order_edges(gpu_spans)
+    lookup = StreamLookup(gpu_spans)
+    edges += stream_wait_edges(((w.device, w.stream, w.ts, w.wait_on_stream, w.record_ts)
+                                for w in linked.stream_waits), lookup)
+    if linked.cpu_syncs:
+        edges += gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
+                                  s.end, s.tid) for s in linked.cpu_syncs), lookup,
+                                _cpu_starts_by_kineto_tid(linked))
+    deps = merge_edges(edges)
+    return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
+                       dict(dropped_host), ops_by_id)
+
+
+def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
+    """Per destination, its sources in first-seen order; an edge found by
+    several rules keeps its most reliable kind."""
+    per_dst: dict[int, list[tuple[int, EdgeKind]]] = {}
+    crowded: list[int] = []  # destinations that got more than one edge
+    for src, dst, kind in edges:
+        if src == dst:
+            continue
+        srcs = per_dst.get(dst)
+        if srcs is None:
+            per_dst[dst] = [(src, kind)]
+        else:
+            if len(srcs) == 1:
+                crowded.append(dst)
+            srcs.append((src, kind))
+    for dst in crowded:  # most nodes have one source: dedupe only the rest
+        best: dict[int, EdgeKind] = {}
+        for src, kind in per_dst[dst]:
+            old = best.get(src)
+            if old is None or kind > old:
+                best[src] = kind
+        per_dst[dst] = list(best.items())
+    return per_dst
+
+
+# --------------------------------------------------------------------------
+# CPU nodes
+# --------------------------------------------------------------------------
+
+
+# How far up an unlinked chain of callers to look for the nearest linked
+# one (ops Kineto did not record sit between a linked caller and callee).
+MAX_UNLINKED_CALLERS = 64
+
+
+def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
+                ) -> dict[int, tuple[float, float, float]]:
+    """host op id -> (start, inclusive dur, exclusive dur) for linked ops.
+
+    Exclusive time subtracts the linked callees on the same thread (the
+    nearest linked ones, through callers Kineto did not record), so that the
+    chain of exclusive durations adds up to the caller's measured span."""
+    cpu_event = linked.cpu_event
+    if not cpu_event:
+        return {}
+    child_time: dict[int, float] = defaultdict(float)
+    for op in ops:
+        ev = cpu_event.get(op.id)
+        if ev is None:
+            continue
+        caller = op.parent
+        caller_ev = cpu_event.get(caller)
+        hops = 0
+        while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
+            caller = ops_by_id[caller].parent
+            caller_ev = cpu_event.get(caller)
+            hops += 1
+        if caller_ev is not None and caller_ev.tid == ev.tid:
+            child_time[caller] += ev.dur
+    timing: dict[int, tuple[float, float, float]] = {}
+    for host_id, ev in cpu_event.items():
+        timing[host_id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(host_id, 0.0)))
+    return timing
+
+
+def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
+    """Kineto thread id -> its linked host ops' start times and ids, sorted."""
+    per_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for host_id, ev in linked.cpu_event.items():
+        per_tid[ev.tid].append((ev.ts, host_id))
+    result = {}
+    for tid, items in per_tid.items():
+        items.sort()
+        result[tid] = ([t for t, _ in items], [i for _, i in items])
+    return result
+
+
+def _io(io: IOValues) -> tuple[str, str, str]:
+    """IOInfo strings straight from the trace's JSON text (no re-encoding)."""
+    return (bytes(io.values_json).decode(), bytes(io.shapes_json).decode(),
+            bytes(io.types_json).decode())
+
+
+def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveType | str | None]:
+    """Node type of a host op, and its collective when it stands for one
+    (host-only traces: the ``nccl:*`` op is the only record of the transfer)."""
+    if op.name == PROCESS_GROUP_INIT:
+        return NodeType.METADATA_NODE, None
+    if host_only and op.name.startswith(COMM_OP_PREFIXES):
+        ctype = coll.collective_from_name(op.name)
+        if ctype is not None and ctype != "sendrecv":
+            return coll.node_type_for(ctype), ctype
+    return NodeType.COMP_NODE, None
+
+
+def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,
+              deps: list[tuple[int, EdgeKind]] | None, kept_ids: Container[int], host_only: bool,
+              ops_by_id: dict[int, HostOp]) -> ChakraNode:
+    attrs: list[Attr] = []
+    node_type, ctype = _cpu_node_type(op, host_only)
+    is_cpu = ctype is None
+    if ctype is not None:
+        attrs += _comm_attrs(ctype, None, op, ops_by_id)
+    attrs.append(("is_cpu_op", "bool_val", is_cpu))
+    if op.rf_id is not None:
+        attrs.append(("rf_id", "int64_val", op.rf_id))
+    attrs.append(("tid", "int64_val", op.tid))
+    if op.op_schema:
+        attrs.append(("op_schema", "string_val", op.op_schema))
+    start = dur = 0
+    if timing is not None:
+        start = round(timing[0])
+        dur = round(timing[2])
+        attrs.append(("inclusive_duration_micros", "int64_val", round(timing[1])))
+    data_deps: list[int] = []
+    if deps:
+        data_deps = [d for d, _ in deps]
+        attrs.append((DEP_KINDS_ATTR, "string_list", [EDGE_KIND_NAMES[k] for _, k in deps]))
+    return ChakraNode(
+        id=op.id, name=op.name, type=node_type, start_time_micros=start, duration_micros=dur,
+        ctrl_deps=[op.parent] if op.parent in kept_ids else [], data_deps=data_deps,
+        inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+
+
+# --------------------------------------------------------------------------
+# GPU nodes
+# --------------------------------------------------------------------------
+
+
+def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, ops_by_id: dict[int, HostOp],
+               ) -> tuple[list[ChakraNode], list[GpuSpan]]:
+    nodes: list[ChakraNode] = []
+    spans: list[GpuSpan] = []
+    for offset, g in enumerate(gpu_ops):
+        act = g.activity
+        node_id = first_id + offset
+        launcher = ops_by_id.get(g.host_op_id) if g.host_op_id >= 0 else None
+        attrs: list[Attr] = [
+            ("is_cpu_op", "bool_val", False),
+            ("device", "int64_val", act.device),
+            ("stream", "int64_val", act.stream),
+            ("correlation", "int64_val", act.correlation),
+            ("category", "string_val", act.cat),
+        ]
+        node_type = NodeType.COMP_NODE
+        ctype = _gpu_collective(act.name, act.collective, launcher, ops_by_id)
+        if ctype is not None:
+            node_type = coll.node_type_for(ctype)
+            attrs += _comm_attrs(ctype, act.collective, launcher, ops_by_id)
+        if act.bytes:
+            attrs.append(("bytes", "int64_val", act.bytes))
+        nodes.append(ChakraNode(id=node_id, name=act.name, type=node_type,
+                                start_time_micros=round(act.ts), duration_micros=round(act.dur),
+                                ctrl_deps=[g.host_op_id] if launcher is not None else [],
+                                attrs=attrs))
+        launch_ts = g.launch.ts if g.launch is not None else act.ts
+        spans.append(GpuSpan(id=node_id, device=act.device, stream=act.stream,
+                             launch_ts=launch_ts,
+                             launcher=g.host_op_id if launcher is not None else -1))
+    return nodes, spans
+
+
+def _comm_op(op: HostOp | None, ops_by_id: dict[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
+    """(the ``nccl:*`` op, its ``record_param_comms`` parent) around a launch."""
+    if op is None:
+        return None, None
+    if op.name == RECORD_PARAM_COMMS:
+        return None, op
+    parent = ops_by_id.get(op.parent)
+    if parent is not None and parent.name == RECORD_PARAM_COMMS:
+        return op, parent
+    return op, None
+
+
+def _record_param_comms_name(op: HostOp | None) -> str:
+    """The collective name record_param_comms carries: the ``collective_name``
+    attr (schema >= 1.1.0) or, in older traces, its first String input."""
+    if op is None:
+        return ""
+    name = op.attrs.get("collective_name")
+    if name:
+        return str(name)
+    for value, vtype in zip(op.inputs.values, op.inputs.types):
+        if vtype == "String" and isinstance(value, str):
+            return value
+    return ""
+
+
+def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp | None,
+                    ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
+    """Kineto collective metadata first, then the launching op, then the
+    kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
+    if not coll.is_nccl_kernel(kernel) and info is None:
+        return None
+    if info is not None and info.name:
+        ctype = coll.collective_from_name(info.name)
+        if ctype is not None and ctype != "sendrecv":
+            return ctype
+    nccl_op, rpc = _comm_op(launcher, ops_by_id)
+    for name in (nccl_op.name if nccl_op else "", _record_param_comms_name(rpc)):
+        ctype = coll.collective_from_name(name)
+        if ctype is not None and ctype != "sendrecv":
+            return ctype
+    ctype = coll.collective_from_kernel(kernel)
+    if ctype == "sendrecv":
+        return coll.SEND  # a bare SendRecv kernel with no context: point-to-point
+    return ctype
+
+
+def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launcher: HostOp | None,
+                ops_by_id: dict[int, HostOp]) -> list[Attr]:
+    nccl_op, rpc = _comm_op(launcher, ops_by_id)
+    size = coll.comm_size_from_info(ctype, info) if info is not None else 0
+    for op in (rpc, nccl_op):
+        if not size and op is not None:
+            size = coll.comm_size_from_host_op(ctype, op)
+    attrs: list[Attr] = []
+    if isinstance(ctype, CollectiveType):
+        attrs.append(("comm_type", "int64_val", int(ctype)))
+    attrs.append(("comm_size", "int64_val", size))
+    pg_name = (info.pg_name if info is not None else "") or str(
+        (rpc.attrs.get("pg_name") if rpc is not None else "") or "")
+    if pg_name:
+        attrs.append(("pg_name", "string_val", pg_name))
+    if info is not None:
+        if info.seq >= 0:
+            attrs.append(("comm_seq", "int64_val", info.seq))
+        if ctype == coll.SEND and info.dst_rank >= 0:
+            attrs.append(("comm_dst", "int32_val", info.dst_rank))
+        if ctype == coll.RECV and info.src_rank >= 0:
+            attrs.append(("comm_src", "int32_val", info.src_rank))
+    elif rpc is not None:
+        seq = _legacy_seq(rpc)
+        if seq is not None:
+            attrs.append(("comm_seq", "int64_val", seq))
+    return attrs
+
+
+def _legacy_seq(rpc: HostOp) -> int | None:
+    """Schema 1.0.x record_param_comms inputs: [tensor, seq, pg, rank, name, ...]."""
+    values, types = rpc.inputs.values, rpc.inputs.types
+    if len(values) > 4 and len(types) > 1 and types[1] == "Int" and isinstance(values[1], int):
+        return values[1]
+    return None
+
+
+# --------------------------------------------------------------------------
+# Metadata
+# --------------------------------------------------------------------------
+
+
+def _metadata(linked: LinkedTrace, rank: int | None) -> GlobalMetadata:
+    host = linked.host
+    kineto = linked.kineto
+    if rank is None and kineto is not None and kineto.rank >= 0:
+        rank = kineto.rank
+    attrs: list[Attr] = [
+        ("generator", "string_val", "pt2chakra"),
+        ("host_trace_schema", "string_val", host.schema),
+        ("pid", "int64_val", host.pid),
+        ("link_method", "string_val", linked.method),
+        ("edge_kinds", "string_list", [EDGE_KIND_NAMES[k] for k in EdgeKind]),
+    ]
+    if rank is not None:
+        attrs.append(("rank", "int64_val", rank))
+    if kineto is not None and kineto.world_size:
+        attrs.append(("world_size", "int64_val", kineto.world_size))
+    if host.process_groups:
+        attrs.append(("process_groups", "string_val",
+                      orjson.dumps([msgspec.to_builtins(pg) for pg in host.process_groups]).decode()))
+    if linked.kineto is not None:
+        attrs.append(("step_start_micros", "int64_val", round(linked.step_start)))
+        attrs.append(("step_end_micros", "int64_val", round(linked.step_end)))
+    return GlobalMetadata(version=CHAKRA_VERSION, attrs=attrs)

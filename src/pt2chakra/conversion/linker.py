@@ -1,0 +1,566 @@
+"""Link host-ET ops to Kineto events, and GPU activities to the host op that
+launched them.
+
+Two ways to pair host ops with Kineto CPU events:
+
+* ``rf_id``: the ET's ``rf_id`` equals Kineto's ``Record function id`` when both
+  were recorded in one profiler session (torch >= 2.2).
+* ``order``: older traces lack that id. The ET holds one iteration while Kineto
+  may hold many, so for each ET thread we look for the Kineto thread and the
+  offset where the ET's op names line up best, then align by execution order,
+  tolerating a few missing or extra ops on either side.
+
+GPU activities attach via ``correlation`` to their launch call, and the launch
+to the innermost enclosing Kineto CPU event on its thread that is linked.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import msgspec
+
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.records import (
+    CpuEvent,
+    GpuActivity,
+    HostOp,
+    HostTrace,
+    KinetoTrace,
+    RuntimeEvent,
+    SyncEvent,
+)
+
+log = logging.getLogger(__name__)
+
+# ET nodes that are containers written by the observer, not operators.
+CONTAINER_PREFIX = "[pytorch|profiler|"
+
+# Below this share of host ops matched, the two files are not one recording
+# (a correct pair links well over 90 %; a mismatched pair shares only common
+# op names by chance).
+MIN_LINKED_FRACTION = 0.5
+
+# With rf_id linking, matched pairs must also agree on the op name; in a pair
+# from two different runs the ids coincide but the names do not.
+MIN_NAME_AGREEMENT = 0.8
+
+# Order alignment: how far ahead to look for the next common name when the two
+# sequences disagree. Profilers drop or add a handful of ops at a time (e.g.
+# record_function annotations); 16 covers that without quadratic cost.
+ALIGN_LOOKAHEAD = 16
+
+# How many leading ET ops may serve as the anchor when searching the Kineto
+# thread for the iteration the ET recorded (the first op may be missing).
+ANCHOR_CANDIDATES = 8
+
+# Candidate offsets are first scored by how many distinct names of the first
+# PREFIX_OPS ET ops appear right after them (enough to tell an iteration
+# start from unrelated code, cheap at thousands of offsets). Those within PREFIX_KEEP of the best prefix score are aligned in
+# full, abandoning a candidate once fewer than MIN_RUNNING_MATCH of the ops
+# walked so far matched (a correct offset matches well over 90 %).
+PREFIX_OPS = 64
+PREFIX_KEEP = 0.9
+MIN_RUNNING_MATCH = 0.5
+
+# Alignments of one thread within this share of its best match count are
+# "the same iteration shape"; among them, time decides (see link_by_order).
+ITERATION_TIE = 0.95
+# At most this many iterations of the reference thread are tried (a trace
+# rarely holds more; each try costs one pass over the other threads).
+MAX_ITERATION_CANDIDATES = 256
+# An alignment spanning more than this times the events of the tightest one
+# has wandered into another iteration.
+COMPACT_SLACK = 1.25
+
+# Runtime calls that launch GPU work (CUDA and HIP spellings). Matched by prefix.
+LAUNCH_PREFIXES = (
+    "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
+    "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cuMemcpy", "cuMemset",
+    "cuLaunchCooperativeKernel", "cuGraphLaunch",
+    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipMemcpy",
+    "hipMemset", "hipGraphLaunch", "hipLaunchCooperativeKernel",
+)
+
+# Runtime calls that block the CPU until GPU work completes, used when the
+# trace has no ``cuda_sync`` events (recorded without enable_cuda_sync_events).
+SYNC_CALLS = {
+    "cudaDeviceSynchronize": "Context Sync",
+    "hipDeviceSynchronize": "Context Sync",
+    "cudaStreamSynchronize": "Stream Sync",
+    "hipStreamSynchronize": "Stream Sync",
+    "cudaEventSynchronize": "Event Sync",
+    "hipEventSynchronize": "Event Sync",
+}
+
+
+class LaunchedGpuOp(msgspec.Struct, gc=False):
+    """A GPU activity of the recorded step and the host op that launched it."""
+
+    activity: GpuActivity
+    launch: RuntimeEvent | None
+    host_op_id: int  # -1 when the launch is not inside any linked host op
+
+
+class CpuSync(msgspec.Struct, gc=False):
+    """A point where a CPU thread waited for GPU work."""
+
+    kind: str  # "Context Sync", "Stream Sync", "Event Sync"
+    ts: float  # when the wait call started
+    end: float  # when it returned
+    tid: int  # Kineto thread id of the waiting call
+    device: int = -1
+    stream: int = -1  # stream waited on (-1: all streams / unknown)
+    before_ts: float = -1.0  # only GPU work launched before this counts
+
+
+class StreamWait(msgspec.Struct, gc=False):
+    """``cudaStreamWaitEvent``: work on ``stream`` launched after ``ts`` waits
+    for work on ``wait_on_stream`` launched before ``record_ts``."""
+
+    ts: float
+    device: int
+    stream: int
+    wait_on_stream: int
+    record_ts: float
+
+
+class LinkedTrace(msgspec.Struct):
+    host: HostTrace
+    kineto: KinetoTrace | None
+    method: str  # "rf_id", "order" or "none" (host only)
+    # the host ops that are operators (observer containers left out), id order
+    ops: list[HostOp]
+    # host op id -> its Kineto CPU event
+    cpu_event: dict[int, CpuEvent]
+    gpu_ops: list[LaunchedGpuOp]
+    cpu_syncs: list[CpuSync]
+    stream_waits: list[StreamWait]
+    # reason -> count of GPU activities not kept
+    gpu_dropped: dict[str, int]
+    step_start: float = 0.0
+    step_end: float = 0.0
+
+
+def is_container(op: HostOp) -> bool:
+    return op.name.startswith(CONTAINER_PREFIX)
+
+
+def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
+    """Link a host trace with its Kineto trace (or none, for host-only)."""
+    ops = sorted((op for op in host.ops if not is_container(op)), key=lambda op: op.id)
+    if kineto is None:
+        return LinkedTrace(host=host, kineto=None, method="none", ops=ops, cpu_event={},
+                           gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
+    if not ops:
+        raise InputError(host.path, "no operators, only the observer's process/thread nodes: "
+                         "nothing to link (convert it without --device-trace)")
+    if any(ev.record_function_id >= 0 for ev in kineto.cpu_events):
+        method = "rf_id"
+        cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path)
+    else:
+        method = "order"
+        cpu_event = link_by_order(ops, kineto.cpu_events)
+    _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
+    step_start = min(ev.ts for ev in cpu_event.values())
+    step_end = max(ev.ts + ev.dur for ev in cpu_event.values())
+    gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
+    cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)
+    stream_waits = collect_stream_waits(kineto, step_start, step_end)
+    log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
+             len(cpu_event), len(ops), method, len(gpu_ops))
+    return LinkedTrace(host=host, kineto=kineto, method=method, ops=ops, cpu_event=cpu_event,
+                       gpu_ops=gpu_ops, cpu_syncs=cpu_syncs,
+                       stream_waits=stream_waits, gpu_dropped=gpu_dropped,
+                       step_start=step_start, step_end=step_end)
+
+
+def _check_linked_enough(linked: int, total: int, host_path: str, kineto_path: str) -> None:
+    if total and linked / total < MIN_LINKED_FRACTION:
+        raise InputError(
+            kineto_path,
+            f"only {linked} of {total} host ops of {host_path} match this Kineto trace "
+            f"(need {MIN_LINKED_FRACTION:.0%}); are they from the same run?")
+
+
+# --------------------------------------------------------------------------
+# Host op <-> Kineto CPU event
+# --------------------------------------------------------------------------
+
+
+def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
+                  host_path: str = "", kineto_path: str = "") -> dict[int, CpuEvent]:
+    by_rf = {ev.record_function_id: ev for ev in events if ev.record_function_id >= 0}
+    linked: dict[int, CpuEvent] = {}
+    agree = 0
+    for op in ops:
+        if op.rf_id is None:
+            continue
+        ev = by_rf.get(op.rf_id)
+        if ev is None:
+            continue
+        linked[op.id] = ev
+        agree += ev.name == op.name
+    if linked and agree / len(linked) < MIN_NAME_AGREEMENT:
+        raise InputError(
+            kineto_path,
+            f"Record function ids match {len(linked)} host ops of {host_path} but only "
+            f"{agree} names agree; the two traces are from different runs")
+    return linked
+
+
+def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int, CpuEvent]:
+    """Align each ET thread with the Kineto thread and offset where its op
+    names match best (the ET may hold one of many Kineto iterations)."""
+    names: dict[str, int] = {}
+
+    def code(name: str) -> int:
+        return names.setdefault(name, len(names))
+
+    et_threads: dict[int, list[HostOp]] = defaultdict(list)
+    for op in sorted(ops, key=lambda o: o.id):  # ids grow in start order
+        et_threads[op.tid].append(op)
+    k_threads: dict[int, list[CpuEvent]] = defaultdict(list)
+    for ev in events:
+        k_threads[ev.tid].append(ev)
+    for evs in k_threads.values():
+        evs.sort(key=lambda e: (e.ts, -e.dur))
+    k_codes = {tid: [code(e.name) for e in evs] for tid, evs in k_threads.items()}
+
+    # Align every (ET thread, Kineto thread) pair and pair the threads up
+    # greedily, best first. Then pick one iteration for all of them: each
+    # thread's near-best alignments are candidates (iterations can be
+    # identical), and the choice is the one where the threads' spans lie
+    # closest together in time -- a thread's best alone may be another
+    # iteration than the rest's.
+    options: list[tuple[int, int, int, list[list[tuple[int, int]]]]] = []
+    for et_tid, et_ops in et_threads.items():
+        et_codes = [code(op.name) for op in et_ops]
+        for k_tid, kc in k_codes.items():
+            found = alignments(et_codes, kc)
+            if found:
+                options.append((len(found[0]), et_tid, k_tid, found))
+    options.sort(key=lambda o: -o[0])
+    chosen: list[tuple[int, int, list[list[tuple[int, int]]]]] = []
+    used_et: set[int] = set()
+    used_k: set[int] = set()
+    for _score, et_tid, k_tid, found in options:
+        if et_tid not in used_et and k_tid not in used_k:
+            used_et.add(et_tid)
+            used_k.add(k_tid)
+            chosen.append((et_tid, k_tid, _near_best(found)))
+    linked: dict[int, CpuEvent] = {}
+    if not chosen:
+        return linked
+    ref_et, ref_k, ref_found = chosen[0]
+    others = chosen[1:]
+
+    def spread(window: tuple[float, float]) -> float:
+        return sum(_distance(_closest_in_time(found, k_threads[k], window), k_threads[k], window)
+                   for _et, k, found in others)
+
+    best_ref = min(ref_found[:MAX_ITERATION_CANDIDATES],
+                   key=lambda p: spread(_span(p, k_threads[ref_k])))
+    window = _span(best_ref, k_threads[ref_k])
+    for et_tid, k_tid, found in chosen:
+        pairs = best_ref if et_tid == ref_et else _closest_in_time(found, k_threads[k_tid], window)
+        et_ops, k_evs = et_threads[et_tid], k_threads[k_tid]
+        for i, j in pairs:
+            linked[et_ops[i].id] = k_evs[j]
+    return linked
+
+
+def _near_best(found: list[list[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
+    """Alignments within ITERATION_TIE of the best match count and about as
+    compact as the most compact of those (one that skipped ahead into the
+    next iteration spans far more events), best first."""
+    near = [p for p in found if len(p) >= ITERATION_TIE * len(found[0])]
+    tightest = min(p[-1][1] - p[0][1] for p in near)
+    return [p for p in near if p[-1][1] - p[0][1] <= COMPACT_SLACK * tightest + 1]
+
+
+def _distance(pairs: list[tuple[int, int]], evs: Sequence[CpuEvent],
+              window: tuple[float, float]) -> float:
+    lo, hi = _span(pairs, evs)
+    return max(0.0, window[0] - hi, lo - window[1])
+
+
+def _span(pairs: list[tuple[int, int]], evs: Sequence[CpuEvent]) -> tuple[float, float]:
+    return (min(evs[j].ts for _, j in pairs), max(evs[j].ts + evs[j].dur for _, j in pairs))
+
+
+def _closest_in_time(found: list[list[tuple[int, int]]], evs: Sequence[CpuEvent],
+                     window: tuple[float, float]) -> list[tuple[int, int]]:
+    """The alignment whose time span is nearest the window (overlapping =
+    distance 0); ties: more matches, then the earlier."""
+    return min(found, key=lambda p: (_distance(p, evs, window), -len(p)))
+
+
+def best_alignment(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Matched index pairs of the best alignment of ``a`` inside ``b``."""
+    found = alignments(a, b)
+    return found[0] if found else []
+
+
+def alignments(a: Sequence[int], b: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """Alignments of ``a`` inside ``b`` (matched index pairs), best first
+    (most matches, then most compact, then earliest).
+
+    Candidate offsets come from the rarest of the first few names of ``a``.
+    Each is first scored on a short prefix; only the promising ones are aligned
+    in full, and offsets inside an alignment already found are skipped."""
+    if not a or not b:
+        return []
+    b = list(b)
+    positions: dict[int, list[int]] = defaultdict(list)
+    for j, c in enumerate(b):
+        positions[c].append(j)
+    anchors = [(len(positions.get(a[i], ())), i) for i in range(min(ANCHOR_CANDIDATES, len(a)))]
+    anchors = [x for x in anchors if x[0] > 0]
+    if not anchors:
+        return []
+    starts: set[int] = set()
+    for _count, i in sorted(anchors)[:2]:
+        starts.update(max(0, j - i) for j in positions[a[i]])
+    prefix = set(a[:PREFIX_OPS])
+    window = PREFIX_OPS + ALIGN_LOOKAHEAD
+    scores = {start: len(prefix.intersection(b[start:start + window])) for start in starts}
+    top = max(scores.values())
+    found: list[list[tuple[int, int]]] = []
+    covered_until = -1  # offsets inside an alignment already found repeat it
+    for start in sorted(s for s, score in scores.items() if score >= PREFIX_KEEP * top):
+        if start <= covered_until:
+            continue
+        pairs = align_greedy(a, b, start, abort_ratio=MIN_RUNNING_MATCH)
+        if len(pairs) >= MIN_RUNNING_MATCH * len(a):
+            # Offsets in the first half of this alignment would only repeat
+            # it; later ones may be the next iteration (the greedy walk can
+            # skip ahead into it), so they stay candidates.
+            covered_until = pairs[len(pairs) // 2][1]
+        if pairs:
+            found.append(pairs)
+    # Most matches first; among equals the most compact (an alignment that
+    # skipped ahead into the next iteration spans more events), then earliest.
+    found.sort(key=lambda p: (-len(p), p[-1][1] - p[0][1], p[0][1]))
+    return found
+
+
+def align_greedy(a: Sequence[int], b: list[int], start: int,
+                 abort_ratio: float = 0.0) -> list[tuple[int, int]]:
+    """Walk both sequences together from ``b[start]``; on a mismatch, skip to
+    the nearest common name within ``ALIGN_LOOKAHEAD`` on either side. Gives
+    up once fewer than ``abort_ratio`` of the ops walked so far matched."""
+    n, m = len(a), len(b)
+    i, j = 0, start
+    pairs: list[tuple[int, int]] = []
+    while i < n and j < m:
+        if a[i] == b[j]:
+            pairs.append((i, j))
+            i += 1
+            j += 1
+            continue
+        skip = _nearest_common(a, b, i, j)
+        if skip is None:
+            i += 1
+            j += 1
+        else:
+            i += skip[0]
+            j += skip[1]
+        if i > PREFIX_OPS and len(pairs) < abort_ratio * i:
+            break
+    return pairs
+
+
+def _nearest_common(a: Sequence[int], b: list[int], i: int, j: int) -> tuple[int, int] | None:
+    """Smallest (da, db) by da + db with ``a[i + da] == b[j + db]``, both
+    within the lookahead; ``list.index`` keeps the inner scan in C."""
+    n, m = len(a), len(b)
+    best: tuple[int, int] | None = None
+    best_sum = 2 * ALIGN_LOOKAHEAD + 1
+    stop = min(m, j + ALIGN_LOOKAHEAD + 1)
+    for da in range(0, ALIGN_LOOKAHEAD + 1):
+        if i + da >= n or da >= best_sum:
+            break
+        try:
+            jb = b.index(a[i + da], j, stop)
+        except ValueError:
+            continue
+        if da + jb - j < best_sum:
+            best, best_sum = (da, jb - j), da + jb - j
+    return best
+
+
+def thread_map(linked: LinkedTrace) -> dict[int, int]:
+    """ET thread id -> the Kineto thread id most of its linked ops ran on."""
+    votes: dict[int, Counter[int]] = defaultdict(Counter)
+    for op in linked.host.ops:
+        ev = linked.cpu_event.get(op.id)
+        if ev is not None:
+            votes[op.tid][ev.tid] += 1
+    return {et_tid: c.most_common(1)[0][0] for et_tid, c in votes.items()}
+
+
+# --------------------------------------------------------------------------
+# GPU activity -> launch -> host op
+# --------------------------------------------------------------------------
+
+
+def is_launch(name: str) -> bool:
+    return name.startswith(LAUNCH_PREFIXES)
+
+
+def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
+                        step_start: float, step_end: float,
+                        ) -> tuple[list[LaunchedGpuOp], dict[str, int]]:
+    """Attach each GPU activity to the host op whose span holds its launch."""
+    if not kineto.gpu_activities:
+        return [], {}
+    launches = {ev.correlation: ev for ev in kineto.runtime_events if ev.correlation >= 0}
+    # A launch recorded without ``correlation`` is found through its ``ac2g``
+    # flow: the flow's start sits at the launch's time on the launch's thread.
+    uncorrelated = {(ev.tid, ev.ts): ev for ev in kineto.runtime_events if ev.correlation < 0}
+    owner = enclosing_host_ops(kineto.runtime_events, cpu_event)
+    kept: list[LaunchedGpuOp] = []
+    dropped: Counter[str] = Counter()
+    for act in kineto.gpu_activities:
+        launch = launches.get(act.correlation)
+        if launch is None and uncorrelated:
+            flow = kineto.flow_starts.get(act.correlation)
+            if flow is not None:
+                launch = uncorrelated.get((flow[1], flow[0]))
+        if launch is None:
+            if step_start <= act.ts <= step_end:
+                kept.append(LaunchedGpuOp(activity=act, launch=None, host_op_id=-1))
+            else:
+                dropped["outside the recorded step (no launch found)"] += 1
+            continue
+        if not (step_start <= launch.ts <= step_end):
+            dropped["outside the recorded step"] += 1
+            continue
+        kept.append(LaunchedGpuOp(activity=act, launch=launch,
+                                  host_op_id=owner.get(id(launch), -1)))
+    kept.sort(key=lambda g: (g.activity.ts, g.activity.correlation))
+    return kept, dict(dropped)
+
+
+def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],
+                       cpu_event: dict[int, CpuEvent]) -> dict[int, int]:
+    """``id(runtime event)`` -> id of the innermost linked host op whose
+    Kineto span, on the same thread, holds it. One sweep per thread."""
+    host_of = {id(ev): host_id for host_id, ev in cpu_event.items()}
+    spans: dict[int, list[CpuEvent]] = defaultdict(list)
+    for ev in cpu_event.values():
+        spans[ev.tid].append(ev)
+    calls: dict[int, list[RuntimeEvent]] = defaultdict(list)
+    for rt in runtime_events:
+        calls[rt.tid].append(rt)
+    result: dict[int, int] = {}
+    for tid, rts in calls.items():
+        evs = sorted(spans.get(tid, ()), key=lambda e: (e.ts, -e.dur))
+        rts.sort(key=lambda r: r.ts)
+        stack: list[CpuEvent] = []
+        k = 0
+        for rt in rts:
+            while k < len(evs) and evs[k].ts <= rt.ts:
+                ev = evs[k]
+                while stack and stack[-1].ts + stack[-1].dur < ev.ts:
+                    stack.pop()
+                stack.append(ev)
+                k += 1
+            while stack and stack[-1].ts + stack[-1].dur < rt.ts:
+                stack.pop()
+            if stack:
+                result[id(rt)] = host_of[id(stack[-1])]
+    return result
+
+
+# --------------------------------------------------------------------------
+# Synchronisation
+# --------------------------------------------------------------------------
+
+
+def collect_cpu_syncs(kineto: KinetoTrace, step_start: float, step_end: float) -> list[CpuSync]:
+    """CPU waits on the GPU: from ``cuda_sync`` events where recorded, and
+    from the synchronising runtime calls that no such event describes."""
+    calls = _runtime_by_correlation(kineto)
+    record_ts = {corr: rt.ts for corr, rt in calls.items()}
+    syncs: list[CpuSync] = []
+    described: set[int] = set()
+    for s in kineto.sync_events:
+        if s.kind == "Stream Wait Event" or not (step_start <= s.ts <= step_end):
+            continue
+        call = calls.get(s.correlation) if s.correlation >= 0 else None
+        if call is not None:
+            described.add(id(call))
+        syncs.append(_sync_from_event(s, call, record_ts))
+    last_stream = _last_launched_stream(kineto)
+    for rt in kineto.runtime_events:
+        kind = SYNC_CALLS.get(rt.name)
+        if kind is None or id(rt) in described or not (step_start <= rt.ts <= step_end):
+            continue
+        stream = rt.stream
+        if kind != "Context Sync" and stream < 0:
+            # Old traces do not record the stream: the call waits on the
+            # stream this thread last launched work to (the .item() pattern).
+            stream = last_stream(rt.tid, rt.ts)
+        syncs.append(CpuSync(kind="Context Sync" if stream < 0 else kind, ts=rt.ts,
+                             end=rt.ts + rt.dur, tid=rt.tid, stream=stream))
+    return syncs
+
+
+def _runtime_by_correlation(kineto: KinetoTrace) -> dict[int, RuntimeEvent]:
+    return {rt.correlation: rt for rt in kineto.runtime_events if rt.correlation >= 0}
+
+
+def _sync_from_event(s: SyncEvent, call: RuntimeEvent | None,
+                     record_ts: dict[int, float]) -> CpuSync:
+    """Kineto writes ``cuda_sync`` events on the GPU's rows (CUPTI's sync
+    records carry no thread): the waiting CPU thread and its timing come from
+    the runtime call with the same correlation."""
+    tid, ts, end = (call.tid, call.ts, call.ts + call.dur) if call is not None \
+        else (s.tid, s.ts, s.ts + s.dur)
+    if s.kind == "Event Sync":
+        return CpuSync(kind=s.kind, ts=ts, end=end, tid=tid, device=s.device,
+                       stream=s.wait_on_stream,
+                       before_ts=record_ts.get(s.wait_on_event_record_corr_id, ts))
+    stream = s.stream if s.kind == "Stream Sync" else -1
+    return CpuSync(kind=s.kind, ts=ts, end=end, tid=tid, device=s.device, stream=stream)
+
+
+def _last_launched_stream(kineto: KinetoTrace):  # type: ignore[no-untyped-def]
+    """A lookup (tid, ts) -> stream of the last GPU work launched from that
+    thread before ts, or -1."""
+    stream_of = {a.correlation: a.stream for a in kineto.gpu_activities}
+    per_tid: dict[int, tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
+    for rt in sorted(kineto.runtime_events, key=lambda r: r.ts):
+        stream = stream_of.get(rt.correlation)
+        if stream is not None:
+            times, streams = per_tid[rt.tid]
+            times.append(rt.ts)
+            streams.append(stream)
+
+    def lookup(tid: int, ts: float) -> int:
+        times, streams = per_tid.get(tid, ([], []))
+        k = bisect.bisect_left(times, ts)
+        return streams[k - 1] if k else -1
+
+    return lookup
+
+
+def collect_stream_waits(kineto: KinetoTrace, step_start: float, step_end: float,
+                         ) -> list[StreamWait]:
+    calls = _runtime_by_correlation(kineto)
+    waits = []
+    for s in kineto.sync_events:
+        if s.kind != "Stream Wait Event" or not (step_start <= s.ts <= step_end):
+            continue
+        call = calls.get(s.correlation) if s.correlation >= 0 else None
+        ts = call.ts if call is not None else s.ts  # when the CPU enqueued the wait
+        record = calls.get(s.wait_on_event_record_corr_id)
+        waits.append(StreamWait(ts=ts, device=s.device, stream=s.stream,
+                                wait_on_stream=s.wait_on_stream,
+                                record_ts=record.ts if record is not None else ts))
+    return waits

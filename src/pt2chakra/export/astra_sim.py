@@ -1,0 +1,363 @@
+"""The ``--for astra-sim`` profile: rewrite a trace into what today's
+ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
+
+- No ``METADATA_NODE`` (it stops with "Invalid node_type"): the process-group
+  facts of ``## process_group:init ##`` move to the metadata attribute
+  ``process_groups`` (JSON) instead.
+- CPU nodes (``is_cpu_op`` true) make its statistics step throw, so by
+  default (``cpu="drop"``) they are removed; ``cpu="keep"`` leaves them.
+- A removed node's dependents inherit its dependencies (transitively), so no
+  ordering is lost; per GPU stream only the latest inherited predecessor is
+  kept, as stream order implies the earlier ones. Inherited edges are named
+  ``via_dropped`` in ``data_dep_kinds``. ``ctrl_deps`` on removed nodes are
+  dropped (ASTRA-sim ignores ``ctrl_deps``).
+- The CPU time survives as GPU-side gaps (``cpu="drop"``): a GPU node G that
+  depended on a dropped CPU node and, in the measured trace, started X µs
+  after its remaining dependencies had ended (or after the step start, if it
+  has none) gets a ``cpu_gap`` node of X µs before it: a ``COMP_NODE`` with
+  ``is_cpu_op`` false on G's stream, depending on what G depends on, that G
+  then depends on too (kind ``cpu_gap``). The CPU time after the last GPU
+  node until the step's recorded end becomes a final ``cpu_gap`` node. So a
+  replay (ours, or ASTRA-sim's, which replays a COMP_NODE for its duration)
+  launches GPU work when the measured trace did, instead of as soon as the
+  GPU is free. ``cpu="drop-no-gaps"`` drops without them (the old output).
+- One file per rank, ``<prefix>.<rank>.et``, plus ``<prefix>.comm_groups.json``
+  (``{"<pg_name>": [ranks...]}``, the communicator-group file ASTRA-sim takes)
+  when the trace names process groups with their ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
+from pt2chakra.chakra.conventions import attr_dict, rank_of
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
+
+CPU_MODES = ("drop", "keep", "drop-no-gaps")
+VIA_DROPPED = "via_dropped"
+CPU_GAP = "cpu_gap"  # name of the gap nodes and kind of the edge into the GPU node
+PG_INIT = "## process_group:init ##"
+
+
+def _process_groups_from_node(node: ChakraNode) -> str | None:
+    if node.inputs is None:
+        return None
+    with contextlib.suppress(msgspec.DecodeError, IndexError, TypeError):
+        values = msgspec.json.decode(node.inputs[0])
+        if isinstance(values, list) and values and isinstance(values[0], str):
+            msgspec.json.decode(values[0])  # must itself be JSON
+            return values[0]
+    return None
+
+
+def _lane(attrs: dict[str, Any], node: ChakraNode) -> tuple[Any, ...]:
+    if "stream" in attrs and not attrs.get("is_cpu_op", False):
+        return ("stream", attrs.get("device", 0), attrs["stream"])
+    return ("node", node.id)
+
+
+def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "drop",
+            ) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """Apply the ASTRA-sim rules to one rank's trace (see the module doc)."""
+    if cpu not in CPU_MODES:
+        raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
+    md_attrs: list[Attr] = list(metadata.attrs)
+    have_pgs = any(a[0] == "process_groups" for a in md_attrs)
+    all_nodes = list(nodes)
+    removed: dict[int, ChakraNode] = {}
+    for node in all_nodes:
+        attrs = attr_dict(node.attrs)
+        if node.type == NodeType.METADATA_NODE:
+            removed[node.id] = node
+            if node.name == PG_INIT and not have_pgs:
+                pgs = _process_groups_from_node(node)
+                if pgs is not None:
+                    md_attrs.append(("process_groups", "string_val", pgs))
+                    have_pgs = True
+        elif cpu != "keep" and attrs.get("is_cpu_op", False):
+            removed[node.id] = node
+    kept = [n for n in all_nodes if n.id not in removed]
+    order = {n.id: (n.start_time_micros, n.id) for n in kept}
+    lanes = {n.id: _lane(attr_dict(n.attrs), n) for n in kept}
+
+    # Effective kept predecessors of each removed node, memoised, iteratively.
+    effective: dict[int, dict[tuple[Any, ...], int]] = {}
+
+    def inherited(start: int) -> dict[tuple[Any, ...], int]:
+        stack = [start]
+        while stack:
+            cur = stack[-1]
+            if cur in effective:
+                stack.pop()
+                continue
+            pending = [d for d in removed[cur].data_deps if d in removed and d not in effective
+                       and d != cur]
+            if pending:
+                on_stack = set(stack)
+                pending = [d for d in pending if d not in on_stack]  # cycles: cut
+                if pending:
+                    stack.extend(pending)
+                    continue
+            merged: dict[tuple[Any, ...], int] = {}
+            for d in removed[cur].data_deps:
+                if d in removed:
+                    for lane, nid in effective.get(d, {}).items():
+                        _keep_latest(merged, lane, nid, order)
+                elif d in lanes:
+                    _keep_latest(merged, lanes[d], d, order)
+            effective[cur] = merged
+            stack.pop()
+        return effective[start]
+
+    gaps = _GapMaker(metadata, all_nodes, removed) if cpu == "drop" else None
+    out: list[ChakraNode] = []
+    for node in kept:
+        attrs = node.attrs
+        if not any(d in removed for d in node.data_deps) and not any(
+                d in removed for d in node.ctrl_deps):
+            out.append(node)
+            continue
+        kinds = attr_dict(attrs).get(DEP_KINDS_ATTR)
+        if not (isinstance(kinds, list) and len(kinds) == len(node.data_deps)):
+            kinds = None
+        deps: list[int] = []
+        dep_kinds: list[str] = []
+        via: dict[tuple[Any, ...], int] = {}
+        for i, d in enumerate(node.data_deps):
+            if d in removed:
+                for lane, nid in inherited(d).items():
+                    _keep_latest(via, lane, nid, order)
+            elif d not in deps:
+                deps.append(d)
+                dep_kinds.append(kinds[i] if kinds else "data")
+        for nid in sorted(via.values(), key=lambda i: order[i]):
+            if nid not in deps and nid != node.id:
+                deps.append(nid)
+                dep_kinds.append(VIA_DROPPED)
+        gap = gaps.before(node, deps, dep_kinds) if gaps is not None else None
+        if gap is not None:
+            out.append(gap)
+            deps.append(gap.id)
+            dep_kinds.append(CPU_GAP)
+            kinds = kinds or []  # name the kinds so the gap edge reads as such
+        new_attrs = [a for a in attrs if a[0] != DEP_KINDS_ATTR]
+        if kinds is not None and deps:
+            new_attrs.append((DEP_KINDS_ATTR, "string_list", dep_kinds))
+        out.append(msgspec.structs.replace(
+            node, data_deps=deps, ctrl_deps=[d for d in node.ctrl_deps if d not in removed],
+            attrs=new_attrs))
+    if gaps is not None:
+        tail = gaps.tail(out)
+        if tail is not None:
+            out.append(tail)
+    md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
+    md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
+    return GlobalMetadata(version=metadata.version or "0.0.4", attrs=md_attrs), out
+
+
+class _GapMaker:
+    """``cpu_gap`` nodes: the measured time a GPU node waited for the CPU."""
+
+    def __init__(self, metadata: GlobalMetadata, nodes: list[ChakraNode],
+                 removed: dict[int, ChakraNode]) -> None:
+        self.removed = removed
+        self.end = {n.id: n.start_time_micros + n.duration_micros for n in nodes}
+        self.next_id = max((n.id for n in nodes), default=0) + 1
+        md = attr_dict(metadata.attrs)
+        timed = [n for n in nodes if n.start_time_micros or n.duration_micros]
+        # The step as the simulator measures it: the metadata's step, widened
+        # to every timed node (a CPU op's inclusive time included).
+        t0 = min((n.start_time_micros for n in timed), default=None)
+        t1 = max((n.start_time_micros + max(n.duration_micros, _inclusive(n)) for n in timed),
+                 default=None)
+        s0, s1 = md.get("step_start_micros"), md.get("step_end_micros")
+        if isinstance(s0, int) and isinstance(s1, int):
+            t0 = s0 if t0 is None else min(t0, s0)
+            t1 = s1 if t1 is None else max(t1, s1)
+        self.t0, self.t1 = t0, t1
+
+    def _node(self, like: ChakraNode, start: int, duration: int, deps: list[int],
+              kinds: list[str]) -> ChakraNode:
+        attrs: list[Attr] = [("is_cpu_op", "bool_val", False)]
+        for a in like.attrs:
+            if a[0] in ("device", "stream"):
+                attrs.append(a)
+        attrs.append(("category", "string_val", CPU_GAP))
+        if deps:
+            attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
+        node = ChakraNode(id=self.next_id, name=CPU_GAP, type=NodeType.COMP_NODE,
+                          start_time_micros=start, duration_micros=duration,
+                          data_deps=list(deps), attrs=attrs)
+        self.next_id += 1
+        self.end[node.id] = start + duration
+        return node
+
+    def before(self, node: ChakraNode, deps: list[int], kinds: list[str]) -> ChakraNode | None:
+        """The gap node G = ``node`` needs, or None. Only nodes that waited on
+        a dropped CPU node get one, and only timed ones."""
+        if self.t0 is None or not node.start_time_micros or attr_dict(node.attrs).get(
+                "is_cpu_op", False):
+            return None
+        if not any(d in self.removed and attr_dict(self.removed[d].attrs).get("is_cpu_op", False)
+                   for d in node.data_deps):
+            return None
+        ready = max((self.end[d] for d in deps if d in self.end), default=self.t0)
+        ready = max(ready, self.t0)
+        gap = node.start_time_micros - ready
+        if gap <= 0:
+            return None
+        return self._node(node, ready, gap, deps, kinds)
+
+    def tail(self, out: list[ChakraNode]) -> ChakraNode | None:
+        """The CPU time after the last GPU node until the step's end (only
+        when CPU nodes were dropped: it is their time)."""
+        if self.t1 is None or not out or not any(
+                attr_dict(n.attrs).get("is_cpu_op", False) for n in self.removed.values()):
+            return None
+        last: dict[tuple[Any, ...], ChakraNode] = {}
+        for n in out:
+            lane = _lane(attr_dict(n.attrs), n)
+            if lane not in last or self.end[n.id] >= self.end[last[lane].id]:
+                last[lane] = n
+        latest = max(last.values(), key=lambda n: (self.end[n.id], n.id))
+        end = self.end[latest.id]
+        if end <= 0 or self.t1 - end <= 0:
+            return None
+        deps = [n.id for lane, n in sorted(last.items(), key=lambda kv: (self.end[kv[1].id],
+                                                                         kv[1].id))
+                if n is latest or lane[0] == "stream"]
+        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
+
+
+def _inclusive(node: ChakraNode) -> int:
+    value = attr_dict(node.attrs).get("inclusive_duration_micros", 0)
+    return value if isinstance(value, int) else 0
+
+
+def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: int,
+                 order: dict[int, tuple[int, int]]) -> None:
+    old = lanes.get(lane)
+    if old is None or order[nid] > order[old]:
+        lanes[lane] = nid
+
+
+def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict[str, list[int]]:
+    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON."""
+    raw = attr_dict(metadata.attrs).get("process_groups")
+    if not isinstance(raw, str):
+        return {}
+    try:
+        groups = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return {}
+    out: dict[str, list[int]] = {}
+    for pg in groups if isinstance(groups, list) else []:
+        if not isinstance(pg, dict) or "pg_name" not in pg:
+            continue
+        ranks = pg.get("ranks") or []
+        size = pg.get("group_size") or pg.get("pg_size") or 0
+        if not ranks and size and (world_size is None or size == world_size):
+            ranks = list(range(size))
+        if ranks:
+            out[str(pg["pg_name"])] = [int(r) for r in ranks]
+    return out
+
+
+def output_paths(prefix: str, rank: int) -> list[str]:
+    return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
+
+
+def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+                    prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = "drop",
+                    *, inputs: Sequence[str | os.PathLike[str] | None] = (),
+                    staged: StagedOutputs | None = None) -> list[str]:
+    """Write ``<prefix>.<rank>.et`` (and ``<prefix>.comm_groups.json`` when
+    process groups are known); returns the paths written. ``rank`` defaults
+    to the metadata's ``rank``, else 0. Call it from ``convert`` with the
+    graph's metadata and ``graph.nodes()``.
+
+    ``inputs``: files this run reads; an output equal to one is refused
+    (``InputError``) before any work. ``staged``: write into these staged
+    outputs (the caller commits them) instead of committing here; either
+    way both files appear together or not at all."""
+    prefix = os.fspath(prefix)
+    if rank is None:
+        value = attr_dict(metadata.attrs).get("rank")
+        rank = value if isinstance(value, int) else 0
+    for out in output_paths(prefix, rank):
+        refuse_overwriting_inputs(out, list(inputs))
+    if staged is None:
+        with StagedOutputs() as own:
+            written = _write_one(metadata, nodes, prefix, rank, cpu, own)
+            own.commit()
+        return written
+    return _write_one(metadata, nodes, prefix, rank, cpu, staged)
+
+
+def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
+               cpu: str, staged: StagedOutputs) -> list[str]:
+    md, out_nodes = profile(metadata, nodes, cpu)
+    if not out_nodes:
+        raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
+                         "node (host-only trace without collectives?); try cpu='keep'")
+    path, gpath = output_paths(prefix, rank)
+    tmp = staged.stage(path)
+    try:
+        write_et(tmp, md, out_nodes)
+    except InputError as exc:
+        if exc.path != tmp:
+            raise
+        raise InputError(path, exc.problem) from exc  # name the target, not the temp file
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from exc
+    written = [path]
+    world = attr_dict(md.attrs).get("world_size")
+    groups = comm_groups(md, world if isinstance(world, int) else None)
+    if groups:
+        try:
+            write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, gpath) from exc
+        written.append(gpath)
+    return written
+
+
+def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
+                  cpu: str = "drop") -> list[str]:
+    """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
+    metadata or name, else its position).
+
+    All or nothing: every input's metadata is read and the ranks checked
+    (unique, no output overwriting an input) before anything is written, and
+    the outputs are staged and moved into place only when every rank
+    converted; on any error no output of this run is left behind."""
+    prefix = os.fspath(prefix)
+    paths = [os.fspath(p) for p in inputs]
+    ranks: list[int] = []
+    for index, path in enumerate(paths):
+        metadata, _nodes = read_et(path)
+        rank = rank_of(metadata, path, index)
+        if rank in ranks:
+            raise InputError(path, f"rank {rank} appears twice among the inputs")
+        ranks.append(rank)
+        for out in output_paths(prefix, rank):
+            refuse_overwriting_inputs(out, list(paths))
+    written: list[str] = []
+    with StagedOutputs() as staged:
+        for path, rank in zip(paths, ranks):
+            metadata, nodes = read_et(path)
+            for p in _write_one(metadata, nodes, prefix, rank, cpu, staged):
+                if p not in written:
+                    written.append(p)
+        staged.commit()
+    return written

@@ -1,0 +1,354 @@
+"""Load a Kineto (Chrome trace JSON) profile into a ``KinetoTrace``.
+
+Events are decoded by msgspec into one private struct whose ``args`` keeps
+only the keys the pipeline uses (Kineto writes a dozen more per kernel;
+skipping them in C is much cheaper than building dicts). Events are then
+sorted into CPU ops, runtime calls, GPU activities, sync events and
+``ac2g`` flow starts by category, using ``CATEGORY_KINDS``.
+
+Kineto has changed value types across torch releases: pids/tids are strings
+on non-op rows ("Spans"), and collective args such as ``Process Group Ranks``
+or ``In split size`` are JSON-looking strings ("[0, 1]") in some versions and
+lists or ints in others; both are accepted.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections import Counter
+from operator import attrgetter
+from os import PathLike
+from typing import Annotated, Any
+
+import msgspec
+
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.json_input import decode, gc_paused, read_json_bytes
+from pt2chakra.pytorch.records import (
+    CollectiveInfo,
+    CpuEvent,
+    GpuActivity,
+    KinetoTrace,
+    RuntimeEvent,
+    SyncEvent,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Kind(enum.IntEnum):
+    CPU = 1
+    RUNTIME = 2
+    GPU = 3
+    SYNC = 4
+    FLOW = 5
+
+
+# Lower-cased ``cat`` -> (kind, canonical category). Aliases cover older
+# Kineto spellings ("Operator", "Runtime", "Memcpy", "Memset" before ~2021)
+# and non-CUDA backends, which reuse the same event shapes.
+CATEGORY_KINDS: dict[str, tuple[Kind, str]] = {
+    "cpu_op": (Kind.CPU, "cpu_op"),
+    "operator": (Kind.CPU, "cpu_op"),
+    "user_annotation": (Kind.CPU, "user_annotation"),
+    "cuda_runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "cuda_driver": (Kind.RUNTIME, "cuda_driver"),
+    "runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "hip_runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "hip_driver": (Kind.RUNTIME, "cuda_driver"),
+    "xpu_runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "privateuse1_runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "privateuse1_driver": (Kind.RUNTIME, "cuda_driver"),
+    "kernel": (Kind.GPU, "kernel"),
+    "gpu_memcpy": (Kind.GPU, "gpu_memcpy"),
+    "memcpy": (Kind.GPU, "gpu_memcpy"),
+    "gpu_memset": (Kind.GPU, "gpu_memset"),
+    "memset": (Kind.GPU, "gpu_memset"),
+    "cuda_sync": (Kind.SYNC, "cuda_sync"),
+    "ac2g": (Kind.FLOW, "ac2g"),
+}
+# Chrome "complete" events: the only phase that carries a duration.
+COMPLETE = "X"
+FLOW_START = "s"
+FLOW_END = "f"
+# torch formats long lists as "[a, b, ..., ]" (first 30 items then "...").
+TRUNCATION_MARK = "..."
+_INT_RE = re.compile(r"-?\d+")
+
+
+# Values written to int64 attributes (stream, device, correlation, bytes) must
+# fit in one; times are microseconds since an epoch and durations, so they are
+# finite, non-negative and far below 2**63. Out-of-range values are corrupt
+# input, reported with their JSON path.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+Micros = Annotated[float, msgspec.Meta(ge=0, lt=2.0**63)]
+
+
+def _arg(key: str) -> Any:
+    return msgspec.field(default=None, name=key)
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The ``args`` keys the pipeline reads; msgspec skips all others."""
+
+    external_id: int | None = _arg("External id")
+    record_function_id: int | None = _arg("Record function id")
+    correlation: Int64 | None = None
+    stream: Int64 | None = None
+    device: Int64 | None = None
+    bytes: Int64 | None = None
+    seq_num: int | None = _arg("Sequence number")
+    fwd_thread_id: int | None = _arg("Fwd thread id")
+    # Collective keys: value types vary across torch versions, so Any.
+    collective_name: Any = _arg("Collective name")
+    dtype: Any = None
+    in_msg_nelems: Any = _arg("In msg nelems")
+    out_msg_nelems: Any = _arg("Out msg nelems")
+    in_split_size: Any = _arg("In split size")
+    out_split_size: Any = _arg("Out split size")
+    group_size: Any = _arg("Group size")
+    pg_name: Any = _arg("Process Group Name")
+    pg_desc: Any = _arg("Process Group Description")
+    pg_ranks: Any = _arg("Process Group Ranks")
+    rank: Any = _arg("Rank")
+    src_rank: Any = _arg("Src Rank")
+    dst_rank: Any = _arg("Dst Rank")
+    seq: Any = _arg("Seq")
+    # Sync keys (enable_cuda_sync_events=True).
+    cuda_sync_kind: Any = None
+    wait_on_stream: Any = None
+    wait_on_cuda_event_record_corr_id: Any = None
+    wait_on_cuda_event_id: Any = None
+
+
+_NO_ARGS = _Args()
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = -1
+    tid: int | str = -1
+    ts: Micros | None = None
+    dur: Micros | None = None
+    id: Any = None
+    args: _Args | None = None
+
+
+class _Doc(msgspec.Struct, gc=False):
+    traceEvents: list[_Event] | None = None
+    distributedInfo: dict[str, Any] | None = None
+
+
+# --------------------------------------------------------------------------
+# Tolerant scalar conversion (only used on rare keys or odd pid/tid values)
+# --------------------------------------------------------------------------
+
+
+def _to_int(value: Any, default: int = -1) -> int:
+    """Int from an int, float or numeric-looking string ("7", "stream 7")."""
+    if value is None or isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        found = _INT_RE.findall(value)
+        return int(found[-1]) if found else default
+    return default
+
+
+def _to_str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class _ListParser:
+    """Parses list-valued args; remembers which keys came truncated."""
+
+    def __init__(self) -> None:
+        self.truncated: set[str] = set()
+
+    def __call__(self, key: str, value: Any) -> list[int]:
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return [_to_int(v, 0) for v in value]
+        if isinstance(value, str):
+            if TRUNCATION_MARK in value:
+                self.truncated.add(key)
+            return [int(x) for x in _INT_RE.findall(value)]
+        return [_to_int(value, 0)]
+
+
+def _collective(a: _Args, lists: _ListParser) -> CollectiveInfo | None:
+    if a.collective_name is None:
+        return None
+    return CollectiveInfo(
+        name=_to_str(a.collective_name),
+        dtype=_to_str(a.dtype),
+        in_msg_nelems=_to_int(a.in_msg_nelems, 0),
+        out_msg_nelems=_to_int(a.out_msg_nelems, 0),
+        in_split_size=lists("In split size", a.in_split_size),
+        out_split_size=lists("Out split size", a.out_split_size),
+        group_size=_to_int(a.group_size, 0),
+        pg_name=_to_str(a.pg_name),
+        pg_desc=_to_str(a.pg_desc),
+        pg_ranks=lists("Process Group Ranks", a.pg_ranks),
+        rank=_to_int(a.rank),
+        src_rank=_to_int(a.src_rank),
+        dst_rank=_to_int(a.dst_rank),
+        seq=_to_int(a.seq),
+    )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+# --------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------
+
+
+def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = None) -> KinetoTrace:
+    """Read a Kineto trace JSON (plain or gzip), typed and sorted by ``ts``.
+
+    ``ignored``, when given, is incremented per category (or ``ph=M`` style
+    key when an event has none) for every event not kept, so callers can
+    report what was skipped.
+    """
+    where = str(path)
+    with gc_paused():
+        doc = decode(where, read_json_bytes(path), _Doc | list[_Event])
+        if isinstance(doc, list):  # Chrome's "JSON Array Format"
+            doc = _Doc(traceEvents=doc)
+        if doc.traceEvents is None:
+            raise InputError(where, "no top-level field `traceEvents`: not a Kineto / Chrome trace?")
+        trace = _classify(where, doc.traceEvents, ignored if ignored is not None else Counter())
+        del doc.traceEvents
+    info = doc.distributedInfo or {}
+    trace.distributed_info = info
+    trace.rank = _to_int(info.get("rank"), -1)
+    trace.world_size = _to_int(info.get("world_size"), 0)
+    for key, value in (("rank", trace.rank), ("world_size", trace.world_size)):
+        if not -(2**31) <= value < 2**31:
+            raise InputError(where, f"distributedInfo.{key} is {value}: not a plausible {key}")
+    return trace
+
+
+def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> KinetoTrace:
+    cpu: list[CpuEvent] = []
+    runtime: list[RuntimeEvent] = []
+    gpu: list[GpuActivity] = []
+    sync: list[SyncEvent] = []
+    flows: dict[int, tuple[float, int]] = {}
+    lists = _ListParser()
+    kinds = CATEGORY_KINDS
+    for index, e in enumerate(events):
+        found = kinds.get(e.cat) or kinds.get(e.cat.lower())
+        if found is None:
+            ignored[e.cat or f"ph={e.ph}"] += 1
+            continue
+        kind, cat = found
+        if e.ts is None or (e.dur is None and e.ph == COMPLETE):
+            if kind is Kind.FLOW or e.ph != COMPLETE:
+                ignored[f"{e.cat}:ph={e.ph}:no ts"] += 1
+                continue
+            raise InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a complete "
+                             "event without `ts` or `dur`; the trace is corrupt")
+        if kind is Kind.FLOW:
+            if e.ph == FLOW_START:
+                flows[_to_int(e.id)] = (e.ts, _int_id(e.tid))
+            elif e.ph != FLOW_END:
+                ignored[f"{e.cat}:ph={e.ph}"] += 1
+            continue
+        if e.ph != COMPLETE:
+            ignored[f"{e.cat}:ph={e.ph}"] += 1
+            continue
+        a = e.args or _NO_ARGS
+        if kind is Kind.CPU:
+            cpu.append(_cpu_event(e, a, cat, lists))
+        elif kind is Kind.RUNTIME:
+            runtime.append(_runtime_event(e, a))
+        elif kind is Kind.GPU:
+            gpu.append(_gpu_activity(e, a, cat, lists))
+        else:
+            sync.append(_sync_event(e, a))
+    if lists.truncated:
+        log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
+    by_ts = attrgetter("ts")
+    for group in (cpu, runtime, gpu, sync):
+        group.sort(key=by_ts)
+    return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows)
+
+
+def _int_id(value: int | str) -> int:
+    return value if type(value) is int else _to_int(value)
+
+
+def _cpu_event(e: _Event, a: _Args, cat: str, lists: _ListParser) -> CpuEvent:
+    return CpuEvent(
+        e.name,
+        cat,
+        e.ts,
+        e.dur,
+        _int_id(e.pid),
+        _int_id(e.tid),
+        _or(a.external_id, -1),
+        _or(a.record_function_id, -1),
+        _or(a.seq_num, -1),
+        _or(a.fwd_thread_id, -1),
+        None if a.collective_name is None else _collective(a, lists),
+    )
+
+
+def _runtime_event(e: _Event, a: _Args) -> RuntimeEvent:
+    return RuntimeEvent(
+        e.name,
+        e.ts,
+        e.dur,
+        _int_id(e.pid),
+        _int_id(e.tid),
+        _or(a.correlation, -1),
+        _or(a.external_id, -1),
+        _or(a.stream, -1),
+    )
+
+
+def _gpu_activity(e: _Event, a: _Args, cat: str, lists: _ListParser) -> GpuActivity:
+    # GPU rows use pid = device and tid = stream; args are authoritative.
+    return GpuActivity(
+        e.name,
+        cat,
+        e.ts,
+        e.dur,
+        _int_id(e.pid) if a.device is None else a.device,
+        _int_id(e.tid) if a.stream is None else a.stream,
+        _or(a.correlation, -1),
+        _or(a.external_id, -1),
+        _or(a.bytes, 0),
+        None if a.collective_name is None else _collective(a, lists),
+    )
+
+
+def _sync_event(e: _Event, a: _Args) -> SyncEvent:
+    return SyncEvent(
+        kind=_to_str(a.cuda_sync_kind) or e.name,
+        ts=e.ts,
+        dur=e.dur,
+        pid=_int_id(e.pid),
+        tid=_int_id(e.tid),
+        stream=_or(a.stream, -1),
+        device=_or(a.device, -1),
+        correlation=_or(a.correlation, -1),
+        wait_on_stream=_to_int(a.wait_on_stream),
+        wait_on_event_record_corr_id=_to_int(a.wait_on_cuda_event_record_corr_id),
+        wait_on_event_id=_to_int(a.wait_on_cuda_event_id),
+    )
+
+
+__all__ = ["CATEGORY_KINDS", "Kind", "load_kineto_trace"]

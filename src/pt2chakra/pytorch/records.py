@@ -1,0 +1,193 @@
+"""Typed records of the PyTorch inputs: the host execution trace and the
+Kineto trace, normalised across schemas by the loaders of this package.
+
+Structs are ``msgspec.Struct`` with ``gc=False``: millions of them are created
+and the cyclic collector would otherwise dominate run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# --------------------------------------------------------------------------
+# Host execution trace
+# --------------------------------------------------------------------------
+
+
+def _parse(text: bytes) -> Any:
+    return msgspec.json.decode(text) if text else []
+
+
+class IOValues(msgspec.Struct, gc=False, frozen=True):
+    """Inputs or outputs of a host op, kept as the trace's JSON text.
+
+    Parsing every op's values into Python objects was two thirds of loading a
+    host trace, yet only collectives and process groups need them: the rest
+    is copied to the output as text. The properties parse on demand."""
+
+    values_json: bytes = b""
+    shapes_json: bytes = b""
+    types_json: bytes = b""
+    strides_json: bytes = b""  # schema 1.1.1 and later
+
+    @classmethod
+    def of(cls, values: list[Any] | None = None, shapes: list[Any] | None = None,
+           types: list[str] | None = None, strides: list[Any] | None = None) -> IOValues:
+        """Build from Python lists (tests, hand-made traces)."""
+        enc = msgspec.json.encode
+        return cls(enc(values or []), enc(shapes or []), enc(types or []),
+                   b"" if strides is None else enc(strides))
+
+    @property
+    def values(self) -> list[Any]:
+        return _parse(self.values_json)  # type: ignore[no-any-return]
+
+    @property
+    def shapes(self) -> list[Any]:
+        return _parse(self.shapes_json)  # type: ignore[no-any-return]
+
+    @property
+    def types(self) -> list[str]:
+        return _parse(self.types_json)  # type: ignore[no-any-return]
+
+    @property
+    def strides(self) -> list[Any] | None:
+        """None when the trace predates strides (schema < 1.1.1)."""
+        return _parse(self.strides_json) if len(self.strides_json) else None
+
+
+class HostOp(msgspec.Struct, gc=False):
+    """One node of the host execution trace, normalised across schemas."""
+
+    id: int
+    name: str
+    parent: int  # caller's id (``parent`` in 1.0.1, ``ctrl_deps`` later)
+    tid: int  # ET thread id (small ints assigned by the observer, not OS tids)
+    rf_id: int | None = None
+    fw_parent: int = 0
+    seq_id: int = -1
+    scope: int = 0
+    fw_tid: int = 0
+    op_schema: str = ""
+    inputs: IOValues = IOValues()
+    outputs: IOValues = IOValues()
+    # Schema-specific extras (pg_name, collective_name, in_msg_nelems, ...).
+    attrs: dict[str, Any] = {}
+
+
+class ProcessGroup(msgspec.Struct, gc=False):
+    pg_name: str
+    pg_desc: str = ""
+    ranks: list[int] = []
+    group_size: int = 0
+    backend: str = ""
+
+
+class HostTrace(msgspec.Struct, gc=False):
+    path: str
+    schema: str
+    pid: int
+    start_ts: int
+    finish_ts: int
+    ops: list[HostOp]  # in file order (completion order), not id order
+    process_groups: list[ProcessGroup] = []
+
+
+# --------------------------------------------------------------------------
+# Kineto trace
+# --------------------------------------------------------------------------
+
+
+class CollectiveInfo(msgspec.Struct, gc=False):
+    """Collective metadata from Kineto args (or from the host ET)."""
+
+    name: str = ""  # e.g. "allreduce", "all_to_allv"
+    dtype: str = ""
+    in_msg_nelems: int = 0
+    out_msg_nelems: int = 0
+    in_split_size: list[int] = []
+    out_split_size: list[int] = []
+    group_size: int = 0
+    pg_name: str = ""
+    pg_desc: str = ""
+    pg_ranks: list[int] = []
+    rank: int = -1
+    src_rank: int = -1
+    dst_rank: int = -1
+    seq: int = -1
+
+
+class CpuEvent(msgspec.Struct, gc=False):
+    """A Kineto ``cpu_op`` or ``user_annotation`` event."""
+
+    name: str
+    cat: str
+    ts: float  # microseconds
+    dur: float
+    pid: int
+    tid: int
+    external_id: int = -1
+    record_function_id: int = -1  # -1 when the trace predates the field
+    seq_num: int = -1
+    fwd_thread_id: int = -1
+    collective: CollectiveInfo | None = None
+
+
+class RuntimeEvent(msgspec.Struct, gc=False):
+    """A ``cuda_runtime`` / ``cuda_driver`` call (launches, syncs, event records)."""
+
+    name: str
+    ts: float
+    dur: float
+    pid: int
+    tid: int
+    correlation: int = -1
+    external_id: int = -1
+    stream: int = -1  # present on some runtime events (e.g. cudaEventRecord)
+
+
+class GpuActivity(msgspec.Struct, gc=False):
+    """A ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` event."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    device: int
+    stream: int
+    correlation: int
+    external_id: int = -1
+    bytes: int = 0
+    collective: CollectiveInfo | None = None
+
+
+class SyncEvent(msgspec.Struct, gc=False):
+    """A ``cuda_sync`` event (recorded with ``enable_cuda_sync_events=True``)."""
+
+    kind: str  # "Context Sync", "Stream Sync", "Event Sync", "Stream Wait Event"
+    ts: float
+    dur: float
+    pid: int
+    tid: int
+    stream: int = -1  # the stream that waits (Stream Wait Event) or is synced
+    device: int = -1
+    correlation: int = -1
+    wait_on_stream: int = -1
+    wait_on_event_record_corr_id: int = -1
+    wait_on_event_id: int = -1
+
+
+class KinetoTrace(msgspec.Struct, gc=False):
+    path: str
+    cpu_events: list[CpuEvent]
+    runtime_events: list[RuntimeEvent]
+    gpu_activities: list[GpuActivity]
+    sync_events: list[SyncEvent]
+    rank: int = -1
+    world_size: int = 0
+    distributed_info: dict[str, Any] = {}
+    # ``ac2g`` flow pairs, correlation id -> launch (ts, tid); used only when a
+    # launch event lacks ``correlation``.
+    flow_starts: dict[int, tuple[float, int]] = {}

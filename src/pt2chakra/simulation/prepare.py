@@ -1,0 +1,464 @@
+"""Simulator input: Chakra graphs of one or more ranks as flat arrays.
+
+Turns decoded nodes into what the replay loop needs (lanes, categories,
+durations, CPU-gap delays, children lists, collective keys, sync gates), and
+infers the cross-stream waits that old traces do not record. The model is
+described in simulate.py and docs/SIMULATE.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+
+log = logging.getLogger("pt2chakra.simulation")
+
+COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+
+# Node categories (critical path "by node type").
+CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
+# GPU_CPU_GAP: a GPU-side stand-in for dropped CPU time (``cpu_gap`` nodes of
+# the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
+CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
+# Extra critical-path categories for time that no node's duration holds.
+CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
+WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
+
+# Edge kinds, as the converter names them, plus the simulator's own reasons.
+EDGE_KIND_NAMES = ("inter_thread", "gpu_sync", "stream_wait", "thread_order", "caller",
+                   "launch", "stream_order", "lane_order", "rank_start", "data")
+_KIND_CODE = {name: i for i, name in enumerate(EDGE_KIND_NAMES)}
+K_GPU_SYNC = _KIND_CODE["gpu_sync"]
+K_LAUNCH = _KIND_CODE["launch"]
+K_STREAM_ORDER = _KIND_CODE["stream_order"]
+K_STREAM_WAIT = _KIND_CODE["stream_wait"]
+K_LANE = _KIND_CODE["lane_order"]
+K_START = _KIND_CODE["rank_start"]
+K_DATA = _KIND_CODE["data"]  # a data_dep without a recorded kind (other tools' .et)
+
+# Inferring cross-stream waits: an op that started this much later than
+# anything recorded explains, and at most this long after another stream's op
+# ended, waited for that op.
+INFER_MIN_US = 20.0
+INFER_TOL_US = 10.0
+
+# How far back on a thread to look for the op that held a GPU sync.
+SYNC_LOOKBACK = 64
+
+# Event types, in processing order at equal times: completions first so a
+# --------------------------------------------------------------------------
+# Preparation: graph -> flat arrays
+# --------------------------------------------------------------------------
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# Attributes the simulator reads, and the values it can use. Other tools'
+# .et files may carry them with another member type (``comm_seq`` as a
+# string, ``tid`` as a list, ...): such an attribute counts as absent.
+_ATTR_OK = {
+    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and
+    all(isinstance(x, str) for x in v),
+    "comm_seq": _is_int, "comm_size": _is_int, "comm_type": _is_int,
+    "tid": _is_int, "stream": _is_int, "device": _is_int, "rank": _is_int,
+    "is_cpu_op": lambda v: isinstance(v, (bool, int)),
+    "category": lambda v: isinstance(v, str),
+    "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
+    "inclusive_duration_micros": _is_num,
+    "step_start_micros": _is_num, "step_end_micros": _is_num,
+}
+
+
+def _checked(attrs: Sequence[tuple], bad: set[str] | None) -> dict:
+    out = {}
+    for a in attrs:
+        name, value = a[0], a[2]
+        ok = _ATTR_OK.get(name)
+        if ok is not None and not ok(value):
+            if bad is not None:
+                bad.add(name)
+            continue
+        out[name] = value
+    return out
+
+
+def _attrs(node: ChakraNode, bad: set[str] | None = None) -> dict:
+    """Node attributes by name; those of an unusable type are left out (and
+    their names added to ``bad``)."""
+    return _checked(node.attrs, bad)
+
+
+def _meta(md: GlobalMetadata, bad: set[str] | None = None) -> dict:
+    return _checked(md.attrs, bad)
+
+
+class _Prepared:
+    """All ranks' nodes as flat arrays indexed by a global node index."""
+
+    def __init__(self) -> None:
+        self.nodes: list[ChakraNode] = []
+        self.rank: list[int] = []
+        self.lane: list[int] = []
+        self.lane_names: list[tuple[int, str, str]] = []
+        self.lane_index: dict[tuple, int] = {}
+        self.order: list[int] = []  # recorded start order within the rank
+        self.dur: list[float] = []
+        self.cat: list[int] = []
+        self.delay: list[float] = []
+        self.children: list[list[int]] = []
+        self.child_kind: list[list[int]] = []
+        self.nwait: list[int] = []
+        self.comm_key: dict[int, tuple] = {}
+        self.comm_bytes: dict[int, int] = {}
+        self.comm_type: dict[int, int] = {}
+        # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
+        self.sync: dict[int, tuple[float, float, float]] = {}
+        self.sync_producers: dict[int, list[int]] = {}  # producer -> sync ops it gates
+        self.sync_gates: dict[int, int] = {}  # sync op -> number of producers
+        self.issue_children: dict[int, list[int]] = {}  # sync op -> GPU ops released at issue
+        self.step_start: list[float] = []
+        self.step_end: list[float] = []
+        self.sources: list[str] = []
+        self.rank_label: list[int] = []
+        self.inferred_edges = 0  # cross-stream waits inferred from timing
+        self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice  # rank recorded in the metadata (else position)
+        self.rank_nodes: list[range] = []
+        self.rank_timed: list[bool] = []  # per rank: some node has a start time
+
+    def lane_id(self, key: tuple, rank: int, kind: str, label: str) -> int:
+        idx = self.lane_index.get(key)
+        if idx is None:
+            idx = len(self.lane_names)
+            self.lane_index[key] = idx
+            self.lane_names.append((rank, kind, label))
+        return idx
+
+
+def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+             sources: Sequence[str], comm_streams: int, infer_waits: bool = True) -> _Prepared:
+    p = _Prepared()
+    for rank, (md, nodes) in enumerate(graphs):
+        bad: set[str] = set()
+        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
+        p.sources.append(sources[rank])
+        if bad:
+            log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
+                        sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
+    return p
+
+
+def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
+                  comm_streams: int, infer_waits: bool = True,
+                  bad: set[str] | None = None) -> None:
+    base = len(p.nodes)
+    mda = _meta(md, bad)
+    # A rank without any start time (other tools' graphs, ``microbench``)
+    # is untimed: nodes keep their whole duration, in dependency order, with
+    # no replayed gaps and no measured step.
+    timed_rank = any(n.start_time_micros for n in nodes)
+    p.rank_timed.append(timed_rank)
+    index: dict[int, int] = {}
+    attrs_of: list[dict] = []
+    incl: list[float] = []
+    for k, n in enumerate(nodes):
+        a = _attrs(n, bad)
+        attrs_of.append(a)
+        index[n.id] = base + k
+        p.nodes.append(n)
+        p.rank.append(rank)
+        d = float(n.duration_micros)
+        p.dur.append(d)
+        incl.append(float(a.get("inclusive_duration_micros", d)))
+        p.delay.append(0.0)
+        p.children.append([])
+        p.child_kind.append([])
+        p.nwait.append(0)
+        p.order.append(0)
+        is_cpu = bool(a.get("is_cpu_op", False))
+        # is_cpu_op absent means a device op (FORMATS.md), stream or not.
+        if n.type in COMM_TYPES and not is_cpu:
+            cat = COMM
+        elif is_cpu:
+            cat = CPU_OP
+        elif str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
+            cat = GPU_MEMCPY
+        elif a.get("category") == CPU_GAP:
+            cat = GPU_CPU_GAP
+        else:
+            cat = GPU_COMPUTE
+        p.cat.append(cat)
+        if cat == CPU_OP:
+            tid = a.get("tid", 0)
+            lane = p.lane_id(("cpu", rank, tid), rank, "cpu", f"thread {tid}")
+        elif "stream" in a:
+            dev, st = a.get("device", 0), a["stream"]
+            lane = p.lane_id(("gpu", rank, dev, st), rank, "gpu", f"stream {st}")
+        elif cat == COMM:  # a comm node of another tool's trace: one lane per process group
+            pg = str(a.get("pg_name", ""))
+            lane = p.lane_id(("comm", rank, pg), rank, "gpu", f"comm {pg}".strip())
+        else:  # a device op of another tool's trace without a stream: one lane per rank
+            lane = p.lane_id(("device", rank), rank, "gpu", "device")
+        p.lane.append(lane)
+    end = len(p.nodes)
+    p.rank_nodes.append(range(base, end))
+
+    # Measured step: the converter's metadata, else the span of timed nodes.
+    # (recorded step of the converter's metadata, widened to every timed
+    # node: GPU work launched at the end of the step finishes after it).
+    timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros] \
+        if timed_rank else []
+    t0 = min((nodes[k].start_time_micros for k in timed), default=0)
+    t1 = max((nodes[k].start_time_micros + max(nodes[k].duration_micros, incl[k]) for k in timed),
+             default=0)
+    if "step_start_micros" in mda and "step_end_micros" in mda:
+        t0 = min(t0, mda["step_start_micros"]) if timed else mda["step_start_micros"]
+        t1 = max(t1, mda["step_end_micros"])
+    t0, t1 = float(t0), float(t1)
+    p.step_start.append(t0)
+    p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
+    p.step_end.append(t1)
+
+    # Recorded order within the rank.
+    by_start = sorted(range(base, end), key=lambda i: (p.nodes[i].start_time_micros,
+                                                       p.nodes[i].id))
+    for pos, i in enumerate(by_start):
+        # CPU lanes in ET id order (ids are handed out at op start, and
+        # untimed ops have none), GPU lanes in recorded start order.
+        p.order[i] = p.nodes[i].id if p.cat[i] == CPU_OP else pos
+
+    # Dependencies (data_deps, with their recorded kinds).
+    parents: list[list[tuple[int, int]]] = [[] for _ in range(end - base)]
+    for k, n in enumerate(nodes):
+        i = base + k
+        kinds = attrs_of[k].get("data_dep_kinds") or ()
+        for j, d in enumerate(n.data_deps):
+            src = index.get(d)
+            if src is None or src == i:
+                continue
+            kind = _KIND_CODE.get(kinds[j], K_DATA) if j < len(kinds) else K_DATA
+            parents[k].append((src, kind))
+
+    # Collectives: key by process group + sequence number (or order).
+    counter: dict[str, int] = defaultdict(int)
+    comm_by_order: list[int] = []
+    for i in by_start:
+        if p.cat[i] != COMM:
+            continue
+        a = attrs_of[i - base]
+        pg = str(a.get("pg_name", ""))
+        seq = a.get("comm_seq")
+        if seq is None:
+            p.comm_key[i] = (pg, "order", p.nodes[i].type, counter[pg])
+            counter[pg] += 1
+        else:
+            p.comm_key[i] = (pg, "seq", int(seq))
+        p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
+        p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
+        comm_by_order.append(i)
+
+    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
+    if comm_streams > 0 and comm_by_order:
+        _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
+
+    # CPU threads: each op holds its thread from its start until its first
+    # callee starts (or until it ends); every other moment of the thread
+    # (idle gaps, a caller's time between and after its callees) is replayed
+    # as a delay before the next op. Replaying an op's whole exclusive time
+    # up front instead would launch its callees' GPU work late.
+    cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
+    for i in sorted((i for i in range(base, end) if p.cat[i] == CPU_OP),
+                    key=lambda i: p.nodes[i].id):  # ET ids are handed out at op start
+        n = p.nodes[i]
+        if timed_rank and (n.start_time_micros or n.duration_micros):
+            cpu_lane_ops[p.lane[i]].append(i)
+    for ops in cpu_lane_ops.values():
+        for q, i in enumerate(ops):
+            start = float(p.nodes[i].start_time_micros)
+            stop = start + incl[i - base]
+            if q + 1 < len(ops):
+                stop = min(stop, float(p.nodes[ops[q + 1]].start_time_micros))
+            p.dur[i] = max(0.0, stop - start)
+    if infer_waits and timed_rank:
+        p.inferred_edges += _infer_stream_waits(p, base, end, parents)
+    # A GPU op with no dependency at all (launcher not linked) stays at its
+    # recorded offset instead of floating to the start of the step.
+    for i in orphans:
+        if not parents[i - base] and p.nodes[i].start_time_micros:
+            p.delay[i] = max(0.0, p.nodes[i].start_time_micros - t0)
+
+    # The delay before an op is measured from when it could have started in
+    # the trace: the later of its thread's previous slice and its
+    # dependencies' ends (a thread handing over to another, a GPU sync).
+    for lane, ops in cpu_lane_ops.items():
+        cursor = t0
+        for i in ops:
+            start = float(p.nodes[i].start_time_micros)
+            ready = cursor
+            for src, _kind in parents[i - base]:
+                e = p.nodes[src].start_time_micros + p.dur[src]
+                if ready < e <= start:
+                    ready = e
+            p.delay[i] = max(0.0, start - ready)
+            cursor = max(cursor, start + p.dur[i])
+        last = max((p.nodes[i].start_time_micros + incl[i - base] for i in ops), default=cursor)
+        p.lane_tail[lane] = max(0.0, last - cursor)
+
+    _sync_ops(p, base, parents, cpu_lane_ops)
+
+    for k, plist in enumerate(parents):
+        i = base + k
+        for src, kind in plist:
+            if kind == -1:
+                continue  # moved to an issue release
+            p.children[src].append(i)
+            p.child_kind[src].append(kind)
+            p.nwait[i] += 1
+
+
+def _infer_stream_waits(p: _Prepared, base: int, end: int,
+                        parents: list[list[tuple[int, int]]]) -> int:
+    """GPU ops that started late for no recorded reason waited on another
+    stream (``cudaStreamWaitEvent`` without the stream/event arguments that
+    old traces lack, e.g. the compute stream waiting for an NCCL kernel).
+
+    An op X whose start is more than ``INFER_MIN_US`` after both its stream
+    predecessor's end and its launcher's issue, and within ``INFER_TOL_US``
+    after the end of an op on another stream of the same rank, gets a
+    ``stream_wait`` edge from that op (the latest such)."""
+    gpu = [i for i in range(base, end) if p.cat[i] != CPU_OP and
+           (p.nodes[i].start_time_micros or p.nodes[i].duration_micros)]
+    if not gpu:
+        return 0
+    node = p.nodes
+    ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in gpu)
+    end_t = [e for e, _ in ends]
+    added = 0
+    for i in gpu:
+        s_x = node[i].start_time_micros
+        explained = -math.inf
+        has_other = False
+        for src, kind in parents[i - base]:
+            if p.cat[src] == CPU_OP:
+                e = node[src].start_time_micros + p.dur[src]
+                if e > s_x:  # still running when X started (a blocking copy): issued at start
+                    e = node[src].start_time_micros
+            else:
+                e = node[src].start_time_micros + node[src].duration_micros
+                if kind != K_STREAM_ORDER and p.lane[src] != p.lane[i]:
+                    has_other = True
+            explained = max(explained, e)
+        if has_other or explained == -math.inf or s_x - explained <= INFER_MIN_US:
+            continue
+        k = bisect.bisect_right(end_t, s_x) - 1
+        while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
+            src = ends[k][1]
+            if p.lane[src] != p.lane[i] and end_t[k] > explained:
+                parents[i - base].append((src, K_STREAM_WAIT))
+                added += 1
+                break
+            k -= 1
+    return added
+
+
+def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: list[list[tuple[int, int]]],
+                   base: int, attrs_of: list[dict], streams: int) -> None:
+    """What-if: collectives round-robin over ``streams`` communication streams.
+    Stream order between collectives is rebuilt per new stream."""
+    comm_set = set(comm)
+    for pos, i in enumerate(comm):
+        dev = attrs_of[i - base].get("device", 0)
+        p.lane[i] = p.lane_id(("gpu", rank, dev, f"comm{pos % streams}"), rank, "gpu",
+                              f"comm stream {pos % streams}")
+        k = i - base
+        parents[k] = [(s, kind) for s, kind in parents[k]
+                      if not (kind == K_STREAM_ORDER and s in comm_set)]
+        if pos >= streams:
+            parents[k].append((comm[pos - streams], K_STREAM_ORDER))
+
+
+def _sync_ops(p: _Prepared, base: int, parents: list[list[tuple[int, int]]],
+              cpu_lane_ops: dict[int, list[int]]) -> None:
+    """Take the measured GPU wait out of the CPU time that blocked on it.
+
+    For each ``gpu_sync`` consumer C (first CPU op after the sync returned),
+    find on C's thread where the GPU producers' end ``t_ret`` falls:
+
+    * inside op S's slice: S waited. S then ends at
+      ``max(start + own work, producer end + post-return time)``, where the
+      post-return time is the part of its slice after ``t_ret``, and releases
+      the GPU ops it launched when it issues them (its start), not when it
+      returns;
+    * inside the replayed gap before op X: the gap's part before ``t_ret`` was
+      the wait; X then waits for the producers plus the rest of the gap.
+    """
+    starts = {lane: [p.nodes[i].start_time_micros - p.delay[i] for i in ops]
+              for lane, ops in cpu_lane_ops.items()}
+    for k, plist in enumerate(parents):
+        producers = [s for s, kind in plist if kind == K_GPU_SYNC]
+        if not producers:
+            continue
+        c = base + k
+        lane = p.lane[c]
+        ops = cpu_lane_ops.get(lane)
+        if not ops:
+            continue
+        t_ret = max(p.nodes[s].start_time_micros + p.nodes[s].duration_micros for s in producers)
+        c_start = p.nodes[c].start_time_micros
+        if t_ret > c_start:
+            continue  # inconsistent timing: keep the plain edge
+        q = bisect.bisect_right(starts[lane], t_ret) - 1
+        if q < 0:
+            continue
+        x = ops[q]
+        x_start = float(p.nodes[x].start_time_micros)
+        if t_ret <= x_start:
+            # In the gap before X: X waited for the producers (its delay is
+            # then measured from their end).
+            if x != c:
+                for s in producers:
+                    parents[x - base].append((s, K_GPU_SYNC))
+                    end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
+                    p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
+            continue
+        if t_ret > x_start + p.dur[x] or x in p.sync:
+            continue  # after X's slice: the producers were done before anyone waited
+        holder = x
+        ok = True
+        launched = []
+        for s in producers:
+            for src, kind in parents[s - base]:
+                if kind != K_LAUNCH:
+                    continue
+                if src == holder:
+                    launched.append(s)
+                elif p.nodes[src].id > p.nodes[holder].id and p.rank[src] == p.rank[holder]:
+                    ok = False  # launched after the holder started: would deadlock
+        if not ok:
+            continue
+        excl = p.dur[holder]
+        wait = min(excl, t_ret - x_start)
+        post = excl - wait
+        p.sync[holder] = (post, post, 0.0)  # (own work, post-return time, issue offset)
+        p.sync_gates[holder] = len(producers)
+        for s in producers:
+            p.sync_producers.setdefault(s, []).append(holder)
+        if launched:
+            p.issue_children[holder] = launched
+            for s in launched:
+                sk = s - base
+                parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
+                               for src, kind in parents[sk]]
+                p.nwait[s] += 1  # released by the issue event
+
+
