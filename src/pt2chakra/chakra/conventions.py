@@ -1,5 +1,6 @@
 """Conventions every reader of a Chakra trace shares: attributes by name,
-device or host node, the rank of a file.
+device or host node, the lane a node runs on, the measured step window, the
+rank of a file, the schema version we write.
 
 Each rule lives here once; the simulator, ``validate``, ``timeline``,
 ``inspect`` and the exports call it instead of re-deriving it.
@@ -7,11 +8,15 @@ Each rule lives here once; the simulator, ``validate``, ``timeline``,
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from pt2chakra.chakra.records import GlobalMetadata
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+
+# The Chakra schema version we write (what mlc-chakra's converter writes).
+CHAKRA_VERSION = "0.0.4"
 
 
 def attr_dict(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
@@ -23,7 +28,7 @@ def attr_members(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, tuple[str, 
     return {name: (member, value) for name, member, value in attrs}
 
 
-def is_gpu(attrs: dict[str, Any]) -> bool:
+def is_gpu(attrs: Mapping[str, Any]) -> bool:
     """A node is a GPU/device op when ``is_cpu_op`` is false or absent (the
     simulator's reading: absent means false)."""
     return not attrs.get("is_cpu_op", False)
@@ -42,3 +47,77 @@ def rank_of(metadata: GlobalMetadata, path: str, default: int) -> int:
             if "." in stem and tail.isdigit():
                 return int(tail)
     return default
+
+
+COMM_NODE_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+
+# Lane kinds: a CPU thread, a GPU stream, a communication channel (a comm
+# node of another tool's trace without a stream: one per process group), or
+# the one lane of device nodes that name no stream.
+CPU_LANE, STREAM_LANE, COMM_LANE, DEVICE_LANE = "cpu", "stream", "comm", "device"
+
+
+class Lane(NamedTuple):
+    """Where a node runs within its rank; a replay runs one node at a time
+    per lane, and a communication node holds its lane while it waits for its
+    peers. ``key`` is unique within a rank."""
+
+    kind: str
+    key: tuple[Any, ...]
+    label: str
+
+
+def lane_of(node_type: int, attrs: Mapping[str, Any]) -> Lane:
+    """The lane of a node from its type and attributes (``tid`` for CPU ops,
+    ``device``/``stream`` for device ops)."""
+    if not is_gpu(attrs):
+        tid = attrs.get("tid", 0)
+        return Lane(CPU_LANE, ("cpu", tid), f"thread {tid}")
+    if "stream" in attrs:
+        device, stream = attrs.get("device", 0), attrs["stream"]
+        return Lane(STREAM_LANE, ("gpu", device, stream), f"stream {stream}")
+    if node_type in COMM_NODE_TYPES:
+        pg = str(attrs.get("pg_name", ""))
+        return Lane(COMM_LANE, ("comm", pg), f"comm {pg}".strip())
+    return Lane(DEVICE_LANE, ("device",), "device")
+
+
+class StepWindow(NamedTuple):
+    """The measured step, in the trace's microseconds."""
+
+    start: float
+    end: float
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
+    """A CPU node's inclusive time (``inclusive_duration_micros``; the
+    converter's ``duration_micros`` is exclusive), else its duration."""
+    value = attrs.get("inclusive_duration_micros")
+    return float(value) if _finite_number(value) else float(node.duration_micros)
+
+
+def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
+                attrs_of: Sequence[Mapping[str, Any]]) -> StepWindow | None:
+    """The measured step of one rank: the converter's recorded step
+    (``step_start_micros`` / ``step_end_micros``), widened to every timed
+    node, since GPU work launched at the end of the step finishes after it.
+    None for a trace without any start time and without a recorded step
+    (other tools' graphs, ``microbench``): it has no measured step."""
+    window: StepWindow | None = None
+    if any(n.start_time_micros for n in nodes):
+        timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros]
+        window = StepWindow(
+            float(min(nodes[k].start_time_micros for k in timed)),
+            max(nodes[k].start_time_micros + max(float(nodes[k].duration_micros),
+                                                 inclusive_micros(nodes[k], attrs_of[k]))
+                for k in timed))
+    s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
+    if _finite_number(s0) and _finite_number(s1):
+        if window is None:
+            return StepWindow(float(s0), float(s1))
+        return StepWindow(min(window.start, float(s0)), max(window.end, float(s1)))
+    return window

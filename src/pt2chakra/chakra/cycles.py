@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EdgeKind
+from pt2chakra.chakra.conventions import attr_dict
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.records import ChakraNode
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 class CycleEdge(msgspec.Struct, frozen=True):
     src: int
     dst: int
-    kind: str  # edge kind name, or "unknown" for traces without kinds
+    kind: str  # edge kind name (UNRECORDED_KIND for traces without kinds)
 
 
 class GraphProblems(msgspec.Struct):
@@ -28,10 +29,8 @@ class GraphProblems(msgspec.Struct):
 
 
 def dep_kinds(node: ChakraNode) -> list[str]:
-    for name, _member, value in node.attrs:
-        if name == DEP_KINDS_ATTR:
-            return list(value)
-    return ["unknown"] * len(node.data_deps)
+    """Kinds of the node's data deps (see :func:`dep_kinds_of`)."""
+    return dep_kinds_of(node.data_deps, attr_dict(node.attrs))
 
 
 def _kind_name(kind: object) -> str:

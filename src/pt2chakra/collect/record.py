@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pt2chakra.pytorch.names import is_observer_node
+
 HOST_ET_SUFFIX = ".host_et.json.gz"
 KINETO_SUFFIX = ".kineto.json.gz"
 DEFAULT_NAME = "trace"
@@ -105,7 +107,6 @@ def _gzip_atomic(src: Path, dst: Path) -> None:
 KINETO_HOST_CATEGORIES = ("cpu_op", "user_annotation")
 RF_ID_ARG = "Record function id"
 GZIP_MAGIC = b"\x1f\x8b"
-ET_BOOKKEEPING_PREFIX = "[pytorch|profiler|execution_trace|"
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _ratio(part: int, whole: int) -> float:
 def summarize_recording(host_path: Path | str, kineto_path: Path | str) -> RecordingSummary:
     """Check a recorded pair the way the linker will use it (ids, not timestamps)."""
     nodes = (host := _load_json(Path(host_path)))["nodes"]
-    ops = [n for n in nodes if not n["name"].startswith(ET_BOOKKEEPING_PREFIX)]
+    ops = [n for n in nodes if not is_observer_node(n["name"])]
     op_rf_ids = [_host_rf_id(n) for n in ops]
     events = [
         e

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.pytorch.names import strip_collective_prefix
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they
@@ -67,12 +68,7 @@ def collective_from_name(name: str) -> CollectiveType | str | None:
     """
     if not name:
         return None
-    key = name.lower()
-    for prefix in ("nccl:", "gloo:", "mpi:", "c10d::", "rccl:"):
-        if key.startswith(prefix):
-            key = key[len(prefix):]
-            break
-    key = _NON_ALNUM.sub("", key)
+    key = _NON_ALNUM.sub("", strip_collective_prefix(name).lower())
     for pattern, ctype in _NAME_TABLE:
         if key.startswith(pattern):
             return ctype

@@ -15,7 +15,8 @@ from collections.abc import Container, Iterator, Sequence
 import msgspec
 import orjson
 
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EdgeKind
+from pt2chakra.chakra.conventions import CHAKRA_VERSION
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     CONTINUED_VARINTS,
     IOINFO_TAGS,
@@ -40,19 +41,8 @@ from pt2chakra.conversion.deps import (
     thread_order_edges,
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace
+from pt2chakra.pytorch.names import COMM_BACKEND_PREFIXES, PROCESS_GROUP_INIT, RECORD_PARAM_COMMS
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
-
-# Chakra schema version we write (what mlc-chakra's converter writes).
-CHAKRA_VERSION = "0.0.4"
-
-# Host ops whose first input describes the process groups.
-PROCESS_GROUP_INIT = "## process_group:init ##"
-
-EDGE_KIND_NAMES = {kind: kind.name.lower() for kind in EdgeKind}
-
-# Host-op name prefixes of collective "communication" ops (nccl:all_reduce, ...).
-COMM_OP_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
-RECORD_PARAM_COMMS = "record_param_comms"
 
 
 class ChakraGraph:
@@ -101,7 +91,7 @@ class ChakraGraph:
 
     def node_type_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        special = (PROCESS_GROUP_INIT,) + COMM_OP_PREFIXES
+        special = (PROCESS_GROUP_INIT,) + COMM_BACKEND_PREFIXES
         plain = 0
         for op in self._cpu_ops:
             if op.name.startswith(special):
@@ -156,7 +146,7 @@ class ChakraGraph:
 
         for op in self._cpu_ops:
             name = op.name
-            if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_OP_PREFIXES)):
+            if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_BACKEND_PREFIXES)):
                 yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
                                             host_only, self._ops_by_id))
                 continue
@@ -365,7 +355,7 @@ def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveTyp
     (host-only traces: the ``nccl:*`` op is the only record of the transfer)."""
     if op.name == PROCESS_GROUP_INIT:
         return NodeType.METADATA_NODE, None
-    if host_only and op.name.startswith(COMM_OP_PREFIXES):
+    if host_only and op.name.startswith(COMM_BACKEND_PREFIXES):
         ctype = coll.collective_from_name(op.name)
         if ctype is not None and ctype != "sendrecv":
             return coll.node_type_for(ctype), ctype

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.errors import InputError
+from pt2chakra.pytorch.names import is_observer_node
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -35,9 +36,6 @@ from pt2chakra.pytorch.records import (
 )
 
 log = logging.getLogger(__name__)
-
-# ET nodes that are containers written by the observer, not operators.
-CONTAINER_PREFIX = "[pytorch|profiler|"
 
 # Below this share of host ops matched, the two files are not one recording
 # (a correct pair links well over 90 %; a mismatched pair shares only common
@@ -146,7 +144,7 @@ class LinkedTrace(msgspec.Struct):
 
 
 def is_container(op: HostOp) -> bool:
-    return op.name.startswith(CONTAINER_PREFIX)
+    return is_observer_node(op.name)
 
 
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:

@@ -37,16 +37,23 @@ import msgspec
 import orjson
 
 from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
-from pt2chakra.chakra.conventions import attr_dict, rank_of
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.conventions import (
+    CHAKRA_VERSION,
+    STREAM_LANE,
+    attr_dict,
+    lane_of,
+    rank_of,
+    step_window,
+)
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
+from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 CPU_MODES = ("drop", "keep", "drop-no-gaps")
 VIA_DROPPED = "via_dropped"
 CPU_GAP = "cpu_gap"  # name of the gap nodes and kind of the edge into the GPU node
-PG_INIT = "## process_group:init ##"
 
 
 def _process_groups_from_node(node: ChakraNode) -> str | None:
@@ -61,9 +68,10 @@ def _process_groups_from_node(node: ChakraNode) -> str | None:
 
 
 def _lane(attrs: dict[str, Any], node: ChakraNode) -> tuple[Any, ...]:
-    if "stream" in attrs and not attrs.get("is_cpu_op", False):
-        return ("stream", attrs.get("device", 0), attrs["stream"])
-    return ("node", node.id)
+    """Inherited predecessors are merged per GPU stream (stream order implies
+    the earlier ones); any other node is a lane of its own."""
+    lane = lane_of(node.type, attrs)
+    return lane.key if lane.kind == STREAM_LANE else ("node", node.id)
 
 
 def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "drop",
@@ -79,7 +87,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
         attrs = attr_dict(node.attrs)
         if node.type == NodeType.METADATA_NODE:
             removed[node.id] = node
-            if node.name == PG_INIT and not have_pgs:
+            if node.name == PROCESS_GROUP_INIT and not have_pgs:
                 pgs = _process_groups_from_node(node)
                 if pgs is not None:
                     md_attrs.append(("process_groups", "string_val", pgs))
@@ -127,9 +135,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
                 d in removed for d in node.ctrl_deps):
             out.append(node)
             continue
-        kinds = attr_dict(attrs).get(DEP_KINDS_ATTR)
-        if not (isinstance(kinds, list) and len(kinds) == len(node.data_deps)):
-            kinds = None
+        kinds = recorded_dep_kinds(attr_dict(attrs), len(node.data_deps))
         deps: list[int] = []
         dep_kinds: list[str] = []
         via: dict[tuple[Any, ...], int] = {}
@@ -139,7 +145,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
                     _keep_latest(via, lane, nid, order)
             elif d not in deps:
                 deps.append(d)
-                dep_kinds.append(kinds[i] if kinds else "data")
+                dep_kinds.append(kinds[i] if kinds else UNRECORDED_KIND)
         for nid in sorted(via.values(), key=lambda i: order[i]):
             if nid not in deps and nid != node.id:
                 deps.append(nid)
@@ -162,7 +168,7 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
             out.append(tail)
     md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
     md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
-    return GlobalMetadata(version=metadata.version or "0.0.4", attrs=md_attrs), out
+    return GlobalMetadata(version=metadata.version or CHAKRA_VERSION, attrs=md_attrs), out
 
 
 class _GapMaker:
@@ -173,18 +179,11 @@ class _GapMaker:
         self.removed = removed
         self.end = {n.id: n.start_time_micros + n.duration_micros for n in nodes}
         self.next_id = max((n.id for n in nodes), default=0) + 1
-        md = attr_dict(metadata.attrs)
-        timed = [n for n in nodes if n.start_time_micros or n.duration_micros]
-        # The step as the simulator measures it: the metadata's step, widened
-        # to every timed node (a CPU op's inclusive time included).
-        t0 = min((n.start_time_micros for n in timed), default=None)
-        t1 = max((n.start_time_micros + max(n.duration_micros, _inclusive(n)) for n in timed),
-                 default=None)
-        s0, s1 = md.get("step_start_micros"), md.get("step_end_micros")
-        if isinstance(s0, int) and isinstance(s1, int):
-            t0 = s0 if t0 is None else min(t0, s0)
-            t1 = s1 if t1 is None else max(t1, s1)
-        self.t0, self.t1 = t0, t1
+        # The step as the simulator measures it.
+        window = step_window(attr_dict(metadata.attrs), nodes,
+                             [attr_dict(n.attrs) for n in nodes])
+        self.t0 = round(window.start) if window is not None else None
+        self.t1 = round(window.end) if window is not None else None
 
     def _node(self, like: ChakraNode, start: int, duration: int, deps: list[int],
               kinds: list[str]) -> ChakraNode:
@@ -237,11 +236,6 @@ class _GapMaker:
                                                                          kv[1].id))
                 if n is latest or lane[0] == "stream"]
         return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
-
-
-def _inclusive(node: ChakraNode) -> int:
-    value = attr_dict(node.attrs).get("inclusive_duration_micros", 0)
-    return value if isinstance(value, int) else 0
 
 
 def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: int,

@@ -27,6 +27,7 @@ import msgspec
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.json_input import decode, gc_paused, read_json_bytes
+from pt2chakra.pytorch.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.records import HostOp, HostTrace, IOValues, ProcessGroup
 
 log = logging.getLogger(__name__)
@@ -38,10 +39,6 @@ MAX_ID = 2**62
 # (Chakra ids are uint64) and keeps every id inside int64 attributes.
 NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_ID)]
 
-PROCESS_GROUP_NODE = "## process_group:init ##"
-# Special nodes written by the observer itself (root process node and one
-# per thread; ``execution_graph`` in 1.0.1). Only these may be self-parented.
-OBSERVER_NODE_PREFIX = "[pytorch|profiler|"
 # How many offending ids a warning or error quotes before "...".
 MAX_QUOTED_IDS = 5
 
@@ -414,7 +411,7 @@ def _check_structure(where: str, ops: list[HostOp]) -> None:
     for op in ops:  # one pass: this loop runs once per op on million-op traces
         parent = op.parent
         if parent == op.id:
-            if not op.name.startswith(OBSERVER_NODE_PREFIX):
+            if not op.name.startswith(OBSERVER_PREFIX):
                 raise InputError(where, f"op {op.id} ({op.name!r}) is its own parent")
             op.parent = 0
         elif parent and parent not in ids:
@@ -477,17 +474,17 @@ def dangling_parents(ops: list[HostOp], ids: set[int] | None = None) -> list[Hos
 
 def _process_groups(where: str, ops: list[HostOp]) -> list[ProcessGroup]:
     """Parse the JSON string held by the ``## process_group:init ##`` node."""
-    node = next((op for op in ops if op.name == PROCESS_GROUP_NODE), None)
+    node = next((op for op in ops if op.name == PROCESS_GROUP_INIT), None)
     if node is None or not node.inputs.values:
         return []
     text = node.inputs.values[0]
     if not isinstance(text, str):
-        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_NODE}): first input should be a JSON string, got {type(text).__name__}")
+        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_INIT}): first input should be a JSON string, got {type(text).__name__}")
     try:
         records = msgspec.json.decode(text, type=list[_PgRecord])
     except msgspec.DecodeError as e:
         detail = " ".join(str(e).split())
-        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_NODE}): bad process-group JSON ({detail})") from None
+        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_INIT}): bad process-group JSON ({detail})") from None
     return [
         ProcessGroup(
             pg_name=str(r.pg_name),

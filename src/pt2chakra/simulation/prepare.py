@@ -14,11 +14,30 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
+from pt2chakra.chakra.conventions import (
+    COMM_NODE_TYPES,
+    CPU_LANE,
+    StepWindow,
+    lane_of,
+    step_window,
+)
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
+from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.rendezvous import (
+    CommOp,
+    RankComms,
+    RendezvousKey,
+    comm_order,
+    describe_deadlock,
+    find_deadlock,
+    rendezvous_keys,
+)
+from pt2chakra.errors import InputError
 
 log = logging.getLogger("pt2chakra.simulation")
 
-COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+COMM_TYPES = COMM_NODE_TYPES
 
 # Node categories (critical path "by node type").
 CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
@@ -30,8 +49,8 @@ CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
 WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
 
 # Edge kinds, as the converter names them, plus the simulator's own reasons.
-EDGE_KIND_NAMES = ("inter_thread", "gpu_sync", "stream_wait", "thread_order", "caller",
-                   "launch", "stream_order", "lane_order", "rank_start", "data")
+EDGE_KIND_NAMES = (*(EDGE_KIND_NAMES_BY_KIND[kind] for kind in EdgeKind),
+                   "lane_order", "rank_start", UNRECORDED_KIND)
 _KIND_CODE = {name: i for i, name in enumerate(EDGE_KIND_NAMES)}
 K_GPU_SYNC = _KIND_CODE["gpu_sync"]
 K_LAUNCH = _KIND_CODE["launch"]
@@ -39,7 +58,7 @@ K_STREAM_ORDER = _KIND_CODE["stream_order"]
 K_STREAM_WAIT = _KIND_CODE["stream_wait"]
 K_LANE = _KIND_CODE["lane_order"]
 K_START = _KIND_CODE["rank_start"]
-K_DATA = _KIND_CODE["data"]  # a data_dep without a recorded kind (other tools' .et)
+K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
 
 # Inferring cross-stream waits: an op that started this much later than
 # anything recorded explains, and at most this long after another stream's op
@@ -119,7 +138,7 @@ class _Prepared:
         self.children: list[list[int]] = []
         self.child_kind: list[list[int]] = []
         self.nwait: list[int] = []
-        self.comm_key: dict[int, tuple] = {}
+        self.comm_key: dict[int, RendezvousKey] = {}
         self.comm_bytes: dict[int, int] = {}
         self.comm_type: dict[int, int] = {}
         # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
@@ -135,6 +154,7 @@ class _Prepared:
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice  # rank recorded in the metadata (else position)
         self.rank_nodes: list[range] = []
         self.rank_timed: list[bool] = []  # per rank: some node has a start time
+        self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order
 
     def lane_id(self, key: tuple, rank: int, kind: str, label: str) -> int:
         idx = self.lane_index.get(key)
@@ -150,12 +170,49 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     p = _Prepared()
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
-        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
         p.sources.append(sources[rank])
+        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
         if bad:
             log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
                         sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
+    if len(graphs) > 1:
+        steps = find_deadlock(p.rank_comms)
+        if steps:  # the replay would end with nodes that never ran
+            raise InputError(steps[0].source, describe_deadlock(steps))
     return p
+
+
+def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of: list[dict],
+               parents: list[list[tuple[int, int]]]) -> list[int]:
+    """Key each communication node by the shared matching rule
+    (``rendezvous_keys``) and note the rank's order between them for the
+    deadlock check; returns the communication nodes in recorded order."""
+    ops: list[CommOp] = []
+    comm_by_order: list[int] = []
+    for i in by_start:
+        if p.cat[i] != COMM:
+            continue
+        a = attrs_of[i - base]
+        n = p.nodes[i]
+        peer = a.get("comm_dst" if n.type == NodeType.COMM_SEND_NODE else "comm_src")
+        ops.append(CommOp(n.id, int(n.type), n.start_time_micros, str(a.get("pg_name", "")),
+                          a.get("comm_seq"), peer if _is_int(peer) else None,
+                          (p.lane[i],)))
+        p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
+        p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
+        comm_by_order.append(i)
+    if not ops:
+        return comm_by_order
+    keys = rendezvous_keys(ops, p.rank_label[rank])
+    for i in comm_by_order:
+        p.comm_key[i] = keys[p.nodes[i].id]
+    end = base + len(parents)
+    ids = [p.nodes[i].id for i in range(base, end)]
+    deps = {p.nodes[base + k].id: [(p.nodes[src].id, kind) for src, kind in plist]
+            for k, plist in enumerate(parents) if plist}
+    p.rank_comms.append(RankComms(p.rank_label[rank], p.sources[rank], keys,
+                                  comm_order(ids, deps, ops)))
+    return comm_by_order
 
 
 def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
@@ -198,33 +255,14 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         else:
             cat = GPU_COMPUTE
         p.cat.append(cat)
-        if cat == CPU_OP:
-            tid = a.get("tid", 0)
-            lane = p.lane_id(("cpu", rank, tid), rank, "cpu", f"thread {tid}")
-        elif "stream" in a:
-            dev, st = a.get("device", 0), a["stream"]
-            lane = p.lane_id(("gpu", rank, dev, st), rank, "gpu", f"stream {st}")
-        elif cat == COMM:  # a comm node of another tool's trace: one lane per process group
-            pg = str(a.get("pg_name", ""))
-            lane = p.lane_id(("comm", rank, pg), rank, "gpu", f"comm {pg}".strip())
-        else:  # a device op of another tool's trace without a stream: one lane per rank
-            lane = p.lane_id(("device", rank), rank, "gpu", "device")
-        p.lane.append(lane)
+        lane = lane_of(n.type, a)
+        p.lane.append(p.lane_id((rank, *lane.key), rank,
+                                "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
 
-    # Measured step: the converter's metadata, else the span of timed nodes.
-    # (recorded step of the converter's metadata, widened to every timed
-    # node: GPU work launched at the end of the step finishes after it).
-    timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros] \
-        if timed_rank else []
-    t0 = min((nodes[k].start_time_micros for k in timed), default=0)
-    t1 = max((nodes[k].start_time_micros + max(nodes[k].duration_micros, incl[k]) for k in timed),
-             default=0)
-    if "step_start_micros" in mda and "step_end_micros" in mda:
-        t0 = min(t0, mda["step_start_micros"]) if timed else mda["step_start_micros"]
-        t1 = max(t1, mda["step_end_micros"])
-    t0, t1 = float(t0), float(t1)
+    window = step_window(mda, nodes, attrs_of) or StepWindow(0.0, 0.0)
+    t0, t1 = window.start, window.end
     p.step_start.append(t0)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.step_end.append(t1)
@@ -241,31 +279,14 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     parents: list[list[tuple[int, int]]] = [[] for _ in range(end - base)]
     for k, n in enumerate(nodes):
         i = base + k
-        kinds = attrs_of[k].get("data_dep_kinds") or ()
-        for j, d in enumerate(n.data_deps):
+        kinds = dep_kinds_of(n.data_deps, attrs_of[k])
+        for d, kind_name in zip(n.data_deps, kinds):
             src = index.get(d)
             if src is None or src == i:
                 continue
-            kind = _KIND_CODE.get(kinds[j], K_DATA) if j < len(kinds) else K_DATA
-            parents[k].append((src, kind))
+            parents[k].append((src, _KIND_CODE.get(kind_name, K_DATA)))
 
-    # Collectives: key by process group + sequence number (or order).
-    counter: dict[str, int] = defaultdict(int)
-    comm_by_order: list[int] = []
-    for i in by_start:
-        if p.cat[i] != COMM:
-            continue
-        a = attrs_of[i - base]
-        pg = str(a.get("pg_name", ""))
-        seq = a.get("comm_seq")
-        if seq is None:
-            p.comm_key[i] = (pg, "order", p.nodes[i].type, counter[pg])
-            counter[pg] += 1
-        else:
-            p.comm_key[i] = (pg, "seq", int(seq))
-        p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
-        p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
-        comm_by_order.append(i)
+    comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
 
     orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
     if comm_streams > 0 and comm_by_order:

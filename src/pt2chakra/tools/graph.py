@@ -18,6 +18,7 @@ import msgspec
 
 from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
 from pt2chakra.chakra.conventions import attr_dict, is_gpu
+from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, NodeType
 from pt2chakra.errors import InputError
@@ -93,9 +94,7 @@ def _edges(nodes: list[ChakraNode], ctrl: bool) -> list[tuple[int, int, str]]:
     ids = {n.id for n in nodes}
     edges = []
     for node in nodes:
-        kinds = attr_dict(node.attrs).get("data_dep_kinds")
-        if not (isinstance(kinds, list) and len(kinds) == len(node.data_deps)):
-            kinds = ["data"] * len(node.data_deps)
+        kinds = dep_kinds_of(node.data_deps, attr_dict(node.attrs))
         edges += [(src, node.id, kind) for src, kind in zip(node.data_deps, kinds) if src in ids]
         if ctrl:
             edges += [(src, node.id, "ctrl") for src in node.ctrl_deps if src in ids]

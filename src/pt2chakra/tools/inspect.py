@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from pt2chakra.chakra.conventions import attr_dict, is_gpu
+from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
 
@@ -52,11 +53,7 @@ def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> dict[str, Any]:
             coll_count[key] += 1
             size = attrs.get("comm_size", 0)
             coll_bytes[key] += size if isinstance(size, int) else 0
-        kinds = attrs.get("data_dep_kinds")
-        if isinstance(kinds, list) and len(kinds) == len(node.data_deps):
-            dep_kinds.update(kinds)
-        elif node.data_deps:
-            dep_kinds["data (no kind)"] += len(node.data_deps)
+        dep_kinds.update(dep_kinds_of(node.data_deps, attrs))
         ctrl_deps += len(node.ctrl_deps)
         if is_gpu(attrs):
             gpu += 1

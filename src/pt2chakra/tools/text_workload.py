@@ -23,11 +23,11 @@ import os
 from collections.abc import Iterable
 
 from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs
+from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 
-VERSION = "0.0.4"
 TEXT_COMM_TYPES = {
     "ALLREDUCE": CollectiveType.ALL_REDUCE,
     "ALLGATHER": CollectiveType.ALL_GATHER,
@@ -242,7 +242,7 @@ def build(path: str | os.PathLike[str], passes: int = 1) -> tuple[GlobalMetadata
         _dlrm(b, layers, passes, last_bottom)
     else:
         _micro(b, layers, passes)
-    metadata = GlobalMetadata(version=VERSION, attrs=[
+    metadata = GlobalMetadata(version=CHAKRA_VERSION, attrs=[
         ("generator", "string_val", "pt2chakra from-text"), ("workload", "string_val", kind),
         ("input_file", "string_val", text), ("passes", "int64_val", passes)])
     return metadata, b.nodes
@@ -308,7 +308,7 @@ def microbench(collective: str, size: int, npus: int, prefix: str | os.PathLike[
             prev = b.comp(f"step{step}", "COMPUTE", compute_micros, [prev])
         prev = b._add(f"{ctype.name}_{size}B_step{step}", NodeType.COMM_COLL_NODE, [prev], 0,
                       [("comm_type", "int64_val", int(ctype)), ("comm_size", "int64_val", size)])
-    metadata = GlobalMetadata(version=VERSION, attrs=[
+    metadata = GlobalMetadata(version=CHAKRA_VERSION, attrs=[
         ("generator", "string_val", "pt2chakra microbench"),
         ("collective", "string_val", ctype.name), ("comm_size", "int64_val", size)])
     return _write_npus(metadata, b.nodes, npus, os.fspath(prefix))

@@ -19,7 +19,14 @@ from typing import Any
 import orjson
 
 from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
-from pt2chakra.chakra.conventions import attr_dict, is_gpu, rank_of
+from pt2chakra.chakra.conventions import (
+    COMM_LANE,
+    CPU_LANE,
+    STREAM_LANE,
+    attr_dict,
+    lane_of,
+    rank_of,
+)
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import NodeType
 
@@ -27,15 +34,26 @@ _ARG_ATTRS = ("comm_type", "comm_size", "pg_name", "comm_seq", "stream", "device
               "correlation", "rf_id")
 
 
-def _lane(attrs: dict[str, Any]) -> tuple[tuple[Any, ...], str, int]:
-    """(key, lane name, sort index)."""
-    if is_gpu(attrs):
-        if "stream" in attrs:
-            device, stream = attrs.get("device", 0), attrs["stream"]
-            return ("gpu", device, stream), f"GPU {device} stream {stream}", 1000 + int(stream)
-        return ("gpu",), "device ops", 999
-    tid = attrs.get("tid", 0)
-    return ("cpu", tid), f"CPU thread {tid}", int(tid) if isinstance(tid, int) else 0
+# Display order of lanes inside a rank: CPU threads by id, then the device
+# lanes, then GPU streams by id.
+DEVICE_SORT_INDEX = 999
+COMM_SORT_INDEX = 998
+STREAM_SORT_BASE = 1000
+
+
+def _lane(node_type: int, attrs: dict[str, Any]) -> tuple[tuple[Any, ...], str, int]:
+    """(key, lane name, sort index) of the node's lane (``lane_of``)."""
+    lane = lane_of(node_type, attrs)
+    if lane.kind == CPU_LANE:
+        tid = lane.key[1]
+        return lane.key, f"CPU thread {tid}", tid if isinstance(tid, int) else 0
+    if lane.kind == STREAM_LANE:
+        _gpu, device, stream = lane.key
+        sort = STREAM_SORT_BASE + stream if isinstance(stream, int) else STREAM_SORT_BASE
+        return lane.key, f"GPU {device} stream {stream}", sort
+    if lane.kind == COMM_LANE:
+        return lane.key, lane.label, COMM_SORT_INDEX
+    return lane.key, "device ops", DEVICE_SORT_INDEX
 
 
 def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -73,7 +91,7 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                     stats["untimed"] += 1
                     continue
                 attrs = attr_dict(node.attrs)
-                key, lane_name, sort_index = _lane(attrs)
+                key, lane_name, sort_index = _lane(node.type, attrs)
                 tid = lanes.get(key)
                 if tid is None:
                     tid = lanes[key] = len(lanes) + 1

@@ -1,0 +1,214 @@
+"""How communication meets across ranks: which nodes of different ranks are
+one collective (or one send/receive pair), and whether the ranks can reach
+them without waiting on each other forever.
+
+``validate`` and the simulator both ask this module, so a pair of traces
+that one calls sound the other can replay, and a pair that deadlocks in
+NCCL is refused by both.
+
+The matching rule (:func:`rendezvous_keys`), per process group (``pg_name``):
+
+* a collective (``COMM_COLL_NODE``) is matched by its ``comm_seq`` when it
+  has one, else by its position among the group's collectives in the rank's
+  recorded order (start time, then id);
+* a point-to-point transfer (a ``COMM_SEND_NODE`` and the
+  ``COMM_RECV_NODE`` that receives it) is matched by sender, receiver and
+  its position among that pair's transfers in the group (``comm_dst`` on
+  the send, ``comm_src`` on the receive); when either side names no peer,
+  by its position among the group's transfers. ``comm_seq`` is not used for
+  transfers: PyTorch numbers them per rank, not per pair.
+
+A rendezvous starts when every rank that has the key reached it, and a
+communication node holds its lane (:func:`~pt2chakra.chakra.conventions.lane_of`)
+while it waits. So if rank A must finish X before it can reach Y and rank B
+must finish Y before X, both wait forever: :func:`find_deadlock` finds such a
+cycle over every rank's order (:func:`comm_order`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from pt2chakra.chakra.cycles import find_cycle_in
+from pt2chakra.chakra.records import NodeType
+
+SEQ, ORDER, P2P = "seq", "order", "p2p"
+NO_RANK = -1
+
+
+class CommOp(NamedTuple):
+    """A communication node as the matching rule sees it."""
+
+    node: int  # node id
+    node_type: int
+    start: int  # recorded start (0 when untimed)
+    pg: str
+    seq: int | None  # comm_seq
+    peer: int | None  # comm_dst of a send, comm_src of a receive
+    lane: tuple[Any, ...]  # lane key (lane_of): it is held while waiting
+
+
+class RendezvousKey(NamedTuple):
+    """Equal keys on different ranks are one rendezvous."""
+
+    pg: str
+    kind: str  # SEQ, ORDER or P2P
+    index: int
+    sender: int = NO_RANK
+    receiver: int = NO_RANK
+
+    def describe(self) -> str:
+        group = f"process group {self.pg!r}" if self.pg else "no process group"
+        if self.kind == SEQ:
+            return f"collective seq {self.index} of {group}"
+        if self.kind == ORDER:
+            return f"collective #{self.index} of {group}"
+        if self.sender == NO_RANK:
+            return f"transfer #{self.index} of {group}"
+        return f"transfer #{self.index} from rank {self.sender} to rank {self.receiver} of {group}"
+
+    def short(self) -> str:
+        if self.kind == SEQ:
+            return f"seq {self.index} of pg {self.pg!r}"
+        if self.kind == ORDER:
+            return f"#{self.index} of pg {self.pg!r}"
+        if self.sender == NO_RANK:
+            return f"transfer #{self.index} of pg {self.pg!r}"
+        return f"transfer #{self.index} {self.sender}->{self.receiver} of pg {self.pg!r}"
+
+
+def is_collective(key: RendezvousKey) -> bool:
+    return key.kind != P2P
+
+
+def recorded_order(ops: Sequence[CommOp]) -> list[CommOp]:
+    """The rank's recorded order of its communication nodes."""
+    return sorted(ops, key=lambda op: (op.start, op.node))
+
+
+def rendezvous_keys(ops: Sequence[CommOp], rank: int) -> dict[int, RendezvousKey]:
+    """Node id -> key, for one rank's communication nodes (any order: they
+    are taken in recorded order). ``rank`` is this rank's number, which a
+    transfer's peers are named by."""
+    keys: dict[int, RendezvousKey] = {}
+    collectives: dict[str, int] = defaultdict(int)
+    transfers: dict[tuple[str, int, int], int] = defaultdict(int)
+    for op in recorded_order(ops):
+        if op.node_type == NodeType.COMM_COLL_NODE:
+            if op.seq is not None:
+                keys[op.node] = RendezvousKey(op.pg, SEQ, op.seq)
+            else:
+                keys[op.node] = RendezvousKey(op.pg, ORDER, collectives[op.pg])
+                collectives[op.pg] += 1
+            continue
+        if op.peer is None or op.peer < 0:
+            sender = receiver = NO_RANK
+        elif op.node_type == NodeType.COMM_SEND_NODE:
+            sender, receiver = rank, op.peer
+        else:
+            sender, receiver = op.peer, rank
+        pair = (op.pg, sender, receiver)
+        keys[op.node] = RendezvousKey(op.pg, P2P, transfers[pair], sender, receiver)
+        transfers[pair] += 1
+    return keys
+
+
+def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object]]],
+               ops: Sequence[CommOp]) -> list[tuple[int, int]]:
+    """Pairs (a, b) of one rank's communication nodes where b cannot start
+    before a completed: a is a nearest communication ancestor of b over
+    ``deps`` (destination -> ``[(source, kind)]``), or a precedes b on b's
+    lane. Iterative (Kahn's order); nodes on a cycle of ``deps`` are skipped."""
+    comm = {op.node for op in ops}
+    pairs: set[tuple[int, int]] = set()
+    known = set(ids)
+    indegree = dict.fromkeys(ids, 0)
+    children: dict[int, list[int]] = defaultdict(list)
+    for dst, srcs in deps.items():
+        if dst not in known:
+            continue
+        for src, _kind in srcs:
+            if src in known and src != dst:
+                indegree[dst] += 1
+                children[src].append(dst)
+    empty: frozenset[int] = frozenset()
+    # Nearest communication ancestors of each node, dropped once every child read them.
+    above: dict[int, frozenset[int]] = {}
+    unread = {i: len(c) for i, c in children.items()}
+    ready = [i for i, deg in indegree.items() if deg == 0]
+    while ready:
+        cur = ready.pop()
+        srcs = [s for s, _k in deps.get(cur, ()) if s in known and s != cur]
+        sets = [frozenset((s,)) if s in comm else above.get(s, empty) for s in srcs]
+        sets = [s for s in sets if s]
+        mine = empty if not sets else sets[0] if len(sets) == 1 else frozenset().union(*sets)
+        if cur in comm:
+            pairs.update((a, cur) for a in mine)
+        above[cur] = mine
+        for child in children.get(cur, ()):
+            indegree[child] -= 1
+            if indegree[child] == 0:
+                ready.append(child)
+        for s in srcs:
+            unread[s] -= 1
+            if not unread[s]:
+                above.pop(s, None)
+        if not children.get(cur):
+            above.pop(cur, None)
+    lanes: dict[tuple[Any, ...], list[CommOp]] = defaultdict(list)
+    for op in ops:
+        lanes[op.lane].append(op)
+    for lane_ops in lanes.values():
+        ordered = recorded_order(lane_ops)
+        pairs.update((a.node, b.node) for a, b in zip(ordered, ordered[1:]) if a.node != b.node)
+    return sorted(pairs)
+
+
+class RankComms(NamedTuple):
+    """One rank's communication, as :func:`find_deadlock` needs it."""
+
+    rank: int
+    source: str  # the file it came from
+    keys: Mapping[int, RendezvousKey]  # node id -> key
+    order: Sequence[tuple[int, int]]  # (earlier, later) node ids, from comm_order
+
+
+class DeadlockStep(NamedTuple):
+    """On ``rank``, ``later`` cannot start before ``earlier`` completed."""
+
+    rank: int
+    source: str
+    earlier_node: int
+    earlier: RendezvousKey
+    later_node: int
+    later: RendezvousKey
+
+    def describe(self) -> str:
+        return (f"rank {self.rank} runs {self.earlier.short()} (node {self.earlier_node}) "
+                f"before {self.later.short()} (node {self.later_node})")
+
+
+def find_deadlock(ranks: Sequence[RankComms]) -> list[DeadlockStep]:
+    """One cycle of ranks waiting on each other (empty when there is none):
+    matched nodes are merged into one rendezvous and every rank's order
+    between them is an edge."""
+    index: dict[RendezvousKey, int] = {}
+    why: list[DeadlockStep] = []  # edge number -> the rank order behind it
+    deps: dict[int, list[tuple[int, object]]] = defaultdict(list)
+    for rc in ranks:
+        for a, b in rc.order:
+            ka, kb = rc.keys.get(a), rc.keys.get(b)
+            if ka is None or kb is None or ka == kb:
+                continue  # a key repeated on one rank is reported by validate as such
+            ia, ib = index.setdefault(ka, len(index)), index.setdefault(kb, len(index))
+            deps[ib].append((ia, len(why)))
+            why.append(DeadlockStep(rc.rank, rc.source, a, ka, b, kb))
+    cycle = find_cycle_in(range(len(index)), deps)
+    return [why[int(edge.kind)] for edge in cycle]
+
+
+def describe_deadlock(steps: Sequence[DeadlockStep]) -> str:
+    return ("collectives cannot rendezvous, the ranks deadlock: "
+            + "; ".join(step.describe() for step in steps))

@@ -1,0 +1,49 @@
+"""Names with a meaning in PyTorch's traces: the observer's own nodes, the
+process-group node, and the prefixes that mark communication ops.
+
+Every consumer (loaders, linker, graph builder, ``validate``, the exports,
+``collect``) imports these; none spells them again.
+"""
+
+from __future__ import annotations
+
+# The ET node holding the process groups' JSON (a METADATA node in Chakra).
+PROCESS_GROUP_INIT = "## process_group:init ##"
+
+# Nodes the ExecutionTraceObserver writes about itself: the process root and
+# one per thread (``[pytorch|profiler|execution_trace|thread]``), no work.
+OBSERVER_PREFIX = "[pytorch|profiler|"
+
+# A communication backend's own op (``nccl:all_reduce``, ``gloo:broadcast``...):
+# in a host-only trace it is the only record of the transfer, so it becomes
+# the communication node.
+COMM_BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
+
+# The c10d dispatcher's ops (``c10d::allreduce_``) name a collective too, but
+# they wrap the backend op: a trace holds both, so only the backend op is the
+# transfer. They still tell which collective a launch belongs to.
+C10D_PREFIX = "c10d::"
+COLLECTIVE_NAME_PREFIXES = (*COMM_BACKEND_PREFIXES, C10D_PREFIX)
+
+# The op PyTorch records around every collective, carrying its metadata
+# (``collective_name``, sizes, ``pg_name``; positional inputs in schema 1.0.x).
+RECORD_PARAM_COMMS = "record_param_comms"
+
+
+def is_observer_node(name: str) -> bool:
+    return name.startswith(OBSERVER_PREFIX)
+
+
+def is_backend_comm_op(name: str) -> bool:
+    """A backend's own communication op (the transfer itself)."""
+    return name.startswith(COMM_BACKEND_PREFIXES)
+
+
+def strip_collective_prefix(name: str) -> str:
+    """``nccl:all_reduce`` -> ``all_reduce``; names without a prefix unchanged.
+    Case-insensitive, as published traces differ in case."""
+    lowered = name.lower()
+    for prefix in COLLECTIVE_NAME_PREFIXES:
+        if lowered.startswith(prefix):
+            return name[len(prefix):]
+    return name
