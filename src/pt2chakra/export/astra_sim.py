@@ -52,6 +52,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 CPU_MODES = ("drop", "keep", "drop-no-gaps")
+_OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
 CPU_GAP = "cpu_gap"  # name of the gap nodes and kind of the edge into the GPU node
 
@@ -71,7 +72,7 @@ def _lane(attrs: dict[str, Any], node: ChakraNode) -> tuple[Any, ...]:
     """Inherited predecessors are merged per GPU stream (stream order implies
     the earlier ones); any other node is a lane of its own."""
     lane = lane_of(node.type, attrs)
-    return lane.key if lane.kind == STREAM_LANE else ("node", node.id)
+    return lane.key if lane.kind == STREAM_LANE else (_OWN_LANE, node.id)
 
 
 def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "drop",
@@ -234,7 +235,7 @@ class _GapMaker:
             return None
         deps = [n.id for lane, n in sorted(last.items(), key=lambda kv: (self.end[kv[1].id],
                                                                          kv[1].id))
-                if n is latest or lane[0] == "stream"]
+                if n is latest or lane[0] != _OWN_LANE]
         return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
 
 
