@@ -1,18 +1,17 @@
-"""Shared test fixtures.
-
-The real traces live outside the repository (``../shared/traces`` relative to
-the project root, read-only, same place in CI); tests read them in place and
-never copy them into the repo.
-"""
+"""Shared fixtures. The real traces are read in place from ``../shared/traces``
+(see ``helpers.py``); tests that need them skip where they are absent."""
 
 from __future__ import annotations
 
+import gzip
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-TRACES = (ROOT / ".." / "shared" / "traces").resolve()
+from helpers import ALL, REFERENCE_SOURCES, ROOT, TRACES
 
 
 @pytest.fixture(scope="session")
@@ -23,21 +22,42 @@ def traces() -> Path:
     return TRACES
 
 
-def read_with_reference(path: Path | str):
-    """(GlobalMetadata, [Node]) of an ``.et`` decoded by mlc-chakra's own
-    reader (protolib + its generated classes); skips when it is not installed."""
-    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
-    et_def = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    handle = protolib.openFileRd(str(path))
-    try:
-        meta = et_def.GlobalMetadata()
-        assert protolib.decodeMessage(handle, meta)
-        nodes = []
-        while True:
-            node = et_def.Node()
-            if not protolib.decodeMessage(handle, node):
-                break
-            nodes.append(node)
-    finally:
-        handle.close()
-    return meta, nodes
+@pytest.fixture(scope="session")
+def converted(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> .et converted by pt2chakra from ../shared/traces, once per session."""
+    from pt2chakra import convert
+
+    work = tmp_path_factory.mktemp("converted")
+    out = {}
+    for name, (host, kineto) in ALL.items():
+        target = work / f"{name}.et"
+        convert(traces / host, traces / kineto if kineto else None, target)
+        out[name] = target
+    return out
+
+
+def _chakra_converter() -> str | None:
+    venv_bin = Path(sys.executable).parent
+    for candidate in (venv_bin / "chakra_converter", ROOT / ".venv-ref" / "bin" / "chakra_converter"):
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("chakra_converter")
+
+
+@pytest.fixture(scope="session")
+def reference(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> .et written by mlc-chakra's converter; skips when it is not installed."""
+    tool = _chakra_converter()
+    if tool is None:
+        pytest.skip("mlc-chakra's chakra_converter is not installed")
+    work = tmp_path_factory.mktemp("reference")
+    out = {}
+    for name in REFERENCE_SOURCES:
+        plain = work / f"{name}.host.json"
+        plain.write_bytes(gzip.decompress((traces / name / "host_et.json.gz").read_bytes()))
+        target = work / f"ref_{name}.et"
+        subprocess.run([tool, "PyTorch", "--input", str(plain), "--output", str(target)],
+                       check=True, capture_output=True, timeout=300,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        out[name] = target
+    return out

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import read_with_reference
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
+from helpers import read_with_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +26,7 @@ from pt2chakra.errors import InputError
 U64 = (1 << 64) - 1
 I32 = (-(1 << 31), (1 << 31) - 1)
 I64 = (-(1 << 63), (1 << 63) - 1)
-PROTO_PATH = Path(__file__).resolve().parents[1] / "src" / "pt2chakra" / "chakra" / "et_def.proto"
+PROTO_PATH = Path(__file__).resolve().parents[2] / "src" / "pt2chakra" / "chakra" / "et_def.proto"
 SETTINGS = settings(
     deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import read_with_reference
+from helpers import read_with_reference
 
 from pt2chakra.chakra.cycles import check_graph
 from pt2chakra.chakra.io import read_et
@@ -19,7 +19,7 @@ from pt2chakra.conversion.api import convert
 PAIRS = ["linear_1gpu", "hta_simple_add"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
 HOST_ONLY = ["linear_1gpu", "hta_simple_add", "resnet_2gpu_host", "resnet_1gpu_host", "gpt2_host",
              "chakra_pg_host"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
-SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
 
 
 def pair_paths(traces: Path, name: str) -> tuple[Path, Path]:

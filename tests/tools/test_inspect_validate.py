@@ -6,13 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tools_fixtures import (  # noqa: F401  (fixtures)
-    ALL,
-    assert_one_line_failure,
-    converted,
-    reference,
-    run_cli,
-)
+from helpers import ALL, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType

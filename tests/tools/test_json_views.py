@@ -10,13 +10,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_tools_fixtures import (  # noqa: F401  (fixtures)
-    ALL,
-    assert_one_line_failure,
-    converted,
-    reference,
-    run_cli,
-)
+from helpers import ALL, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.json_form import from_json, jsonize, read_json

@@ -149,7 +149,7 @@ def test_node_semantics_and_timing():
 def test_link_cli_writes_linked_json(tmp_path):
     from pathlib import Path
 
-    sample = Path(__file__).resolve().parents[1] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+    sample = Path(__file__).resolve().parents[2] / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
     out = tmp_path / "linked.json"
     proc = subprocess.run([sys.executable, "-m", "pt2chakra", "link", "--host-trace",
                            f"{sample}.host_et.json.gz", "--device-trace",

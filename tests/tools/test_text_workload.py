@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from conftest import read_with_reference
-from test_tools_fixtures import assert_one_line_failure, run_cli
+from helpers import assert_one_line_failure, read_with_reference, run_cli
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType

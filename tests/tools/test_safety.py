@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tools_fixtures import assert_one_line_failure, run_cli
+from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType

@@ -6,11 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_tools_fixtures import (  # noqa: F401  (fixtures)
-    assert_one_line_failure,
-    converted,
-    run_cli,
-)
+from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et

@@ -1,0 +1,64 @@
+"""Helpers shared by the tests (``tests`` is on ``sys.path``, see pyproject).
+
+Fixtures live in ``conftest.py``; plain functions and constants live here.
+The real traces live outside the repository (``../shared/traces`` relative
+to the project root, read-only, same place in CI); tests read them in place
+and never copy them into the repo.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = (ROOT / ".." / "shared" / "traces").resolve()
+SAMPLE = ROOT / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+
+# name -> (host ET, Kineto) under TRACES; host-only traces have no Kineto.
+PAIRS = {"linear_1gpu": ("linear_1gpu/host_et.json.gz", "linear_1gpu/kineto.json.gz"),
+         "hta_simple_add": ("hta_simple_add/host_et.json.gz", "hta_simple_add/kineto.json.gz")}
+PAIRS.update({f"dlrm_rank{r}": (f"dlrm_8gpu/rank{r}.host_et.json.gz",
+                                f"dlrm_8gpu/rank{r}.kineto.json.gz") for r in range(8)})
+HOST_ONLY: dict[str, tuple[str, str | None]] = {
+    name: (f"{name}/host_et.json.gz", None)
+    for name in ("resnet_2gpu_host", "resnet_1gpu_host", "gpt2_host", "chakra_pg_host")}
+ALL: dict[str, tuple[str, str | None]] = {**PAIRS, **HOST_ONLY}
+REFERENCE_SOURCES = ("chakra_pg_host", "resnet_1gpu_host")
+
+
+def read_with_reference(path: Path | str):  # type: ignore[no-untyped-def]
+    """(GlobalMetadata, [Node]) of an ``.et`` decoded by mlc-chakra's own
+    reader (protolib + its generated classes); skips when it is not installed."""
+    protolib = pytest.importorskip("chakra.src.third_party.utils.protolib")
+    et_def = pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    handle = protolib.openFileRd(str(path))
+    try:
+        meta = et_def.GlobalMetadata()
+        assert protolib.decodeMessage(handle, meta)
+        nodes = []
+        while True:
+            node = et_def.Node()
+            if not protolib.decodeMessage(handle, node):
+                break
+            nodes.append(node)
+    finally:
+        handle.close()
+    return meta, nodes
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pt2chakra", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_failure(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
