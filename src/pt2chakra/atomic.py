@@ -45,6 +45,25 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[str]:
+    """For writers that need a file name rather than a stream (matplotlib's
+    ``savefig`` goes by the extension: ``suffix``): yields a temp path beside
+    ``path``, renamed over it when the block succeeds, removed otherwise."""
+    target = os.fspath(path)
+    tmp = temp_path(target) + suffix
+    try:
+        yield tmp
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:  # e.g. the target is a directory: name it, not the temp file
+            raise OSError(exc.errno, exc.strerror, target) from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     with atomic_output(path) as out:
         out.write(data)

@@ -10,7 +10,6 @@ Writing lives in :mod:`pt2chakra.chakra_wire` (re-exported here).
 
 from __future__ import annotations
 
-import gzip
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +20,6 @@ from google.protobuf.message import DecodeError, Message
 
 from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.encode import (
-    _GZIP_MAGIC,
     _MAX_MESSAGE_BYTES,
     _MAX_VARINT_BYTES,
     _MEMBER_ENCODERS,
@@ -37,6 +35,7 @@ from pt2chakra.chakra.encode import (
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
+from pt2chakra.files import open_input
 
 assert pb.ATTR_MEMBERS == ATTR_MEMBERS, "chakra_wire.ATTR_MEMBERS out of sync with et_def.proto"
 
@@ -144,17 +143,6 @@ def from_proto(msg: Message) -> ChakraNode | GlobalMetadata:
 # --------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------
-
-
-def _open_for_read(path: str) -> tuple[BinaryIO, bool]:
-    """Opens plain or gzip (by magic bytes, not by name); returns (stream, gzipped)."""
-    try:
-        raw = open(path, "rb")  # closed by the caller
-    except OSError as exc:
-        raise InputError(path, f"cannot open: {exc.strerror or exc}") from exc
-    if raw.peek(len(_GZIP_MAGIC))[: len(_GZIP_MAGIC)] != _GZIP_MAGIC:
-        return raw, False
-    return gzip.GzipFile(fileobj=raw, mode="rb"), True
 
 
 def _read(stream: BinaryIO, size: int, path: str, offset: int) -> bytes:
@@ -284,7 +272,7 @@ def _unit(gzipped: bool) -> str:
 
 def _frames(path: str) -> Iterator[tuple[int, str, bytes]]:
     """Yields (message index, "message #i at <unit> offset N", message bytes)."""
-    stream, gzipped = _open_for_read(path)
+    stream, gzipped = open_input(path)
     unit = _unit(gzipped)
     for buf, base, index, pos, bodies, ends in _frame_batches(stream, path, unit):
         for body, end in zip(bodies, ends):
@@ -616,7 +604,7 @@ def decode_et_file(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterat
     (metadata) or while iterating (nodes).
     """
     path = os.fspath(path)
-    stream, gzipped = _open_for_read(path)
+    stream, gzipped = open_input(path)
     unit = _unit(gzipped)
     batches = _frame_batches(stream, path, unit)
     first = next(batches, None)

@@ -48,7 +48,6 @@ _TWO_64 = 1 << 64
 
 _MAX_VARINT_BYTES = 10
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # protobuf refuses to parse larger messages
-_GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_LEVEL = 6  # zlib's default: level 9 is several times slower for ~1% less
 _READ_CHUNK = 1 << 20
 _FLUSH_BYTES = 1 << 20

@@ -23,7 +23,6 @@ same nodes (``doc_string`` and unknown fields are not kept).
 from __future__ import annotations
 
 import base64
-import gzip
 import math
 import os
 from collections.abc import Iterable, Iterator
@@ -36,6 +35,7 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.chakra.schema import ATTR_MEMBERS
 from pt2chakra.errors import InputError
+from pt2chakra.files import open_input
 
 FORMAT = "pt2chakra.et.json/1"
 _HEAD_PREFIX = b'{"format":"' + FORMAT.encode() + b'",'
@@ -244,16 +244,6 @@ def metadata_from_json(doc: Any) -> GlobalMetadata:
     return GlobalMetadata(version=version, attrs=[attr_from_json(a) for a in attrs])
 
 
-def _open_text(path: str) -> IO[bytes]:
-    try:
-        raw = open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot open: {exc.strerror or exc}") from exc
-    if raw.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
-
-
 def _stream_nodes(path: str, stream: IO[bytes], first_line: int) -> Iterator[ChakraNode]:
     with stream:
         lineno = first_line
@@ -283,7 +273,7 @@ def _stream_nodes(path: str, stream: IO[bytes], first_line: int) -> Iterator[Cha
 def read_json(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[ChakraNode]]:
     """(metadata, lazy nodes) of a jsonize document."""
     path = os.fspath(path)
-    stream = _open_text(path)
+    stream, _gzipped = open_input(path)
     try:
         head = stream.readline()
     except (OSError, EOFError) as exc:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pt2chakra.atomic import atomic_output
+from pt2chakra.files import open_input
 from pt2chakra.pytorch.names import is_observer_node
 
 HOST_ET_SUFFIX = ".host_et.json.gz"
@@ -25,7 +26,6 @@ KINETO_SUFFIX = ".kineto.json.gz"
 DEFAULT_NAME = "trace"
 DEFAULT_WARMUP = 1
 COPY_CHUNK = 1 << 20
-OUTPUT_MODE = 0o644
 
 
 def record_training_step(
@@ -91,22 +91,14 @@ def _profile_once(torch: object, step_fn: Callable[[], None], et: Path, kineto: 
 
 
 def _gzip_atomic(src: Path, dst: Path) -> None:
-    """Compress ``src`` into ``dst`` through a sibling temp file and a rename."""
-    fd, tmp_name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.")
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-            with src.open("rb") as fin:
-                shutil.copyfileobj(fin, gz, COPY_CHUNK)
-        os.chmod(tmp_name, OUTPUT_MODE)  # mkstemp's 0600 would surprise whoever shares the files
-        os.replace(tmp_name, dst)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    """Compress ``src`` into ``dst``, all or nothing."""
+    with atomic_output(dst) as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        with src.open("rb") as fin:
+            shutil.copyfileobj(fin, gz, COPY_CHUNK)
 
 
 KINETO_HOST_CATEGORIES = ("cpu_op", "user_annotation")
 RF_ID_ARG = "Record function id"
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclass(frozen=True)
@@ -172,10 +164,9 @@ def summarize_recording(host_path: Path | str, kineto_path: Path | str) -> Recor
 
 
 def _load_json(path: Path) -> Any:
-    with path.open("rb") as probe:
-        gzipped = probe.read(len(GZIP_MAGIC)) == GZIP_MAGIC
-    with gzip.open(path, "rb") if gzipped else path.open("rb") as f:
-        return json.load(f)
+    stream, _gzipped = open_input(path)
+    with stream:
+        return json.load(stream)
 
 
 def _host_rf_id(node: dict[str, Any]) -> int | None:

@@ -21,12 +21,10 @@ from typing import Any, TypeVar
 import msgspec
 
 from pt2chakra.errors import InputError
+from pt2chakra.files import is_gzip, read_input
 
 T = TypeVar("T")
 
-# gzip's two magic bytes (RFC 1952). Checked instead of the suffix because
-# traces are often renamed (``.json`` holding gzip, ``.gz`` holding plain text).
-GZIP_MAGIC = b"\x1f\x8b"
 # POSIX tar puts "ustar" at byte 257 of the first header; published traces
 # (param's et_replay inputs) ship as ``.tar.gz`` holding one JSON file.
 TAR_MAGIC_OFFSET = 257
@@ -48,16 +46,8 @@ PathArg = str | PathLike[str]
 def read_json_bytes(path: PathArg) -> bytes:
     """Return the JSON text of ``path``, gunzipped (and untarred) if needed."""
     where = str(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise InputError(where, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(where, "is a directory, expected a JSON or JSON.gz file") from None
-    except OSError as e:
-        raise InputError(where, f"cannot read: {e.strerror or e}") from None
-    if data[:2] == GZIP_MAGIC:
+    data = read_input(path)
+    if is_gzip(data):
         data = _gunzip(where, data)
         if data[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + len(TAR_MAGIC)] == TAR_MAGIC:
             data = _single_tar_member(where, data)

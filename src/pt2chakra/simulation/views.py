@@ -9,14 +9,13 @@ simulated schedule and, beside it, the measured one on the same time axis.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections import defaultdict
 
 import orjson
 
-from pt2chakra.atomic import temp_path, write_atomic
+from pt2chakra.atomic import atomic_path, write_atomic
 from pt2chakra.simulation.engine import CATEGORY_NAMES, CPU_OP, Schedule, measured_offset
 from pt2chakra.simulation.prepare import _attrs
 
@@ -163,19 +162,10 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     # Same extension on the temp file: savefig and viewers go by it.
-    tmp = temp_path(path) + "." + fmt
     try:
-        try:
+        with atomic_path(path, suffix="." + fmt) as tmp:
             fig.savefig(tmp, dpi=120, format=fmt)
-        except OSError as exc:  # missing folder...: name the target, not the temp file
-            raise OSError(exc.errno, exc.strerror, path) from exc
-        finally:
-            plt.close(fig)
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:  # e.g. the target is a directory
-            raise OSError(exc.errno, exc.strerror, path) from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    except OSError as exc:  # missing folder...: name the target, not the temp file
+        raise OSError(exc.errno, exc.strerror, path) from exc
+    finally:
+        plt.close(fig)
