@@ -1,6 +1,6 @@
 # Two entry points for a newcomer on a fresh machine:
 #   make demo   set up, then link -> convert -> validate -> simulate -> report on the bundled sample
-#   make test   set up, then run the test suite
+#   make test   set up, then lint (ruff), type-check (mypy) and run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -32,6 +32,8 @@ demo: setup
 	    --plot $(OUT)/gpt_tiny_cpu.timeline.png
 
 test: setup
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 lint: setup
