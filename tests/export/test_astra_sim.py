@@ -192,3 +192,24 @@ def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F
     assert any(n.name == CPU_GAP for n in nodes)
     assert not any(attr_dict(n.attrs).get("is_cpu_op", False) for n in nodes)
     assert attr_dict(read_et(written[0])[0].attrs)["consumer_profile"] == "astra-sim (cpu=drop)"
+
+
+def test_dropped_chains_hand_down_the_latest_kernel_per_stream_and_cut_cycles():
+    def gpu(i: int, start: int, deps: list[int]) -> ChakraNode:
+        return ChakraNode(id=i, name=f"K{i}", type=NodeType.COMP_NODE, start_time_micros=start,
+                          duration_micros=1, data_deps=deps,
+                          attrs=[("is_cpu_op", "bool_val", False), ("stream", "int64_val", 7)])
+
+    def cpu(i: int, deps: list[int]) -> ChakraNode:
+        return ChakraNode(id=i, name=f"C{i}", type=NodeType.COMP_NODE, data_deps=deps,
+                          attrs=[("is_cpu_op", "bool_val", True)])
+
+    # C3 <-> C4 is a cycle of dropped nodes; K1 and K2 share a stream
+    nodes = [gpu(1, 10, []), gpu(2, 20, []), cpu(3, [1, 4]), cpu(4, [3, 2]),
+             gpu(5, 30, [3, 2])]
+    md, out = profile(GlobalMetadata(version=""), nodes, "drop-no-gaps")
+    k5 = out[-1]
+    assert [n.id for n in out] == [1, 2, 5]
+    assert k5.data_deps == [2]  # K1 is implied by stream order; K2 once
+    assert attr_dict(k5.attrs).get("data_dep_kinds") is None
+    assert attr_dict(md.attrs)["consumer_profile"] == "astra-sim (cpu=drop-no-gaps)"

@@ -24,15 +24,21 @@ def test_inspect_counts_match_the_file(converted, name):  # noqa: F811
     info = inspect(path)
     _, nodes = read_et(path)
     nodes = list(nodes)
-    assert info["nodes"] == len(nodes)
-    assert sum(info["nodes_by_type"].values()) == len(nodes)
-    assert info["cpu_nodes"] + info["gpu_nodes"] == len(nodes)
+    assert info.nodes == len(nodes)
+    assert sum(info.nodes_by_type.values()) == len(nodes)
+    assert info.cpu_nodes + info.gpu_nodes == len(nodes)
     comm = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
-    assert sum(c["count"] for c in info["collectives"].values()) == len(comm)
-    assert sum(c["bytes"] for c in info["collectives"].values()) == sum(
+    assert sum(c.count for c in info.collectives.values()) == len(comm)
+    assert sum(c.bytes for c in info.collectives.values()) == sum(
         _attrs(n)["comm_size"] for n in comm)
-    assert sum(info["dependencies"]["data_by_kind"].values()) == sum(len(n.data_deps) for n in nodes)
-    json.dumps(info)  # JSON-able
+    assert sum(info.dependencies.data_by_kind.values()) == sum(len(n.data_deps) for n in nodes)
+    doc = info.to_json()
+    json.dumps(doc)  # JSON-able
+    assert list(doc) == ["file", "metadata", "nodes", "nodes_by_type", "cpu_nodes", "gpu_nodes",
+                         "collectives", "dependencies", "lanes", "time_span_micros",
+                         "top_ops_by_duration"]
+    assert doc["nodes"] == info.nodes and doc["time_span_micros"]["start"] == (
+        info.time_span_micros.start)
 
 
 def test_inspect_dlrm_lanes_and_cli_json(converted):  # noqa: F811

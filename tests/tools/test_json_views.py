@@ -15,8 +15,8 @@ from helpers import ALL, assert_one_line_failure, run_cli
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.json_form import from_json, jsonize, read_json
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.tools.graph import Window, render
-from pt2chakra.tools.timeline import timeline
+from pt2chakra.tools.graph import GraphStats, Window, render
+from pt2chakra.tools.timeline import TimelineStats, timeline
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
@@ -117,9 +117,9 @@ def test_timeline_follows_chrome_trace_format(converted, tmp_path):  # noqa: F81
 def test_timeline_every_trace(converted, tmp_path, name):  # noqa: F811
     stats = timeline([converted[name]], tmp_path / "t.json")
     doc = json.loads((tmp_path / "t.json").read_text())
-    assert len([e for e in doc["traceEvents"] if e["ph"] == "X"]) == stats["events"]
+    assert len([e for e in doc["traceEvents"] if e["ph"] == "X"]) == stats.events
     _, nodes = read_et(converted[name])
-    assert stats["events"] + stats["untimed"] == sum(1 for _ in nodes)
+    assert stats.events + stats.untimed == sum(1 for _ in nodes)
 
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot not on PATH")
@@ -134,7 +134,7 @@ def test_graph_dot_renders_with_graphviz(converted, tmp_path, name):  # noqa: F8
     window = Window(ids=(min(ids), min(ids) + 60), ctrl=True)
     out = tmp_path / "g.dot"
     stats = render(path, out, window)
-    assert 0 < stats["nodes"] <= 61
+    assert 0 < stats.nodes <= 61 and stats.edges >= 0 and stats.total == len(ids)
     proc = subprocess.run(["dot", "-Tsvg", str(out)], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert b"<svg" in proc.stdout
@@ -167,3 +167,21 @@ def test_graph_reference_and_windows(converted, reference, tmp_path):  # noqa: F
     assert_one_line_failure(missing, "no node with that id")
     fmt = run_cli("graph", dlrm, "-o", tmp_path / "m.png")
     assert_one_line_failure(fmt, "unknown output format")
+
+
+def test_stats_summaries_are_the_cli_lines(converted, tmp_path):  # noqa: F811
+    assert TimelineStats(output="t.json", events=3, lanes=2).summary() == (
+        "t.json: 3 events in 2 lanes")
+    assert TimelineStats(output="t.json", events=0, lanes=0, untimed=5).summary() == (
+        "t.json: 0 events in 0 lanes; 5 nodes without a start time left out")
+    assert GraphStats(output="g.dot", nodes=4, edges=3, total=4).summary() == (
+        "g.dot: 4 nodes, 3 edges")
+    assert GraphStats(output="g.dot", nodes=4, edges=3, total=9).summary() == (
+        "g.dot: 4 nodes, 3 edges (window of 9)")
+    out = tmp_path / "cli.json"
+    proc = run_cli("timeline", converted["hta_simple_add"], "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    stats = timeline([converted["hta_simple_add"]], tmp_path / "api.json")
+    cli_stats = TimelineStats(output=str(out), events=stats.events, lanes=stats.lanes,
+                              untimed=stats.untimed)
+    assert proc.stdout == cli_stats.summary() + "\n"

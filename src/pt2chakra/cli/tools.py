@@ -42,14 +42,14 @@ def _print_json(doc: object) -> None:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from pt2chakra.tools.inspect import format_inspect, inspect
+    from pt2chakra.tools.inspect import inspect
 
     for path in args.input:
-        info = inspect(path, top=args.top)
+        report = inspect(path, top=args.top)
         if args.json:
-            _print_json(info)
+            _print_json(report.to_json())
         else:
-            print(format_inspect(info))
+            print(report.text())
     return 0
 
 
@@ -104,9 +104,7 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 
     stats = timeline(args.input, args.output)
     if not args.quiet:
-        print(f"{args.output}: {stats['events']} events in {stats['lanes']} lanes"
-              + (f"; {stats['untimed']} nodes without a start time left out"
-                 if stats["untimed"] else ""))
+        print(stats.summary())
     return 0
 
 
@@ -129,8 +127,7 @@ def _cmd_graph(args: argparse.Namespace) -> int:
                     ctrl=args.ctrl)
     stats = render(args.input, args.output, window)
     if not args.quiet:
-        print(f"{args.output}: {stats['nodes']} nodes, {stats['edges']} edges"
-              + (f" (window of {stats['total']})" if stats["nodes"] != stats["total"] else ""))
+        print(stats.summary())
     return 0
 
 
@@ -164,7 +161,15 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add the companion tools' subcommands to the ``pt2chakra`` parser."""
+    """Add the companion tools' subcommands to the ``pt2chakra`` parser (in
+    this order: the order ``--help`` lists them)."""
+    for add in (_add_inspect, _add_validate, _add_jsonize, _add_from_json, _add_timeline,
+                _add_graph, _add_from_text, _add_microbench, _add_astra_sim):
+        add(sub, common)
+
+
+def _add_inspect(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``inspect IN.et...``: a summary per file."""
     p = sub.add_parser("inspect", parents=[common], help="summarise an .et file",
                        description="Metadata, node counts, collectives, dependencies, lanes, "
                        "time span and top ops of Chakra .et files.")
@@ -173,6 +178,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--top", type=int, default=10, help="top ops to list (default 10)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_inspect))
 
+
+def _add_validate(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``validate IN.et...``: soundness checks, exit 1 on errors."""
     p = sub.add_parser("validate", parents=[common], help="check .et files are sound for replay",
                        description="Dangling deps, cycles, duplicate ids, attribute types, comm "
                        "attributes and cross-rank collective alignment. Exit 0 when sound "
@@ -183,6 +191,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="also check what this consumer needs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_validate))
 
+
+def _add_jsonize(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``jsonize IN.et -o OUT.json``."""
     p = sub.add_parser("jsonize", parents=[common], help=".et -> one JSON document",
                        description="Write metadata + nodes as one valid JSON document, "
                        "streaming (one node per line).")
@@ -190,6 +201,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-o", "--output", required=True, help="output .json")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_jsonize))
 
+
+def _add_from_json(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``from-json IN.json -o OUT``: back to .et, or per rank for ASTRA-sim."""
     p = sub.add_parser("from-json", parents=[common], help="JSON (from jsonize) -> .et",
                        description="Inverse of jsonize; byte-identical for pt2chakra's files.")
     p.add_argument("input", help="JSON written by jsonize")
@@ -200,6 +214,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--rank", type=int, help="rank for --for astra-sim (default: metadata or 0)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_json))
 
+
+def _add_timeline(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``timeline IN.et... -o OUT.json``: a Chrome/Perfetto trace."""
     p = sub.add_parser("timeline", parents=[common], help=".et -> Chrome/Perfetto trace JSON",
                        description="Recorded start/duration of every node; lanes by rank "
                        "(process), thread and stream.")
@@ -207,6 +224,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-o", "--output", required=True, help="output .json")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_timeline))
 
+
+def _add_graph(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``graph IN.et -o OUT``: a window of the dependency graph."""
     p = sub.add_parser("graph", parents=[common], help="draw a window of the dependency graph",
                        description="Write .dot, .graphml or .svg (svg needs graphviz dot).")
     p.add_argument("input", help=".et file")
@@ -220,6 +240,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--ctrl", action="store_true", help="also draw ctrl_deps (dashed)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_graph))
 
+
+def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``from-text IN.txt --npus N -o PREFIX``: an ASTRA-sim text workload."""
     p = sub.add_parser("from-text", parents=[common], help="ASTRA-sim text workload -> .et per NPU",
                        description="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, "
                        "HYBRID_DLRM[_ENHANCED], MICRO workloads -> <prefix>.<npu>.et.")
@@ -231,6 +254,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="accepted for symmetry: from-text output already suits ASTRA-sim")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_text))
 
+
+def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``microbench --size B --npus N -o PREFIX``: generated traces."""
     p = sub.add_parser("microbench", parents=[common], help="generate micro-benchmark traces",
                        description="One collective per NPU (or STEPS compute+collective pairs) "
                        "-> <prefix>.<npu>.et, for simulator smoke tests.")
@@ -244,6 +270,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-o", "--output", required=True, help="output prefix")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
 
+
+def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``astra-sim IN.et... -o PREFIX``: the ASTRA-sim rewrite."""
     p = sub.add_parser("astra-sim", parents=[common], help="rewrite .et files for ASTRA-sim",
                        description="No METADATA nodes, process groups in the metadata, "
                        "<prefix>.<rank>.et per rank and <prefix>.comm_groups.json.")

@@ -80,96 +80,159 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
     """Apply the ASTRA-sim rules to one rank's trace (see the module doc)."""
     if cpu not in CPU_MODES:
         raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
-    md_attrs: list[Attr] = list(metadata.attrs)
-    have_pgs = any(a[0] == "process_groups" for a in md_attrs)
     all_nodes = list(nodes)
-    removed: dict[int, ChakraNode] = {}
-    for node in all_nodes:
-        attrs = attr_dict(node.attrs)
-        if node.type == NodeType.METADATA_NODE:
-            removed[node.id] = node
-            if node.name == PROCESS_GROUP_INIT and not have_pgs:
-                pgs = _process_groups_from_node(node)
-                if pgs is not None:
-                    md_attrs.append(("process_groups", "string_val", pgs))
-                    have_pgs = True
-        elif cpu != "keep" and attrs.get("is_cpu_op", False):
-            removed[node.id] = node
+    removed = _removed_nodes(all_nodes, cpu)
     kept = [n for n in all_nodes if n.id not in removed]
-    order = {n.id: (n.start_time_micros, n.id) for n in kept}
-    lanes = {n.id: _lane(attr_dict(n.attrs), n) for n in kept}
-
-    # Effective kept predecessors of each removed node, memoised, iteratively.
-    effective: dict[int, dict[tuple[Any, ...], int]] = {}
-
-    def inherited(start: int) -> dict[tuple[Any, ...], int]:
-        stack = [start]
-        while stack:
-            cur = stack[-1]
-            if cur in effective:
-                stack.pop()
-                continue
-            pending = [d for d in removed[cur].data_deps if d in removed and d not in effective
-                       and d != cur]
-            if pending:
-                on_stack = set(stack)
-                pending = [d for d in pending if d not in on_stack]  # cycles: cut
-                if pending:
-                    stack.extend(pending)
-                    continue
-            merged: dict[tuple[Any, ...], int] = {}
-            for d in removed[cur].data_deps:
-                if d in removed:
-                    for lane, nid in effective.get(d, {}).items():
-                        _keep_latest(merged, lane, nid, order)
-                elif d in lanes:
-                    _keep_latest(merged, lanes[d], d, order)
-            effective[cur] = merged
-            stack.pop()
-        return effective[start]
-
+    ancestry = _Ancestry(kept, removed)
     gaps = _GapMaker(metadata, all_nodes, removed) if cpu == "drop" else None
     out: list[ChakraNode] = []
     for node in kept:
-        attrs = node.attrs
-        if not any(d in removed for d in node.data_deps) and not any(
-                d in removed for d in node.ctrl_deps):
-            out.append(node)
-            continue
-        kinds = recorded_dep_kinds(attr_dict(attrs), len(node.data_deps))
-        deps: list[int] = []
-        dep_kinds: list[str] = []
-        via: dict[tuple[Any, ...], int] = {}
-        for i, d in enumerate(node.data_deps):
-            if d in removed:
-                for lane, nid in inherited(d).items():
-                    _keep_latest(via, lane, nid, order)
-            elif d not in deps:
-                deps.append(d)
-                dep_kinds.append(kinds[i] if kinds else UNRECORDED_KIND)
-        for nid in sorted(via.values(), key=lambda i: order[i]):
-            if nid not in deps and nid != node.id:
-                deps.append(nid)
-                dep_kinds.append(VIA_DROPPED)
-        gap = gaps.before(node, deps, dep_kinds) if gaps is not None else None
-        if gap is not None:
-            out.append(gap)
-            deps.append(gap.id)
-            dep_kinds.append(CPU_GAP)
-            kinds = kinds or []  # name the kinds so the gap edge reads as such
-        new_attrs = [a for a in attrs if a[0] != DEP_KINDS_ATTR]
-        if kinds is not None and deps:
-            new_attrs.append((DEP_KINDS_ATTR, "string_list", dep_kinds))
-        out.append(msgspec.structs.replace(
-            node, data_deps=deps, ctrl_deps=[d for d in node.ctrl_deps if d not in removed],
-            attrs=new_attrs))
-    if gaps is not None:
-        tail = gaps.tail(out)
-        if tail is not None:
-            out.append(tail)
+        out.extend(_rewired(node, removed, ancestry, gaps))
+    tail = gaps.tail(out) if gaps is not None else None
+    if tail is not None:
+        out.append(tail)
+    return _profile_metadata(metadata, all_nodes, cpu), out
+
+
+def _removed_nodes(nodes: list[ChakraNode], cpu: str) -> dict[int, ChakraNode]:
+    """The nodes ASTRA-sim cannot replay, by id in trace order: every
+    METADATA node (an "Invalid node_type" stop) and, unless ``cpu="keep"``,
+    every CPU node (its statistics step throws on them)."""
+    removed: dict[int, ChakraNode] = {}
+    for node in nodes:
+        if node.type == NodeType.METADATA_NODE or (
+                cpu != "keep" and attr_dict(node.attrs).get("is_cpu_op", False)):
+            removed[node.id] = node
+    return removed
+
+
+def _profile_metadata(metadata: GlobalMetadata, nodes: list[ChakraNode],
+                      cpu: str) -> GlobalMetadata:
+    """The metadata of the rewritten trace: the process groups of the first
+    (removed) ``process_group:init`` node survive as the ``process_groups``
+    attribute (unless one is there already), and ``consumer_profile`` says
+    which rewrite produced the file."""
+    md_attrs: list[Attr] = list(metadata.attrs)
+    if not any(a[0] == "process_groups" for a in md_attrs):
+        pgs = _first_process_groups(nodes)
+        if pgs is not None:
+            md_attrs.append(("process_groups", "string_val", pgs))
     md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
     md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
-    return GlobalMetadata(version=metadata.version or CHAKRA_VERSION, attrs=md_attrs), out
+    return GlobalMetadata(version=metadata.version or CHAKRA_VERSION, attrs=md_attrs)
+
+
+def _first_process_groups(nodes: list[ChakraNode]) -> str | None:
+    """The process-group JSON of the first readable ``process_group:init``
+    METADATA node: the only place the trace names the groups' ranks."""
+    for node in nodes:
+        if node.type == NodeType.METADATA_NODE and node.name == PROCESS_GROUP_INIT:
+            pgs = _process_groups_from_node(node)
+            if pgs is not None:
+                return pgs
+    return None
+
+
+class _Ancestry:
+    """The kept predecessors each removed node hands down to its dependents
+    (transitively through removed chains), latest per lane, memoised."""
+
+    def __init__(self, kept: list[ChakraNode], removed: dict[int, ChakraNode]) -> None:
+        self.removed = removed
+        self.order = {n.id: (n.start_time_micros, n.id) for n in kept}
+        self.lanes = {n.id: _lane(attr_dict(n.attrs), n) for n in kept}
+        self._effective: dict[int, dict[tuple[Any, ...], int]] = {}
+
+    def via(self, node: ChakraNode) -> list[int]:
+        """What ``node`` inherits through its removed deps, oldest first."""
+        via: dict[tuple[Any, ...], int] = {}
+        for d in node.data_deps:
+            if d in self.removed:
+                for lane, nid in self.inherited(d).items():
+                    _keep_latest(via, lane, nid, self.order)
+        return sorted(via.values(), key=lambda i: self.order[i])
+
+    def inherited(self, start: int) -> dict[tuple[Any, ...], int]:
+        """Lane -> latest kept predecessor of removed node ``start``.
+        Iterative (removed chains can be long), cycles cut."""
+        stack = [start]
+        while stack:
+            cur = stack[-1]
+            if cur in self._effective:
+                stack.pop()
+                continue
+            pending = self._pending(cur, stack)
+            if pending:
+                stack.extend(pending)
+                continue
+            self._effective[cur] = self._merged(cur)
+            stack.pop()
+        return self._effective[start]
+
+    def _pending(self, cur: int, stack: list[int]) -> list[int]:
+        """Removed deps of ``cur`` still to resolve first; one already on
+        the stack closes a cycle and is skipped, so the walk ends."""
+        pending = [d for d in self.removed[cur].data_deps
+                   if d in self.removed and d not in self._effective and d != cur]
+        if pending:
+            on_stack = set(stack)
+            pending = [d for d in pending if d not in on_stack]
+        return pending
+
+    def _merged(self, cur: int) -> dict[tuple[Any, ...], int]:
+        """``cur``'s kept deps plus what its removed deps hand down, the
+        latest per lane (stream order implies the earlier ones)."""
+        merged: dict[tuple[Any, ...], int] = {}
+        for d in self.removed[cur].data_deps:
+            if d in self.removed:
+                for lane, nid in self._effective.get(d, {}).items():
+                    _keep_latest(merged, lane, nid, self.order)
+            elif d in self.lanes:
+                _keep_latest(merged, self.lanes[d], d, self.order)
+        return merged
+
+
+def _rewired(node: ChakraNode, removed: dict[int, ChakraNode], ancestry: _Ancestry,
+             gaps: _GapMaker | None) -> list[ChakraNode]:
+    """``node`` with its removed deps replaced by what they inherited (so no
+    ordering is lost), preceded by its ``cpu_gap`` node when it has one; a
+    node that touches no removed node is left as it is."""
+    if not any(d in removed for d in node.data_deps) and not any(
+            d in removed for d in node.ctrl_deps):
+        return [node]
+    kinds = recorded_dep_kinds(attr_dict(node.attrs), len(node.data_deps))
+    deps, dep_kinds = _kept_deps(node, removed, kinds)
+    for nid in ancestry.via(node):
+        if nid not in deps and nid != node.id:
+            deps.append(nid)
+            dep_kinds.append(VIA_DROPPED)
+    out: list[ChakraNode] = []
+    gap = gaps.before(node, deps, dep_kinds) if gaps is not None else None
+    if gap is not None:
+        out.append(gap)
+        deps.append(gap.id)
+        dep_kinds.append(CPU_GAP)
+        kinds = kinds or []  # name the kinds so the gap edge reads as such
+    new_attrs = [a for a in node.attrs if a[0] != DEP_KINDS_ATTR]
+    if kinds is not None and deps:
+        new_attrs.append((DEP_KINDS_ATTR, "string_list", dep_kinds))
+    out.append(msgspec.structs.replace(
+        node, data_deps=deps, ctrl_deps=[d for d in node.ctrl_deps if d not in removed],
+        attrs=new_attrs))
+    return out
+
+
+def _kept_deps(node: ChakraNode, removed: dict[int, ChakraNode], kinds: list[str] | None,
+               ) -> tuple[list[int], list[str]]:
+    """``node``'s data deps that stay, once each, with their recorded kinds
+    (``UNRECORDED_KIND`` when the node recorded none)."""
+    deps: list[int] = []
+    dep_kinds: list[str] = []
+    for i, d in enumerate(node.data_deps):
+        if d not in removed and d not in deps:
+            deps.append(d)
+            dep_kinds.append(kinds[i] if kinds else UNRECORDED_KIND)
+    return deps, dep_kinds
 
 
 class _GapMaker:

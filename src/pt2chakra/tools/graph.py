@@ -39,6 +39,21 @@ class Window(msgspec.Struct):
     ctrl: bool = False  # also draw ctrl_deps
 
 
+class GraphStats(msgspec.Struct):
+    """What ``render`` drew: the window's nodes and edges, out of ``total``
+    nodes in the file."""
+
+    output: str
+    nodes: int
+    edges: int
+    total: int
+
+    def summary(self) -> str:
+        """The one line ``pt2chakra graph`` prints."""
+        return (f"{self.output}: {self.nodes} nodes, {self.edges} edges"
+                + (f" (window of {self.total})" if self.nodes != self.total else ""))
+
+
 def _neighbourhood(path: str, window: Window) -> set[int]:
     assert window.around is not None
     adjacency: dict[int, list[int]] = defaultdict(list)
@@ -165,8 +180,6 @@ def _xml(text: str) -> str:
     return escape(cleaned)
 
 
-
-
 def dot_to_svg(dot_text: str, output: str) -> None:
     exe = shutil.which("dot")
     if exe is None:
@@ -181,7 +194,7 @@ def dot_to_svg(dot_text: str, output: str) -> None:
 
 
 def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
-           window: Window | None = None) -> dict[str, int]:
+           window: Window | None = None) -> GraphStats:
     """Write the window as .dot / .graphml / .svg (by the output's suffix)."""
     output = os.fspath(output)
     refuse_overwriting_inputs(output, [path])
@@ -197,4 +210,4 @@ def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
         write_atomic(output, to_dot(nodes, edges).encode())
     else:
         dot_to_svg(to_dot(nodes, edges), output)
-    return {"nodes": len(nodes), "edges": len(edges), "total": total}
+    return GraphStats(output=output, nodes=len(nodes), edges=len(edges), total=total)

@@ -6,12 +6,71 @@ import os
 from collections import Counter, defaultdict
 from typing import Any
 
-from pt2chakra.chakra.conventions import attr_dict, is_gpu
+import msgspec
+
+from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 
 TOP_OPS = 10
+
+
+class MetadataSummary(msgspec.Struct):
+    version: str
+    attrs: dict[str, Any]  # name -> value (bytes as hex)
+
+
+class CollectiveSummary(msgspec.Struct):
+    count: int
+    bytes: int
+
+
+class DependencySummary(msgspec.Struct):
+    data_by_kind: dict[str, int]
+    ctrl: int
+
+
+class LaneSummary(msgspec.Struct):
+    threads: dict[str, int]  # "thread <tid>" -> CPU nodes
+    streams: dict[str, int]  # "device <d> stream <s>" -> GPU nodes
+
+
+class TimeSpan(msgspec.Struct):
+    start: int | None
+    end: int | None
+    duration: int | None
+
+
+class OpTime(msgspec.Struct):
+    name: str
+    total_micros: int
+    count: int
+
+
+class InspectReport(msgspec.Struct):
+    """Summary of one trace; field order is the ``--json`` key order."""
+
+    file: str
+    metadata: MetadataSummary
+    nodes: int
+    nodes_by_type: dict[str, int]
+    cpu_nodes: int
+    gpu_nodes: int
+    collectives: dict[str, CollectiveSummary]  # by collective type / SEND / RECV
+    dependencies: DependencySummary
+    lanes: LaneSummary
+    time_span_micros: TimeSpan
+    top_ops_by_duration: list[OpTime]
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able data (what ``inspect --json`` prints)."""
+        doc: dict[str, Any] = msgspec.to_builtins(self)
+        return doc
+
+    def text(self) -> str:
+        """The human-readable summary (what ``inspect`` prints)."""
+        return format_inspect(self)
 
 
 def _jsonable(value: Any) -> Any:
@@ -22,103 +81,142 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> dict[str, Any]:
-    """Summary of one trace as plain JSON-able data."""
-    path = os.fspath(path)
-    metadata, nodes = read_et(path)
-    by_type: Counter[str] = Counter()
-    coll_count: Counter[str] = Counter()
-    coll_bytes: Counter[str] = Counter()
-    dep_kinds: Counter[str] = Counter()
-    ctrl_deps = 0
-    threads: Counter[str] = Counter()
-    streams: Counter[str] = Counter()
-    op_time: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    first = last = None
-    count = cpu = gpu = 0
-    for node in nodes:
-        count += 1
-        by_type[node.type.name] += 1
+def _collective_key(node: ChakraNode, attrs: dict[str, Any]) -> str:
+    """Collectives are told apart by ``comm_type`` (a bad one is shown, not
+    hidden); point-to-point nodes by their node type."""
+    if node.type != NodeType.COMM_COLL_NODE:
+        return node.type.name.replace("_NODE", "")
+    ctype = attrs.get("comm_type")
+    try:
+        return CollectiveType(ctype).name if ctype is not None else "UNKNOWN"
+    except ValueError:
+        return f"INVALID({ctype})"
+
+
+class _Tally:
+    """The counters of one pass over the nodes: nodes are streamed, so
+    everything the report needs is gathered as each one goes by."""
+
+    def __init__(self) -> None:
+        self.count = self.cpu = self.gpu = self.ctrl_deps = 0
+        self.by_type: Counter[str] = Counter()
+        self.coll_count: Counter[str] = Counter()
+        self.coll_bytes: Counter[str] = Counter()
+        self.dep_kinds: Counter[str] = Counter()
+        self.threads: Counter[str] = Counter()
+        self.streams: Counter[str] = Counter()
+        self.op_time: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # total us, count
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def add(self, node: ChakraNode) -> None:
+        self.count += 1
+        self.by_type[node.type.name] += 1
         attrs = attr_dict(node.attrs)
-        if node.type in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE,
-                         NodeType.COMM_RECV_NODE):
-            ctype = attrs.get("comm_type")
-            if node.type == NodeType.COMM_COLL_NODE:
-                try:
-                    key = CollectiveType(ctype).name if ctype is not None else "UNKNOWN"
-                except ValueError:
-                    key = f"INVALID({ctype})"
-            else:
-                key = node.type.name.replace("_NODE", "")
-            coll_count[key] += 1
-            size = attrs.get("comm_size", 0)
-            coll_bytes[key] += size if isinstance(size, int) else 0
-        dep_kinds.update(dep_kinds_of(node.data_deps, attrs))
-        ctrl_deps += len(node.ctrl_deps)
+        if node.type in COMM_NODE_TYPES:
+            self._add_comm(node, attrs)
+        self.dep_kinds.update(dep_kinds_of(node.data_deps, attrs))
+        self.ctrl_deps += len(node.ctrl_deps)
+        self._add_lane(attrs)
+        self._add_time(node)
+
+    def _add_comm(self, node: ChakraNode, attrs: dict[str, Any]) -> None:
+        key = _collective_key(node, attrs)
+        self.coll_count[key] += 1
+        size = attrs.get("comm_size", 0)
+        self.coll_bytes[key] += size if isinstance(size, int) else 0
+
+    def _add_lane(self, attrs: dict[str, Any]) -> None:
+        """CPU nodes count per thread, GPU nodes per stream (when known)."""
         if is_gpu(attrs):
-            gpu += 1
+            self.gpu += 1
             if "stream" in attrs:
-                streams[f"device {attrs.get('device', 0)} stream {attrs['stream']}"] += 1
+                self.streams[f"device {attrs.get('device', 0)} stream {attrs['stream']}"] += 1
         else:
-            cpu += 1
-            threads[f"thread {attrs.get('tid', '?')}"] += 1
+            self.cpu += 1
+            self.threads[f"thread {attrs.get('tid', '?')}"] += 1
+
+    def _add_time(self, node: ChakraNode) -> None:
+        """The span covers timed nodes only (0 means no recorded start)."""
         if node.start_time_micros:
-            end = node.start_time_micros + node.duration_micros
-            first = node.start_time_micros if first is None else min(first, node.start_time_micros)
-            last = end if last is None else max(last, end)
-        entry = op_time[node.name]
+            start = node.start_time_micros
+            end = start + node.duration_micros
+            self.first = start if self.first is None else min(self.first, start)
+            self.last = end if self.last is None else max(self.last, end)
+        entry = self.op_time[node.name]
         entry[0] += node.duration_micros
         entry[1] += 1
-    tops = sorted(op_time.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
-    return {
-        "file": path,
-        "metadata": {"version": metadata.version,
-                     "attrs": {n: _jsonable(v) for n, _m, v in metadata.attrs}},
-        "nodes": count,
-        "nodes_by_type": dict(sorted(by_type.items())),
-        "cpu_nodes": cpu,
-        "gpu_nodes": gpu,
-        "collectives": {k: {"count": coll_count[k], "bytes": coll_bytes[k]}
-                        for k in sorted(coll_count)},
-        "dependencies": {"data_by_kind": dict(sorted(dep_kinds.items())), "ctrl": ctrl_deps},
-        "lanes": {"threads": dict(sorted(threads.items())), "streams": dict(sorted(streams.items()))},
-        "time_span_micros": {"start": first, "end": last,
-                             "duration": (last - first) if first is not None else None},
-        "top_ops_by_duration": [{"name": n, "total_micros": t, "count": c}
-                                for n, (t, c) in tops],
-    }
+
+    def report(self, path: str, metadata: GlobalMetadata, top: int) -> InspectReport:
+        tops = sorted(self.op_time.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+        first, last = self.first, self.last
+        return InspectReport(
+            file=path,
+            metadata=MetadataSummary(version=metadata.version,
+                                     attrs={n: _jsonable(v) for n, _m, v in metadata.attrs}),
+            nodes=self.count,
+            nodes_by_type=dict(sorted(self.by_type.items())),
+            cpu_nodes=self.cpu,
+            gpu_nodes=self.gpu,
+            collectives={k: CollectiveSummary(count=self.coll_count[k], bytes=self.coll_bytes[k])
+                         for k in sorted(self.coll_count)},
+            dependencies=DependencySummary(data_by_kind=dict(sorted(self.dep_kinds.items())),
+                                           ctrl=self.ctrl_deps),
+            lanes=LaneSummary(threads=dict(sorted(self.threads.items())),
+                              streams=dict(sorted(self.streams.items()))),
+            time_span_micros=TimeSpan(
+                start=first, end=last,
+                duration=(last - first) if first is not None and last is not None else None),
+            top_ops_by_duration=[OpTime(name=n, total_micros=t, count=c)
+                                 for n, (t, c) in tops],
+        )
+
+
+def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> InspectReport:
+    """Summary of one trace (``to_json()`` for plain JSON-able data)."""
+    path = os.fspath(path)
+    metadata, nodes = read_et(path)
+    tally = _Tally()
+    for node in nodes:
+        tally.add(node)
+    return tally.report(path, metadata, top)
 
 
 def _short(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def format_inspect(info: dict[str, Any]) -> str:
-    md = info["metadata"]
-    lines = [f"{info['file']}: Chakra {md['version'] or '(no version)'}, {info['nodes']} nodes "
-             f"({info['cpu_nodes']} CPU, {info['gpu_nodes']} GPU/device)"]
-    for name, value in md["attrs"].items():
-        text = str(value)
-        lines.append(f"  meta {name}: {_short(text)}")
-    lines.append("  nodes by type: " + ", ".join(f"{k} {v}" for k, v in info["nodes_by_type"].items()))
-    if info["collectives"]:
+def format_inspect(info: InspectReport) -> str:
+    """The human-readable summary: one header line, then one line per topic."""
+    md = info.metadata
+    lines = [f"{info.file}: Chakra {md.version or '(no version)'}, {info.nodes} nodes "
+             f"({info.cpu_nodes} CPU, {info.gpu_nodes} GPU/device)"]
+    for name, value in md.attrs.items():
+        lines.append(f"  meta {name}: {_short(str(value))}")
+    lines.append("  nodes by type: " + ", ".join(f"{k} {v}" for k, v in info.nodes_by_type.items()))
+    if info.collectives:
         lines.append("  collectives: " + ", ".join(
-            f"{k} {v['count']} ({v['bytes']} B)" for k, v in info["collectives"].items()))
-    deps = info["dependencies"]
-    lines.append("  data deps: " + (", ".join(f"{k} {v}" for k, v in deps["data_by_kind"].items())
-                                    or "none") + f"; ctrl deps: {deps['ctrl']}")
-    lanes = info["lanes"]
-    if lanes["threads"]:
-        lines.append("  threads: " + ", ".join(f"{k} ({v})" for k, v in lanes["threads"].items()))
-    if lanes["streams"]:
-        lines.append("  streams: " + ", ".join(f"{k} ({v})" for k, v in lanes["streams"].items()))
-    span = info["time_span_micros"]
-    if span["start"] is not None:
-        lines.append(f"  time span: {span['duration']} us ({span['start']} .. {span['end']})")
-    else:
-        lines.append("  time span: no recorded start times")
-    if info["top_ops_by_duration"]:
-        lines.append("  top ops by total duration:")
-        for op in info["top_ops_by_duration"]:
-            lines.append(f"    {op['total_micros']:>10} us  x{op['count']:<6} {_short(op['name'])}")
+            f"{k} {v.count} ({v.bytes} B)" for k, v in info.collectives.items()))
+    deps = info.dependencies
+    lines.append("  data deps: " + (", ".join(f"{k} {v}" for k, v in deps.data_by_kind.items())
+                                    or "none") + f"; ctrl deps: {deps.ctrl}")
+    lanes = info.lanes
+    if lanes.threads:
+        lines.append("  threads: " + ", ".join(f"{k} ({v})" for k, v in lanes.threads.items()))
+    if lanes.streams:
+        lines.append("  streams: " + ", ".join(f"{k} ({v})" for k, v in lanes.streams.items()))
+    lines += _span_and_top_lines(info)
     return "\n".join(lines)
+
+
+def _span_and_top_lines(info: InspectReport) -> list[str]:
+    span = info.time_span_micros
+    if span.start is not None:
+        lines = [f"  time span: {span.duration} us ({span.start} .. {span.end})"]
+    else:
+        lines = ["  time span: no recorded start times"]
+    if info.top_ops_by_duration:
+        lines.append("  top ops by total duration:")
+        for op in info.top_ops_by_duration:
+            lines.append(f"    {op.total_micros:>10} us  x{op.count:<6} {_short(op.name)}")
+    return lines

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
+import msgspec
 import orjson
 
 from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
@@ -28,7 +29,7 @@ from pt2chakra.chakra.conventions import (
     rank_of,
 )
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType
 
 _ARG_ATTRS = ("comm_type", "comm_size", "pg_name", "comm_seq", "stream", "device", "tid",
               "correlation", "rf_id")
@@ -56,58 +57,100 @@ def _lane(node_type: int, attrs: dict[str, Any]) -> tuple[tuple[Any, ...], str, 
     return lane.key, "device ops", DEVICE_SORT_INDEX
 
 
+class TimelineStats(msgspec.Struct):
+    """What ``timeline`` wrote: events drawn, lanes (all ranks together) and
+    nodes left out for lack of a recorded start."""
+
+    output: str
+    events: int = 0
+    lanes: int = 0
+    untimed: int = 0
+
+    def summary(self) -> str:
+        """The one line ``pt2chakra timeline`` prints."""
+        return (f"{self.output}: {self.events} events in {self.lanes} lanes"
+                + (f"; {self.untimed} nodes without a start time left out"
+                   if self.untimed else ""))
+
+
+class _EventWriter:
+    """Trace events, one per line, comma-separated inside the
+    ``traceEvents`` array (streamed: a trace can be large)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.first = True
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.out.write((b"" if self.first else b",\n") + orjson.dumps(event))
+        self.first = False
+
+    def metadata(self, name: str, pid: int, tid: int, args: dict[str, Any]) -> None:
+        self.emit({"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args})
+
+
 def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-             output: str | os.PathLike[str]) -> dict[str, int]:
+             output: str | os.PathLike[str]) -> TimelineStats:
     """Write the Chrome trace JSON; returns counts (events, lanes, untimed)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
     refuse_overwriting_inputs(output, list(paths))
-    stats = {"events": 0, "lanes": 0, "untimed": 0}
+    stats = TimelineStats(output=output)
     used_pids: set[int] = set()
     with atomic_output(output) as out:
         out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
-        first = True
-
-        def emit(event: dict[str, Any]) -> None:
-            nonlocal first
-            out.write((b"" if first else b",\n") + orjson.dumps(event))
-            first = False
-
+        events = _EventWriter(out)
         for index, path in enumerate(paths):
-            path = os.fspath(path)
-            metadata, nodes = read_et(path)
-            pid = rank_of(metadata, path, index)
-            if pid in used_pids:
-                pid = max(used_pids) + 1
-            used_pids.add(pid)
-            emit({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                  "args": {"name": f"rank {pid} ({os.path.basename(path)})"}})
-            emit({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                  "args": {"sort_index": pid}})
-            lanes: dict[tuple[Any, ...], int] = {}
-            for node in nodes:
-                if not node.start_time_micros:
-                    stats["untimed"] += 1
-                    continue
-                attrs = attr_dict(node.attrs)
-                key, lane_name, sort_index = _lane(node.type, attrs)
-                tid = lanes.get(key)
-                if tid is None:
-                    tid = lanes[key] = len(lanes) + 1
-                    emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                          "args": {"name": lane_name}})
-                    emit({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                          "args": {"sort_index": sort_index}})
-                dur = attrs.get("inclusive_duration_micros", node.duration_micros)
-                args: dict[str, Any] = {"id": node.id, "type": NodeType(node.type).name}
-                args.update((k, attrs[k]) for k in _ARG_ATTRS if k in attrs)
-                if node.data_deps:
-                    args["data_deps"] = node.data_deps
-                emit({"ph": "X", "name": node.name, "cat": NodeType(node.type).name,
-                      "ts": node.start_time_micros, "dur": dur, "pid": pid, "tid": tid,
-                      "args": args})
-                stats["events"] += 1
-            stats["lanes"] += len(lanes)
+            _write_rank(events, os.fspath(path), index, used_pids, stats)
         out.write(b"\n]}\n")
     return stats
+
+
+def _write_rank(events: _EventWriter, path: str, index: int, used_pids: set[int],
+                stats: TimelineStats) -> None:
+    """One rank's file as one process; a rank seen before (two files
+    claiming it) gets the next free pid so neither hides the other."""
+    metadata, nodes = read_et(path)
+    pid = rank_of(metadata, path, index)
+    if pid in used_pids:
+        pid = max(used_pids) + 1
+    used_pids.add(pid)
+    events.metadata("process_name", pid, 0, {"name": f"rank {pid} ({os.path.basename(path)})"})
+    events.metadata("process_sort_index", pid, 0, {"sort_index": pid})
+    lanes: dict[tuple[Any, ...], int] = {}
+    for node in nodes:
+        if not node.start_time_micros:
+            stats.untimed += 1
+            continue
+        attrs = attr_dict(node.attrs)
+        tid = _lane_tid(events, pid, lanes, node.type, attrs)
+        events.emit(_complete_event(node, attrs, pid, tid))
+        stats.events += 1
+    stats.lanes += len(lanes)
+
+
+def _lane_tid(events: _EventWriter, pid: int, lanes: dict[tuple[Any, ...], int],
+              node_type: int, attrs: dict[str, Any]) -> int:
+    """The node's lane as a thread id of its process, numbered in order of
+    first use; a new lane is named and sorted by metadata events first."""
+    key, lane_name, sort_index = _lane(node_type, attrs)
+    tid = lanes.get(key)
+    if tid is None:
+        tid = lanes[key] = len(lanes) + 1
+        events.metadata("thread_name", pid, tid, {"name": lane_name})
+        events.metadata("thread_sort_index", pid, tid, {"sort_index": sort_index})
+    return tid
+
+
+def _complete_event(node: ChakraNode, attrs: dict[str, Any], pid: int,
+                    tid: int) -> dict[str, Any]:
+    """An "X" event; its duration is the inclusive one so callees nest
+    inside callers."""
+    dur = attrs.get("inclusive_duration_micros", node.duration_micros)
+    args: dict[str, Any] = {"id": node.id, "type": NodeType(node.type).name}
+    args.update((k, attrs[k]) for k in _ARG_ATTRS if k in attrs)
+    if node.data_deps:
+        args["data_deps"] = node.data_deps
+    return {"ph": "X", "name": node.name, "cat": NodeType(node.type).name,
+            "ts": node.start_time_micros, "dur": dur, "pid": pid, "tid": tid, "args": args}
