@@ -80,16 +80,9 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
     from pt2chakra.chakra.json_form import from_json
 
     if args.profile == "astra-sim":
-        from pt2chakra.atomic import refuse_overwriting_inputs
-        from pt2chakra.chakra.json_form import read_json
-        from pt2chakra.export.astra_sim import output_paths, write_astra_sim
+        from pt2chakra.export.astra_sim import convert_json
 
-        if args.rank is not None:  # else the rank is in the metadata: checked there
-            for out in output_paths(args.output, args.rank):
-                refuse_overwriting_inputs(out, [args.input])
-        metadata, nodes = read_json(args.input)
-        written = write_astra_sim(metadata, nodes, args.output, rank=args.rank,
-                                  inputs=[args.input])
+        written = convert_json(args.input, args.output, rank=args.rank)
         if not args.quiet:
             print("\n".join(written))
         return 0

@@ -419,3 +419,16 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
                     written.append(p)
         staged.commit()
     return written
+
+
+def convert_json(json_path: str | os.PathLike[str], prefix: str | os.PathLike[str],
+                 rank: int | None = None, cpu: str = "drop") -> list[str]:
+    """A ``jsonize`` document -> ``<prefix>.<rank>.et`` for ASTRA-sim (rank:
+    ``rank``, else the metadata's, else 0); returns the paths written."""
+    from pt2chakra.chakra.json_form import read_json
+
+    if rank is not None:  # else the rank is in the metadata: checked on writing
+        for out in output_paths(os.fspath(prefix), rank):
+            refuse_overwriting_inputs(out, [json_path])
+    metadata, nodes = read_json(json_path)
+    return write_astra_sim(metadata, nodes, prefix, rank=rank, cpu=cpu, inputs=[json_path])
