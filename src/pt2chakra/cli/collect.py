@@ -26,8 +26,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             device=args.device, name=args.name)
     except ValueError as exc:  # a model size the tiny GPT cannot take
         raise InputError("collect", str(exc)) from None
-    print(host)
-    print(kineto)
+    if not args.quiet:
+        print(host)
+        print(kineto)
     return 0
 
 
