@@ -8,8 +8,9 @@ Every failure to open becomes one ``InputError`` naming the file.
 from __future__ import annotations
 
 import gzip
+import io
 import os
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from pt2chakra.errors import InputError
 
@@ -17,7 +18,7 @@ from pt2chakra.errors import InputError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _open_raw(where: str) -> BinaryIO:
+def _open_raw(where: str) -> io.BufferedReader:
     try:
         return open(where, "rb")
     except FileNotFoundError:
@@ -34,7 +35,7 @@ def open_input(path: str | os.PathLike[str]) -> tuple[BinaryIO, bool]:
     raw = _open_raw(os.fspath(path))
     if raw.peek(len(GZIP_MAGIC))[: len(GZIP_MAGIC)] != GZIP_MAGIC:
         return raw, False
-    return gzip.GzipFile(fileobj=raw, mode="rb"), True  # type: ignore[return-value]
+    return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")), True
 
 
 def read_input(path: str | os.PathLike[str]) -> bytes:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pt2chakra.chakra import decode as chakra_io
 from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.decode import decode_node, from_proto, iter_messages, to_proto
-from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
+from pt2chakra.chakra.encode import AttrSpec, NodeWriter, encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
@@ -217,6 +217,74 @@ def test_bad_ids_raise() -> None:
             encode_node(ChakraNode(id=bad, name="n", type=NodeType.COMP_NODE))
         with pytest.raises(ValueError):
             encode_node(ChakraNode(id=1, name="n", type=NodeType.COMP_NODE, data_deps=[bad]))
+
+
+# --------------------------------------------------------------------------
+# NodeWriter (the converter's fast path) vs encode_node
+# --------------------------------------------------------------------------
+
+WRITER_ATTRS = (
+    AttrSpec("flag", "bool_val"),
+    AttrSpec("per_node", "int64_val", repeats=False),
+    AttrSpec("tid", "int64_val"),
+    AttrSpec("label", "string_val"),
+    AttrSpec("kinds", "string_list", plain=list),
+    AttrSpec("small", "int32_val"),
+)
+ID = st.integers(0, (1 << 62))
+IO_TEXT = st.one_of(st.just(""), st.text(max_size=40), st.text(min_size=100, max_size=200))
+
+
+@st.composite
+def raw_nodes(draw: st.DrawFn) -> tuple[tuple, ChakraNode]:
+    """(NodeWriter tuple, the equivalent ChakraNode)."""
+    from types import SimpleNamespace
+
+    node_id, name = draw(ID), draw(st.text(max_size=8))
+    node_type = draw(st.sampled_from(list(NodeType)))
+    ctrl = draw(st.none() | ID)
+    deps = draw(st.lists(st.tuples(ID, st.integers(0, 3)), max_size=3))
+    start = draw(st.none() | st.integers(0, (1 << 64) - 1))
+    duration = draw(st.none() | st.integers(0, 1 << 40))
+    ios = [draw(st.none() | st.tuples(IO_TEXT, IO_TEXT, IO_TEXT)) for _ in range(2)]
+    attrs = [draw(st.none() | st.booleans()), draw(st.none() | st.integers(*I64)),
+             draw(st.none() | st.integers(*I64)), draw(st.none() | st.text(max_size=4)),
+             draw(st.none() | st.tuples(st.text(max_size=3))), draw(st.none() | st.integers(*I32))]
+    raw = (node_id, name, node_type, ctrl, deps, start, duration,
+           *[None if io is None else SimpleNamespace(
+               values_json=io[0].encode(), shapes_json=io[1].encode(), types_json=io[2].encode())
+             for io in ios],
+           *attrs)
+    node = ChakraNode(
+        id=node_id, name=name, type=node_type, ctrl_deps=[] if ctrl is None else [ctrl],
+        data_deps=[src for src, _ in deps], start_time_micros=start or 0,
+        duration_micros=duration or 0,
+        inputs=ios[0], outputs=ios[1],
+        attrs=[(spec.name, spec.member, value if spec.plain is None else spec.plain(value))
+               for spec, value in zip(WRITER_ATTRS, attrs) if value is not None])
+    return raw, node
+
+
+@SETTINGS
+@given(st.lists(raw_nodes(), min_size=1, max_size=8))
+def test_node_writer_matches_encode_node(pairs: list[tuple[tuple, ChakraNode]]) -> None:
+    writer = NodeWriter(WRITER_ATTRS)  # one writer: its caches must not leak across nodes
+    for raw, node in pairs:
+        try:
+            expected = encode_node(node)
+        except ValueError:
+            continue  # an all-default node
+        assert writer.encode(raw) == expected
+
+
+def test_node_writer_refuses_what_it_cannot_cache() -> None:
+    with pytest.raises(ValueError):
+        NodeWriter([AttrSpec("x", "double_val")])  # 0.0 == -0.0, different bytes
+    with pytest.raises(ValueError):
+        NodeWriter([AttrSpec("x", "string_val", repeats=False)])
+    with pytest.raises(ValueError):  # int64 out of range, as encode_node
+        NodeWriter([AttrSpec("x", "int64_val", repeats=False)]).encode(
+            (1, "n", NodeType.COMP_NODE, None, [], 0, 0, None, None, 1 << 63))
 
 
 # --------------------------------------------------------------------------

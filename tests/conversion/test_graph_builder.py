@@ -200,6 +200,27 @@ def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
     assert list(graph.encoded_nodes()) == [encode_node(n) for n in graph.nodes()]
 
 
+def test_cpu_fields_follow_the_attribute_table():
+    # _cpu_fields gives one value per CPU_ATTRS row, in order, for both paths.
+    from pt2chakra.chakra.dep_kinds import EdgeKind
+    from pt2chakra.chakra.encode import NODE_FIELDS, encode_node
+    from pt2chakra.conversion.graph_builder import (
+        CPU_ATTRS,
+        _cpu_fields,
+        _cpu_node,
+        cpu_node_writer,
+    )
+
+    host_op = HostOp(id=3, name="aten::mm", parent=1, tid=1, rf_id=-7, op_schema="aten::mm(...)")
+    timing, deps = (10.4, 5.6, 4.5), [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
+    fields = _cpu_fields(host_op, timing, deps, {1}, NodeType.COMP_NODE, True)
+    assert len(fields) == len(NODE_FIELDS) + len(CPU_ATTRS)
+    node = _cpu_node(host_op, timing, deps, {1}, False, {})
+    assert [name for name, _, _ in node.attrs] == [attr.name for attr in CPU_ATTRS]
+    assert node.attrs[-1] == (DEP_KINDS_ATTR, "string_list", ["thread_order", "caller"])
+    assert cpu_node_writer().encode(fields) == encode_node(node)
+
+
 # --------------------------------------------------------------------------
 # Semantics found in review
 # --------------------------------------------------------------------------

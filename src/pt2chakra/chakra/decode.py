@@ -13,9 +13,14 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+# No type stubs for protobuf here: its message classes are Any to mypy.
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+)
 from google.protobuf.message import DecodeError, Message
 
 from pt2chakra.chakra import schema as pb
@@ -127,6 +132,10 @@ def _node_from_proto(msg: Message) -> ChakraNode:
     )
 
 
+def _metadata_from_proto(msg: Message) -> GlobalMetadata:
+    return GlobalMetadata(version=msg.version, attrs=[_attr_from_proto(a) for a in msg.attr])
+
+
 def from_proto(msg: Message) -> ChakraNode | GlobalMetadata:
     """Inverse of :func:`to_proto`; also accepts mlc-chakra's own classes.
 
@@ -136,7 +145,7 @@ def from_proto(msg: Message) -> ChakraNode | GlobalMetadata:
     if full_name == f"{pb.PACKAGE}.Node":
         return _node_from_proto(msg)
     if full_name == f"{pb.PACKAGE}.GlobalMetadata":
-        return GlobalMetadata(version=msg.version, attrs=[_attr_from_proto(a) for a in msg.attr])
+        return _metadata_from_proto(msg)
     raise TypeError(f"expected a Chakra Node or GlobalMetadata message, got {full_name}")
 
 
@@ -220,50 +229,85 @@ def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[_Batch]:
                 continue
             if pos == size:
                 return
-            first_index, first_pos = index, pos
-            bodies: list[int] = []
-            ends: list[int] = []
             # Frames starting past ``limit`` wait for a refill (unless at eof):
             # their length varint may continue in the next chunk.
-            limit = size if eof else size - _MAX_VARINT_BYTES
-            error: InputError | None = None
-            end = 0
-            while pos <= limit and pos < size:
-                length = buf[pos]
-                if 0 < length < 0x80:
-                    body = pos + 1
-                else:  # a 2-byte length, else (0 here) the checks of _frame_length
-                    second = buf[pos + 1] if pos + 1 < size else 0x80
-                    length = (length & 0x7F) | (second << 7) if second < 0x80 <= length else 0
-                    body = pos + 2
-                if not length:
-                    try:
-                        length, body = _frame_length(buf, pos, _where(unit, index, base + pos), path)
-                    except InputError as exc:
-                        error = exc
-                        break
-                end = body + length
-                if end > size:
-                    break
-                bodies.append(body)
-                ends.append(end)
-                pos = end
-                index += 1
-            if bodies:
-                yield buf, base, first_index, first_pos, bodies, ends
-            if error is not None:
-                raise error
-            if end > size:  # a message longer than the rest of the buffer
+            scan = _scan_frames(buf, pos, size if eof else size - _MAX_VARINT_BYTES,
+                                base, index, unit, path)
+            if scan.bodies:
+                yield buf, base, index, pos, scan.bodies, scan.ends
+            index += len(scan.bodies)
+            pos = scan.pos
+            if scan.error is not None:
+                raise scan.error
+            if scan.end > size:  # a message longer than the rest of the buffer
                 where = _where(unit, index, base + pos)
-                more = _read(stream, end - size, path, base + size)
-                buf, base, body, end = buf[pos:] + more, base + pos, body - pos, end - pos
-                pos = 0
-                if end > len(buf):
-                    have = len(buf) - body
-                    raise InputError(path, f"truncated {where}: needs {length} bytes, file has {have}")
+                buf, body, end = _long_message(stream, path, where, buf, base, pos, scan)
+                base, pos = base + pos, 0
                 yield buf, base, index, 0, [body], [end]
                 pos = end
                 index += 1
+
+
+class _Scan(NamedTuple):
+    """What _scan_frames framed in one buffer, and where it stopped: at
+    ``pos``, before a frame whose body (``body``..``end``, ``length`` bytes)
+    runs past the buffer, or at a framing ``error``."""
+
+    bodies: list[int]
+    ends: list[int]
+    pos: int
+    body: int
+    end: int
+    length: int
+    error: InputError | None
+
+
+def _scan_frames(buf: bytes, pos: int, limit: int, base: int, index: int, unit: str,
+                 path: str) -> _Scan:
+    """Frames the messages of ``buf`` that start at or before ``limit``.
+
+    One tight loop per buffer fill: 1- and 2-byte lengths are read inline,
+    anything else (and every error) goes through _frame_length."""
+    size = len(buf)
+    bodies: list[int] = []
+    ends: list[int] = []
+    error: InputError | None = None
+    length = body = end = 0
+    while pos <= limit and pos < size:
+        length = buf[pos]
+        if 0 < length < 0x80:
+            body = pos + 1
+        else:  # a 2-byte length, else (0 here) the checks of _frame_length
+            second = buf[pos + 1] if pos + 1 < size else 0x80
+            length = (length & 0x7F) | (second << 7) if second < 0x80 <= length else 0
+            body = pos + 2
+        if not length:
+            try:
+                length, body = _frame_length(buf, pos, _where(unit, index, base + pos), path)
+            except InputError as exc:
+                error = exc
+                break
+        end = body + length
+        if end > size:
+            break
+        bodies.append(body)
+        ends.append(end)
+        pos = end
+        index += 1
+    return _Scan(bodies, ends, pos, body, end, length, error)
+
+
+def _long_message(stream: BinaryIO, path: str, where: str, buf: bytes, base: int, pos: int,
+                  scan: _Scan) -> tuple[bytes, int, int]:
+    """(buffer, body start, body end) of the message at ``pos`` that runs past
+    ``buf`` (at stream offset ``base``): the buffer from ``pos`` on, completed
+    with one read of the rest."""
+    more = _read(stream, scan.end - len(buf), path, base + len(buf))
+    buf, body, end = buf[pos:] + more, scan.body - pos, scan.end - pos
+    if end > len(buf):
+        have = len(buf) - body
+        raise InputError(path, f"truncated {where}: needs {scan.length} bytes, file has {have}")
+    return buf, body, end
 
 
 def _unit(gzipped: bool) -> str:
@@ -332,7 +376,7 @@ def _decode_metadata(path: str, where: str, data: bytes) -> GlobalMetadata:
     problem = _metadata_problem(data)
     if problem is None:
         try:
-            return from_proto(pb.GlobalMetadata.FromString(data))
+            return _metadata_from_proto(pb.GlobalMetadata.FromString(data))
         except DecodeError as exc:
             problem = f"it does not parse ({exc})"
     raise InputError(path, f"{where} is not a GlobalMetadata: {problem}")
@@ -545,7 +589,7 @@ def _protobuf_node(path: str, where: str, data: bytes) -> ChakraNode:
     except DecodeError as exc:
         raise InputError(path, f"{where} does not parse as a Node: {exc}") from exc
     try:
-        return from_proto(msg)
+        return _node_from_proto(msg)
     except ValueError as exc:
         raise InputError(path, f"{where}: {exc}") from exc
 

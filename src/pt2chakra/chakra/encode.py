@@ -15,8 +15,8 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, BinaryIO, NamedTuple, Protocol
 
 from pt2chakra.atomic import atomic_output
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
@@ -428,7 +428,8 @@ def encode_metadata(md: GlobalMetadata) -> bytes:
 # --------------------------------------------------------------------------
 
 
-def _write_frames(out: BinaryIO, metadata: GlobalMetadata, nodes: Iterable[ChakraNode]) -> int:
+def _write_frames(out: BinaryIO | gzip.GzipFile, metadata: GlobalMetadata,
+                  nodes: Iterable[ChakraNode | bytes]) -> int:
     """Writes metadata then nodes, batching small frames into ~1 MiB writes."""
     first = encode_metadata(metadata)
     pending = [_uvarint(len(first)), first]
@@ -436,9 +437,10 @@ def _write_frames(out: BinaryIO, metadata: GlobalMetadata, nodes: Iterable[Chakr
     count = 0
     for node in nodes:
         # Writers with their own fast path hand over already-encoded nodes.
-        data = node if type(node) is bytes else encode_node(node)
-        pending += (_uvarint(len(data)), data)
-        pending_bytes += len(data)
+        data = node if isinstance(node, bytes) else encode_node(node)
+        size = len(data)
+        pending += (_VARINT_CACHE[size] if size < _VARINT_CACHE_SIZE else _uvarint(size), data)
+        pending_bytes += size
         count += 1
         if pending_bytes >= _FLUSH_BYTES:
             out.write(b"".join(pending))
@@ -448,7 +450,8 @@ def _write_frames(out: BinaryIO, metadata: GlobalMetadata, nodes: Iterable[Chakr
     return count
 
 
-def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata, nodes: Iterable) -> int:
+def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
+                  nodes: Iterable[ChakraNode | bytes]) -> int:
     if not gzipped:
         return _write_frames(raw, metadata, nodes)
     # filename="" and mtime=0: no temp name or time stamp in the header, so
@@ -474,91 +477,218 @@ def encode_et_file(
 
 
 # --------------------------------------------------------------------------
-# Pre-encoded fields, for writers that emit millions of similar nodes
+# Fast path: nodes from flat tuples of raw values
 # --------------------------------------------------------------------------
+#
+# A converter that emits millions of similar nodes skips ``ChakraNode``: it
+# hands ``NodeWriter`` one tuple of raw values per node and gets the bytes
+# ``encode_node`` would give (tested). Every tag, length and varint is still
+# written in this module, so the two paths share one wire format.
+
+# The Node fields at the head of every NodeWriter tuple, in field order.
+NODE_FIELDS = ("id", "name", "type", "ctrl_deps", "data_deps", "start_time_micros",
+               "duration_micros", "inputs", "outputs")
 
 
-class FieldEncoder:
-    """Encoded ``Node`` fields with the repetitive parts cached, so a writer
-    can assemble a node's bytes from a few lookups and joins instead of going
-    through ``ChakraNode`` + ``encode_node`` (same bytes, tested).
+class JsonIOInfo(Protocol):
+    """IOInfo as the UTF-8 JSON texts of a host trace: copied, never decoded."""
 
-    Callers join fields in field-number order: id, name, type, ctrl_deps,
-    data_deps, start, duration, inputs, outputs, attrs.
+    @property
+    def values_json(self) -> bytes: ...
+
+    @property
+    def shapes_json(self) -> bytes: ...
+
+    @property
+    def types_json(self) -> bytes: ...
+
+
+class AttrSpec(NamedTuple):
+    """An attribute of the nodes a NodeWriter encodes, after the Node fields.
+
+    ``repeats``: its values recur across nodes (flags, thread ids, schemas),
+    so each is encoded once and then looked up. Otherwise it must be an
+    ``int64_val`` that is new on every node (ids, durations): caching those
+    would only grow, so its framing is precomputed per varint length.
+    ``plain`` turns the value a node tuple holds into the attribute's value
+    where they differ (a hashable key standing for a list).
     """
 
-    def __init__(self) -> None:
+    name: str
+    member: str
+    repeats: bool = True
+    plain: Callable[[Any], Any] | None = None
+
+
+def _framed_node_attr(attr: Attr) -> bytes:
+    body = _encode_attr(attr)
+    return _NODE_ATTR + _uvarint(len(body)) + body
+
+
+class _RepeatedAttr(dict[Any, bytes]):
+    """Value -> framed ``attr`` field, filled on first use. It stops growing
+    at ``_NODE_ATTR_CACHE_MAX`` values, so that an attribute declared
+    repeating but unique per node cannot exhaust memory."""
+
+    def __init__(self, spec: AttrSpec) -> None:
+        if spec.member not in _CACHEABLE_MEMBERS and spec.plain is None:
+            # Floats that compare equal can differ in bytes (0.0, -0.0); lists
+            # are unhashable (a ``plain`` may turn a hashable key into one).
+            raise ValueError(f"attr {spec.name!r}: {spec.member} values cannot be cached")
+        super().__init__()
+        self._spec = spec
+
+    def __missing__(self, key: Any) -> bytes:
+        name, member, _, plain = self._spec
+        field = _framed_node_attr((name, member, key if plain is None else plain(key)))
+        if len(self) < _NODE_ATTR_CACHE_MAX:
+            self[key] = field
+        return field
+
+
+def _int64_prefixes(spec: AttrSpec) -> tuple[bytes, ...]:
+    """An ``int64_val`` attr's bytes before its value's varint, indexed by
+    the length of that varint (1..10 bytes)."""
+    if spec.member != "int64_val" or spec.plain is not None:
+        raise ValueError(f"attr {spec.name!r}: only a plain int64_val may vary on every node")
+    head = _attr_name_field(spec.name) + _tag(_VARINT_KINDS["int64"][0], _WIRE_VARINT)
+    return tuple(_NODE_ATTR + _uvarint(len(head) + n) + head for n in range(_MAX_VARINT_BYTES + 1))
+
+
+# The code per attribute of a compiled attribute encoder (see _compile_attrs):
+# ``{i}`` is the attribute's position in the table, ``{index}`` its value's in
+# the node tuple. None leaves the attribute out.
+_REPEATED_ATTR_CODE = """
+    value = values[{index}]
+    if value is not None:
+        parts.append(fields_{i}[value])"""
+_INT64_ATTR_CODE = """
+    value = values[{index}]
+    if value is not None:
+        varint = (small[value] if 0 <= value < SMALL else
+                  high_bits[value & LOW_BITS] + small[value >> 14] if 0 < value < FOUR_BYTES
+                  else int64(value))
+        parts += (prefixes_{i}[len(varint)], varint)"""
+
+
+def _compile_attrs(attrs: Sequence[AttrSpec], first: int,
+                   ) -> Callable[[list[bytes], Sequence[Any]], None]:
+    """The attributes' encoder, compiled from their table into one
+    straight-line function (as ``dataclasses`` compiles ``__init__``): it
+    appends the fields of the values at ``first``... of a node tuple.
+
+    A loop over the table would interpret it again on every node: about 10%
+    more time per CPU node (measured on a 100k-op trace). Only positions
+    enter the source; names and encoded forms are bound as constants
+    (``fields_<i>``, ``prefixes_<i>``)."""
+    scope: dict[str, Any] = {"small": _VARINT_CACHE, "SMALL": _VARINT_CACHE_SIZE,
+                             "high_bits": _VARINT_CONTINUED, "LOW_BITS": _LOW_14_BITS,
+                             "FOUR_BYTES": _FOUR_BYTE_LIMIT, "int64": _int64}
+    source = ["def encode_attrs(parts, values):", "    pass"]
+    for i, spec in enumerate(attrs):
+        if spec.repeats:
+            scope[f"fields_{i}"] = _RepeatedAttr(spec)
+            source.append(_REPEATED_ATTR_CODE.format(i=i, index=first + i))
+        else:
+            scope[f"prefixes_{i}"] = _int64_prefixes(spec)
+            source.append(_INT64_ATTR_CODE.format(i=i, index=first + i))
+    exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), scope)
+    encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = scope["encode_attrs"]
+    return encode_attrs
+
+
+def _ioinfo_json(tag: bytes, info: JsonIOInfo) -> bytes:
+    """An IOInfo field straight from JSON texts; empty texts are left out."""
+    values, shapes, types = info.values_json, info.shapes_json, info.types_json
+    n_values, n_shapes, n_types = len(values), len(shapes), len(types)
+    if n_values and n_shapes and n_types and n_values + n_shapes + n_types < _VARINT_CACHE_SIZE - 16:
+        # The usual case: every length is one table lookup.
+        body = b"".join((_IOINFO_VALUES, _VARINT_CACHE[n_values], values,
+                         _IOINFO_SHAPES, _VARINT_CACHE[n_shapes], shapes,
+                         _IOINFO_TYPES, _VARINT_CACHE[n_types], types))
+        return tag + _VARINT_CACHE[len(body)] + body
+    body = b"".join((
+        _IOINFO_VALUES + _uvarint(n_values) + values if values else b"",
+        _IOINFO_SHAPES + _uvarint(n_shapes) + shapes if shapes else b"",
+        _IOINFO_TYPES + _uvarint(n_types) + types if types else b"",
+    ))
+    return tag + _uvarint(len(body)) + body
+
+
+class NodeWriter:
+    """Encodes nodes given as flat tuples of raw values: the ``NODE_FIELDS``
+    in order, then one value per ``AttrSpec`` the writer was built with.
+
+    Raw means as a converter holds them, so nothing is converted per node:
+    at most one control dependency (an id, or None), data dependencies as
+    ``(source id, anything)`` pairs, IOInfo as ``JsonIOInfo``. A Node field of
+    None or 0 is left out, as is an attribute of None, as ``encode_node``
+    leaves out defaults. Ids must be non-negative (host traces are checked on
+    loading); ``encode_node`` raises for a negative one.
+    """
+
+    def __init__(self, attrs: Iterable[AttrSpec]) -> None:
+        self._encode_attrs = _compile_attrs(tuple(attrs), len(NODE_FIELDS))
         self._names: dict[str, bytes] = {}
-        self._attrs: dict[tuple[str, str, Any], bytes] = {}
-        self._int64_prefix: dict[str, tuple[bytes, ...]] = {}
+        # ``ts >> 14`` -> its varint: timestamps share their high bits.
+        self._time_high: dict[int, bytes] = {}
 
-    def name(self, name: str) -> bytes:
-        field = self._names.get(name)
-        if field is None:
-            field = _NODE_NAME + _utf8(name) if name else b""
-            self._names[name] = field
-        return field
+    def encode(self, values: Sequence[Any]) -> bytes:
+        """One node's message (unframed). Written flat, ``_uvarint`` inlined
+        as table lookups (one below 2**14, two below 2**28): this runs once
+        per node, and a call costs more than encoding a field."""
+        node_id, name, node_type, ctrl_dep, data_deps, start, duration, inputs, outputs = (
+            values[:9])
+        parts = [_NODE_ID, _VARINT_CACHE[node_id] if node_id < _VARINT_CACHE_SIZE else
+                 _VARINT_CONTINUED[node_id & _LOW_14_BITS] + _VARINT_CACHE[node_id >> 14]
+                 if node_id < _FOUR_BYTE_LIMIT else _uvarint(node_id)] if node_id else []
+        name_field = self._names.get(name)
+        if name_field is None:
+            name_field = self._names[name] = _NODE_NAME + _utf8(name) if name else b""
+        parts.append(name_field)
+        if node_type:
+            parts.append(_NODE_TYPES.get(node_type) or _NODE_TYPE + _int32(node_type))
+        if ctrl_dep is not None:
+            packed = (_VARINT_CACHE[ctrl_dep] if ctrl_dep < _VARINT_CACHE_SIZE else
+                      _VARINT_CONTINUED[ctrl_dep & _LOW_14_BITS] + _VARINT_CACHE[ctrl_dep >> 14]
+                      if ctrl_dep < _FOUR_BYTE_LIMIT else _uvarint(ctrl_dep))
+            parts += (_NODE_CTRL_DEPS, _VARINT_CACHE[len(packed)], packed)
+        if data_deps:
+            if len(data_deps) == 1:  # most nodes
+                source = data_deps[0][0]
+                packed = (_VARINT_CACHE[source] if source < _VARINT_CACHE_SIZE else
+                          _VARINT_CONTINUED[source & _LOW_14_BITS] + _VARINT_CACHE[source >> 14]
+                          if source < _FOUR_BYTE_LIMIT else _uvarint(source))
+                parts += (_NODE_DATA_DEPS, _VARINT_CACHE[len(packed)], packed)
+            else:
+                packed = b"".join([_uvarint(source) for source, _ in data_deps])
+                parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
+        if start:
+            high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
+            parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS] + high
+                      if high is not None else self._timestamp(start))
+        if duration:
+            parts += (_NODE_DURATION, _VARINT_CACHE[duration] if 0 < duration < _VARINT_CACHE_SIZE
+                      else _uvarint(duration))
+        if inputs is not None:
+            parts.append(_ioinfo_json(_NODE_INPUTS, inputs))
+        if outputs is not None:
+            parts.append(_ioinfo_json(_NODE_OUTPUTS, outputs))
+        self._encode_attrs(parts, values)
+        return b"".join(parts)
 
-    @staticmethod
-    def node_type(node_type: int) -> bytes:
-        return _NODE_TYPES.get(node_type, b"")
-
-    @staticmethod
-    def ioinfo(tag: bytes, values: bytes, shapes: bytes, types: bytes) -> bytes:
-        """IOInfo from UTF-8 JSON texts (empty ones omitted)."""
-        body = b"".join((
-            _IOINFO_VALUES + _uvarint(len(values)) + values if values else b"",
-            _IOINFO_SHAPES + _uvarint(len(shapes)) + shapes if shapes else b"",
-            _IOINFO_TYPES + _uvarint(len(types)) + types if types else b"",
-        ))
-        return tag + _uvarint(len(body)) + body
-
-    def attr(self, name: str, member: str, value: Any) -> bytes:
-        """A framed ``attr`` field for a value that repeats across nodes
-        (flags, thread ids, op schemas, dependency-kind tuples)."""
-        key = (name, member, value)
-        field = self._attrs.get(key)
-        if field is None:
-            listed = list(value) if isinstance(value, tuple) else value
-            body = _encode_attr((name, member, listed))
-            field = _NODE_ATTR + _uvarint(len(body)) + body
-            if len(self._attrs) < _NODE_ATTR_CACHE_MAX:
-                self._attrs[key] = field
-        return field
-
-    def int64_attr_prefixes(self, name: str) -> tuple[bytes, ...]:
-        """Framing of a non-negative ``int64_val`` attr ``name``, indexed by
-        the length of the value's varint: the field is ``prefix[len(v)] + v``."""
-        prefixes = self._int64_prefix.get(name)
-        if prefixes is None:
-            name_field = _attr_name_field(name)
-            tag = _MEMBER_ENCODERS["int64_val"](0)[:-1]
-            prefixes = tuple(_NODE_ATTR + _uvarint(len(name_field) + len(tag) + n) + name_field + tag
-                             for n in range(_MAX_VARINT_BYTES + 1))
-            self._int64_prefix[name] = prefixes
-        return prefixes
-
-    def attr_int64(self, name: str, value: int) -> bytes:
-        """A framed ``int64_val`` attr for per-node values (no caching of the
-        value; the name and framing are precomputed per varint length)."""
-        if value < 0:
-            return self.attr(name, "int64_val", value)
-        v = _uvarint(value)
-        return self.int64_attr_prefixes(name)[len(v)] + v
+    def _timestamp(self, value: int) -> bytes:
+        """A timestamp's varint where the high-bits cache cannot give it:
+        small ones, and the first of each high part (range-checked by
+        ``_uvarint``, then cached)."""
+        varint = _uvarint(value)
+        if value >= _VARINT_CACHE_SIZE:
+            self._time_high[value >> 14] = varint[2:]
+        return varint
 
 
-# Public names for writers with their own fast path (see FieldEncoder).
+# Public names for tests and tools.
 uvarint = _uvarint
-SMALL_VARINTS = _VARINT_CACHE
-# CONTINUED_VARINTS[x & 0x3FFF] + uvarint(x >> 14) == uvarint(x) for x >= 2**14.
-CONTINUED_VARINTS = _VARINT_CONTINUED
-IOINFO_TAGS = (_IOINFO_VALUES, _IOINFO_SHAPES, _IOINFO_TYPES)
-NODE_TAGS = {
-    "ctrl_deps": _NODE_CTRL_DEPS, "data_deps": _NODE_DATA_DEPS, "start_time_micros": _NODE_START,
-    "duration_micros": _NODE_DURATION, "inputs": _NODE_INPUTS, "outputs": _NODE_OUTPUTS,
-    "id": _NODE_ID,
-}
-
 
 
 assert all(_VARINT_CACHE[i] == _build_varint(i) for i in (0, 1, 127, 128, 300, _VARINT_CACHE_SIZE - 1))

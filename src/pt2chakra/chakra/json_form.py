@@ -193,7 +193,7 @@ def _io_in(doc: Any) -> tuple[str, str, str] | None:
     parts = tuple(doc.get(k, "") for k in ("values", "shapes", "types"))
     if not all(isinstance(p, str) for p in parts):
         raise _Bad("inputs/outputs values, shapes and types must be strings")
-    return parts  # type: ignore[return-value]
+    return parts
 
 
 def _ints(doc: dict[str, Any], key: str) -> list[int]:

@@ -55,28 +55,28 @@ class RendezvousKey(NamedTuple):
 
     pg: str
     kind: str  # SEQ, ORDER or P2P
-    index: int
+    position: int  # comm_seq, or the position among its kind in the group
     sender: int = NO_RANK
     receiver: int = NO_RANK
 
     def describe(self) -> str:
         group = f"process group {self.pg!r}" if self.pg else "no process group"
         if self.kind == SEQ:
-            return f"collective seq {self.index} of {group}"
+            return f"collective seq {self.position} of {group}"
         if self.kind == ORDER:
-            return f"collective #{self.index} of {group}"
+            return f"collective #{self.position} of {group}"
         if self.sender == NO_RANK:
-            return f"transfer #{self.index} of {group}"
-        return f"transfer #{self.index} from rank {self.sender} to rank {self.receiver} of {group}"
+            return f"transfer #{self.position} of {group}"
+        return f"transfer #{self.position} from rank {self.sender} to rank {self.receiver} of {group}"
 
     def short(self) -> str:
         if self.kind == SEQ:
-            return f"seq {self.index} of pg {self.pg!r}"
+            return f"seq {self.position} of pg {self.pg!r}"
         if self.kind == ORDER:
-            return f"#{self.index} of pg {self.pg!r}"
+            return f"#{self.position} of pg {self.pg!r}"
         if self.sender == NO_RANK:
-            return f"transfer #{self.index} of pg {self.pg!r}"
-        return f"transfer #{self.index} {self.sender}->{self.receiver} of pg {self.pg!r}"
+            return f"transfer #{self.position} of pg {self.pg!r}"
+        return f"transfer #{self.position} {self.sender}->{self.receiver} of pg {self.pg!r}"
 
 
 def is_collective(key: RendezvousKey) -> bool:
@@ -140,8 +140,8 @@ def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object
     ready = [i for i, deg in indegree.items() if deg == 0]
     while ready:
         cur = ready.pop()
-        srcs = [s for s, _k in deps.get(cur, ()) if s in known and s != cur]
-        sets = [frozenset((s,)) if s in comm else above.get(s, empty) for s in srcs]
+        sources = [s for s, _k in deps.get(cur, ()) if s in known and s != cur]
+        sets = [frozenset((s,)) if s in comm else above.get(s, empty) for s in sources]
         sets = [s for s in sets if s]
         mine = empty if not sets else sets[0] if len(sets) == 1 else frozenset().union(*sets)
         if cur in comm:
@@ -151,7 +151,7 @@ def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object
             indegree[child] -= 1
             if indegree[child] == 0:
                 ready.append(child)
-        for s in srcs:
+        for s in sources:
             unread[s] -= 1
             if not unread[s]:
                 above.pop(s, None)

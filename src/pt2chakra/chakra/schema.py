@@ -18,6 +18,7 @@ this module, byte-identical to the one embedded in mlc-chakra's
 
 from __future__ import annotations
 
+# No type stubs for protobuf here: its message classes are Any to mypy.
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import Message
 

@@ -67,11 +67,11 @@ def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
         return []  # one thread: nothing to hand over
     by_start = sorted(timed, key=lambda s: (s.start, s.id))
     by_end = sorted(timed, key=lambda s: (s.end, s.id))
-    ends = [s.end for s in by_end]
+    ends = [end for s in by_end if (end := s.end) is not None]  # all of them
     edges: list[Edge] = []
     prev_tid: int | None = None
     for span in by_start:
-        if prev_tid is not None and span.tid != prev_tid:
+        if prev_tid is not None and span.tid != prev_tid and span.start is not None:
             k = bisect.bisect_right(ends, span.start) - 1
             stop = max(-1, k - INTER_THREAD_LOOKBACK)
             while k > stop:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Container, Iterator, Sequence
+from typing import Any
 
 import msgspec
 import orjson
@@ -18,13 +19,10 @@ import orjson
 from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
-    CONTINUED_VARINTS,
-    IOINFO_TAGS,
-    NODE_TAGS,
-    SMALL_VARINTS,
-    FieldEncoder,
+    NODE_FIELDS,
+    AttrSpec,
+    NodeWriter,
     encode_node,
-    uvarint,
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.conversion import collective as coll
@@ -44,6 +42,11 @@ from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace
 from pt2chakra.pytorch.names import COMM_BACKEND_PREFIXES, PROCESS_GROUP_INIT, RECORD_PARAM_COMMS
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
 
+# A linked host op's (start, inclusive duration, exclusive duration), in us.
+Timing = tuple[float, float, float]
+# A node's dependencies: (source id, kind of edge), in first-seen order.
+Deps = list[tuple[int, EdgeKind]]
+
 
 class ChakraGraph:
     """The converted graph: dependencies in memory, nodes made on demand.
@@ -53,8 +56,8 @@ class ChakraGraph:
     ``[(source, kind)]``) is compact enough to check for cycles first."""
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
-                 timing: dict[int, tuple[float, float, float]], gpu_nodes: list[ChakraNode],
-                 deps: dict[int, list[tuple[int, EdgeKind]]],
+                 timing: dict[int, Timing], gpu_nodes: list[ChakraNode],
+                 deps: dict[int, Deps],
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp]) -> None:
         self.metadata = metadata
         self.deps = deps
@@ -103,119 +106,23 @@ class ChakraGraph:
         return {k: v for k, v in counts.items() if v}
 
     def encoded_nodes(self) -> Iterator[bytes]:
-        """The same nodes as ``nodes()``, already encoded: ordinary CPU ops
-        (the bulk of a trace) go through a fused fast path; the rest through
-        ``encode_node``. Byte-identical to encoding ``nodes()`` (tested)."""
-        kept = self._kept_ids
-        fields = FieldEncoder()
-        timing = self._timing
-        deps = self.deps
-        host_only = self._host_only
-        kind_names = EDGE_KIND_NAMES
-        tag_id, tag_ctrl, tag_data = NODE_TAGS["id"], NODE_TAGS["ctrl_deps"], NODE_TAGS["data_deps"]
-        tag_start, tag_dur = NODE_TAGS["start_time_micros"], NODE_TAGS["duration_micros"]
-        tag_in, tag_out = NODE_TAGS["inputs"], NODE_TAGS["outputs"]
-        comp = fields.node_type(NodeType.COMP_NODE)
-        is_cpu = fields.attr("is_cpu_op", "bool_val", True)
-        uv = uvarint
-        small = SMALL_VARINTS  # varints of 0..len-1, for lengths and small ints
-        limit = len(small)
-        cont = CONTINUED_VARINTS  # low 14 bits of a longer varint
-        low_bits = limit - 1
-        # Timestamps share their high bits across a trace: cache the varint of
-        # ``ts >> 14`` and add the low 14 bits from a table.
-        high_varints: dict[int, bytes] = {}
-        id_limit = limit * limit  # ids below 2**28 are two table lookups
-        iv, ish, ity = IOINFO_TAGS
-        attr = fields.attr
-        attr_int64 = fields.attr_int64
-        names: dict[str, bytes] = {}
-        tids: dict[int, bytes] = {}
-        schemas: dict[str, bytes] = {}
-        kinds_of: dict[tuple[EdgeKind, ...], bytes] = {}
-        rf_prefix = fields.int64_attr_prefixes("rf_id")
-        incl_prefix = fields.int64_attr_prefixes("inclusive_duration_micros")
-
-        def ioinfo(tag: bytes, io: IOValues) -> bytes:
-            v, sh, ty = io.values_json, io.shapes_json, io.types_json
-            lv, ls, lt = len(v), len(sh), len(ty)
-            if lv and ls and lt and lv + ls + lt < limit - 16:  # every length is one table entry
-                body = b"".join((iv, small[lv], v, ish, small[ls], sh, ity, small[lt], ty))
-                return tag + small[len(body)] + body
-            return fields.ioinfo(tag, v, sh, ty)
-
+        """The same nodes as ``nodes()``, already encoded. Ordinary CPU ops,
+        the bulk of a trace, skip ``ChakraNode``: their raw fields go straight
+        to a ``NodeWriter`` (byte-identical, tested); the rest take
+        ``encode_node``."""
+        encode_cpu = cpu_node_writer().encode
+        timing, deps, kept, host_only = self._timing, self.deps, self._kept_ids, self._host_only
+        comp = NodeType.COMP_NODE
         for op in self._cpu_ops:
             name = op.name
+            # Ops that _cpu_node_type may make metadata or collective nodes.
             if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_BACKEND_PREFIXES)):
                 yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
                                             host_only, self._ops_by_id))
-                continue
-            op_id = op.id
-            t = timing.get(op_id)
-            d = deps.get(op_id)
-            name_f = names.get(name)
-            if name_f is None:
-                name_f = names[name] = fields.name(name)
-            parts = [tag_id, small[op_id] if op_id < limit else
-                     cont[op_id & low_bits] + small[op_id >> 14] if op_id < id_limit else
-                     uv(op_id), name_f, comp]
-            parent = op.parent
-            if parent in kept:
-                p = (small[parent] if parent < limit else
-                     cont[parent & low_bits] + small[parent >> 14] if parent < id_limit else
-                     uv(parent))
-                parts += (tag_ctrl, small[len(p)], p)
-            if d:
-                if len(d) == 1:
-                    src = d[0][0]
-                    packed = small[src] if src < limit else uv(src)
-                else:
-                    packed = b"".join([uv(src) for src, _ in d])
-                parts += (tag_data, small[len(packed)], packed)
-            if t is not None:
-                start, dur = round(t[0]), round(t[2])
-                if start >= limit:
-                    high = high_varints.get(start >> 14)
-                    if high is None:
-                        high = high_varints[start >> 14] = uv(start >> 14)
-                    parts += (tag_start, cont[start & low_bits] + high)
-                elif start:
-                    parts += (tag_start, uv(start))
-                if dur:
-                    parts += (tag_dur, small[dur] if 0 < dur < limit else uv(dur))
-            parts += (ioinfo(tag_in, op.inputs), ioinfo(tag_out, op.outputs), is_cpu)
-            rf = op.rf_id
-            if rf is not None:
-                if rf >= 0:
-                    v = small[rf] if rf < limit else uv(rf)
-                    parts += (rf_prefix[len(v)], v)
-                else:
-                    parts.append(attr_int64("rf_id", rf))
-            tid_f = tids.get(op.tid)
-            if tid_f is None:
-                tid_f = tids[op.tid] = attr("tid", "int64_val", op.tid)
-            parts.append(tid_f)
-            schema = op.op_schema
-            if schema:
-                schema_f = schemas.get(schema)
-                if schema_f is None:
-                    schema_f = schemas[schema] = attr("op_schema", "string_val", schema)
-                parts.append(schema_f)
-            if t is not None:
-                incl = round(t[1])
-                if incl >= 0:
-                    v = small[incl] if incl < limit else uv(incl)
-                    parts += (incl_prefix[len(v)], v)
-                else:
-                    parts.append(attr_int64("inclusive_duration_micros", incl))
-            if d:
-                key = tuple([k for _, k in d])
-                kinds_f = kinds_of.get(key)
-                if kinds_f is None:
-                    kinds_f = kinds_of[key] = attr(DEP_KINDS_ATTR, "string_list",
-                                                   tuple([kind_names[k] for k in key]))
-                parts.append(kinds_f)
-            yield b"".join(parts)
+            else:
+                op_id = op.id
+                yield encode_cpu(_cpu_fields(op, timing.get(op_id), deps.get(op_id), kept,
+                                             comp, True))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
 
@@ -267,10 +174,10 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                        dict(dropped_host), ops_by_id)
 
 
-def merge_edges(edges: Sequence[Edge]) -> dict[int, list[tuple[int, EdgeKind]]]:
+def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
     """Per destination, its sources in first-seen order; an edge found by
     several rules keeps its most reliable kind."""
-    per_dst: dict[int, list[tuple[int, EdgeKind]]] = {}
+    per_dst: dict[int, Deps] = {}
     crowded: list[int] = []  # destinations that got more than one edge
     for src, dst, kind in edges:
         if src == dst:
@@ -303,7 +210,7 @@ MAX_UNLINKED_CALLERS = 64
 
 
 def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
-                ) -> dict[int, tuple[float, float, float]]:
+                ) -> dict[int, Timing]:
     """host op id -> (start, inclusive dur, exclusive dur) for linked ops.
 
     Exclusive time subtracts the linked callees on the same thread (the
@@ -326,7 +233,7 @@ def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int,
             hops += 1
         if caller_ev is not None and caller_ev.tid == ev.tid:
             child_time[caller] += ev.dur
-    timing: dict[int, tuple[float, float, float]] = {}
+    timing: dict[int, Timing] = {}
     for host_id, ev in cpu_event.items():
         timing[host_id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(host_id, 0.0)))
     return timing
@@ -346,8 +253,7 @@ def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float
 
 def _io(io: IOValues) -> tuple[str, str, str]:
     """IOInfo strings straight from the trace's JSON text (no re-encoding)."""
-    return (bytes(io.values_json).decode(), bytes(io.shapes_json).decode(),
-            bytes(io.types_json).decode())
+    return io.values_json.decode(), io.shapes_json.decode(), io.types_json.decode()
 
 
 def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveType | str | None]:
@@ -362,33 +268,68 @@ def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveTyp
     return NodeType.COMP_NODE, None
 
 
-def _cpu_node(op: HostOp, timing: tuple[float, float, float] | None,
-              deps: list[tuple[int, EdgeKind]] | None, kept_ids: Container[int], host_only: bool,
-              ops_by_id: dict[int, HostOp]) -> ChakraNode:
-    attrs: list[Attr] = []
+def _dep_kind_names(kinds: EdgeKind | tuple[EdgeKind, ...]) -> list[str]:
+    """The dependency-kinds attribute's value from _cpu_fields' hashable key."""
+    if isinstance(kinds, tuple):
+        return [EDGE_KIND_NAMES[kind] for kind in kinds]
+    return [EDGE_KIND_NAMES[kinds]]
+
+
+# The attributes of a CPU node after any collective ones, in encoded order:
+# the one list both _cpu_node and the fast path (cpu_node_writer) follow.
+# Their values come from _cpu_fields, in the same order.
+CPU_ATTRS: tuple[AttrSpec, ...] = (
+    AttrSpec("is_cpu_op", "bool_val"),
+    AttrSpec("rf_id", "int64_val", repeats=False),
+    AttrSpec("tid", "int64_val"),
+    AttrSpec("op_schema", "string_val"),
+    AttrSpec("inclusive_duration_micros", "int64_val", repeats=False),
+    AttrSpec(DEP_KINDS_ATTR, "string_list", plain=_dep_kind_names),
+)
+
+
+def _cpu_fields(op: HostOp, timing: Timing | None, deps: Deps | None,
+                kept_ids: Container[int], node_type: NodeType, is_cpu: bool) -> tuple[Any, ...]:
+    """Every field of a CPU node as a raw value, in NodeWriter's layout: the
+    Node fields (``NODE_FIELDS``), then the values of ``CPU_ATTRS`` in table
+    order. None leaves a field out. Both paths start here, so a field's
+    value is defined once."""
+    parent = op.parent
+    if timing is None:
+        start = duration = inclusive = None
+    else:
+        start, inclusive, duration = round(timing[0]), round(timing[1]), round(timing[2])
+    if not deps:
+        kinds = None
+    else:  # a hashable key: most nodes have one dependency
+        kinds = deps[0][1] if len(deps) == 1 else tuple([kind for _, kind in deps])
+    return (op.id, op.name, node_type, parent if parent in kept_ids else None, deps, start,
+            duration, op.inputs, op.outputs,
+            is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
+
+
+def cpu_node_writer() -> NodeWriter:
+    """The fast path's encoder of CPU nodes given by ``_cpu_fields``."""
+    return NodeWriter(CPU_ATTRS)
+
+
+def _cpu_node(op: HostOp, timing: Timing | None, deps: Deps | None, kept_ids: Container[int],
+              host_only: bool, ops_by_id: dict[int, HostOp]) -> ChakraNode:
+    """The generic path: ``_cpu_fields`` as a ChakraNode, with the collective
+    attributes first when the op stands for one."""
     node_type, ctype = _cpu_node_type(op, host_only)
-    is_cpu = ctype is None
-    if ctype is not None:
-        attrs += _comm_attrs(ctype, None, op, ops_by_id)
-    attrs.append(("is_cpu_op", "bool_val", is_cpu))
-    if op.rf_id is not None:
-        attrs.append(("rf_id", "int64_val", op.rf_id))
-    attrs.append(("tid", "int64_val", op.tid))
-    if op.op_schema:
-        attrs.append(("op_schema", "string_val", op.op_schema))
-    start = dur = 0
-    if timing is not None:
-        start = round(timing[0])
-        dur = round(timing[2])
-        attrs.append(("inclusive_duration_micros", "int64_val", round(timing[1])))
-    data_deps: list[int] = []
-    if deps:
-        data_deps = [d for d, _ in deps]
-        attrs.append((DEP_KINDS_ATTR, "string_list", [EDGE_KIND_NAMES[k] for _, k in deps]))
+    fields = _cpu_fields(op, timing, deps, kept_ids, node_type, ctype is None)
+    node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
+        fields[:len(NODE_FIELDS)])
+    attrs = _comm_attrs(ctype, None, op, ops_by_id) if ctype is not None else []
+    attrs += [(name, member, value if plain is None else plain(value))
+              for (name, member, _, plain), value in zip(CPU_ATTRS, fields[len(NODE_FIELDS):])
+              if value is not None]
     return ChakraNode(
-        id=op.id, name=op.name, type=node_type, start_time_micros=start, duration_micros=dur,
-        ctrl_deps=[op.parent] if op.parent in kept_ids else [], data_deps=data_deps,
-        inputs=_io(op.inputs), outputs=_io(op.outputs), attrs=attrs)
+        id=node_id, name=name, type=node_type, start_time_micros=start or 0,
+        duration_micros=duration or 0, ctrl_deps=[] if ctrl_dep is None else [ctrl_dep],
+        data_deps=[src for src, _ in data_deps] if data_deps else [],
+        inputs=_io(inputs), outputs=_io(outputs), attrs=attrs)
 
 
 # --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -210,14 +210,15 @@ def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
     return linked
 
 
+# An alignment: (index in the ET thread, index in the Kineto thread) pairs.
+_Alignment = list[tuple[int, int]]
+# A paired (ET thread, Kineto thread) and its near-best alignments, best first.
+_ThreadPair = tuple[int, int, list[_Alignment]]
+
+
 def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int, CpuEvent]:
     """Align each ET thread with the Kineto thread and offset where its op
     names match best (the ET may hold one of many Kineto iterations)."""
-    names: dict[str, int] = {}
-
-    def code(name: str) -> int:
-        return names.setdefault(name, len(names))
-
     et_threads: dict[int, list[HostOp]] = defaultdict(list)
     for op in sorted(ops, key=lambda o: o.id):  # ids grow in start order
         et_threads[op.tid].append(op)
@@ -226,42 +227,12 @@ def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int
         k_threads[ev.tid].append(ev)
     for evs in k_threads.values():
         evs.sort(key=lambda e: (e.ts, -e.dur))
-    k_codes = {tid: [code(e.name) for e in evs] for tid, evs in k_threads.items()}
-
-    # Align every (ET thread, Kineto thread) pair and pair the threads up
-    # greedily, best first. Then pick one iteration for all of them: each
-    # thread's near-best alignments are candidates (iterations can be
-    # identical), and the choice is the one where the threads' spans lie
-    # closest together in time -- a thread's best alone may be another
-    # iteration than the rest's.
-    options: list[tuple[int, int, int, list[list[tuple[int, int]]]]] = []
-    for et_tid, et_ops in et_threads.items():
-        et_codes = [code(op.name) for op in et_ops]
-        for k_tid, kc in k_codes.items():
-            found = alignments(et_codes, kc)
-            if found:
-                options.append((len(found[0]), et_tid, k_tid, found))
-    options.sort(key=lambda o: -o[0])
-    chosen: list[tuple[int, int, list[list[tuple[int, int]]]]] = []
-    used_et: set[int] = set()
-    used_k: set[int] = set()
-    for _score, et_tid, k_tid, found in options:
-        if et_tid not in used_et and k_tid not in used_k:
-            used_et.add(et_tid)
-            used_k.add(k_tid)
-            chosen.append((et_tid, k_tid, _near_best(found)))
+    chosen = _pair_threads(et_threads, k_threads)
     linked: dict[int, CpuEvent] = {}
     if not chosen:
         return linked
-    ref_et, ref_k, ref_found = chosen[0]
-    others = chosen[1:]
-
-    def spread(window: tuple[float, float]) -> float:
-        return sum(_distance(_closest_in_time(found, k_threads[k], window), k_threads[k], window)
-                   for _et, k, found in others)
-
-    best_ref = min(ref_found[:MAX_ITERATION_CANDIDATES],
-                   key=lambda p: spread(_span(p, k_threads[ref_k])))
+    ref_et, ref_k, _ = chosen[0]
+    best_ref = _one_iteration(chosen, k_threads)
     window = _span(best_ref, k_threads[ref_k])
     for et_tid, k_tid, found in chosen:
         pairs = best_ref if et_tid == ref_et else _closest_in_time(found, k_threads[k_tid], window)
@@ -269,6 +240,52 @@ def link_by_order(ops: Sequence[HostOp], events: Sequence[CpuEvent]) -> dict[int
         for i, j in pairs:
             linked[et_ops[i].id] = k_evs[j]
     return linked
+
+
+def _pair_threads(et_threads: dict[int, list[HostOp]], k_threads: dict[int, list[CpuEvent]],
+                  ) -> list[_ThreadPair]:
+    """Aligns every (ET thread, Kineto thread) pair by op names and pairs the
+    threads up greedily, the most matches first; each pair keeps its
+    near-best alignments, as iterations can be identical."""
+    names: dict[str, int] = {}
+
+    def code(name: str) -> int:
+        return names.setdefault(name, len(names))
+
+    k_codes = {tid: [code(e.name) for e in evs] for tid, evs in k_threads.items()}
+    options: list[tuple[int, int, int, list[_Alignment]]] = []
+    for et_tid, et_ops in et_threads.items():
+        et_codes = [code(op.name) for op in et_ops]
+        for k_tid, kc in k_codes.items():
+            found = alignments(et_codes, kc)
+            if found:
+                options.append((len(found[0]), et_tid, k_tid, found))
+    options.sort(key=lambda o: -o[0])
+    chosen: list[_ThreadPair] = []
+    used_et: set[int] = set()
+    used_k: set[int] = set()
+    for _score, et_tid, k_tid, found in options:
+        if et_tid not in used_et and k_tid not in used_k:
+            used_et.add(et_tid)
+            used_k.add(k_tid)
+            chosen.append((et_tid, k_tid, _near_best(found)))
+    return chosen
+
+
+def _one_iteration(chosen: list[_ThreadPair], k_threads: dict[int, list[CpuEvent]],
+                   ) -> _Alignment:
+    """The first pair's alignment for the iteration where all threads' spans
+    lie closest together in time: a thread's best alone may be another
+    iteration than the rest's."""
+    _ref_et, ref_k, ref_found = chosen[0]
+    others = chosen[1:]
+
+    def spread(window: tuple[float, float]) -> float:
+        return sum(_distance(_closest_in_time(found, k_threads[k], window), k_threads[k], window)
+                   for _et, k, found in others)
+
+    return min(ref_found[:MAX_ITERATION_CANDIDATES],
+               key=lambda p: spread(_span(p, k_threads[ref_k])))
 
 
 def _near_best(found: list[list[tuple[int, int]]]) -> list[list[tuple[int, int]]]:
@@ -528,7 +545,7 @@ def _sync_from_event(s: SyncEvent, call: RuntimeEvent | None,
     return CpuSync(kind=s.kind, ts=ts, end=end, tid=tid, device=s.device, stream=stream)
 
 
-def _last_launched_stream(kineto: KinetoTrace):  # type: ignore[no-untyped-def]
+def _last_launched_stream(kineto: KinetoTrace) -> Callable[[int, float], int]:
     """A lookup (tid, ts) -> stream of the last GPU work launched from that
     thread before ts, or -1."""
     stream_of = {a.correlation: a.stream for a in kineto.gpu_activities}

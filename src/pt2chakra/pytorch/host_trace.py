@@ -21,6 +21,7 @@ import logging
 import re
 from collections.abc import Callable
 from os import PathLike
+from types import GenericAlias
 from typing import Annotated, Any, NamedTuple
 
 import msgspec
@@ -374,7 +375,7 @@ def _decode_doc(where: str, data: bytes, layout: Layout) -> Any:
 
 def _decode_nodes(where: str, nodes: msgspec.Raw, schema: str, layout: Layout) -> list[Any]:
     try:
-        return decode(where, nodes, list[layout.node_type], where="$.nodes")
+        return decode(where, nodes, GenericAlias(list, (layout.node_type,)), where="$.nodes")
     except InputError as e:
         if not e.problem.startswith("unexpected content"):
             raise

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from os import PathLike
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import msgspec
 
@@ -86,7 +86,18 @@ def _decoder(type_: Any) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(type_)
 
 
-def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: type[T] | Any, *, where: str = "$") -> T:
+@overload
+def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: type[T], *,
+           where: str = "$") -> T: ...
+
+
+@overload
+def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: Any, *,
+           where: str = "$") -> Any: ...
+
+
+def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: Any, *,
+           where: str = "$") -> Any:
     """Decode ``data`` as ``type``; any failure becomes an ``InputError``.
 
     The cyclic GC is paused: decoding allocates millions of containers and

@@ -223,7 +223,7 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
     """
     where = str(path)
     with gc_paused():
-        doc = decode(where, read_json_bytes(path), _Doc | list[_Event])
+        doc: _Doc | list[_Event] = decode(where, read_json_bytes(path), _Doc | list[_Event])
         if isinstance(doc, list):  # Chrome's "JSON Array Format"
             doc = _Doc(traceEvents=doc)
         if doc.traceEvents is None:
@@ -254,7 +254,8 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
             ignored[e.cat or f"ph={e.ph}"] += 1
             continue
         kind, cat = found
-        if e.ts is None or (e.dur is None and e.ph == COMPLETE):
+        ts, dur = e.ts, e.dur
+        if ts is None or (dur is None and e.ph == COMPLETE):
             if kind is Kind.FLOW or e.ph != COMPLETE:
                 ignored[f"{e.cat}:ph={e.ph}:no ts"] += 1
                 continue
@@ -262,22 +263,22 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
                              "event without `ts` or `dur`; the trace is corrupt")
         if kind is Kind.FLOW:
             if e.ph == FLOW_START:
-                flows[_to_int(e.id)] = (e.ts, _int_id(e.tid))
+                flows[_to_int(e.id)] = (ts, _int_id(e.tid))
             elif e.ph != FLOW_END:
                 ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
-        if e.ph != COMPLETE:
+        if e.ph != COMPLETE or dur is None:  # (a complete event has a dur by now)
             ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
         a = e.args or _NO_ARGS
         if kind is Kind.CPU:
-            cpu.append(_cpu_event(e, a, cat, lists))
+            cpu.append(_cpu_event(e, ts, dur, a, cat, lists))
         elif kind is Kind.RUNTIME:
-            runtime.append(_runtime_event(e, a))
+            runtime.append(_runtime_event(e, ts, dur, a))
         elif kind is Kind.GPU:
-            gpu.append(_gpu_activity(e, a, cat, lists))
+            gpu.append(_gpu_activity(e, ts, dur, a, cat, lists))
         else:
-            sync.append(_sync_event(e, a))
+            sync.append(_sync_event(e, ts, dur, a))
     if lists.truncated:
         log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
     by_ts = attrgetter("ts")
@@ -290,12 +291,13 @@ def _int_id(value: int | str) -> int:
     return value if type(value) is int else _to_int(value)
 
 
-def _cpu_event(e: _Event, a: _Args, cat: str, lists: _ListParser) -> CpuEvent:
+def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
+               lists: _ListParser) -> CpuEvent:
     return CpuEvent(
         e.name,
         cat,
-        e.ts,
-        e.dur,
+        ts,
+        dur,
         _int_id(e.pid),
         _int_id(e.tid),
         _or(a.external_id, -1),
@@ -306,11 +308,11 @@ def _cpu_event(e: _Event, a: _Args, cat: str, lists: _ListParser) -> CpuEvent:
     )
 
 
-def _runtime_event(e: _Event, a: _Args) -> RuntimeEvent:
+def _runtime_event(e: _Event, ts: float, dur: float, a: _Args) -> RuntimeEvent:
     return RuntimeEvent(
         e.name,
-        e.ts,
-        e.dur,
+        ts,
+        dur,
         _int_id(e.pid),
         _int_id(e.tid),
         _or(a.correlation, -1),
@@ -319,13 +321,14 @@ def _runtime_event(e: _Event, a: _Args) -> RuntimeEvent:
     )
 
 
-def _gpu_activity(e: _Event, a: _Args, cat: str, lists: _ListParser) -> GpuActivity:
+def _gpu_activity(e: _Event, ts: float, dur: float, a: _Args, cat: str,
+                  lists: _ListParser) -> GpuActivity:
     # GPU rows use pid = device and tid = stream; args are authoritative.
     return GpuActivity(
         e.name,
         cat,
-        e.ts,
-        e.dur,
+        ts,
+        dur,
         _int_id(e.pid) if a.device is None else a.device,
         _int_id(e.tid) if a.stream is None else a.stream,
         _or(a.correlation, -1),
@@ -335,11 +338,11 @@ def _gpu_activity(e: _Event, a: _Args, cat: str, lists: _ListParser) -> GpuActiv
     )
 
 
-def _sync_event(e: _Event, a: _Args) -> SyncEvent:
+def _sync_event(e: _Event, ts: float, dur: float, a: _Args) -> SyncEvent:
     return SyncEvent(
         kind=_to_str(a.cuda_sync_kind) or e.name,
-        ts=e.ts,
-        dur=e.dur,
+        ts=ts,
+        dur=dur,
         pid=_int_id(e.pid),
         tid=_int_id(e.tid),
         stream=_or(a.stream, -1),

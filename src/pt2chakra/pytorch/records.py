@@ -42,15 +42,15 @@ class IOValues(msgspec.Struct, gc=False, frozen=True):
 
     @property
     def values(self) -> list[Any]:
-        return _parse(self.values_json)  # type: ignore[no-any-return]
+        return _parse(self.values_json)
 
     @property
     def shapes(self) -> list[Any]:
-        return _parse(self.shapes_json)  # type: ignore[no-any-return]
+        return _parse(self.shapes_json)
 
     @property
     def types(self) -> list[str]:
-        return _parse(self.types_json)  # type: ignore[no-any-return]
+        return _parse(self.types_json)
 
     @property
     def strides(self) -> list[Any] | None:

@@ -35,11 +35,14 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
+from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     CATEGORY_NAMES,
     COMM,
@@ -61,8 +64,11 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
 
 log = logging.getLogger(__name__)
 
+# Event types, in processing order at equal times: completions first so a
 # lane freed at t can take a node that starts at t.
 _EV_COMPLETE, _EV_CPU_DONE, _EV_ISSUE, _EV_START = 0, 1, 2, 3
+
+_heappush, _heappop = heapq.heappush, heapq.heappop
 
 
 # --------------------------------------------------------------------------
@@ -115,7 +121,7 @@ class CriticalPath(msgspec.Struct):
     rank_crossings: int  # times the path moves to another rank (collectives)
     by_node_type: dict[str, float]  # category -> microseconds
     by_edge_kind: dict[str, float]  # kind of the edge that made each step critical -> us
-    top_nodes: list[dict]  # longest nodes on the path
+    top_nodes: list[dict[str, Any]]  # longest nodes on the path
 
 
 class WhatIf(msgspec.Struct):
@@ -150,8 +156,8 @@ class SimulationResult(msgspec.Struct):
                      f"{self.measured_step_us:.0f} us, error {err}")
         return "\n".join(lines)
 
-    def to_json(self) -> dict:
-        return msgspec.to_builtins(self)  # type: ignore[no-any-return]
+    def to_json(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
 
 
 class Schedule(msgspec.Struct):
@@ -177,10 +183,27 @@ class Schedule(msgspec.Struct):
 # --------------------------------------------------------------------------
 
 
-def _durations(p: _Prepared, cfg: SimConfig, participants: dict[tuple, list[int]],
-               ) -> tuple[list[float], list[float], dict[tuple, float], str | None]:
-    from pt2chakra.simulation.network import collective_time
+def _durations(p: _Prepared, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
+               ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
+    """Durations and delays under ``cfg``'s knobs; each matched collective
+    gets one duration for all its participants (they end together)."""
+    dur, delay = _scaled(p, cfg)
+    model = None
+    coll: dict[RendezvousKey, float] = {}
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+        model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
+                 f"{cfg.bandwidth_gbps:g} GB/s")
+    for key, members in participants.items():
+        t = _collective_us(p, cfg, key, members)
+        coll[key] = t
+        for m in members:
+            dur[m] = t
+    return dur, delay, coll, model
 
+
+def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
+    """Recorded durations and CPU delays under the compute and CPU knobs (a
+    GPU-side CPU gap is CPU time)."""
     dur = list(p.dur)
     delay = list(p.delay)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
@@ -192,30 +215,25 @@ def _durations(p: _Prepared, cfg: SimConfig, participants: dict[tuple, list[int]
             delay[i] *= cpu
         elif cat == GPU_CPU_GAP and cpu != 1.0:
             dur[i] *= cpu
-    model = None
-    coll: dict[tuple, float] = {}
-    use_model = cfg.bandwidth_gbps is not None and cfg.latency_us is not None
-    if use_model:
-        model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
-                 f"{cfg.bandwidth_gbps:g} GB/s")
-    for key, members in participants.items():
-        if use_model:
-            first = members[0]
-            t = collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
-                                max(len(members), _group_size(p, key, members)),
-                                cfg.bandwidth_gbps * cfg.bandwidth_scale,  # type: ignore[operator]
-                                cfg.latency_us, cfg.algorithm)  # type: ignore[arg-type]
-        else:
-            # Measured kernels include waiting for the slowest peer; the last
-            # to arrive waited for nobody, and its time is the minimum.
-            t = min(p.dur[m] for m in members) / cfg.bandwidth_scale
-        coll[key] = t
-        for m in members:
-            dur[m] = t
-    return dur, delay, coll, model
+    return dur, delay
 
 
-def _group_size(p: _Prepared, key: tuple, members: list[int]) -> int:
+def _collective_us(p: _Prepared, cfg: SimConfig, key: RendezvousKey, members: list[int],
+                   ) -> float:
+    """One collective's duration: from the network model when it is set,
+    else from the measured kernels."""
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+        first = members[0]
+        return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
+                               max(len(members), _group_size(p, key, members)),
+                               cfg.bandwidth_gbps * cfg.bandwidth_scale,
+                               cfg.latency_us, cfg.algorithm)
+    # Measured kernels include waiting for the slowest peer; the last
+    # to arrive waited for nobody, and its time is the minimum.
+    return min(p.dur[m] for m in members) / cfg.bandwidth_scale
+
+
+def _group_size(p: _Prepared, key: RendezvousKey, members: list[int]) -> int:
     return len(members)
 
 
@@ -241,6 +259,8 @@ class _Run:
 
 
 def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
+    """Each rank's simulated start: its recorded offset when the traces share
+    a clock (``auto``: their steps overlap), else all at 0."""
     starts = p.step_start
     if not starts:
         return [], "together"
@@ -256,152 +276,247 @@ def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
     return [0.0] * len(starts), "together"
 
 
-def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str, str | None]:
-    n = len(p.nodes)
-    participants: dict[tuple, list[int]] = defaultdict(list)
+def _participants(p: _Prepared) -> dict[RendezvousKey, list[int]]:
+    """Collectives that more than one rank reaches: only those make their
+    participants wait for each other (a lone one runs like any node)."""
+    participants: dict[RendezvousKey, list[int]] = defaultdict(list)
     for i, key in p.comm_key.items():
         participants[key].append(i)
-    participants = {k: v for k, v in participants.items() if len(v) > 1}
+    return {k: v for k, v in participants.items() if len(v) > 1}
+
+
+def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str, str | None]:
+    """One replay under ``cfg``: its times, the rank alignment used and the
+    network model's description (None: measured collectives)."""
+    participants = _participants(p)
     dur, delay, _coll, model = _durations(p, cfg, participants)
     origin, align = _origins(p, cfg.align)
-    run = _Run(n)
+    run = _Run(len(p.nodes))
     run.origin = origin
     run.cpu_scale = cfg.cpu_scale
+    _Replay(p, run, dur, delay, participants, verbose).replay()
+    return run, align, model
 
-    lanes = len(p.lane_names)
-    lane_rank = [r for r, _, _ in p.lane_names]
-    lane_free = [origin[r] if origin else 0.0 for r in lane_rank]
-    lane_busy = [False] * lanes
-    lane_prev = [-1] * lanes
-    lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
-    waiting = list(p.nwait)
-    ready_t = [origin[r] for r in p.rank]
-    ready_pred = [-1] * n
-    ready_kind = [K_START] * n
-    arrived: dict[tuple, list[tuple[float, int, int, int, float]]] = defaultdict(list)
-    gate_left = dict(p.sync_gates)
-    gate_t: dict[int, float] = {}
-    cpu_done: dict[int, float] = {}
-    sync, sync_producers, issue_children = p.sync, p.sync_producers, p.issue_children
-    comm_key = p.comm_key
-    events: list[tuple[float, int, int, int]] = []
-    seq = 0
-    start_t, end_t = run.start, run.end
-    bind_pred, bind_kind, bind_time = run.bind_pred, run.bind_kind, run.bind_time
-    heappush, heappop = heapq.heappush, heapq.heappop
-    nodes, lane_of, order, cat = p.nodes, p.lane, p.order, p.cat
-    multi = len(p.step_start) > 1
 
-    def where(i: int) -> str:
-        r, kind, label = p.lane_names[lane_of[i]]
-        return f"{label}" if not multi else f"{label} of rank {r}"
+class _Replay:
+    """The state of one replay (lanes, readiness, collective arrivals, sync
+    gates, the event heap) and one method per event, so that each rule of the
+    model reads on its own. Writes its times into ``run``.
 
-    def push(t: float, ev: int, i: int) -> None:
-        nonlocal seq
-        seq += 1
-        heappush(events, (t, ev, seq, i))
+    Hot paths alias attributes to locals: the loop handles every node.
+    Slots keep attribute reads fast (a plain instance with this many
+    attributes loses CPython's specialised attribute access)."""
 
-    def try_lane(lane: int) -> None:
-        if lane_busy[lane] or not lane_heap[lane]:
+    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "multi",
+                 "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
+                 "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
+                 "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
+                 "nodes", "lane_of", "order", "cat", "children", "child_kind", "start_t", "end_t",
+                 "bind_pred", "bind_kind", "bind_time")
+
+    def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
+                 participants: dict[RendezvousKey, list[int]], verbose: bool) -> None:
+        n = len(p.nodes)
+        lanes = len(p.lane_names)
+        origin = run.origin
+        self.p, self.run, self.dur, self.delay = p, run, dur, delay
+        self.participants = participants
+        self.verbose = verbose
+        self.cpu_scale = run.cpu_scale
+        self.multi = len(p.step_start) > 1
+        # Per lane: free since, busy, last node that held it, ready nodes by recorded order.
+        self.lane_free = [origin[r] if origin else 0.0 for r, _, _ in p.lane_names]
+        self.lane_busy = [False] * lanes
+        self.lane_prev = [-1] * lanes
+        self.lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
+        # Per node: dependencies left, and the latest one so far (time, node, edge kind).
+        self.waiting = list(p.nwait)
+        self.ready_t = [origin[r] for r in p.rank]
+        self.ready_pred = [-1] * n
+        self.ready_kind = [K_START] * n
+        # Collective -> participants arrived: (start, node, bound by, edge kind, bound at).
+        self.arrived: dict[RendezvousKey, list[tuple[float, int, int, int, float]]] = \
+            defaultdict(list)
+        # Sync ops: producers still running, latest gate time, CPU part done at.
+        self.gate_left = dict(p.sync_gates)
+        self.gate_t: dict[int, float] = {}
+        self.cpu_done_at: dict[int, float] = {}
+        self.events: list[tuple[float, int, int, int]] = []  # (time, event type, seq, node)
+        self.seq = 0  # events pushed so far: ties at equal time and type go in push order
+        self.sync, self.sync_producers = p.sync, p.sync_producers
+        self.issue_children, self.comm_key = p.issue_children, p.comm_key
+        self.nodes, self.lane_of, self.order, self.cat = p.nodes, p.lane, p.order, p.cat
+        self.children, self.child_kind = p.children, p.child_kind
+        self.start_t, self.end_t = run.start, run.end
+        self.bind_pred, self.bind_kind, self.bind_time = run.bind_pred, run.bind_kind, run.bind_time
+
+    def replay(self) -> None:
+        """Queue the nodes that wait on nothing, start what the lanes allow,
+        then handle events in (time, type, sequence) order until none is left."""
+        lane_of, order, lane_heap = self.lane_of, self.order, self.lane_heap
+        for i, left in enumerate(self.waiting):
+            if left == 0:
+                _heappush(lane_heap[lane_of[i]], (order[i], i))
+        for lane in range(len(lane_heap)):
+            self.try_lane(lane)
+        events, heappop, heappush = self.events, _heappop, _heappush
+        start_t, dur, sync_get, verbose = self.start_t, self.dur, self.sync.get, self.verbose
+        complete, cpu_done, issue = self.complete, self.cpu_done, self.issue
+        start_sync, log_issue = self.start_sync, self.log_issue
+        while events:
+            t, ev, _, i = heappop(events)
+            if ev == _EV_COMPLETE:
+                complete(i, t)
+            elif ev == _EV_START:  # inline: the one event every node has besides completing
+                start_t[i] = t
+                if verbose:
+                    log_issue(i, t)
+                s = sync_get(i)
+                if s is None:  # a plain node holds its lane for its duration
+                    seq = self.seq = self.seq + 1
+                    heappush(events, (t + dur[i], _EV_COMPLETE, seq, i))
+                else:
+                    start_sync(i, t, s)
+            elif ev == _EV_CPU_DONE:
+                cpu_done(i, t)
+            else:
+                issue(i, t)
+
+    def push(self, t: float, ev: int, i: int) -> None:
+        """Queue event ``ev`` of node ``i`` at ``t`` (ties: by type, then in push order)."""
+        seq = self.seq = self.seq + 1
+        _heappush(self.events, (t, ev, seq, i))
+
+    def try_lane(self, lane: int) -> None:
+        """A free lane takes its first ready node. The node starts after its
+        replayed delay, counted from whichever came last, the lane freeing or
+        its last dependency (that one bound the start, for the critical path)."""
+        lane_busy = self.lane_busy
+        if lane_busy[lane]:
             return
-        _, i = heappop(lane_heap[lane])
+        heap = self.lane_heap[lane]
+        if not heap:
+            return
+        _, i = _heappop(heap)
         lane_busy[lane] = True
-        if lane_free[lane] > ready_t[i]:
-            bp, bk, bt = lane_prev[lane], K_LANE, lane_free[lane]
+        free, ready = self.lane_free[lane], self.ready_t[i]
+        if free > ready:
+            bp, bk, bt = self.lane_prev[lane], K_LANE, free
             if bp < 0:
                 bk = K_START
         else:
-            bp, bk, bt = ready_pred[i], ready_kind[i], ready_t[i]
-        at = bt + delay[i]
-        key = comm_key.get(i)
-        if key is not None and key in participants:
-            group = arrived[key]
-            group.append((at, i, bp, bk, bt))
-            if len(group) == len(participants[key]):
-                last = max(group)
-                begin = last[0]
-                for _, m, _, _, _ in group:
-                    bind_pred[m], bind_kind[m], bind_time[m] = last[2], last[3], last[4]
-                    push(begin, _EV_START, m)
-                del arrived[key]
+            bp, bk, bt = self.ready_pred[i], self.ready_kind[i], ready
+        at = bt + self.delay[i]
+        key = self.comm_key.get(i)
+        if key is not None and key in self.participants:
+            self.arrive(key, i, at, bp, bk, bt)
             return
-        bind_pred[i], bind_kind[i], bind_time[i] = bp, bk, bt
-        push(at, _EV_START, i)
+        self.bind_pred[i], self.bind_kind[i], self.bind_time[i] = bp, bk, bt
+        seq = self.seq = self.seq + 1
+        _heappush(self.events, (at, _EV_START, seq, i))
 
-    def release(i: int, child: int, kind: int, t: float) -> None:
+    def arrive(self, key: RendezvousKey, i: int, at: float, bp: int, bk: int, bt: float) -> None:
+        """A collective starts when its last participant arrives, on every
+        rank at once, all bound by that last arrival."""
+        group = self.arrived[key]
+        group.append((at, i, bp, bk, bt))
+        if len(group) == len(self.participants[key]):
+            last = max(group)
+            begin = last[0]
+            for _, m, _, _, _ in group:
+                self.bind_pred[m], self.bind_kind[m], self.bind_time[m] = last[2], last[3], last[4]
+                self.push(begin, _EV_START, m)
+            del self.arrived[key]
+
+    def release(self, i: int, child: int, kind: int, t: float) -> None:
+        """Node ``i`` meets a dependency of ``child`` at ``t``; the latest one
+        met binds the child, which joins its lane's queue once all are met."""
+        ready_t = self.ready_t
         if t >= ready_t[child]:
-            ready_t[child], ready_pred[child], ready_kind[child] = t, i, kind
+            ready_t[child], self.ready_pred[child], self.ready_kind[child] = t, i, kind
+        waiting = self.waiting
         waiting[child] -= 1
         if waiting[child] == 0:
-            heappush(lane_heap[lane_of[child]], (order[child], child))
-            try_lane(lane_of[child])
+            lane = self.lane_of[child]
+            _heappush(self.lane_heap[lane], (self.order[child], child))
+            self.try_lane(lane)
 
-    def complete(i: int, t: float) -> None:
-        end_t[i] = t
-        if verbose:
-            log.info("%s node %d completed at %.0fus", "CPU" if cat[i] == CPU_OP else "GPU",
-                     nodes[i].id, t)
-        lane = lane_of[i]
-        lane_busy[lane] = False
-        lane_free[lane] = t
-        lane_prev[lane] = i
-        kinds = p.child_kind[i]
-        for c, child in enumerate(p.children[i]):
-            release(i, child, kinds[c], t)
-        gated = sync_producers.get(i)
+    def complete(self, i: int, t: float) -> None:
+        """Node ``i`` ends: it frees its lane, meets its children's
+        dependencies and moves the gates of the sync ops waiting on it."""
+        self.end_t[i] = t
+        if self.verbose:
+            log.info("%s node %d completed at %.0fus", "CPU" if self.cat[i] == CPU_OP else "GPU",
+                     self.nodes[i].id, t)
+        lane = self.lane_of[i]
+        self.lane_busy[lane] = False
+        self.lane_free[lane] = t
+        self.lane_prev[lane] = i
+        release = self.release
+        for child, kind in zip(self.children[i], self.child_kind[i]):
+            release(i, child, kind, t)
+        gated = self.sync_producers.get(i)
         if gated:
-            for s in gated:
-                g = t + sync[s][1] * cfg.cpu_scale
-                if g >= gate_t.get(s, -math.inf):
-                    gate_t[s] = g
-                    run.gate_pred[s] = i
-                gate_left[s] -= 1
-                if gate_left[s] == 0 and s in cpu_done:
-                    push(max(cpu_done.pop(s), gate_t[s]), _EV_COMPLETE, s)
-        try_lane(lane)
+            self.open_gates(i, t, gated)
+        self.try_lane(lane)
 
-    for i in range(n):
-        if waiting[i] == 0:
-            heappush(lane_heap[lane_of[i]], (order[i], i))
-    for lane in range(lanes):
-        try_lane(lane)
+    def open_gates(self, i: int, t: float, gated: list[int]) -> None:
+        """Producer ``i`` ended: a sync op it gates may end no earlier than
+        this plus its post-return time, and ends once its last producer is
+        done and its own CPU part too."""
+        sync, gate_t, gate_left = self.sync, self.gate_t, self.gate_left
+        cpu_done_at = self.cpu_done_at
+        for s in gated:
+            g = t + sync[s][1] * self.cpu_scale
+            if g >= gate_t.get(s, -math.inf):
+                gate_t[s] = g
+                self.run.gate_pred[s] = i
+            gate_left[s] -= 1
+            if gate_left[s] == 0 and s in cpu_done_at:
+                self.push(max(cpu_done_at.pop(s), gate_t[s]), _EV_COMPLETE, s)
 
-    while events:
-        t, ev, _, i = heappop(events)
-        if ev == _EV_COMPLETE:
-            complete(i, t)
-        elif ev == _EV_START:
-            start_t[i] = t
-            s = sync.get(i)
-            if verbose:
-                if cat[i] == CPU_OP:
-                    log.info("Issuing CPU node %d (%s) at %.0fus on %s with duration %.0fus",
-                             nodes[i].id, nodes[i].name, t, where(i), dur[i])
-                else:
-                    log.info("Issuing GPU node %d (%s) at %.0fus on %s with duration %.0fus",
-                             nodes[i].id, nodes[i].name, t, where(i), dur[i])
-            if s is None:
-                push(t + dur[i], _EV_COMPLETE, i)
+    def start_sync(self, i: int, t: float, s: tuple[float, float, float]) -> None:
+        """Sync op ``i`` starts: it runs its own CPU part (then waits for its
+        gate), and issues the GPU work it launched at its issue offset."""
+        own, _post, pre = s
+        self.push(t + own * self.cpu_scale, _EV_CPU_DONE, i)
+        if i in self.issue_children:
+            self.push(t + pre * self.cpu_scale, _EV_ISSUE, i)
+
+    def cpu_done(self, i: int, t: float) -> None:
+        """A sync op's own CPU part is done: with its producers all ended it
+        completes at its gate time (now if that has passed); otherwise the
+        last producer's end completes it (``open_gates``)."""
+        if self.gate_left.get(i, 0) == 0:
+            g = self.gate_t.get(i, t)
+            if g > t:
+                self.push(g, _EV_COMPLETE, i)
             else:
-                own, _post, pre = s
-                push(t + own * cfg.cpu_scale, _EV_CPU_DONE, i)
-                if i in issue_children:
-                    push(t + pre * cfg.cpu_scale, _EV_ISSUE, i)
-        elif ev == _EV_CPU_DONE:
-            if gate_left.get(i, 0) == 0:
-                g = gate_t.get(i, t)
-                if g > t:
-                    push(g, _EV_COMPLETE, i)
-                else:
-                    run.gate_pred[i] = -1
-                    complete(i, t)
-            else:
-                cpu_done[i] = t
-        else:  # _EV_ISSUE
-            run.issue_time[i] = t
-            for child in issue_children[i]:
-                release(i, child, K_LAUNCH, t)
-    return run, align, model
+                self.run.gate_pred[i] = -1
+                self.complete(i, t)
+        else:
+            self.cpu_done_at[i] = t
+
+    def issue(self, i: int, t: float) -> None:
+        """A sync op issues the GPU work it launched before it blocks."""
+        self.run.issue_time[i] = t
+        for child in self.issue_children[i]:
+            self.release(i, child, K_LAUNCH, t)
+
+    def where(self, i: int) -> str:
+        """The lane for the log (with the rank when several are replayed)."""
+        r, _kind, label = self.p.lane_names[self.lane_of[i]]
+        return f"{label}" if not self.multi else f"{label} of rank {r}"
+
+    def log_issue(self, i: int, t: float) -> None:
+        """The verbose trace of each start, as ``simulate -v`` prints it."""
+        n = self.nodes[i]
+        if self.cat[i] == CPU_OP:
+            log.info("Issuing CPU node %d (%s) at %.0fus on %s with duration %.0fus",
+                     n.id, n.name, t, self.where(i), self.dur[i])
+        else:
+            log.info("Issuing GPU node %d (%s) at %.0fus on %s with duration %.0fus",
+                     n.id, n.name, t, self.where(i), self.dur[i])
 
 
 # --------------------------------------------------------------------------
@@ -409,61 +524,91 @@ def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str
 # --------------------------------------------------------------------------
 
 
+class _PathTally:
+    """What the critical path is made of, gathered while walking it back."""
+
+    def __init__(self) -> None:
+        self.by_type: dict[str, float] = defaultdict(float)
+        self.by_kind: dict[str, float] = defaultdict(float)
+        self.on_path: set[int] = set()
+        self.crossings = 0  # moves to another rank (collectives)
+        self.total = 0.0
+
+
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
     done = [i for i in range(len(p.nodes)) if not math.isnan(run.end[i])]
     if not done:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
     last = max(done, key=lambda i: (run.end[i], -i))
-    by_type: dict[str, float] = defaultdict(float)
-    by_kind: dict[str, float] = defaultdict(float)
-    on_path: set[int] = set()
-    crossings = 0
+    tally = _walk_back(p, run, last)
+    return _path_summary(p, run, tally), tally.on_path
+
+
+def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
+    """From the last node to end, follow what decided each start (or a sync
+    op's end) back to a rank's start; the guard stops a malformed cycle."""
+    tally = _PathTally()
     cur, t = last, run.end[last]
-    total = 0.0
     guard = len(p.nodes) + 5
     while cur >= 0 and guard:
         guard -= 1
-        on_path.add(cur)
-        start = run.start[cur]
+        tally.on_path.add(cur)
         gp = run.gate_pred[cur]
-        if gp >= 0 and t >= run.end[cur] and run.end[gp] > start:
-            # A sync op whose end waited on the GPU: post-return part, then the producer.
-            seg = t - run.end[gp]
-            by_type[CATEGORY_NAMES[CPU_OP]] += seg
-            by_kind["gpu_sync"] += seg
-            total += seg
-            if p.rank[gp] != p.rank[cur]:
-                crossings += 1
-            cur, t = gp, run.end[gp]
-            continue
-        node_part = max(0.0, min(t, run.end[cur]) - start)
-        by_type[CATEGORY_NAMES[p.cat[cur]]] += node_part
-        bt = run.bind_time[cur]
-        wait = max(0.0, start - bt)
-        kind = run.bind_kind[cur]
-        if p.cat[cur] == CPU_OP:
-            by_type[CPU_GAP] += wait
-        elif wait:
-            by_type[WAIT] += wait
-        by_kind[EDGE_KIND_NAMES[kind]] += node_part + wait
-        total += node_part + wait
-        pred = run.bind_pred[cur]
-        if pred >= 0 and p.rank[pred] != p.rank[cur]:
-            crossings += 1
-        if pred >= 0 and kind == K_LAUNCH and pred in run.issue_time and \
-                abs(run.issue_time[pred] - bt) < 1e-9:
-            t = bt  # released at the issue point, mid-op
+        if gp >= 0 and t >= run.end[cur] and run.end[gp] > run.start[cur]:
+            cur, t = _gated_step(p, run, tally, cur, gp, t)
         else:
-            t = bt
-        cur = pred
-    top = sorted(on_path, key=lambda i: -(run.end[i] - run.start[i]))[:10]
+            cur, t = _bound_step(p, run, tally, cur, t)
+    return tally
+
+
+def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
+                t: float) -> tuple[int, float]:
+    """A sync op whose end waited on the GPU: its post-return part counts as
+    CPU time on a ``gpu_sync`` edge, then the path goes on from the producer."""
+    seg = t - run.end[gp]
+    tally.by_type[CATEGORY_NAMES[CPU_OP]] += seg
+    tally.by_kind["gpu_sync"] += seg
+    tally.total += seg
+    if p.rank[gp] != p.rank[cur]:
+        tally.crossings += 1
+    return gp, run.end[gp]
+
+
+def _bound_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int,
+                t: float) -> tuple[int, float]:
+    """The node's own time up to ``t`` plus its wait before starting (a CPU
+    gap on a thread, else a wait for a peer or a sync lag), charged to the
+    edge that bound its start; then the path goes on from that edge's source.
+    A child released at a sync op's issue point joins it mid-op: the binding
+    time is the issue time either way."""
+    start = run.start[cur]
+    node_part = max(0.0, min(t, run.end[cur]) - start)
+    tally.by_type[CATEGORY_NAMES[p.cat[cur]]] += node_part
+    bt = run.bind_time[cur]
+    wait = max(0.0, start - bt)
+    kind = run.bind_kind[cur]
+    if p.cat[cur] == CPU_OP:
+        tally.by_type[CPU_GAP] += wait
+    elif wait:
+        tally.by_type[WAIT] += wait
+    tally.by_kind[EDGE_KIND_NAMES[kind]] += node_part + wait
+    tally.total += node_part + wait
+    pred = run.bind_pred[cur]
+    if pred >= 0 and p.rank[pred] != p.rank[cur]:
+        tally.crossings += 1
+    return pred, bt
+
+
+def _path_summary(p: _Prepared, run: _Run, tally: _PathTally) -> CriticalPath:
+    """Shares sorted largest first, and the ten longest nodes on the path."""
+    top = sorted(tally.on_path, key=lambda i: -(run.end[i] - run.start[i]))[:10]
     return CriticalPath(
-        length_us=total, nodes=len(on_path), rank_crossings=crossings,
-        by_node_type=dict(sorted(by_type.items(), key=lambda kv: -kv[1])),
-        by_edge_kind=dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
+        length_us=tally.total, nodes=len(tally.on_path), rank_crossings=tally.crossings,
+        by_node_type=dict(sorted(tally.by_type.items(), key=lambda kv: -kv[1])),
+        by_edge_kind=dict(sorted(tally.by_kind.items(), key=lambda kv: -kv[1])),
         top_nodes=[{"rank": p.rank[i], "id": p.nodes[i].id, "name": p.nodes[i].name,
                     "category": CATEGORY_NAMES[p.cat[i]],
-                    "duration_us": run.end[i] - run.start[i]} for i in top]), on_path
+                    "duration_us": run.end[i] - run.start[i]} for i in top])
 
 
 def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
@@ -472,49 +617,66 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
         origin = run.origin[rank]
         ends = [run.end[i] for i in rng if not math.isnan(run.end[i])]
         unfinished = len(rng) - len(ends)
-        lane_end: dict[int, float] = {}
-        for i in rng:
-            if p.lane[i] in p.lane_tail and not math.isnan(run.end[i]):
-                lane_end[p.lane[i]] = max(lane_end.get(p.lane[i], -math.inf), run.end[i])
-        # A CPU thread's recorded time after its last op started (callers
-        # returning) still belongs to the step.
-        ends += [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
+        ends += _thread_ends(p, run, rng)
         predicted = (max(ends) - origin) if ends else 0.0
         run.rank_end.append(max(ends) if ends else origin)
         measured = p.step_end[rank] - p.step_start[rank]
         if unfinished:
             log.warning("rank %d: %d nodes never ran (waiting on a collective that another "
                         "rank never reached, or a cycle)", rank, unfinished)
-        busy: dict[int, float] = defaultdict(float)
-        count: dict[int, int] = defaultdict(int)
-        spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-        for i in rng:
-            if math.isnan(run.end[i]):
-                continue
-            lane = p.lane[i]
-            busy[lane] += run.end[i] - run.start[i]
-            count[lane] += 1
-            spans[lane].append((run.start[i], run.end[i]))
-        lanes = []
-        for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
-            gaps = 0
-            cursor = origin
-            for s, e in sorted(spans[lane]):
-                if s > cursor + 1e-9:
-                    gaps += 1
-                cursor = max(cursor, e)
-            if cursor < origin + predicted - 1e-9:
-                gaps += 1
-            _r, kind, label = p.lane_names[lane]
-            lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy[lane],
-                                   idle_us=max(0.0, predicted - busy[lane]), nodes=count[lane],
-                                   idle_gaps=gaps))
         results.append(RankResult(
             rank=p.rank_label[rank], source=p.sources[rank], nodes=len(rng), predicted_step_us=predicted,
             measured_step_us=measured,
             error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
-            start_offset_us=origin, lanes=lanes, unfinished=unfinished))
+            start_offset_us=origin, lanes=_lane_stats(p, run, rng, origin, predicted),
+            unfinished=unfinished))
     return results
+
+
+def _thread_ends(p: _Prepared, run: _Run, rng: range) -> list[float]:
+    """Each CPU thread's end: its recorded time after its last op started
+    (callers returning) still belongs to the step."""
+    lane_end: dict[int, float] = {}
+    for i in rng:
+        if p.lane[i] in p.lane_tail and not math.isnan(run.end[i]):
+            lane_end[p.lane[i]] = max(lane_end.get(p.lane[i], -math.inf), run.end[i])
+    return [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
+
+
+def _lane_stats(p: _Prepared, run: _Run, rng: range, origin: float,
+                predicted: float) -> list[LaneStats]:
+    """Busy and idle time of each lane of the rank over its predicted step,
+    CPU threads and GPU streams by name."""
+    busy: dict[int, float] = defaultdict(float)
+    count: dict[int, int] = defaultdict(int)
+    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for i in rng:
+        if math.isnan(run.end[i]):
+            continue
+        lane = p.lane[i]
+        busy[lane] += run.end[i] - run.start[i]
+        count[lane] += 1
+        spans[lane].append((run.start[i], run.end[i]))
+    lanes = []
+    for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
+        _r, kind, label = p.lane_names[lane]
+        lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy[lane],
+                               idle_us=max(0.0, predicted - busy[lane]), nodes=count[lane],
+                               idle_gaps=_idle_gaps(spans[lane], origin, predicted)))
+    return lanes
+
+
+def _idle_gaps(spans: list[tuple[float, float]], origin: float, predicted: float) -> int:
+    """Idle intervals of a lane between the rank's start and its predicted end."""
+    gaps = 0
+    cursor = origin
+    for s, e in sorted(spans):
+        if s > cursor + 1e-9:
+            gaps += 1
+        cursor = max(cursor, e)
+    if cursor < origin + predicted - 1e-9:
+        gaps += 1
+    return gaps
 
 
 def _overall(p: _Prepared, run: _Run, results: list[RankResult], align: str,
@@ -616,8 +778,9 @@ def order_by_rank(paths: Sequence[str], graphs: list[tuple[GlobalMetadata, list[
                   ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
     """Sort inputs by the rank their metadata records (file order otherwise)."""
     ranks = [_meta(md).get("rank") for md, _ in graphs]
-    if all(isinstance(r, int) for r in ranks) and len(set(ranks)) == len(ranks):
-        pairs = sorted(zip(ranks, paths, graphs), key=lambda x: x[0])
+    known = [r for r in ranks if isinstance(r, int)]
+    if len(known) == len(ranks) and len(set(known)) == len(known):
+        pairs = sorted(zip(known, paths, graphs), key=lambda x: x[0])
         return [x[1] for x in pairs], [x[2] for x in pairs]
     return list(paths), graphs
 

@@ -13,6 +13,7 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
@@ -23,7 +24,7 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
     CommOp,
     RankComms,
@@ -66,10 +67,13 @@ K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (othe
 INFER_MIN_US = 20.0
 INFER_TOL_US = 10.0
 
+# Attributes by name, and each node's dependencies as (index, kind code).
+Attrs = dict[str, Any]
+Parents = list[list[tuple[int, int]]]
+
 # How far back on a thread to look for the op that held a GPU sync.
 SYNC_LOOKBACK = 64
 
-# Event types, in processing order at equal times: completions first so a
 # --------------------------------------------------------------------------
 # Preparation: graph -> flat arrays
 # --------------------------------------------------------------------------
@@ -99,7 +103,7 @@ _ATTR_OK = {
 }
 
 
-def _checked(attrs: Sequence[tuple], bad: set[str] | None) -> dict:
+def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:
     out = {}
     for a in attrs:
         name, value = a[0], a[2]
@@ -112,13 +116,13 @@ def _checked(attrs: Sequence[tuple], bad: set[str] | None) -> dict:
     return out
 
 
-def _attrs(node: ChakraNode, bad: set[str] | None = None) -> dict:
+def _attrs(node: ChakraNode, bad: set[str] | None = None) -> Attrs:
     """Node attributes by name; those of an unusable type are left out (and
     their names added to ``bad``)."""
     return _checked(node.attrs, bad)
 
 
-def _meta(md: GlobalMetadata, bad: set[str] | None = None) -> dict:
+def _meta(md: GlobalMetadata, bad: set[str] | None = None) -> Attrs:
     return _checked(md.attrs, bad)
 
 
@@ -130,7 +134,7 @@ class _Prepared:
         self.rank: list[int] = []
         self.lane: list[int] = []
         self.lane_names: list[tuple[int, str, str]] = []
-        self.lane_index: dict[tuple, int] = {}
+        self.lane_index: dict[tuple[Any, ...], int] = {}
         self.order: list[int] = []  # recorded start order within the rank
         self.dur: list[float] = []
         self.cat: list[int] = []
@@ -149,14 +153,14 @@ class _Prepared:
         self.step_start: list[float] = []
         self.step_end: list[float] = []
         self.sources: list[str] = []
-        self.rank_label: list[int] = []
+        self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
         self.inferred_edges = 0  # cross-stream waits inferred from timing
-        self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice  # rank recorded in the metadata (else position)
+        self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.rank_nodes: list[range] = []
         self.rank_timed: list[bool] = []  # per rank: some node has a start time
         self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order
 
-    def lane_id(self, key: tuple, rank: int, kind: str, label: str) -> int:
+    def lane_id(self, key: tuple[Any, ...], rank: int, kind: str, label: str) -> int:
         idx = self.lane_index.get(key)
         if idx is None:
             idx = len(self.lane_names)
@@ -182,8 +186,8 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     return p
 
 
-def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of: list[dict],
-               parents: list[list[tuple[int, int]]]) -> list[int]:
+def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of: list[Attrs],
+               parents: Parents) -> list[int]:
     """Key each communication node by the shared matching rule
     (``rendezvous_keys``) and note the rank's order between them for the
     deadlock check; returns the communication nodes in recorded order."""
@@ -218,15 +222,48 @@ def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of
 def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
                   comm_streams: int, infer_waits: bool = True,
                   bad: set[str] | None = None) -> None:
+    """Append one rank to ``p``: its nodes, their order, dependencies,
+    replayed CPU durations and delays, sync ops and children lists."""
     base = len(p.nodes)
     mda = _meta(md, bad)
-    # A rank without any start time (other tools' graphs, ``microbench``)
-    # is untimed: nodes keep their whole duration, in dependency order, with
-    # no replayed gaps and no measured step.
+    timed_rank = _note_timed(p, nodes)
+    index, attrs_of, incl = _add_nodes(p, rank, nodes, bad)
+    end = len(p.nodes)
+    p.rank_nodes.append(range(base, end))
+    t0 = _add_step(p, rank, mda, nodes, attrs_of)
+    by_start = _recorded_order(p, base, end)
+    parents = _parents(nodes, base, index, attrs_of)
+    comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
+    # Device ops without a recorded dependency, before respreading adds stream order.
+    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
+    if comm_streams > 0 and comm_by_order:
+        _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
+    cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
+    _cpu_slices(p, base, cpu_lane_ops, incl)
+    if infer_waits and timed_rank:
+        p.inferred_edges += _infer_stream_waits(p, base, end, parents)
+    _pin_orphans(p, base, orphans, parents, t0)
+    _cpu_delays(p, base, cpu_lane_ops, parents, incl, t0)
+    _sync_ops(p, base, parents, cpu_lane_ops)
+    _link_children(p, base, parents)
+
+
+def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
+    """A rank without any start time (other tools' graphs, ``microbench``) is
+    untimed: nodes keep their whole duration, in dependency order, with no
+    replayed gaps and no measured step."""
     timed_rank = any(n.start_time_micros for n in nodes)
     p.rank_timed.append(timed_rank)
+    return timed_rank
+
+
+def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
+               ) -> tuple[dict[int, int], list[Attrs], list[float]]:
+    """Append the rank's nodes to the flat arrays, each in its category and on
+    its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
+    base = len(p.nodes)
     index: dict[int, int] = {}
-    attrs_of: list[dict] = []
+    attrs_of: list[Attrs] = []
     incl: list[float] = []
     for k, n in enumerate(nodes):
         a = _attrs(n, bad)
@@ -242,41 +279,56 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         p.child_kind.append([])
         p.nwait.append(0)
         p.order.append(0)
-        is_cpu = bool(a.get("is_cpu_op", False))
-        # is_cpu_op absent means a device op (FORMATS.md), stream or not.
-        if n.type in COMM_TYPES and not is_cpu:
-            cat = COMM
-        elif is_cpu:
-            cat = CPU_OP
-        elif str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
-            cat = GPU_MEMCPY
-        elif a.get("category") == CPU_GAP:
-            cat = GPU_CPU_GAP
-        else:
-            cat = GPU_COMPUTE
-        p.cat.append(cat)
+        p.cat.append(_category(n, a))
         lane = lane_of(n.type, a)
         p.lane.append(p.lane_id((rank, *lane.key), rank,
                                 "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-    end = len(p.nodes)
-    p.rank_nodes.append(range(base, end))
+    return index, attrs_of, incl
 
+
+def _category(n: ChakraNode, a: Attrs) -> int:
+    """The node's category, which decides the knob that scales it and its
+    share of the critical path. ``is_cpu_op`` absent means a device op
+    (FORMATS.md), stream or not."""
+    is_cpu = bool(a.get("is_cpu_op", False))
+    if n.type in COMM_TYPES and not is_cpu:
+        return COMM
+    if is_cpu:
+        return CPU_OP
+    if str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
+        return GPU_MEMCPY
+    if a.get("category") == CPU_GAP:
+        return GPU_CPU_GAP
+    return GPU_COMPUTE
+
+
+def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
+              attrs_of: list[Attrs]) -> float:
+    """Record the measured step (what the prediction is compared with) and
+    the rank's label; returns the step start, the origin of replayed delays."""
     window = step_window(mda, nodes, attrs_of) or StepWindow(0.0, 0.0)
-    t0, t1 = window.start, window.end
-    p.step_start.append(t0)
+    p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
-    p.step_end.append(t1)
+    p.step_end.append(window.end)
+    return window.start
 
-    # Recorded order within the rank.
+
+def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
+    """Set the order in which ready nodes of one lane run: CPU lanes in ET id
+    order (ids are handed out at op start, and untimed ops have none), GPU
+    lanes in recorded start order. Returns the rank's nodes by recorded start."""
     by_start = sorted(range(base, end), key=lambda i: (p.nodes[i].start_time_micros,
                                                        p.nodes[i].id))
     for pos, i in enumerate(by_start):
-        # CPU lanes in ET id order (ids are handed out at op start, and
-        # untimed ops have none), GPU lanes in recorded start order.
         p.order[i] = p.nodes[i].id if p.cat[i] == CPU_OP else pos
+    return by_start
 
-    # Dependencies (data_deps, with their recorded kinds).
-    parents: list[list[tuple[int, int]]] = [[] for _ in range(end - base)]
+
+def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
+             attrs_of: list[Attrs]) -> Parents:
+    """Each node's dependencies (``data_deps``) with their recorded kinds, as
+    global indices; unknown ids and self-edges are dropped (they could never be met)."""
+    parents: Parents = [[] for _ in range(len(nodes))]
     for k, n in enumerate(nodes):
         i = base + k
         kinds = dep_kinds_of(n.data_deps, attrs_of[k])
@@ -285,24 +337,28 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
             if src is None or src == i:
                 continue
             parents[k].append((src, _KIND_CODE.get(kind_name, K_DATA)))
+    return parents
 
-    comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
 
-    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
-    if comm_streams > 0 and comm_by_order:
-        _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
-
-    # CPU threads: each op holds its thread from its start until its first
-    # callee starts (or until it ends); every other moment of the thread
-    # (idle gaps, a caller's time between and after its callees) is replayed
-    # as a delay before the next op. Replaying an op's whole exclusive time
-    # up front instead would launch its callees' GPU work late.
+def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
+    """The timed CPU ops of each thread (lane) in ET id order, since ids are
+    handed out at op start; untimed ranks replay no thread timing."""
     cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
     for i in sorted((i for i in range(base, end) if p.cat[i] == CPU_OP),
-                    key=lambda i: p.nodes[i].id):  # ET ids are handed out at op start
+                    key=lambda i: p.nodes[i].id):
         n = p.nodes[i]
         if timed_rank and (n.start_time_micros or n.duration_micros):
             cpu_lane_ops[p.lane[i]].append(i)
+    return cpu_lane_ops
+
+
+def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
+                incl: list[float]) -> None:
+    """CPU threads: each op holds its thread from its start until its first
+    callee starts (or until it ends); every other moment of the thread
+    (idle gaps, a caller's time between and after its callees) is replayed
+    as a delay before the next op. Replaying an op's whole exclusive time
+    up front instead would launch its callees' GPU work late."""
     for ops in cpu_lane_ops.values():
         for q, i in enumerate(ops):
             start = float(p.nodes[i].start_time_micros)
@@ -310,17 +366,23 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
             if q + 1 < len(ops):
                 stop = min(stop, float(p.nodes[ops[q + 1]].start_time_micros))
             p.dur[i] = max(0.0, stop - start)
-    if infer_waits and timed_rank:
-        p.inferred_edges += _infer_stream_waits(p, base, end, parents)
-    # A GPU op with no dependency at all (launcher not linked) stays at its
-    # recorded offset instead of floating to the start of the step.
+
+
+def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
+                 t0: float) -> None:
+    """A GPU op with no dependency at all (launcher not linked) stays at its
+    recorded offset instead of floating to the start of the step."""
     for i in orphans:
         if not parents[i - base] and p.nodes[i].start_time_micros:
             p.delay[i] = max(0.0, p.nodes[i].start_time_micros - t0)
 
-    # The delay before an op is measured from when it could have started in
-    # the trace: the later of its thread's previous slice and its
-    # dependencies' ends (a thread handing over to another, a GPU sync).
+
+def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
+                parents: Parents, incl: list[float], t0: float) -> None:
+    """The delay before an op is measured from when it could have started in
+    the trace: the later of its thread's previous slice and its
+    dependencies' ends (a thread handing over to another, a GPU sync). Also
+    notes each thread's recorded tail after its last slice (callers returning)."""
     for lane, ops in cpu_lane_ops.items():
         cursor = t0
         for i in ops:
@@ -335,8 +397,10 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         last = max((p.nodes[i].start_time_micros + incl[i - base] for i in ops), default=cursor)
         p.lane_tail[lane] = max(0.0, last - cursor)
 
-    _sync_ops(p, base, parents, cpu_lane_ops)
 
+def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
+    """Turn the parent lists into the children lists and wait counts the
+    replay releases nodes by; edges moved to an issue release are skipped."""
     for k, plist in enumerate(parents):
         i = base + k
         for src, kind in plist:
@@ -347,8 +411,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
             p.nwait[i] += 1
 
 
-def _infer_stream_waits(p: _Prepared, base: int, end: int,
-                        parents: list[list[tuple[int, int]]]) -> int:
+def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> int:
     """GPU ops that started late for no recorded reason waited on another
     stream (``cudaStreamWaitEvent`` without the stream/event arguments that
     old traces lack, e.g. the compute stream waiting for an NCCL kernel).
@@ -392,8 +455,8 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int,
     return added
 
 
-def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: list[list[tuple[int, int]]],
-                   base: int, attrs_of: list[dict], streams: int) -> None:
+def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
+                   base: int, attrs_of: list[Attrs], streams: int) -> None:
     """What-if: collectives round-robin over ``streams`` communication streams.
     Stream order between collectives is rebuilt per new stream."""
     comm_set = set(comm)
@@ -408,7 +471,7 @@ def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: list[list[
             parents[k].append((comm[pos - streams], K_STREAM_ORDER))
 
 
-def _sync_ops(p: _Prepared, base: int, parents: list[list[tuple[int, int]]],
+def _sync_ops(p: _Prepared, base: int, parents: Parents,
               cpu_lane_ops: dict[int, list[int]]) -> None:
     """Take the measured GPU wait out of the CPU time that blocked on it.
 
@@ -427,59 +490,82 @@ def _sync_ops(p: _Prepared, base: int, parents: list[list[tuple[int, int]]],
               for lane, ops in cpu_lane_ops.items()}
     for k, plist in enumerate(parents):
         producers = [s for s, kind in plist if kind == K_GPU_SYNC]
-        if not producers:
-            continue
-        c = base + k
-        lane = p.lane[c]
-        ops = cpu_lane_ops.get(lane)
-        if not ops:
-            continue
-        t_ret = max(p.nodes[s].start_time_micros + p.nodes[s].duration_micros for s in producers)
-        c_start = p.nodes[c].start_time_micros
-        if t_ret > c_start:
-            continue  # inconsistent timing: keep the plain edge
-        q = bisect.bisect_right(starts[lane], t_ret) - 1
-        if q < 0:
-            continue
-        x = ops[q]
-        x_start = float(p.nodes[x].start_time_micros)
-        if t_ret <= x_start:
-            # In the gap before X: X waited for the producers (its delay is
-            # then measured from their end).
-            if x != c:
-                for s in producers:
-                    parents[x - base].append((s, K_GPU_SYNC))
-                    end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
-                    p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
-            continue
-        if t_ret > x_start + p.dur[x] or x in p.sync:
-            continue  # after X's slice: the producers were done before anyone waited
-        holder = x
-        ok = True
-        launched = []
-        for s in producers:
-            for src, kind in parents[s - base]:
-                if kind != K_LAUNCH:
-                    continue
-                if src == holder:
-                    launched.append(s)
-                elif p.nodes[src].id > p.nodes[holder].id and p.rank[src] == p.rank[holder]:
-                    ok = False  # launched after the holder started: would deadlock
-        if not ok:
-            continue
-        excl = p.dur[holder]
-        wait = min(excl, t_ret - x_start)
-        post = excl - wait
-        p.sync[holder] = (post, post, 0.0)  # (own work, post-return time, issue offset)
-        p.sync_gates[holder] = len(producers)
-        for s in producers:
-            p.sync_producers.setdefault(s, []).append(holder)
-        if launched:
-            p.issue_children[holder] = launched
-            for s in launched:
-                sk = s - base
-                parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
-                               for src, kind in parents[sk]]
-                p.nwait[s] += 1  # released by the issue event
+        if producers:
+            _sync_consumer(p, base, parents, cpu_lane_ops, starts, base + k, producers)
 
 
+def _sync_consumer(p: _Prepared, base: int, parents: Parents,
+                   cpu_lane_ops: dict[int, list[int]], starts: dict[int, list[float]],
+                   c: int, producers: list[int]) -> None:
+    """Find the op (or the gap) on consumer ``c``'s thread that held the
+    wait for ``producers``, and give the wait back to the dependency."""
+    lane = p.lane[c]
+    ops = cpu_lane_ops.get(lane)
+    if not ops:
+        return
+    t_ret = max(p.nodes[s].start_time_micros + p.nodes[s].duration_micros for s in producers)
+    c_start = p.nodes[c].start_time_micros
+    if t_ret > c_start:
+        return  # inconsistent timing: keep the plain edge
+    q = bisect.bisect_right(starts[lane], t_ret) - 1
+    if q < 0:
+        return
+    x = ops[q]
+    x_start = float(p.nodes[x].start_time_micros)
+    if t_ret <= x_start:
+        if x != c:
+            _wait_in_gap(p, base, parents, x, x_start, producers)
+        return
+    if t_ret > x_start + p.dur[x] or x in p.sync:
+        return  # after X's slice: the producers were done before anyone waited
+    launched = _launched_by(p, base, parents, x, producers)
+    if launched is not None:
+        _make_sync_op(p, base, parents, x, t_ret, x_start, producers, launched)
+
+
+def _wait_in_gap(p: _Prepared, base: int, parents: Parents, x: int, x_start: float,
+                 producers: list[int]) -> None:
+    """In the gap before X: X waited for the producers (its delay is then
+    measured from their end)."""
+    for s in producers:
+        parents[x - base].append((s, K_GPU_SYNC))
+        end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
+        p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
+
+
+def _launched_by(p: _Prepared, base: int, parents: Parents, holder: int,
+                 producers: list[int]) -> list[int] | None:
+    """The producers that ``holder`` launched (released when it issues them);
+    None when one was launched after the holder started, which would deadlock."""
+    ok = True
+    launched = []
+    for s in producers:
+        for src, kind in parents[s - base]:
+            if kind != K_LAUNCH:
+                continue
+            if src == holder:
+                launched.append(s)
+            elif p.nodes[src].id > p.nodes[holder].id and p.rank[src] == p.rank[holder]:
+                ok = False  # launched after the holder started: would deadlock
+    return launched if ok else None
+
+
+def _make_sync_op(p: _Prepared, base: int, parents: Parents, holder: int, t_ret: float,
+                  x_start: float, producers: list[int], launched: list[int]) -> None:
+    """Make ``holder`` a sync op: its own work is the part of its slice after
+    the producers' end, it is gated by them, and the GPU ops it launched are
+    released at its issue instead of through their launch edge."""
+    excl = p.dur[holder]
+    wait = min(excl, t_ret - x_start)
+    post = excl - wait
+    p.sync[holder] = (post, post, 0.0)  # (own work, post-return time, issue offset)
+    p.sync_gates[holder] = len(producers)
+    for s in producers:
+        p.sync_producers.setdefault(s, []).append(holder)
+    if launched:
+        p.issue_children[holder] = launched
+        for s in launched:
+            sk = s - base
+            parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
+                           for src, kind in parents[sk]]
+            p.nwait[s] += 1  # released by the issue event

@@ -12,14 +12,17 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
+from typing import Any
 
 import orjson
 
 from pt2chakra.atomic import atomic_path, write_atomic
-from pt2chakra.simulation.engine import CATEGORY_NAMES, CPU_OP, Schedule, measured_offset
-from pt2chakra.simulation.prepare import _attrs
+from pt2chakra.simulation.engine import Schedule, measured_offset
+from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP, _attrs
 
 MEASURED_PID_BASE = 10000
+
+Event = dict[str, Any]  # one Chrome trace event
 
 _COLORS = {"cpu_op": "#4c72b0", "gpu_compute": "#55a868", "gpu_memcpy": "#8172b2",
            "communication": "#dd8452", "cpu_gap": "#c8c8c8"}
@@ -33,12 +36,22 @@ def _lane_tids(schedule: Schedule) -> dict[int, int]:
     return {lane: pos + 1 for pos, lane in enumerate(order)}
 
 
-def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
+def chrome_trace(schedule: Schedule, measured: bool = True) -> dict[str, Any]:
     tids = _lane_tids(schedule)
-    events: list[dict] = []
     ranks = sorted(set(schedule.rank))
     # Untimed ranks (no recorded start times) have no measured schedule to show.
     timed = {r: schedule.rank_timed[r] if r < len(schedule.rank_timed) else True for r in ranks}
+    events = _process_events(schedule, ranks, timed, measured)
+    events += _thread_events(schedule, tids, timed, measured)
+    events += _node_events(schedule, tids, ranks, timed, measured)
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"generator": "pt2chakra simulate"}}
+
+
+def _process_events(schedule: Schedule, ranks: list[int], timed: dict[int, bool],
+                    measured: bool) -> list[Event]:
+    """Names and order of the processes: per rank, simulated then measured."""
+    events: list[Event] = []
     for r in ranks:
         label = schedule.rank_label[r] if r < len(schedule.rank_label) else r
         events.append({"ph": "M", "name": "process_name", "pid": r, "tid": 0,
@@ -51,6 +64,13 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
             events.append({"ph": "M", "name": "process_sort_index",
                            "pid": MEASURED_PID_BASE + r, "tid": 0,
                            "args": {"sort_index": 2 * r + 1}})
+    return events
+
+
+def _thread_events(schedule: Schedule, tids: dict[int, int], timed: dict[int, bool],
+                   measured: bool) -> list[Event]:
+    """Names and order of the lanes, the same in both processes of a rank."""
+    events: list[Event] = []
     for lane, tid in tids.items():
         r, kind, label = schedule.lane_names[lane]
         name = f"{'CPU' if kind == 'cpu' else 'GPU'} {label}"
@@ -60,6 +80,14 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
                            "args": {"name": name}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
                            "args": {"sort_index": tid}})
+    return events
+
+
+def _node_events(schedule: Schedule, tids: dict[int, int], ranks: list[int],
+                 timed: dict[int, bool], measured: bool) -> list[Event]:
+    """Each node as simulated and, shifted onto the simulated time axis, as
+    measured (a CPU op with its inclusive time)."""
+    events: list[Event] = []
     offsets = {r: measured_offset(schedule, r) for r in ranks}
     for i, node in enumerate(schedule.nodes):
         r = schedule.rank[i]
@@ -82,8 +110,7 @@ def chrome_trace(schedule: Schedule, measured: bool = True) -> dict:
                            "pid": MEASURED_PID_BASE + r, "tid": tid,
                            "ts": round(node.start_time_micros - offsets[r], 3), "dur": dur,
                            "args": {"id": node.id}})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"generator": "pt2chakra simulate"}}
+    return events
 
 
 def write_chrome_trace(schedule: Schedule, path: str, measured: bool = True) -> int:
@@ -107,6 +134,39 @@ def check_plot_path(path: str) -> str:
     return ext[1:]
 
 
+Spans = list[tuple[float, float]]  # (start, width) of bars
+
+
+def _plot_spans(schedule: Schedule,
+                ) -> tuple[dict[tuple[int, int], Spans], dict[int, Spans], float]:
+    """Bars per (lane, category) and critical-path outlines per lane, as
+    broken_barh draws them, and the end of the schedule."""
+    bars: dict[tuple[int, int], Spans] = defaultdict(list)
+    crit: dict[int, Spans] = defaultdict(list)
+    t_max = 0.0
+    for i in range(len(schedule.nodes)):
+        s, e = schedule.start[i], schedule.end[i]
+        if math.isnan(s):
+            continue
+        lane = schedule.lane[i]
+        width = max(e - s, 0.0)
+        bars[(lane, schedule.category[i])].append((s, width))
+        if i in schedule.critical:
+            crit[lane].append((s, width))
+        t_max = max(t_max, e)
+    return bars, crit, t_max
+
+
+def _lane_labels(schedule: Schedule, lanes: list[int]) -> list[str]:
+    """Y-axis labels: the rank as recorded in its metadata, and the lane."""
+    labels = []
+    for lane in lanes:
+        r, kind, label = schedule.lane_names[lane]
+        rl = schedule.rank_label[r] if r < len(schedule.rank_label) else r
+        labels.append(f"rank {rl} {'CPU' if kind == 'cpu' else 'GPU'} {label}")
+    return labels
+
+
 def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     """Per-lane timeline (PNG, SVG or PDF by extension) with the critical path
     outlined in red. Needs matplotlib (Agg backend, no display). Written
@@ -121,21 +181,9 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     from matplotlib.patches import Patch
 
     tids = _lane_tids(schedule)
-    lanes = sorted(tids, key=tids.get)  # type: ignore[arg-type]
+    lanes = sorted(tids, key=lambda lane: tids[lane])
     row = {lane: len(lanes) - 1 - k for k, lane in enumerate(lanes)}
-    bars: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
-    crit: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    t_max = 0.0
-    for i in range(len(schedule.nodes)):
-        s, e = schedule.start[i], schedule.end[i]
-        if math.isnan(s):
-            continue
-        lane = schedule.lane[i]
-        width = max(e - s, 0.0)
-        bars[(lane, schedule.category[i])].append((s, width))
-        if i in schedule.critical:
-            crit[lane].append((s, width))
-        t_max = max(t_max, e)
+    bars, crit, t_max = _plot_spans(schedule)
     scale, unit = (1e3, "ms") if t_max > 5e3 else (1.0, "us")
     fig, ax = plt.subplots(figsize=(14, 1.0 + 0.45 * len(lanes)))
     for (lane, cat), spans in bars.items():
@@ -146,13 +194,8 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
         ax.broken_barh([(s / scale, max(w / scale, t_max / scale * 2e-4)) for s, w in spans],
                        (row[lane] - 0.45, 0.9), facecolors="none", edgecolors="#d62728",
                        linewidth=1.2)
-    labels = []
-    for lane in lanes:
-        r, kind, label = schedule.lane_names[lane]
-        rl = schedule.rank_label[r] if r < len(schedule.rank_label) else r
-        labels.append(f"rank {rl} {'CPU' if kind == 'cpu' else 'GPU'} {label}")
     ax.set_yticks([row[lane] for lane in lanes])
-    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_yticklabels(_lane_labels(schedule, lanes), fontsize=8)
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_xlim(0, t_max / scale * 1.01 if t_max else 1)
     ax.set_title(title or "pt2chakra simulate: per-lane timeline (critical path in red)")
