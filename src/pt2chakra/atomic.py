@@ -21,35 +21,10 @@ def temp_path(path: str) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """``with atomic_output(p) as f: f.write(...)`` writes ``p`` all or nothing.
-
-    A folder that does not exist raises ``OSError`` naming ``path`` (not the
-    temp file), so the CLI's one-line error names what the user asked for."""
-    target = os.fspath(path)
-    tmp = temp_path(target)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, target) from exc
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-        try:
-            os.replace(tmp, target)
-        except OSError as exc:  # e.g. the target is a directory: name it, not the temp file
-            raise OSError(exc.errno, exc.strerror, target) from exc
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[str]:
-    """For writers that need a file name rather than a stream (matplotlib's
-    ``savefig`` goes by the extension: ``suffix``): yields a temp path beside
-    ``path``, renamed over it when the block succeeds, removed otherwise."""
+    """A temp path beside ``path``, renamed over it when the block succeeds
+    and removed otherwise. For writers that need a file name rather than a
+    stream (matplotlib's ``savefig`` goes by the extension: ``suffix``)."""
     target = os.fspath(path)
     tmp = temp_path(target) + suffix
     try:
@@ -62,6 +37,22 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[str]
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """``with atomic_output(p) as f: f.write(...)`` writes ``p`` all or nothing.
+
+    A folder that does not exist raises ``OSError`` naming ``path`` (not the
+    temp file), so the CLI's one-line error names what the user asked for."""
+    with atomic_path(path) as tmp:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         0o666)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+        with os.fdopen(fd, "wb") as out:
+            yield out
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
