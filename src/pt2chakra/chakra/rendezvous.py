@@ -71,9 +71,9 @@ class RendezvousKey(NamedTuple):
 
     def short(self) -> str:
         if self.kind == SEQ:
-            return f"seq {self.position} of pg {self.pg!r}"
+            return f"collective seq {self.position} of pg {self.pg!r}"
         if self.kind == ORDER:
-            return f"#{self.position} of pg {self.pg!r}"
+            return f"collective #{self.position} of pg {self.pg!r}"
         if self.sender == NO_RANK:
             return f"transfer #{self.position} of pg {self.pg!r}"
         return f"transfer #{self.position} {self.sender}->{self.receiver} of pg {self.pg!r}"
