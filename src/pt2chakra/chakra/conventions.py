@@ -89,7 +89,13 @@ class StepWindow(NamedTuple):
     end: float
 
 
-def _finite_number(value: Any) -> TypeGuard[float]:
+def is_int(value: Any) -> TypeGuard[int]:
+    """An integer attribute value (a bool is not one, though Python says so)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> TypeGuard[float]:
+    """A usable numeric attribute value: int or float, not bool, not NaN/inf."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -97,7 +103,7 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     """A CPU node's inclusive time (``inclusive_duration_micros``; the
     converter's ``duration_micros`` is exclusive), else its duration."""
     value = attrs.get("inclusive_duration_micros")
-    return float(value) if _finite_number(value) else float(node.duration_micros)
+    return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 
 def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
@@ -116,7 +122,7 @@ def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
                                                  inclusive_micros(nodes[k], attrs_of[k]))
                 for k in timed))
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
-    if _finite_number(s0) and _finite_number(s1):
+    if is_finite_number(s0) and is_finite_number(s1):
         if window is None:
             return StepWindow(float(s0), float(s1))
         return StepWindow(min(window.start, float(s0)), max(window.end, float(s1)))

@@ -27,7 +27,6 @@ class EdgeKind(enum.IntEnum):
     STREAM_ORDER = 6  # GPU op -> next GPU op on the same stream
 
 
-
 # Node attribute naming the kind of each entry of ``data_deps`` (same order),
 # so users can inspect and filter dependencies by why they exist.
 DEP_KINDS_ATTR = "data_dep_kinds"

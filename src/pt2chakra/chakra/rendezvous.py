@@ -31,8 +31,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from pt2chakra.chakra.conventions import is_int, lane_of
 from pt2chakra.chakra.cycles import find_cycle_in
-from pt2chakra.chakra.records import NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType
 
 SEQ, ORDER, P2P = "seq", "order", "p2p"
 NO_RANK = -1
@@ -62,21 +63,25 @@ class RendezvousKey(NamedTuple):
     def describe(self) -> str:
         group = f"process group {self.pg!r}" if self.pg else "no process group"
         if self.kind == SEQ:
-            return f"collective seq {self.position} of {group}"
-        if self.kind == ORDER:
-            return f"collective #{self.position} of {group}"
-        if self.sender == NO_RANK:
-            return f"transfer #{self.position} of {group}"
-        return f"transfer #{self.position} from rank {self.sender} to rank {self.receiver} of {group}"
+            what = f"collective seq {self.position}"
+        elif self.kind == ORDER:
+            what = f"collective #{self.position}"
+        elif self.sender == NO_RANK:
+            what = f"transfer #{self.position}"
+        else:
+            what = f"transfer #{self.position} from rank {self.sender} to rank {self.receiver}"
+        return f"{what} of {group}"
 
-    def short(self) -> str:
-        if self.kind == SEQ:
-            return f"collective seq {self.position} of pg {self.pg!r}"
-        if self.kind == ORDER:
-            return f"collective #{self.position} of pg {self.pg!r}"
-        if self.sender == NO_RANK:
-            return f"transfer #{self.position} of pg {self.pg!r}"
-        return f"transfer #{self.position} {self.sender}->{self.receiver} of pg {self.pg!r}"
+
+def comm_op(node: ChakraNode, attrs: Mapping[str, Any]) -> CommOp:
+    """How the matching rule reads a communication node: its process group,
+    an integer ``comm_seq``, its peer (``comm_dst`` of a send, ``comm_src``
+    of a receive) and its lane; values of another type count as absent."""
+    seq = attrs.get("comm_seq")
+    peer = attrs.get("comm_dst" if node.type == NodeType.COMM_SEND_NODE else "comm_src")
+    return CommOp(node.id, int(node.type), node.start_time_micros, str(attrs.get("pg_name", "")),
+                  seq if is_int(seq) else None, peer if is_int(peer) else None,
+                  lane_of(node.type, attrs).key)
 
 
 def is_collective(key: RendezvousKey) -> bool:
@@ -186,8 +191,8 @@ class DeadlockStep(NamedTuple):
     later: RendezvousKey
 
     def describe(self) -> str:
-        return (f"rank {self.rank} runs {self.earlier.short()} (node {self.earlier_node}) "
-                f"before {self.later.short()} (node {self.later_node})")
+        return (f"rank {self.rank} runs {self.earlier.describe()} (node {self.earlier_node}) "
+                f"before {self.later.describe()} (node {self.later_node})")
 
 
 def find_deadlock(ranks: Sequence[RankComms]) -> list[DeadlockStep]:

@@ -29,7 +29,6 @@ from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 log = logging.getLogger(__name__)
 
 
-
 class ConversionReport(msgspec.Struct):
     """What ``convert`` did, op by op accounted for."""
 

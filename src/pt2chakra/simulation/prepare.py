@@ -12,23 +12,26 @@ import bisect
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CPU_LANE,
     StepWindow,
+    is_finite_number,
+    is_int,
     lane_of,
     step_window,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import (
     CommOp,
     RankComms,
     RendezvousKey,
+    comm_op,
     comm_order,
     describe_deadlock,
     find_deadlock,
@@ -79,27 +82,19 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 # Attributes the simulator reads, and the values it can use. Other tools'
 # .et files may carry them with another member type (``comm_seq`` as a
 # string, ``tid`` as a list, ...): such an attribute counts as absent.
-_ATTR_OK = {
+_ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and
     all(isinstance(x, str) for x in v),
-    "comm_seq": _is_int, "comm_size": _is_int, "comm_type": _is_int,
-    "tid": _is_int, "stream": _is_int, "device": _is_int, "rank": _is_int,
+    "comm_seq": is_int, "comm_size": is_int, "comm_type": is_int,
+    "tid": is_int, "stream": is_int, "device": is_int, "rank": is_int,
     "is_cpu_op": lambda v: isinstance(v, (bool, int)),
     "category": lambda v: isinstance(v, str),
     "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
-    "inclusive_duration_micros": _is_num,
-    "step_start_micros": _is_num, "step_end_micros": _is_num,
+    "inclusive_duration_micros": is_finite_number,
+    "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
 }
 
 
@@ -197,11 +192,7 @@ def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of
         if p.cat[i] != COMM:
             continue
         a = attrs_of[i - base]
-        n = p.nodes[i]
-        peer = a.get("comm_dst" if n.type == NodeType.COMM_SEND_NODE else "comm_src")
-        ops.append(CommOp(n.id, int(n.type), n.start_time_micros, str(a.get("pg_name", "")),
-                          a.get("comm_seq"), peer if _is_int(peer) else None,
-                          (p.lane[i],)))
+        ops.append(comm_op(p.nodes[i], a))
         p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
         p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
         comm_by_order.append(i)

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu, lane_of, rank_of
+from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu, is_int, rank_of
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
@@ -25,6 +25,7 @@ from pt2chakra.chakra.rendezvous import (
     CommOp,
     RankComms,
     RendezvousKey,
+    comm_op,
     comm_order,
     describe_deadlock,
     find_deadlock,
@@ -233,7 +234,7 @@ def _check_file(path: str, index: int, profile: str | None, want_order: bool = F
 
 def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, profile: str | None) -> _Scan:
     """Per-node checks, and the facts the file-wide checks need."""
-    scan = _Scan(seen=set(), deps={}, streams=defaultdict(list))
+    scan = _Scan(streams=defaultdict(list))
     for node in nodes:
         if node.id in scan.seen:
             c.add("error", "duplicate-id", f"id {node.id} is used by more than one node "
@@ -256,17 +257,12 @@ def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, profile: str | None)
 
 def _comm(node: ChakraNode, attrs: dict[str, Any], c: _Collector) -> _Comm:
     seq = attrs.get("comm_seq")
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+    if seq is not None and not is_int(seq):
         c.add("error", "comm-attrs", f"comm_seq {seq!r} is not an integer",
               "write comm_seq as int64_val: ranks match collectives by it", node.id)
-        seq = None
-    peer_attr = "comm_dst" if node.type == NodeType.COMM_SEND_NODE else "comm_src"
-    peer = attrs.get(peer_attr)
     size = attrs.get("comm_size")
-    op = CommOp(node.id, int(node.type), node.start_time_micros, str(attrs.get("pg_name", "")),
-                seq, peer if isinstance(peer, int) and not isinstance(peer, bool) else None,
-                lane_of(node.type, attrs).key)
-    return _Comm(op, attrs.get("comm_type"), size if isinstance(size, int) else None)
+    return _Comm(comm_op(node, attrs), attrs.get("comm_type"),
+                 size if isinstance(size, int) else None)
 
 
 def _warn_host_collectives(c: _Collector) -> None:
