@@ -94,13 +94,12 @@ class ChakraGraph:
 
     def node_type_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        special = (PROCESS_GROUP_INIT,) + COMM_BACKEND_PREFIXES
         plain = 0
         for op in self._cpu_ops:
-            if op.name.startswith(special):
-                counts[_cpu_node_type(op, self._host_only)[0].name] += 1
-            else:
+            if _is_plain_cpu_op(op.name, self._host_only):
                 plain += 1
+            else:
+                counts[_cpu_node_type(op, self._host_only)[0].name] += 1
         counts[NodeType.COMP_NODE.name] += plain
         counts.update(NodeType(n.type).name for n in self._gpu_nodes)
         return {k: v for k, v in counts.items() if v}
@@ -114,15 +113,13 @@ class ChakraGraph:
         timing, deps, kept, host_only = self._timing, self.deps, self._kept_ids, self._host_only
         comp = NodeType.COMP_NODE
         for op in self._cpu_ops:
-            name = op.name
-            # Ops that _cpu_node_type may make metadata or collective nodes.
-            if name == PROCESS_GROUP_INIT or (host_only and name.startswith(COMM_BACKEND_PREFIXES)):
-                yield encode_node(_cpu_node(op, timing.get(op.id), deps.get(op.id), kept,
-                                            host_only, self._ops_by_id))
-            else:
-                op_id = op.id
+            op_id = op.id
+            if _is_plain_cpu_op(op.name, host_only):
                 yield encode_cpu(_cpu_fields(op, timing.get(op_id), deps.get(op_id), kept,
                                              comp, True))
+            else:
+                yield encode_node(_cpu_node(op, timing.get(op_id), deps.get(op_id), kept,
+                                            host_only, self._ops_by_id))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
 
@@ -136,6 +133,12 @@ class ChakraGraph:
                                          [EDGE_KIND_NAMES[k] for _, k in node_deps])])
             else:
                 yield node
+
+
+def _is_plain_cpu_op(name: str, host_only: bool) -> bool:
+    """A host op that is surely a CPU COMP_NODE; the others may become
+    metadata or communication nodes (see ``_cpu_node_type``)."""
+    return name != PROCESS_GROUP_INIT and not (host_only and name.startswith(COMM_BACKEND_PREFIXES))
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
