@@ -41,6 +41,7 @@ from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
     STREAM_LANE,
     attr_dict,
+    is_gpu,
     lane_of,
     rank_of,
     step_window,
@@ -101,7 +102,7 @@ def _removed_nodes(nodes: list[ChakraNode], cpu: str) -> dict[int, ChakraNode]:
     removed: dict[int, ChakraNode] = {}
     for node in nodes:
         if node.type == NodeType.METADATA_NODE or (
-                cpu != "keep" and attr_dict(node.attrs).get("is_cpu_op", False)):
+                cpu != "keep" and _is_cpu(node)):
             removed[node.id] = node
     return removed
 
@@ -268,11 +269,9 @@ class _GapMaker:
     def before(self, node: ChakraNode, deps: list[int], kinds: list[str]) -> ChakraNode | None:
         """The gap node G = ``node`` needs, or None. Only nodes that waited on
         a dropped CPU node get one, and only timed ones."""
-        if self.t0 is None or not node.start_time_micros or attr_dict(node.attrs).get(
-                "is_cpu_op", False):
+        if self.t0 is None or not node.start_time_micros or _is_cpu(node):
             return None
-        if not any(d in self.removed and attr_dict(self.removed[d].attrs).get("is_cpu_op", False)
-                   for d in node.data_deps):
+        if not any(d in self.removed and _is_cpu(self.removed[d]) for d in node.data_deps):
             return None
         ready = max((self.end[d] for d in deps if d in self.end), default=self.t0)
         ready = max(ready, self.t0)
@@ -285,7 +284,7 @@ class _GapMaker:
         """The CPU time after the last GPU node until the step's end (only
         when CPU nodes were dropped: it is their time)."""
         if self.t1 is None or not out or not any(
-                attr_dict(n.attrs).get("is_cpu_op", False) for n in self.removed.values()):
+                _is_cpu(n) for n in self.removed.values()):
             return None
         last: dict[tuple[Any, ...], ChakraNode] = {}
         for n in out:
@@ -300,6 +299,10 @@ class _GapMaker:
                                                                          kv[1].id))
                 if n is latest or lane[0] != _OWN_LANE]
         return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
+
+
+def _is_cpu(node: ChakraNode) -> bool:
+    return not is_gpu(attr_dict(node.attrs))
 
 
 def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: int,

@@ -20,6 +20,7 @@ from pt2chakra.chakra.conventions import (
     CPU_LANE,
     StepWindow,
     is_finite_number,
+    is_gpu,
     is_int,
     lane_of,
     step_window,
@@ -281,7 +282,7 @@ def _category(n: ChakraNode, a: Attrs) -> int:
     """The node's category, which decides the knob that scales it and its
     share of the critical path. ``is_cpu_op`` absent means a device op
     (FORMATS.md), stream or not."""
-    is_cpu = bool(a.get("is_cpu_op", False))
+    is_cpu = not is_gpu(a)
     if n.type in COMM_TYPES and not is_cpu:
         return COMM
     if is_cpu:

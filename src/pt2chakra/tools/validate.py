@@ -203,7 +203,7 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector, profile:
         if node.type == NodeType.METADATA_NODE:
             c.add("error", "astra-sim", f"METADATA_NODE {node.name!r}: ASTRA-sim stops with "
                   "'Invalid node_type'", "convert with --for astra-sim (drops it)", node.id)
-        elif attrs.get("is_cpu_op", False):
+        elif not is_gpu(attrs):
             c.add("error", "astra-sim", f"CPU node {node.name!r}: ASTRA-sim's statistics step "
                   "throws on CPU ops", "convert with --for astra-sim", node.id)
 
