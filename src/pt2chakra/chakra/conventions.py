@@ -106,6 +106,29 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 
+# Rank start offsets: ``recorded`` (the ranks share one clock), ``together``
+# (all start at 0), or ``auto`` (recorded when the ranks' steps overlap).
+ALIGNMENTS = ("auto", "recorded", "together")
+
+
+def rank_origins(windows: Sequence[StepWindow], align: str) -> tuple[list[float], str]:
+    """Each rank's start, relative to the earliest one, and the alignment
+    used: the recorded offsets when the traces share a clock (``auto``: their
+    steps overlap, i.e. the starts spread less than the longest step), else
+    all at 0. The simulator and the ASTRA-sim export both place ranks so."""
+    if not windows:
+        return [], "together"
+    starts = [w.start for w in windows]
+    low = min(starts)
+    if align == "auto":
+        spread = max(starts) - low
+        longest = max(w.end - w.start for w in windows)
+        align = "recorded" if len(starts) > 1 and spread < longest else "together"
+    if align == "recorded":
+        return [s - low for s in starts], align
+    return [0.0] * len(starts), "together"
+
+
 def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
                 attrs_of: Sequence[Mapping[str, Any]]) -> StepWindow | None:
     """The measured step of one rank: the converter's recorded step

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.atomic import refuse_overwriting_inputs
+from pt2chakra.chakra.conventions import ALIGNMENTS
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.engine import (
     SimConfig,
@@ -24,8 +25,6 @@ from pt2chakra.simulation.engine import (
     what_if,
 )
 from pt2chakra.simulation.network import ALGORITHMS
-
-ALIGNMENTS = ("auto", "recorded", "together")
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):

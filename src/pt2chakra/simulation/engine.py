@@ -39,6 +39,7 @@ from typing import Any
 
 import msgspec
 
+from pt2chakra.chakra.conventions import StepWindow, rank_origins
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
@@ -259,21 +260,8 @@ class _Run:
 
 
 def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
-    """Each rank's simulated start: its recorded offset when the traces share
-    a clock (``auto``: their steps overlap), else all at 0."""
-    starts = p.step_start
-    if not starts:
-        return [], "together"
-    low = min(starts)
-    if align == "auto":
-        spread = max(starts) - low
-        longest = max((e - s for s, e in zip(p.step_start, p.step_end)), default=0.0)
-        align = "recorded" if len(starts) > 1 and spread < longest else "together"
-        if len(starts) == 1:
-            align = "together"
-    if align == "recorded":
-        return [s - low for s in starts], align
-    return [0.0] * len(starts), "together"
+    """Each rank's simulated start (the shared rule: ``rank_origins``)."""
+    return rank_origins([StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)], align)
 
 
 def _participants(p: _Prepared) -> dict[RendezvousKey, list[int]]:
