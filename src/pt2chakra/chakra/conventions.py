@@ -106,6 +106,10 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 
+# The ``category`` of a GPU-side stand-in for CPU time the ASTRA-sim export
+# dropped: CPU time, so the CPU what-if scales it, not the GPU one.
+CPU_GAP_CATEGORY = "cpu_gap"
+
 # Rank start offsets: ``recorded`` (the ranks share one clock), ``together``
 # (all start at 0), or ``auto`` (recorded when the ranks' steps overlap).
 ALIGNMENTS = ("auto", "recorded", "together")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from pt2chakra.export.astra_sim import CPU_MODES
+from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
 EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
@@ -64,9 +64,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="write for a consumer: astra-sim = no METADATA nodes, "
                         "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
-    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
-                   help="with --for astra-sim: drop CPU nodes, keeping their time as GPU-side "
-                        "cpu_gap nodes (default); keep them; or drop-no-gaps")
+    p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
+                   help="with --for astra-sim: serial (default): one serial compute chain, CPU "
+                        "time as gaps; drop: gaps per stream; keep: CPU nodes kept; "
+                        "drop-no-gaps: CPU time lost")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show progress even when stderr is not a terminal")
     p.set_defaults(func=_cmd_convert)

@@ -14,7 +14,11 @@ EPILOG = """examples:
   pt2chakra simulate rank*.et --compute-scale 0.5 1 2 --bandwidth-scale 1 2
   pt2chakra simulate rank*.et --bandwidth 100 --latency 5 --algorithm ring --comm-streams 1 2
   pt2chakra -v simulate rank0.et      (one log line per issued / completed node)
+  pt2chakra simulate --consumer astra-sim job.*.et    (what ASTRA-sim will print for an export)
+  pt2chakra simulate --consumer astra-sim job.*.et --topology FullyConnected --bandwidth 150
 """
+
+CONSUMERS = ("pt2chakra", "astra-sim")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -51,10 +55,23 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-infer-waits", action="store_true",
                    help="do not infer cross-stream waits from timing")
     p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
+    p.add_argument("--consumer", choices=CONSUMERS, default="pt2chakra",
+                   help="whose rules to replay by: ours (default), or ASTRA-sim's (one compute "
+                   "and one communication node at a time per NPU, all ranks at 0, its "
+                   "network model): what ASTRA-sim will print for an astra-sim export")
+    p.add_argument("--topology", choices=["Ring", "FullyConnected", "Switch"],
+                   help="with --consumer astra-sim: the network topology (default Ring; "
+                   "bandwidth 50 GB/s and latency 0.5 us unless given)")
     p.set_defaults(func=_cmd_simulate)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    if args.consumer == "astra-sim":
+        return _cmd_consumer(args)
+    if args.topology is not None:
+        from pt2chakra.errors import InputError
+
+        raise InputError("--topology", "applies to --consumer astra-sim only")
     from pt2chakra.simulation.api import SimulationOptions, simulate
 
     options = SimulationOptions(
@@ -70,4 +87,24 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from pt2chakra.simulation.report import format_report
 
         print(format_report(result, lanes=not args.no_lanes))
+    return 0
+
+
+def _cmd_consumer(args: argparse.Namespace) -> int:
+    """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
+    from pt2chakra.simulation.api import AstraSimOptions, simulate_astra_sim
+    from pt2chakra.simulation.consumer import format_consumer_report
+
+    options = AstraSimOptions(
+        topology=args.topology, bandwidth_gbps=args.bandwidth, latency_us=args.latency,
+        compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
+        bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
+        timeline=args.timeline, plot=args.plot, align=args.align,
+        infer_waits=not args.no_infer_waits)
+    report = simulate_astra_sim(args.traces, options)
+    if args.json:
+        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+                         + "\n")
+    elif not args.quiet:
+        print(format_consumer_report(report))
     return 0

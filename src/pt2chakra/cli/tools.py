@@ -15,7 +15,7 @@ from collections.abc import Callable
 import orjson
 
 from pt2chakra.errors import InputError
-from pt2chakra.export.astra_sim import CPU_MODES
+from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
 EXIT_PROBLEMS = 1
 
@@ -271,6 +271,7 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                        "<prefix>.<rank>.et per rank and <prefix>.comm_groups.json.")
     p.add_argument("input", nargs="+", help=".et file(s), one per rank")
     p.add_argument("-o", "--output", required=True, help="output prefix")
-    p.add_argument("--cpu", choices=list(CPU_MODES), default="drop",
-                   help="CPU nodes: drop (default; time kept as gaps) or keep")
+    p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
+                   help="serial (default): one serial compute chain per rank, CPU time as gaps; "
+                   "drop: gaps per stream; keep: CPU nodes kept; drop-no-gaps: CPU time lost")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

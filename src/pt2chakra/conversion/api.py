@@ -22,6 +22,7 @@ from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
 from pt2chakra.conversion.linker import LinkedTrace, link, thread_map
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.errors import InputError
+from pt2chakra.export.astra_sim import DEFAULT_CPU_MODE
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
@@ -98,14 +99,16 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
 def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
             break_cycles_: bool = False, progress: bool | None = None,
-            profile: str | None = None, cpu: str = "drop",
+            profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
             report_path: str | os.PathLike[str] | None = None) -> ConversionReport:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
     ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``);
-    ``cpu="drop"`` removes CPU nodes but keeps their time as GPU-side
-    ``cpu_gap`` nodes, ``"keep"`` keeps them, ``"drop-no-gaps"`` loses it. Raises ``InputError``
+    ``cpu="serial"`` folds each rank into the one serial compute chain
+    ASTRA-sim runs, with CPU time as ``cpu_gap`` nodes; ``"drop"`` keeps CPU
+    time as gaps per stream, ``"keep"`` keeps CPU nodes, ``"drop-no-gaps"``
+    loses it. Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles_``); no output file is left behind then. ``report_path``:
     also write the report there as JSON (checked before the work starts)."""

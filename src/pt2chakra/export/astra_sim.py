@@ -39,23 +39,33 @@ import orjson
 from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
+    CPU_GAP_CATEGORY,
     STREAM_LANE,
+    StepWindow,
     attr_dict,
     is_gpu,
     lane_of,
     rank_of,
+    rank_origins,
     step_window,
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
+from pt2chakra.export.serial_chain import serial_chain
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
-CPU_MODES = ("drop", "keep", "drop-no-gaps")
+# What happens to CPU time (see the module doc): ``serial`` (default) folds it
+# into one serial chain per rank; ``drop`` keeps it as gaps per stream;
+# ``keep`` leaves the CPU nodes; ``drop-no-gaps`` loses it.
+CPU_MODES = ("serial", "drop", "keep", "drop-no-gaps")
+DEFAULT_CPU_MODE = "serial"
+CONSUMER_PROFILE_ATTR = "consumer_profile"  # metadata: which rewrite produced the file
+MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
-CPU_GAP = "cpu_gap"  # name of the gap nodes and kind of the edge into the GPU node
+CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
 
 
 def _process_groups_from_node(node: ChakraNode) -> str | None:
@@ -76,15 +86,23 @@ def _lane(attrs: dict[str, Any], node: ChakraNode) -> tuple[Any, ...]:
     return lane.key if lane.kind == STREAM_LANE else (_OWN_LANE, node.id)
 
 
-def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "drop",
-            ) -> tuple[GlobalMetadata, list[ChakraNode]]:
-    """Apply the ASTRA-sim rules to one rank's trace (see the module doc)."""
+def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = DEFAULT_CPU_MODE,
+            origin_us: float = 0.0) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """Apply the ASTRA-sim rules to one rank's trace (see the module doc).
+    ``origin_us``: the rank's start after the earliest rank's (``serial``)."""
     if cpu not in CPU_MODES:
         raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
     all_nodes = list(nodes)
+    if cpu == "serial" and _window(metadata, all_nodes) is None:
+        cpu = "drop"  # an untimed graph (microbench, from-text) has no schedule to fold
     removed = _removed_nodes(all_nodes, cpu)
     kept = [n for n in all_nodes if n.id not in removed]
     ancestry = _Ancestry(kept, removed)
+    if cpu == "serial":
+        inherited = {n.id: ancestry.via(n) for n in kept
+                     if any(d in removed for d in n.data_deps)}
+        out_nodes = serial_chain(metadata, all_nodes, set(removed), inherited, origin_us)
+        return _profile_metadata(metadata, all_nodes, cpu), out_nodes
     gaps = _GapMaker(metadata, all_nodes, removed) if cpu == "drop" else None
     out: list[ChakraNode] = []
     for node in kept:
@@ -93,6 +111,21 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = "d
     if tail is not None:
         out.append(tail)
     return _profile_metadata(metadata, all_nodes, cpu), out
+
+
+def profile_tag(cpu: str) -> str:
+    """The ``consumer_profile`` metadata value of a file this profile wrote."""
+    return f"astra-sim (cpu={cpu})"
+
+
+def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
+    """A file of the ``serial`` profile: its compute runs as one chain, so
+    stream order is implied by the chain rather than stated per stream."""
+    return metadata_attrs.get(CONSUMER_PROFILE_ATTR) == profile_tag("serial")
+
+
+def _window(metadata: GlobalMetadata, nodes: list[ChakraNode]) -> StepWindow | None:
+    return step_window(attr_dict(metadata.attrs), nodes, [attr_dict(n.attrs) for n in nodes])
 
 
 def _removed_nodes(nodes: list[ChakraNode], cpu: str) -> dict[int, ChakraNode]:
@@ -118,8 +151,8 @@ def _profile_metadata(metadata: GlobalMetadata, nodes: list[ChakraNode],
         pgs = _first_process_groups(nodes)
         if pgs is not None:
             md_attrs.append(("process_groups", "string_val", pgs))
-    md_attrs = [a for a in md_attrs if a[0] != "consumer_profile"]
-    md_attrs.append(("consumer_profile", "string_val", f"astra-sim (cpu={cpu})"))
+    md_attrs = [a for a in md_attrs if a[0] != CONSUMER_PROFILE_ATTR]
+    md_attrs.append((CONSUMER_PROFILE_ATTR, "string_val", profile_tag(cpu)))
     return GlobalMetadata(version=metadata.version or CHAKRA_VERSION, attrs=md_attrs)
 
 
@@ -245,8 +278,7 @@ class _GapMaker:
         self.end = {n.id: n.start_time_micros + n.duration_micros for n in nodes}
         self.next_id = max((n.id for n in nodes), default=0) + 1
         # The step as the simulator measures it.
-        window = step_window(attr_dict(metadata.attrs), nodes,
-                             [attr_dict(n.attrs) for n in nodes])
+        window = _window(metadata, nodes)
         self.t0 = round(window.start) if window is not None else None
         self.t1 = round(window.end) if window is not None else None
 
@@ -339,7 +371,7 @@ def output_paths(prefix: str, rank: int) -> list[str]:
 
 
 def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
-                    prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = "drop",
+                    prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = DEFAULT_CPU_MODE,
                     *, inputs: Sequence[str | os.PathLike[str] | None] = (),
                     staged: StagedOutputs | None = None) -> list[str]:
     """Write ``<prefix>.<rank>.et`` (and ``<prefix>.comm_groups.json`` when
@@ -357,17 +389,36 @@ def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
         rank = value if isinstance(value, int) else 0
     for out in output_paths(prefix, rank):
         refuse_overwriting_inputs(out, list(inputs))
+    named = [os.fspath(p) for p in inputs if p is not None]
+    source = named[0] if named else prefix
     if staged is None:
         with StagedOutputs() as own:
-            written = _write_one(metadata, nodes, prefix, rank, cpu, own)
+            written = _write_one(metadata, nodes, prefix, rank, cpu, own, source=source)
             own.commit()
         return written
-    return _write_one(metadata, nodes, prefix, rank, cpu, staged)
+    return _write_one(metadata, nodes, prefix, rank, cpu, staged, source=source)
+
+
+def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> None:
+    """ASTRA-sim's analytical backend stops on a 1-NPU network ("npus_count
+    (1) should be larger than 1"), so a 1-rank trace is refused here, in
+    one line, rather than written for a run that cannot start. The world is
+    the trace's ``world_size``, else its largest process group, else the
+    number of ranks given together."""
+    world = attr_dict(metadata.attrs).get("world_size")
+    if not isinstance(world, int) or isinstance(world, bool):
+        world = max([ranks_given, *(len(r) for r in comm_groups(metadata).values())])
+    if world < MIN_NPUS:
+        raise InputError(where, f"a {world}-rank trace: ASTRA-sim's analytical backend needs "
+                         f"at least {MIN_NPUS} NPUs (it stops with 'npus_count (1) should be "
+                         "larger than 1'); replay it with pt2chakra simulate instead")
 
 
 def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
-               cpu: str, staged: StagedOutputs) -> list[str]:
-    md, out_nodes = profile(metadata, nodes, cpu)
+               cpu: str, staged: StagedOutputs, origin_us: float = 0.0,
+               ranks_given: int = 1, source: str | None = None) -> list[str]:
+    md, out_nodes = profile(metadata, nodes, cpu, origin_us)
+    _refuse_one_npu(md, source or prefix, ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -394,7 +445,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
 
 
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
-                  cpu: str = "drop") -> list[str]:
+                  cpu: str = DEFAULT_CPU_MODE) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
     metadata or name, else its position).
 
@@ -405,27 +456,41 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
     ranks: list[int] = []
+    windows: list[StepWindow | None] = []
     for index, path in enumerate(paths):
-        metadata, _nodes = read_et(path)
+        metadata, nodes = read_et(path)
         rank = rank_of(metadata, path, index)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
         ranks.append(rank)
+        windows.append(_window(metadata, list(nodes)))
         for out in output_paths(prefix, rank):
             refuse_overwriting_inputs(out, list(paths))
+    origins = _origins(windows)
     written: list[str] = []
     with StagedOutputs() as staged:
-        for path, rank in zip(paths, ranks):
+        for path, rank, origin in zip(paths, ranks, origins):
             metadata, nodes = read_et(path)
-            for p in _write_one(metadata, nodes, prefix, rank, cpu, staged):
+            for p in _write_one(metadata, nodes, prefix, rank, cpu, staged, origin,
+                                ranks_given=len(paths), source=path):
                 if p not in written:
                     written.append(p)
         staged.commit()
     return written
 
 
+def _origins(windows: list[StepWindow | None]) -> list[float]:
+    """Each rank's start after the earliest one (``rank_origins``, as the
+    simulator places them), 0 for untimed ranks; all 0 unless every rank is
+    timed, since an untimed one has no place on the clock."""
+    if any(w is None for w in windows):
+        return [0.0] * len(windows)
+    origins, _align = rank_origins([w for w in windows if w is not None], "auto")
+    return origins
+
+
 def convert_json(json_path: str | os.PathLike[str], prefix: str | os.PathLike[str],
-                 rank: int | None = None, cpu: str = "drop") -> list[str]:
+                 rank: int | None = None, cpu: str = DEFAULT_CPU_MODE) -> list[str]:
     """A ``jsonize`` document -> ``<prefix>.<rank>.et`` for ASTRA-sim (rank:
     ``rank``, else the metadata's, else 0); returns the paths written."""
     from pt2chakra.chakra.json_form import read_json

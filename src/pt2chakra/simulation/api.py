@@ -16,6 +16,14 @@ import msgspec
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.chakra.conventions import ALIGNMENTS
 from pt2chakra.errors import InputError
+from pt2chakra.simulation.astra_collective import AstraNetwork
+from pt2chakra.simulation.consumer import (
+    DEFAULT_BANDWIDTH_GBPS,
+    DEFAULT_LATENCY_NS,
+    DEFAULT_TOPOLOGY,
+    ConsumerReport,
+    consume,
+)
 from pt2chakra.simulation.engine import (
     SimConfig,
     SimulationResult,
@@ -106,3 +114,56 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
 
         write_plot(schedule, options.plot)
     return result
+
+
+class AstraSimOptions(msgspec.Struct, frozen=True):
+    """``simulate --consumer astra-sim``: the ASTRA-sim network replayed
+    (defaults: the project's reference configuration) and the what-ifs it
+    supports. Options of our own replay that ASTRA-sim has no notion of
+    are refused, not ignored."""
+
+    topology: str | None = None
+    bandwidth_gbps: float | None = None
+    latency_us: float | None = None
+    compute_scale: Sequence[float] = (1.0,)
+    cpu_scale: Sequence[float] = (1.0,)
+    bandwidth_scale: Sequence[float] = (1.0,)
+    comm_streams: Sequence[int] = (0,)
+    timeline: str | None = None
+    plot: str | None = None
+    align: str = "auto"
+    infer_waits: bool = True
+
+
+def _refuse_replay_only(options: AstraSimOptions) -> None:
+    """What only our replay has: ASTRA-sim starts every rank at 0, runs one
+    communication node at a time and draws no timeline here."""
+    unsupported = {"--comm-streams": list(options.comm_streams) != [0],
+                   "--timeline": options.timeline is not None,
+                   "--plot": options.plot is not None,
+                   "--align": options.align != "auto",
+                   "--no-infer-waits": not options.infer_waits}
+    for flag, given in unsupported.items():
+        if given:
+            raise InputError(flag, "applies to our own replay, not to --consumer astra-sim")
+
+
+def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
+                       options: AstraSimOptions | None = None) -> ConsumerReport:
+    """What ASTRA-sim will print for these ``.et`` files (one per NPU)."""
+    options = options or AstraSimOptions()
+    _refuse_replay_only(options)
+    for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
+        if any(not v > 0 for v in getattr(options, name)):
+            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive")
+    for name, value in (("--bandwidth", options.bandwidth_gbps), ("--latency", options.latency_us)):
+        if value is not None and not value >= 0 or name == "--bandwidth" and value == 0:
+            raise InputError(name, "must be positive")
+    latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
+    try:
+        network = AstraNetwork(options.topology or DEFAULT_TOPOLOGY, len(paths),
+                               options.bandwidth_gbps or DEFAULT_BANDWIDTH_GBPS, latency_ns)
+    except ValueError as exc:
+        raise InputError("--consumer astra-sim", str(exc)) from exc
+    return consume(paths, network, compute_scale=options.compute_scale,
+                   cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)

@@ -17,6 +17,7 @@ from typing import Any
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    CPU_GAP_CATEGORY,
     CPU_LANE,
     StepWindow,
     is_finite_number,
@@ -289,7 +290,7 @@ def _category(n: ChakraNode, a: Attrs) -> int:
         return CPU_OP
     if str(a.get("category", "")).startswith(("gpu_memcpy", "gpu_memset")):
         return GPU_MEMCPY
-    if a.get("category") == CPU_GAP:
+    if a.get("category") == CPU_GAP_CATEGORY:
         return GPU_CPU_GAP
     return GPU_COMPUTE
 

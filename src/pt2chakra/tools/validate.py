@@ -33,6 +33,7 @@ from pt2chakra.chakra.rendezvous import (
     rendezvous_keys,
 )
 from pt2chakra.conversion.collective import is_nccl_kernel
+from pt2chakra.export.astra_sim import is_serial_profile
 from pt2chakra.pytorch.names import is_backend_comm_op
 
 PROFILES = ("astra-sim",)
@@ -220,7 +221,8 @@ def _check_file(path: str, index: int, profile: str | None, want_order: bool = F
         _warn_host_collectives(c)
     _check_dangling(scan, c)
     cycle = _check_cycles(scan, c)
-    _check_stream_order(scan, c)
+    if not is_serial_profile(attr_dict(metadata.attrs)):  # there the chain orders streams
+        _check_stream_order(scan, c)
     if profile == "astra-sim" and not _ASTRA_NAME.match(os.path.basename(path)):
         c.add("error", "astra-sim", "file name is not <prefix>.<rank>.et",
               "ASTRA-sim opens <prefix>.<rank>.et for every rank")

@@ -1,0 +1,99 @@
+"""``simulate --consumer astra-sim``: ASTRA-sim's resource rules, checked on
+tiny graphs whose ASTRA-sim schedule can be worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import assert_one_line_failure, run_cli
+
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
+from pt2chakra.simulation.astra_collective import AstraNetwork, AstraSystem, collective_ns
+from pt2chakra.simulation.consumer import ConsumerOptions, replay_as_astra_sim
+
+MD = GlobalMetadata(version="0.0.4")
+NET2 = AstraNetwork("Ring", 2, 50.0, 500.0)
+
+
+def comp(i: int, us: int, deps: tuple[int, ...] = (), cpu: bool = False,
+         ctrl: tuple[int, ...] = ()) -> ChakraNode:
+    return ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, duration_micros=us,
+                      data_deps=list(deps), ctrl_deps=list(ctrl),
+                      attrs=[("is_cpu_op", "bool_val", cpu)])
+
+
+def coll(i: int, size: int, deps: tuple[int, ...] = (), comm_type: int = 0) -> ChakraNode:
+    return ChakraNode(id=i, name=f"c{i}", type=NodeType.COMM_COLL_NODE, data_deps=list(deps),
+                      attrs=[("is_cpu_op", "bool_val", False), ("comm_type", "int64_val",
+                                                                 comm_type),
+                             ("comm_size", "int64_val", size)])
+
+
+def finish(ranks: list[list[ChakraNode]], **options: float) -> list[int]:
+    graphs = [(MD, nodes) for nodes in ranks]
+    result = replay_as_astra_sim(graphs, [f"t.{r}.et" for r in range(len(ranks))],
+                                 ConsumerOptions(network=NET2, **options))
+    return [r.finished_ns for r in result.ranks]
+
+
+def test_one_gpu_compute_node_at_a_time_but_cpu_in_parallel():
+    # two independent GPU kernels of 10 us run one after the other (20 us);
+    # a CPU node of 15 us runs beside them
+    rank = [comp(1, 10), comp(2, 10), comp(3, 15, cpu=True)]
+    assert finish([rank, [comp(1, 1)]])[0] == 20_000
+
+
+def test_ctrl_deps_are_resolved_too_and_zero_lasts_one_ns():
+    rank = [comp(1, 0), comp(2, 5, ctrl=(1,))]
+    assert finish([rank, [comp(1, 1)]])[0] == 1 + 5_000
+
+
+def test_collective_waits_for_its_last_member_then_the_network():
+    size = 1 << 20
+    ranks = [[comp(1, 10), coll(2, size, (1,))], [comp(1, 30), coll(2, size, (1,))]]
+    net_ns = collective_ns(0, size, 2, NET2, AstraSystem())
+    assert finish(ranks) == [30_000 + net_ns, 30_000 + net_ns]
+
+
+def test_collectives_hold_one_communication_resource():
+    size = 1 << 16
+    ranks = [[coll(1, size), coll(2, size)] for _ in range(2)]
+    one = collective_ns(0, size, 2, NET2, AstraSystem())
+    assert finish(ranks) == [2 * one, 2 * one]
+
+
+def test_scales_move_compute_cpu_and_network_separately():
+    size = 1 << 24
+    ranks = [[comp(1, 100), comp(2, 50, cpu=True), coll(3, size, (1, 2))] for _ in range(2)]
+    base = finish(ranks)[0]
+    assert finish(ranks, compute_scale=0.5)[0] == base - 50_000
+    assert finish(ranks, cpu_scale=4.0)[0] == base + 100_000  # CPU 200 us now longer
+    slow = finish(ranks, bandwidth_scale=0.5)[0]
+    assert slow > base + 0.9 * (base - 100_000)  # the network part about doubles
+
+
+def test_what_it_cannot_run_is_refused_naming_the_node():
+    md_node = ChakraNode(id=1, name="## process_group:init ##", type=NodeType.METADATA_NODE)
+    with pytest.raises(InputError, match="METADATA"):
+        finish([[md_node], [comp(1, 1)]])
+    with pytest.raises(InputError, match="collective type"):
+        finish([[coll(1, 8, comm_type=1)], [coll(1, 8, comm_type=1)]])  # REDUCE
+    with pytest.raises(InputError, match="never runs node 1"):
+        finish([[coll(1, 64)], [comp(1, 1)]])  # rank 1 never joins
+    with pytest.raises(InputError, match="not in the file"):
+        finish([[comp(1, 1, deps=(9,))], [comp(1, 1)]])
+
+
+def test_cli_consumer_prints_per_rank_finish(tmp_path):
+    for r in range(2):
+        write_et(tmp_path / f"t.{r}.et", MD, [comp(1, 10 + 10 * r)])
+    proc = run_cli("simulate", "--consumer", "astra-sim", tmp_path / "t.0.et", tmp_path / "t.1.et")
+    assert proc.returncode == 0, proc.stderr
+    assert "Ring, 2 NPUs, 50 GB/s, 500 ns" in proc.stdout
+    assert "step" in proc.stdout and "20" in proc.stdout.split("step")[-1]
+    one = run_cli("simulate", "--consumer", "astra-sim", tmp_path / "t.0.et")
+    assert_one_line_failure(one, "2 NPUs")
+    bad = run_cli("simulate", "--consumer", "astra-sim", tmp_path / "t.0.et",
+                  tmp_path / "t.1.et", "--comm-streams", "2")
+    assert_one_line_failure(bad, "--comm-streams")
