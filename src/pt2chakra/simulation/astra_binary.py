@@ -1,0 +1,103 @@
+"""Run ONE collective (or one send/recv) through a real ASTRA-sim binary.
+
+The checking side of ``astra_collective``: it writes the workload and the exact
+configuration that module models, runs the binary and reads each NPU's finish time.
+Used by the tests (when ``ASTRA_SIM_BIN`` is set) and ``scripts/astra_collective_grid.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from pt2chakra.chakra.conventions import CHAKRA_VERSION
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.simulation.astra_collective import AstraNetwork, AstraSystem, write_astra_configs
+
+RUN_TIMEOUT_S = 120
+"""One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
+GROUP_ID = "1"
+"""ASTRA-sim reserves communicator group 0 for the whole machine."""
+_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+
+
+def aware_binary(unaware: str | os.PathLike[str]) -> Path:
+    """The congestion-aware binary sits next to the unaware one (and is used when the
+    network says ``congestion_aware``)."""
+    path = Path(unaware)
+    return path.with_name(path.name.replace("Unaware", "Aware"))
+
+
+def _write_ranks(prefix: Path, npus: int, nodes_of: dict[int, list[ChakraNode]]) -> None:
+    for rank in range(npus):
+        md = GlobalMetadata(version=CHAKRA_VERSION, attrs=[
+            ("rank", "int64_val", rank), ("world_size", "int64_val", npus)])
+        # ASTRA-sim refuses an empty workload: idle ranks get one 0-duration compute
+        # node (replayed as 1 ns)
+        idle = [_node([], NodeType.COMP_NODE, "idle")]
+        write_et(f"{prefix}.{rank}.et", md, nodes_of.get(rank, idle))
+
+
+def _node(attrs: list[Attr], type_: NodeType, name: str) -> ChakraNode:
+    return ChakraNode(id=0, name=name, type=type_, duration_micros=0, data_deps=[],
+                      attrs=[("is_cpu_op", "bool_val", False)] + attrs)
+
+
+def _run(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,
+         network: AstraNetwork, system: AstraSystem) -> dict[int, int]:
+    net, sys_, mem = write_astra_configs(folder, network, system)
+    if network.congestion_aware:
+        binary = aware_binary(binary)
+    cmd = [os.path.abspath(binary), f"--workload-configuration={prefix}",
+           f"--comm-group-configuration={groups}", f"--system-configuration={sys_}",
+           f"--remote-memory-configuration={mem}", f"--network-configuration={net}"]
+    # cwd: ASTRA-sim writes its log/ folder where it runs
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                          check=False, cwd=folder)
+    finished = {int(m[1]): int(m[2]) for m in _FINISHED.finditer(done.stdout)}
+    if done.returncode != 0 or len(finished) != network.npus:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
+                           f"{(done.stdout + done.stderr)[-2000:]}")
+    return finished
+
+
+def run_collective(binary: str | os.PathLike[str], comm_type: int, size_bytes: int,
+                   network: AstraNetwork, system: AstraSystem,
+                   ranks: Sequence[int] | None = None) -> dict[int, int]:
+    """Cycles (= ns) at which each NPU finished; ``ranks`` makes it a group's collective
+    (the other NPUs only run a 1 ns compute node)."""
+    attrs: list[Attr] = [("comm_type", "int64_val", comm_type),
+                         ("comm_size", "int64_val", size_bytes)]
+    members = list(range(network.npus)) if ranks is None else list(ranks)
+    if ranks is not None:
+        attrs.append(("pg_name", "string_val", GROUP_ID))
+    node = _node(attrs, NodeType.COMM_COLL_NODE, "collective")
+    with tempfile.TemporaryDirectory(prefix="astracoll") as tmp:
+        folder = Path(tmp)
+        prefix = folder / "w"
+        _write_ranks(prefix, network.npus, {r: [node] for r in members})
+        groups = "empty"
+        if ranks is not None:
+            groups = os.fspath(folder / "groups.json")
+            Path(groups).write_text(json.dumps({GROUP_ID: members}))
+        return _run(binary, folder, prefix, groups, network, system)
+
+
+def run_send(binary: str | os.PathLike[str], size_bytes: int, src: int, dst: int,
+             network: AstraNetwork, system: AstraSystem) -> dict[int, int]:
+    """Cycles at which each NPU finished one send ``src`` -> ``dst`` and its receive."""
+    p2p: list[Attr] = [("comm_src", "int32_val", src), ("comm_dst", "int32_val", dst),
+                       ("comm_size", "int64_val", size_bytes), ("comm_tag", "int32_val", 7)]
+    with tempfile.TemporaryDirectory(prefix="astracoll") as tmp:
+        folder = Path(tmp)
+        prefix = folder / "w"
+        _write_ranks(prefix, network.npus, {
+            src: [_node(p2p, NodeType.COMM_SEND_NODE, "send")],
+            dst: [_node(p2p, NodeType.COMM_RECV_NODE, "recv")]})
+        return _run(binary, folder, prefix, "empty", network, system)

@@ -1,0 +1,339 @@
+"""How long one collective takes in ASTRA-sim's analytical backend, without the binary.
+
+A model written from reading ASTRA-sim (``astra-sim/astra-sim`` 518bd513) and checked
+against its binaries (``tests/simulation/test_astra_collective.py``,
+``scripts/astra_collective_grid.py``). It covers the native *ring* algorithm on a
+one-dimensional Ring, FullyConnected or Switch network, for the whole machine or a
+communicator group, and point-to-point sends.
+
+What ASTRA-sim does for one collective of ``comm_size`` S bytes on n ranks:
+
+1. **Chunks.** The payload is cut into chunks of ``c = S // splits`` bytes
+   (``preferred-dataset-splits``). Except for all-gather, a chunk is at least the
+   machine's NPU count ``N`` bytes (then ``S`` becomes ``splits * N``). There are
+   ``ceil(S / c)`` chunks, every one of ``c`` bytes (the last is not trimmed).
+   With one active chunk per dimension the chunks run one after another.
+2. **Messages.** Per chunk the ring sends K messages of m bytes to its clockwise
+   neighbour: all-reduce K = 2(n-1), m = c // n; reduce-scatter K = n-1, m = c // n;
+   all-gather K = n-1, m = c (``comm_size`` is the *per-rank input*, so the bytes on
+   the wire are n times those of a reduce-scatter of the same ``comm_size``);
+   all-to-all K = n(n-1)/2, m = c // n.
+3. **One message** takes ``floor(hops * latency + m / B)`` ns, B the bandwidth in
+   bytes/ns with 1 GB = 2^30 B; hops is 1 (FullyConnected), 2 (Switch) or the shorter
+   way round the Ring between the two ranks.
+4. **Around each message** the system layer passes a packet through its memory bus:
+   before the first send and after every receive, ``endpoint-delay`` ns (10 ns,
+   whatever the setting, for a communicator group smaller than the machine, whose
+   ring is a "local" dimension). The receives that reduce (all of reduce-scatter's,
+   the first n-1 of all-reduce's) add ``3 * floor(m / local_mem_bw)`` ns (one write,
+   two reads).
+
+So for the whole machine a chunk takes ``(K + 1) * delay + K * message + R * reduce``
+and the collective ``chunks * chunk``. For a group on a Ring whose neighbours are not
+equally far apart, ranks run at different paces; the model then steps every rank
+through the same send / receive recurrence as ASTRA-sim's event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pt2chakra.chakra.records import CollectiveType
+
+TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
+IMPLEMENTATIONS = ("ring",)
+OPTIMIZATIONS = ("localBWAware", "baseline")
+SCHEDULING_POLICIES = ("LIFO", "FIFO")
+
+# The configuration the project's ASTRA-sim runs use (/work/shared/ASTRA_SIM.md):
+DEFAULT_SPLITS = 4
+"""``preferred-dataset-splits``: ASTRA-sim's examples cut a collective into 4 chunks."""
+DEFAULT_ACTIVE_CHUNKS = 1
+"""``active-chunks-per-dimension``: one chunk in flight, so chunks run back to back."""
+DEFAULT_ENDPOINT_DELAY_NS = 10
+"""``endpoint-delay``: ns a packet spends on the NPU <-> memory bus around each message."""
+DEFAULT_LOCAL_MEM_BW_GBPS = 1600.0
+"""``local-mem-bw`` (GB/s, 10^9 B): prices the reduction of received data (HBM-class)."""
+DEFAULT_PEAK_PERF_TFLOPS = 900
+"""``peak-perf``: unused with the roofline off, but the system file carries it."""
+
+MIN_ENDPOINT_DELAY_NS = 1
+"""With ``endpoint-delay`` 0 ASTRA-sim schedules an event at the current tick and its
+event queue asserts (measured)."""
+LOCAL_RING_BUS_DELAY_NS = 10
+"""A communicator group smaller than the machine gets a "local" ring whose memory-bus
+hop is hard-coded to 10 ns in ASTRA-sim (MemBus ``Transmition::Fast``)."""
+REDUCE_MEMORY_PASSES = 3
+"""A reducing receive reads two operands and writes one result in local memory."""
+BYTES_PER_GB_NETWORK = 1 << 30
+"""The analytical network reads bandwidth in GB/s with 1 GB = 2^30 B."""
+BYTES_PER_GB_MEMORY = 1_000_000_000
+"""The system layer reads ``local-mem-bw`` in GB/s with 1 GB = 10^9 B."""
+
+_AR = int(CollectiveType.ALL_REDUCE)
+_AG = int(CollectiveType.ALL_GATHER)
+_RS = int(CollectiveType.REDUCE_SCATTER)
+_A2A = int(CollectiveType.ALL_TO_ALL)
+SUPPORTED_COLLECTIVES = (_AR, _AG, _RS, _A2A)
+
+
+@dataclass(frozen=True, slots=True)
+class AstraNetwork:
+    """One-dimensional analytical network (``network.yml``)."""
+
+    topology: str
+    npus: int
+    bandwidth_gbps: float
+    latency_ns: float
+    congestion_aware: bool = False
+    """The ``..._Congestion_Aware`` binary: messages are stored and forwarded link by
+    link, so each hop costs latency + serialisation (no link may carry two messages)."""
+
+    def __post_init__(self) -> None:
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"topology {self.topology!r} is not modelled "
+                             f"(expected one of {TOPOLOGIES})")
+        if self.npus < 2:
+            raise ValueError(f"npus {self.npus}: ASTRA-sim needs at least 2 NPUs")
+        if self.congestion_aware and self.topology == "Ring" and self.npus == 2:
+            raise ValueError("a congestion-aware Ring of 2 NPUs: ASTRA-sim aborts "
+                             "(it connects the two NPUs twice)")
+        if not self.bandwidth_gbps > 0 or not self.latency_ns >= 0:
+            raise ValueError("bandwidth must be > 0 and latency >= 0")
+
+    @property
+    def bytes_per_ns(self) -> float:
+        # same operation order as ASTRA-sim, so the rounding matches
+        return self.bandwidth_gbps * BYTES_PER_GB_NETWORK / 1_000_000_000
+
+    def hops(self, src: int, dst: int) -> int:
+        if self.topology == "FullyConnected":
+            return 1
+        if self.topology == "Switch":
+            return 2
+        clockwise = (dst - src) % self.npus  # the analytical Ring is bidirectional
+        return min(clockwise, self.npus - clockwise)
+
+    def message_ns(self, src: int, dst: int, size_bytes: int) -> int:
+        """One message on free links: hops x latency plus serialisation (once, or once
+        per hop when congestion-aware), truncated to whole ns as ASTRA-sim does."""
+        serialise = size_bytes / self.bytes_per_ns
+        if self.congestion_aware:
+            return self.hops(src, dst) * int(self.latency_ns + serialise)
+        return int(self.hops(src, dst) * self.latency_ns + serialise)
+
+    def links(self, src: int, dst: int) -> list[tuple[int, int]]:
+        """The directed links a message takes when congestion-aware (a switch is node
+        ``npus``; on a Ring the shorter way, clockwise on a tie)."""
+        if self.topology == "FullyConnected":
+            return [(src, dst)]
+        if self.topology == "Switch":
+            return [(src, self.npus), (self.npus, dst)]
+        clockwise = (dst - src) % self.npus
+        step = -1 if self.npus - clockwise < clockwise else 1
+        path = [src + step * i for i in range(self.hops(src, dst) + 1)]
+        return [(a % self.npus, b % self.npus) for a, b in zip(path, path[1:], strict=False)]
+
+
+@dataclass(frozen=True, slots=True)
+class AstraSystem:
+    """The system-layer settings (``system.json``) that change a collective's time."""
+
+    splits: int = DEFAULT_SPLITS
+    active_chunks: int = DEFAULT_ACTIVE_CHUNKS
+    endpoint_delay_ns: int = DEFAULT_ENDPOINT_DELAY_NS
+    local_mem_bw_gbps: float = DEFAULT_LOCAL_MEM_BW_GBPS
+    implementation: str = "ring"
+    collective_optimization: str = "localBWAware"
+    scheduling_policy: str = "LIFO"
+
+    def __post_init__(self) -> None:
+        if self.implementation not in IMPLEMENTATIONS:
+            raise ValueError(f"collective implementation {self.implementation!r} is not "
+                             f"modelled (expected one of {IMPLEMENTATIONS})")
+        if self.active_chunks != 1:
+            raise ValueError(f"active_chunks {self.active_chunks} is not modelled (only 1)")
+        if self.collective_optimization not in OPTIMIZATIONS:
+            raise ValueError(f"collective_optimization {self.collective_optimization!r} "
+                             f"(expected one of {OPTIMIZATIONS})")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy {self.scheduling_policy!r} "
+                             f"(expected one of {SCHEDULING_POLICIES})")
+        if self.splits < 1 or not self.local_mem_bw_gbps > 0:
+            raise ValueError("splits must be >= 1 and local-mem-bw > 0")
+        if self.endpoint_delay_ns < MIN_ENDPOINT_DELAY_NS:
+            raise ValueError(f"endpoint_delay_ns {self.endpoint_delay_ns}: ASTRA-sim aborts "
+                             f"below {MIN_ENDPOINT_DELAY_NS} (an event at the current tick)")
+
+    def reduce_ns(self, size_bytes: int) -> int:
+        """Local reduction of one received message (each pass truncated, as ASTRA-sim)."""
+        one_pass = int(size_bytes / (self.local_mem_bw_gbps * BYTES_PER_GB_MEMORY) * 1e9)
+        return REDUCE_MEMORY_PASSES * one_pass
+
+
+@dataclass(frozen=True, slots=True)
+class RingPlan:
+    """What one chunk does on the ring: K sends of ``message_bytes``; which receives reduce."""
+
+    chunks: int
+    sends: int
+    message_bytes: int
+    reducing_receives: int
+
+
+def chunking(comm_type: int, size_bytes: int, machine_npus: int, splits: int) -> tuple[int, int]:
+    """(chunk count, chunk bytes) as ASTRA-sim's ``determine_chunk_size`` cuts a payload."""
+    chunk = size_bytes // splits
+    if comm_type != _AG and machine_npus > chunk:
+        chunk = machine_npus  # a floor so later divisions by the ring size stay > 0
+        size_bytes = splits * chunk
+    if chunk == 0:
+        raise ValueError(f"ALL_GATHER of {size_bytes} B with {splits} splits: ASTRA-sim's "
+                         "chunk is 0 B and it never finishes")
+    return math.ceil(size_bytes / chunk), chunk
+
+
+def ring_plan(comm_type: int, size_bytes: int, group_size: int, machine_npus: int,
+              splits: int) -> RingPlan:
+    chunks, chunk = chunking(comm_type, size_bytes, machine_npus, splits)
+    n = group_size
+    if comm_type == _AR:
+        return RingPlan(chunks, 2 * (n - 1), chunk // n, n - 1)
+    if comm_type == _RS:
+        return RingPlan(chunks, n - 1, chunk // n, n - 1)
+    if comm_type == _AG:
+        return RingPlan(chunks, n - 1, chunk, 0)
+    return RingPlan(chunks, n * (n - 1) // 2, chunk // n, 0)
+
+
+def _check(comm_type: int, size_bytes: int, group: Sequence[int], network: AstraNetwork) -> None:
+    if comm_type not in SUPPORTED_COLLECTIVES:
+        known = {int(t) for t in CollectiveType}
+        name = CollectiveType(comm_type).name if comm_type in known else str(comm_type)
+        raise ValueError(f"collective {name} is not modelled: ASTRA-sim simulates ALL_REDUCE, "
+                         "ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL (BROADCAST replays the "
+                         "node's duration; other types throw)")
+    if size_bytes < 0:
+        raise ValueError(f"size {size_bytes} B is negative")
+    if len(group) < 2 or len(set(group)) != len(group):
+        raise ValueError(f"group {list(group)}: needs at least 2 distinct ranks")
+    if min(group) < 0 or max(group) >= network.npus:
+        raise ValueError(f"group {list(group)} does not fit a {network.npus}-NPU network")
+    if network.congestion_aware:
+        used = [link for i in range(len(group)) for link in network.links(group[i - 1], group[i])]
+        if len(used) != len(set(used)):
+            raise ValueError(f"congestion-aware group {list(group)}: its ring's messages "
+                             "share links, and contention is not modelled")
+
+
+def group_ranks(group_size: int, network: AstraNetwork,
+                ranks: Sequence[int] | None = None) -> tuple[int, ...]:
+    """The ring order ASTRA-sim uses: the whole machine in rank order, or a group's
+    ranks as listed in the comm-group file (ASTRA-sim does not sort them)."""
+    if ranks is None:
+        return tuple(range(group_size))
+    if len(ranks) != group_size:
+        raise ValueError(f"group_size {group_size} but {len(ranks)} ranks given")
+    return tuple(ranks)
+
+
+def collective_rank_ns(comm_type: int, size_bytes: int, group_size: int,
+                       network: AstraNetwork, system: AstraSystem,
+                       ranks: Sequence[int] | None = None) -> dict[int, int]:
+    """ns from issue to completion of one collective on each member rank.
+
+    All members issue at the same time (as after a barrier); ``ranks`` lists a
+    communicator group in its comm-group-file order (default: ranks 0..group_size-1).
+    Raises ValueError for what is not modelled."""
+    group = group_ranks(group_size, network, ranks)
+    _check(comm_type, size_bytes, group, network)
+    plan = ring_plan(comm_type, size_bytes, len(group), network.npus, system.splits)
+    whole_machine = len(group) == network.npus
+    bus = system.endpoint_delay_ns if whole_machine else LOCAL_RING_BUS_DELAY_NS
+    delays = _insert_delays(plan, len(group), bus, system.reduce_ns(plan.message_bytes))
+    links = [network.message_ns(group[i - 1], group[i], plan.message_bytes)
+             for i in range(len(group))]  # links[i]: from i's ring predecessor to i
+    finish = [0] * len(group)
+    for _ in range(plan.chunks):
+        finish = _ring_chunk(finish, links, delays)
+    return dict(zip(group, finish, strict=True))
+
+
+def collective_ns(comm_type: int, size_bytes: int, group_size: int,
+                  network: AstraNetwork, system: AstraSystem,
+                  ranks: Sequence[int] | None = None) -> int:
+    """ns one collective takes in ASTRA-sim (the last member to finish)."""
+    return max(collective_rank_ns(comm_type, size_bytes, group_size, network, system,
+                                  ranks).values())
+
+
+def send_ns(size_bytes: int, src: int, dst: int, network: AstraNetwork) -> int:
+    """A point-to-point send/recv pair (``front_end_sim_send``, rendezvous off): the
+    message time alone; the send and the matching receive complete on arrival."""
+    if src == dst or not (0 <= src < network.npus and 0 <= dst < network.npus):
+        raise ValueError(f"send {src} -> {dst} on a {network.npus}-NPU network")
+    if size_bytes <= 0:
+        raise ValueError(f"send of {size_bytes} B: the analytical network needs > 0 B")
+    return network.message_ns(src, dst, size_bytes)
+
+
+def _insert_delays(plan: RingPlan, n: int, bus: int, reduce: int) -> list[int]:
+    """Delay of the packet ASTRA-sim inserts before the first send (index 0) and after
+    each of the K receives. Packets come in rounds of n: one "zero-latency" packet,
+    then n-1 that may reduce; only the first round reduces (all-reduce's second round
+    is the all-gather half)."""
+    delays = []
+    for index in range(plan.sends + 1):
+        reduces = index % n != 0 and index <= plan.reducing_receives
+        delays.append(bus + (reduce if reduces else 0))
+    return delays
+
+
+def _ring_chunk(start: list[int], links: list[int], delays: list[int]) -> list[int]:
+    """One chunk on every ring member; returns each member's finish time.
+
+    Member i sends message k at ``send[i]``; it receives its predecessor's k-th message
+    when that has arrived and i has posted the receive (at its own k-th send); then the
+    next packet's delay passes before its next send."""
+    n = len(start)
+    send = [s + delays[0] for s in start]
+    for k in range(1, len(delays)):
+        received = [max(send[i - 1] + links[i], send[i]) for i in range(n)]
+        send = [r + delays[k] for r in received]
+    return send
+
+
+def write_astra_configs(folder: str | os.PathLike[str], network: AstraNetwork,
+                        system: AstraSystem) -> tuple[Path, Path, Path]:
+    """Write network.yml, system.json, memory.json describing exactly what is modelled."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = out / "network.yml", out / "system.json", out / "memory.json"
+    paths[0].write_text(
+        f"topology: [ {network.topology} ]\n"
+        f"npus_count: [ {network.npus} ]\n"
+        f"bandwidth: [ {float(network.bandwidth_gbps)!r} ]\n"
+        f"latency: [ {float(network.latency_ns)!r} ]\n")
+    impl = [system.implementation]
+    paths[1].write_text(json.dumps({
+        "scheduling-policy": system.scheduling_policy,
+        "endpoint-delay": system.endpoint_delay_ns,
+        "active-chunks-per-dimension": system.active_chunks,
+        "preferred-dataset-splits": system.splits,
+        "all-reduce-implementation": impl,
+        "all-gather-implementation": impl,
+        "reduce-scatter-implementation": impl,
+        "all-to-all-implementation": impl,
+        "collective-optimization": system.collective_optimization,
+        "local-mem-bw": system.local_mem_bw_gbps,
+        "boost-mode": 0,
+        "roofline-enabled": 0,
+        "peak-perf": DEFAULT_PEAK_PERF_TFLOPS,
+    }, indent=2) + "\n")
+    paths[2].write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
+    return paths
