@@ -146,7 +146,7 @@ def test_chain_invariants(schedule, origin):
 def _pair(kernel_us: int) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     """Two ranks: compute, an all-reduce, compute after it."""
     out = []
-    for rank in range(2):
+    for _rank in range(2):
         nodes = [_kernel(1, 0, kernel_us, 1), _coll(2, kernel_us, 100, [1]),
                  _kernel(3, kernel_us + 110, 10, 1, [2])]
         md, chain = profile(_md(0, kernel_us + 130), nodes, "serial")

@@ -62,16 +62,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--topology", choices=["Ring", "FullyConnected", "Switch"],
                    help="with --consumer astra-sim: the network topology (default Ring; "
                    "bandwidth 50 GB/s and latency 0.5 us unless given)")
+    p.add_argument("--congestion-aware", action="store_true",
+                   help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
+                   "(messages forwarded hop by hop)")
     p.set_defaults(func=_cmd_simulate)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.consumer == "astra-sim":
         return _cmd_consumer(args)
-    if args.topology is not None:
-        from pt2chakra.errors import InputError
+    for flag, given in (("--topology", args.topology is not None),
+                        ("--congestion-aware", args.congestion_aware)):
+        if given:
+            from pt2chakra.errors import InputError
 
-        raise InputError("--topology", "applies to --consumer astra-sim only")
+            raise InputError(flag, "applies to --consumer astra-sim only")
     from pt2chakra.simulation.api import SimulationOptions, simulate
 
     options = SimulationOptions(
@@ -97,6 +102,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
 
     options = AstraSimOptions(
         topology=args.topology, bandwidth_gbps=args.bandwidth, latency_us=args.latency,
+        congestion_aware=args.congestion_aware,
         compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
         timeline=args.timeline, plot=args.plot, align=args.align,

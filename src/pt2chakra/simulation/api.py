@@ -125,6 +125,7 @@ class AstraSimOptions(msgspec.Struct, frozen=True):
     topology: str | None = None
     bandwidth_gbps: float | None = None
     latency_us: float | None = None
+    congestion_aware: bool = False
     compute_scale: Sequence[float] = (1.0,)
     cpu_scale: Sequence[float] = (1.0,)
     bandwidth_scale: Sequence[float] = (1.0,)
@@ -162,7 +163,8 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
     try:
         network = AstraNetwork(options.topology or DEFAULT_TOPOLOGY, len(paths),
-                               options.bandwidth_gbps or DEFAULT_BANDWIDTH_GBPS, latency_ns)
+                               options.bandwidth_gbps or DEFAULT_BANDWIDTH_GBPS, latency_ns,
+                               congestion_aware=options.congestion_aware)
     except ValueError as exc:
         raise InputError("--consumer astra-sim", str(exc)) from exc
     return consume(paths, network, compute_scale=options.compute_scale,

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
@@ -24,7 +25,9 @@ RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
-_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles")
+_FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")
+_ALARM = re.compile(r"\[(warning|error|critical)\]|warning!", re.IGNORECASE)
+USUAL_EXIT_LINE = "Exiting"  # "[system] [warning] Exiting": printed by every run
 
 
 def aware_binary(unaware: str | os.PathLike[str]) -> Path:
@@ -49,8 +52,16 @@ def _node(attrs: list[Attr], type_: NodeType, name: str) -> ChakraNode:
                       attrs=[("is_cpu_op", "bool_val", False)] + attrs)
 
 
-def _run(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,
-         network: AstraNetwork, system: AstraSystem) -> dict[int, int]:
+class WorkloadRun(NamedTuple):
+    """What the binary printed for one workload."""
+
+    finished: dict[int, int]  # NPU -> "finished, C cycles" (1 cycle = 1 ns)
+    exposed: dict[int, int]  # NPU -> "exposed communication E cycles"
+    warnings: list[str]  # warning / error / critical lines other than its usual exit line
+
+
+def _execute(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,
+             network: AstraNetwork, system: AstraSystem) -> WorkloadRun:
     net, sys_, mem = write_astra_configs(folder, network, system)
     if network.congestion_aware:
         binary = aware_binary(binary)
@@ -60,11 +71,31 @@ def _run(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str
     # cwd: ASTRA-sim writes its log/ folder where it runs
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                           check=False, cwd=folder)
-    finished = {int(m[1]): int(m[2]) for m in _FINISHED.finditer(done.stdout)}
+    found = list(_FINISHED.finditer(done.stdout))
+    finished = {int(m[1]): int(m[2]) for m in found}
     if done.returncode != 0 or len(finished) != network.npus:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
                            f"{(done.stdout + done.stderr)[-2000:]}")
-    return finished
+    exposed = {int(m[1]): int(m[3]) for m in found}
+    warnings = [line for line in (done.stdout + done.stderr).splitlines()
+                if _ALARM.search(line) and not line.rstrip().endswith(USUAL_EXIT_LINE)]
+    return WorkloadRun(finished, exposed, warnings)
+
+
+def _run(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,
+         network: AstraNetwork, system: AstraSystem) -> dict[int, int]:
+    return _execute(binary, folder, prefix, groups, network, system).finished
+
+
+def run_workload(binary: str | os.PathLike[str], prefix: str | os.PathLike[str],
+                 network: AstraNetwork, system: AstraSystem,
+                 comm_groups: str | os.PathLike[str] | None = None) -> WorkloadRun:
+    """Run ``<prefix>.<npu>.et`` (one per NPU, e.g. an ``astra-sim`` export)
+    under exactly the configuration the consumer model replays."""
+    groups = os.path.abspath(comm_groups) if comm_groups is not None else "empty"
+    with tempfile.TemporaryDirectory(prefix="astrarun") as tmp:
+        return _execute(binary, Path(tmp), Path(os.path.abspath(prefix)), groups, network,
+                        system)
 
 
 def run_collective(binary: str | os.PathLike[str], comm_type: int, size_bytes: int,

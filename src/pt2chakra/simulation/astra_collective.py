@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,6 +251,17 @@ def collective_rank_ns(comm_type: int, size_bytes: int, group_size: int,
     communicator group in its comm-group-file order (default: ranks 0..group_size-1).
     Raises ValueError for what is not modelled."""
     group = group_ranks(group_size, network, ranks)
+    return collective_finish_ns(comm_type, size_bytes, network, system, group,
+                                dict.fromkeys(group, 0))
+
+
+def collective_finish_ns(comm_type: int, size_bytes: int, network: AstraNetwork,
+                         system: AstraSystem, group: Sequence[int],
+                         issued: Mapping[int, int]) -> dict[int, int]:
+    """When each member finishes one collective that member r issued at
+    ``issued[r]`` ns: a late member holds up the ring message by message, as
+    in ASTRA-sim's event loop, rather than the whole collective starting at
+    the last arrival. ``group`` in comm-group-file order."""
     _check(comm_type, size_bytes, group, network)
     plan = ring_plan(comm_type, size_bytes, len(group), network.npus, system.splits)
     whole_machine = len(group) == network.npus
@@ -258,7 +269,7 @@ def collective_rank_ns(comm_type: int, size_bytes: int, group_size: int,
     delays = _insert_delays(plan, len(group), bus, system.reduce_ns(plan.message_bytes))
     links = [network.message_ns(group[i - 1], group[i], plan.message_bytes)
              for i in range(len(group))]  # links[i]: from i's ring predecessor to i
-    finish = [0] * len(group)
+    finish = [issued[r] for r in group]
     for _ in range(plan.chunks):
         finish = _ring_chunk(finish, links, delays)
     return dict(zip(group, finish, strict=True))

@@ -14,8 +14,8 @@ an export without the binary:
   their resource is free;
 - a compute node lasts ``duration_micros`` x 1000 ns (0 -> 1 ns);
 - an all-reduce, all-gather, reduce-scatter or all-to-all goes to the
-  network model (``astra_collective.collective_ns``): it ends when the last
-  of its group has issued it plus its network time; the n-th such collective
+  network model (``astra_collective.collective_finish_ns``): its ring
+  messages wait for the members that issued it late; the n-th such collective
   a rank issues in a group meets the n-th of every other member; a broadcast
   is replayed from its duration; other collective types stop ASTRA-sim;
 - a send meets the receive with the same source, destination and tag.
@@ -47,7 +47,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.astra_collective import (
     AstraNetwork,
     AstraSystem,
-    collective_rank_ns,
+    collective_finish_ns,
     send_ns,
 )
 
@@ -203,13 +203,13 @@ class _Replay:
         if len(arrived) < len(members):
             return
         try:
-            ns = collective_rank_ns(node.comm_type, node.size, len(members), self.network(),
-                                    self.options.system, members)
+            done = collective_finish_ns(node.comm_type, node.size, self.network(),
+                                        self.options.system, members,
+                                        {rank: t for rank, _k, t in arrived})
         except ValueError as exc:
             raise InputError(self.ranks[arrival[0]].source, f"node {node.id}: {exc}") from exc
-        last = max(t for _r, _k, t in arrived)
         for rank, k, _t in arrived:
-            self.at(last + ns[rank], rank, k)
+            self.at(done[rank], rank, k)
         del self.meetings[key]
 
     def post(self, r: _Rank, k: int, t: int, node: _Node) -> None:
@@ -460,10 +460,12 @@ def consume(paths: Sequence[str | os.PathLike[str]], network: AstraNetwork,
 def format_consumer_report(report: ConsumerReport) -> str:
     """The text ``simulate --consumer astra-sim`` prints."""
     net, sysc, res = report.network, report.system, report.result
-    lines = [f"consumer: ASTRA-sim analytical ({net.topology}, {net.npus} NPUs, "
+    backend = "congestion-aware" if net.congestion_aware else "congestion-unaware"
+    lines = [f"consumer: ASTRA-sim analytical, {backend} ({net.topology}, {net.npus} NPUs, "
              f"{net.bandwidth_gbps:g} GB/s, {net.latency_ns:g} ns; {sysc.implementation} "
              f"collectives, {sysc.splits} splits)", "",
-             f"{'rank':>4} {'finished us':>12} {'measured us':>12} {'exposed comm us':>16}  source"]
+             f"{'rank':>4} {'finished us':>12} {'measured end':>12} {'exposed comm us':>16}  source",
+             ]
     for r in res.ranks:
         measured = f"{r.measured_step_us:12.0f}" if r.measured_step_us is not None else \
             f"{'-':>12}"
