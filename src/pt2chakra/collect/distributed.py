@@ -39,10 +39,10 @@ class DdpConfig:
     hidden: int = DEFAULT_HIDDEN
     layers: int = DEFAULT_DDP_LAYERS
     batch: int = DEFAULT_DDP_BATCH
-    warmup: int = 1
+    warmup: int = 2  # DDP rebuilds its buckets on the 2nd step: record a steady one
 
     def __post_init__(self) -> None:
-        if self.world_size < 2 or self.hidden < 1 or self.layers < 1 or self.batch < 1:
+        if self.world_size < 2 or min(self.hidden, self.layers, self.batch) < 1 or self.warmup < 0:
             raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
 
 

@@ -175,18 +175,15 @@ def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages,
     stages.step("device trace loaded")
     found = link_kineto_only(kineto)
     stages.step("linked")
-    return found.linked, {"step": found.window.label, "outside": found.outside_step,
+    return found.linked, {"step": found.window.label, "dropped": found.dropped,
                           "kineto_events": kineto_event_counts(kineto, ignored)}
 
 
 def _account_outside(graph: ChakraGraph, extra: dict[str, Any]) -> None:
-    """Kineto-only: CPU events outside the step count as input, dropped."""
-    from pt2chakra.conversion.kineto_only import OUTSIDE_STEP
-
-    outside = extra.get("outside", 0)
-    if outside:
-        graph.host_ops_in += outside
-        graph.host_ops_dropped[OUTSIDE_STEP] = outside
+    """Kineto-only: CPU events not made nodes count as input, dropped."""
+    for reason, count in extra.get("dropped", {}).items():
+        graph.host_ops_in += count
+        graph.host_ops_dropped[reason] = count
 
 
 def _check_outputs(host_trace: str | os.PathLike[str] | None,

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
+from pt2chakra.chakra.conventions import CHAKRA_VERSION, COMM_CHANNEL
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     NODE_FIELDS,
@@ -59,8 +59,7 @@ class ChakraGraph:
                  timing: dict[int, Timing], gpu_nodes: list[ChakraNode],
                  deps: dict[int, Deps],
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
-                 transfers: frozenset[int] = frozenset(), default_pg: str = "",
-                 group_size: int = 0) -> None:
+                 comm: CommContext | None = None) -> None:
         self.metadata = metadata
         self.deps = deps
         self.link_method = linked.method
@@ -74,9 +73,7 @@ class ChakraGraph:
         self._cpu_ops = cpu_ops
         self._timing = timing
         self._gpu_nodes = gpu_nodes
-        # Comm context: backend ops that are their own transfer, the trace's
-        # one process group, its size (see comm_context).
-        self._comm = CommContext(ops_by_id, transfers, default_pg, group_size)
+        self._comm = comm or CommContext(ops_by_id, frozenset(), "", 0)
         self._ops_by_id = ops_by_id
         self._kept_ids = {op.id for op in cpu_ops}
 
@@ -153,6 +150,8 @@ class CommContext(NamedTuple):
     default_pg: str
     # Ranks in that group (sizes an all-gather known only by its input).
     group_size: int
+    # Transfer op id -> the worker thread Kineto saw it run on (its channel).
+    channels: dict[int, int] = {}
 
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
@@ -178,9 +177,10 @@ def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommConte
     world = linked.kineto.world_size if linked.kineto is not None else 0
     only = groups[0] if len(groups) == 1 else None
     size = (only.group_size or len(only.ranks)) if only is not None else 0
-    return CommContext(ops_by_id, transfer_ops(linked.ops, linked.gpu_ops, ops_by_id,
-                                               linked.kineto is None),
-                       only.pg_name if only is not None else "", size or world)
+    transfers = transfer_ops(linked.ops, linked.gpu_ops, ops_by_id, linked.kineto is None)
+    channels = {i: ev.tid for i in transfers if (ev := linked.cpu_event.get(i)) is not None}
+    return CommContext(ops_by_id, transfers, only.pg_name if only is not None else "",
+                       size or world, channels)
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
@@ -197,7 +197,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     cpu_spans = []
     for op in kept_ops:
         t = timing.get(op.id)
-        cpu_spans.append(CpuSpan(op.id, op.parent, _thread_of(op, linked, comm.transfers),
+        cpu_spans.append(CpuSpan(op.id, op.parent, comm.channels.get(op.id, op.tid),
                                  t[0], t[0] + t[1]) if t is not None
                          else CpuSpan(op.id, op.parent, op.tid))
 
@@ -218,20 +218,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                                 _cpu_starts_by_kineto_tid(linked))
     deps = merge_edges(edges)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
-                       dict(dropped_host), ops_by_id, comm.transfers, comm.default_pg,
-                       comm.group_size)
-
-
-def _thread_of(op: HostOp, linked: LinkedTrace, transfers: frozenset[int]) -> int:
-    """The thread an op is ordered on. A transfer op runs on the backend's
-    worker thread (gloo's), which Kineto records but the ET does not (it
-    files the op under the caller's thread): ordering it on the caller's
-    thread would make the caller wait for the asynchronous transfer."""
-    if op.id in transfers:
-        ev = linked.cpu_event.get(op.id)
-        if ev is not None:
-            return ev.tid
-    return op.tid
+                       dict(dropped_host), ops_by_id, comm)
 
 
 def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
@@ -383,6 +370,12 @@ def _cpu_node(op: HostOp, timing: Timing | None, deps: Deps | None, kept_ids: Co
     node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
         fields[:len(NODE_FIELDS)])
     attrs = _comm_attrs(ctype, None, op, comm) if ctype is not None else []
+    channel = comm.channels.get(op.id)
+    if channel is not None:
+        # A transfer runs on the backend's worker thread, which Kineto
+        # records but the ET does not (it files the op under its caller's
+        # thread); transfers on different workers overlap.
+        attrs.append((COMM_CHANNEL, "int64_val", channel))
     attrs += [(name, member, value if plain is None else plain(value))
               for (name, member, _, plain), value in zip(CPU_ATTRS, fields[len(NODE_FIELDS):])
               if value is not None]

@@ -13,6 +13,7 @@ steady state of a run that profiled several), otherwise the whole trace.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -24,9 +25,11 @@ from pt2chakra.conversion.linker import (
     LinkedTrace,
     collect_cpu_syncs,
     collect_stream_waits,
+    is_launch,
     link_gpu_activities,
 )
 from pt2chakra.errors import InputError
+from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
     CpuEvent,
@@ -35,6 +38,7 @@ from pt2chakra.pytorch.records import (
     IOValues,
     KinetoTrace,
     ProcessGroup,
+    RuntimeEvent,
 )
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ PROFILER_STEP_PREFIX = "ProfilerStep#"
 # What a Kineto-only conversion records as its "host trace schema" and link method.
 KINETO_ONLY = "kineto-only"
 OUTSIDE_STEP = "outside the step window"
+INSIDE_TRANSFER = "inside a CPU transfer (gloo's own copies, part of its time)"
 # Kineto writes µs with a fractional part; an event that ends this close
 # after its caller (rounding of ts + dur) is still its callee.
 NESTING_SLACK_US = 0.01
@@ -56,16 +61,18 @@ class StepWindow(NamedTuple):
 
 
 def step_window(kineto: KinetoTrace) -> StepWindow:
-    """The last ``ProfilerStep#N``, else the span of every timed event."""
+    """The last ``ProfilerStep#N``, else the span of the CPU ops and GPU
+    work. Runtime calls outside every op do not widen it: the profiler's own
+    closing ``cudaDeviceSynchronize`` can come seconds after the last op."""
     steps = [ev for ev in kineto.cpu_events if ev.name.startswith(PROFILER_STEP_PREFIX)]
     if steps:
         last = max(steps, key=lambda ev: ev.ts)
         return StepWindow(last.ts, last.ts + last.dur, last.name)
-    spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.runtime_events,
-                                                   kineto.gpu_activities, kineto.python_events)
+    spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.gpu_activities,
+                                                   kineto.python_events)
              for ev in group]
     if not spans:
-        raise InputError(kineto.path, "no CPU op, runtime call or GPU activity: nothing to convert")
+        raise InputError(kineto.path, "no CPU op and no GPU activity: nothing to convert")
     return StepWindow(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
 
 
@@ -145,10 +152,38 @@ def process_groups(kineto: KinetoTrace) -> list[ProcessGroup]:
     return found
 
 
+def _cpu_transfers(events: Sequence[CpuEvent], callers: list[int],
+                   runtime: Sequence[RuntimeEvent]) -> list[bool]:
+    """Per event: does it run inside a backend op that launches no GPU work
+    (a gloo collective on its worker thread)? Such an op is one transfer
+    node; the copies its algorithm does are part of its time, not ops of
+    their own (the ET does not record them under it either)."""
+    launches: dict[int, list[float]] = {}
+    for rt in runtime:
+        if is_launch(rt.name):
+            launches.setdefault(rt.tid, []).append(rt.ts)
+    for times in launches.values():
+        times.sort()
+    inside = [False] * len(events)
+    for k, ev in enumerate(events):
+        p = callers[k]
+        if p >= 0 and (inside[p] or _is_cpu_transfer(events[p], launches)):
+            inside[k] = True
+    return inside
+
+
+def _is_cpu_transfer(ev: CpuEvent, launches: dict[int, list[float]]) -> bool:
+    if not is_backend_comm_op(ev.name):
+        return False
+    times = launches.get(ev.tid, [])
+    k = bisect.bisect_left(times, ev.ts)
+    return k == len(times) or times[k] > ev.ts + ev.dur
+
+
 class KinetoOnly(NamedTuple):
     linked: LinkedTrace
     window: StepWindow
-    outside_step: int  # Kineto CPU (and Python) events left out of the step
+    dropped: dict[str, int]  # Kineto CPU (and Python) events not made nodes, by reason
 
 
 def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
@@ -159,11 +194,18 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     if not inside:
         raise InputError(kineto.path, f"no CPU op in the step ({window.label}): nothing to convert")
     callers = _callers(inside)
-    ops = [_host_op(k + 1, callers[k] + 1, ev) for k, ev in enumerate(inside)]
-    host = HostTrace(path=kineto.path, schema=KINETO_ONLY, pid=inside[0].pid,
+    folded = _cpu_transfers(inside, callers, kineto.runtime_events)
+    new_id = [0] * len(inside)  # 0: folded into its transfer (ids start at 1)
+    ops = []
+    for k, ev in enumerate(inside):
+        if not folded[k]:
+            new_id[k] = len(ops) + 1
+            ops.append(_host_op(new_id[k], new_id[callers[k]] if callers[k] >= 0 else 0, ev))
+    kept = [ev for k, ev in enumerate(inside) if not folded[k]]
+    host = HostTrace(path=kineto.path, schema=KINETO_ONLY, pid=kept[0].pid,
                      start_ts=round(window.start), finish_ts=round(window.end), ops=ops,
                      process_groups=process_groups(kineto))
-    cpu_event = {op.id: ev for op, ev in zip(ops, inside)}
+    cpu_event = {op.id: ev for op, ev in zip(ops, kept)}
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, window.start, window.end)
     linked = LinkedTrace(
         host=host, kineto=kineto, method=KINETO_ONLY, ops=ops, cpu_event=cpu_event,
@@ -172,7 +214,8 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
         gpu_dropped=gpu_dropped, step_start=window.start, step_end=window.end)
     log.info("%s: Kineto only, step %s: %d CPU ops, %d GPU activities", kineto.path,
              window.label, len(ops), len(gpu_ops))
-    return KinetoOnly(linked, window, len(events) - len(inside))
+    dropped = {OUTSIDE_STEP: len(events) - len(inside), INSIDE_TRANSFER: len(inside) - len(ops)}
+    return KinetoOnly(linked, window, {k: v for k, v in dropped.items() if v})
 
 
 def kineto_event_counts(kineto: KinetoTrace, ignored: Counter[str]) -> dict[str, int]:
