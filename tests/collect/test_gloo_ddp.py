@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, run_cli
+
 from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from helpers import ROOT, TRACES, assert_one_line_failure, run_cli
+
 from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et
 from pt2chakra.conversion.api import convert
@@ -23,7 +23,7 @@ from pt2chakra.conversion.kineto_only import (
 )
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import CpuEvent, KinetoTrace
-from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 
 # The acceptance target of the issue: replay within 5 % of the measured step.

@@ -10,13 +10,13 @@ import gzip
 
 import msgspec
 import pytest
-
 from helpers import TRACES, assert_one_line_failure, run_cli
+
 from pt2chakra.conversion.api import convert
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_trace import load_host_trace
-from pt2chakra.pytorch.repair import close_truncated, hang_orphans_from_root
 from pt2chakra.pytorch.records import HostOp
+from pt2chakra.pytorch.repair import close_truncated, hang_orphans_from_root
 from pt2chakra.tools.validate import validate
 
 CUTS = (0.3, 0.5, 0.7, 0.9)

@@ -56,7 +56,7 @@ def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
     """Record one DDP step per rank over gloo; returns each rank's (host ET, Kineto)."""
     try:
         import torch.distributed as dist
-        import torch.multiprocessing as mp
+        from torch.multiprocessing.spawn import spawn
     except ImportError:
         raise InputError("collect", "needs torch: pip install 'pt2chakra[collect]'") from None
     if not dist.is_available() or not dist.is_gloo_available():
@@ -64,7 +64,7 @@ def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    mp.spawn(_rank_main, args=(cfg, str(out), name, port), nprocs=cfg.world_size, join=True)
+    spawn(_rank_main, args=(cfg, str(out), name, port), nprocs=cfg.world_size, join=True)
     return [rank_paths(out, name, r) for r in range(cfg.world_size)]
 
 
@@ -87,14 +87,14 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, port: int) ->
     dist.init_process_group("gloo", rank=rank, world_size=cfg.world_size,
                             timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     try:
-        step = _ddp_step(torch, cfg, rank)
+        step = _ddp_step(cfg, rank)
         record_training_step(step, out_dir, warmup=cfg.warmup, name=f"{name}.rank{rank}")
         dist.barrier()
     finally:
         dist.destroy_process_group()
 
 
-def _ddp_step(torch: object, cfg: DdpConfig, rank: int) -> Callable[[], None]:
+def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
     """A small MLP under DDP, one broadcast of a flag and one all_gather of
     the loss per step: the collectives a CPU training loop typically runs."""
     import torch as t

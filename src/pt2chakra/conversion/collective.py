@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.pytorch.names import strip_collective_prefix
+from pt2chakra.pytorch.names import C10D_P2P_PEER_INPUT, strip_collective_prefix
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they
@@ -155,6 +155,19 @@ def _count(value: Any) -> int:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return 0
+
+
+def p2p_peer(op: HostOp | None) -> int:
+    """The peer rank of a c10d send/receive op from its inputs (an int in the
+    ET, the text of one in Kineto's ``Concrete Inputs``); -1 when unknown."""
+    if op is None or op.name not in C10D_P2P_PEER_INPUT:
+        return -1
+    values = op.inputs.values
+    k = C10D_P2P_PEER_INPUT[op.name]
+    value = values[k] if len(values) > k else None
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    return value if type(value) is int and value >= 0 else -1
 
 
 def _is_gather(ctype: CollectiveType | str) -> bool:

@@ -498,6 +498,10 @@ def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launch
         seq = _legacy_seq(rpc)
         if seq is not None:
             attrs.append(("comm_seq", "int64_val", seq))
+    if info is None and ctype in (coll.SEND, coll.RECV) and launcher is not None:
+        peer = coll.p2p_peer(comm.ops_by_id.get(launcher.parent))
+        if peer >= 0:
+            attrs.append(("comm_dst" if ctype == coll.SEND else "comm_src", "int32_val", peer))
     return attrs
 
 

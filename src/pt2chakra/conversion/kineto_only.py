@@ -129,7 +129,7 @@ def _collective_attrs(info: CollectiveInfo | None) -> dict[str, Any]:
 
 
 def _host_op(op_id: int, parent: int, ev: CpuEvent) -> HostOp:
-    inputs = IOValues(b"", _json(ev.input_dims), _json(ev.input_types))
+    inputs = IOValues(_json(ev.concrete_inputs), _json(ev.input_dims), _json(ev.input_types))
     return HostOp(id=op_id, name=ev.name, parent=parent, tid=ev.tid,
                   rf_id=ev.record_function_id if ev.record_function_id >= 0 else None,
                   seq_id=ev.seq_num, fw_tid=max(ev.fwd_thread_id, 0), inputs=inputs,
@@ -165,8 +165,7 @@ def _cpu_transfers(events: Sequence[CpuEvent], callers: list[int],
     for times in launches.values():
         times.sort()
     inside = [False] * len(events)
-    for k, ev in enumerate(events):
-        p = callers[k]
+    for k, p in enumerate(callers):
         if p >= 0 and (inside[p] or _is_cpu_transfer(events[p], launches)):
             inside[k] = True
     return inside
@@ -196,7 +195,7 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     callers = _callers(inside)
     folded = _cpu_transfers(inside, callers, kineto.runtime_events)
     new_id = [0] * len(inside)  # 0: folded into its transfer (ids start at 1)
-    ops = []
+    ops: list[HostOp] = []
     for k, ev in enumerate(inside):
         if not folded[k]:
             new_id[k] = len(ops) + 1

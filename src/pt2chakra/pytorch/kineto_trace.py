@@ -108,6 +108,7 @@ class _Args(msgspec.Struct, gc=False):
     # record_shapes=True: per-argument shapes and dtypes (kept as decoded).
     input_dims: Any = _arg("Input Dims")
     input_type: Any = _arg("Input type")
+    concrete_inputs: Any = _arg("Concrete Inputs")  # scalar arguments, as text
     # Collective keys: value types vary across torch versions, so Any.
     collective_name: Any = _arg("Collective name")
     dtype: Any = None
@@ -317,6 +318,7 @@ def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
         None if a.collective_name is None else _collective(a, lists),
         a.input_dims,
         a.input_type,
+        a.concrete_inputs,
     )
 
 

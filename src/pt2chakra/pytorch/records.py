@@ -144,6 +144,7 @@ class CpuEvent(msgspec.Struct, gc=False):
     collective: CollectiveInfo | None = None
     input_dims: Any = None  # ``Input Dims`` (record_shapes=True), as recorded
     input_types: Any = None  # ``Input type``: one dtype name per argument
+    concrete_inputs: Any = None  # ``Concrete Inputs``: scalar arguments as text
 
 
 class RuntimeEvent(msgspec.Struct, gc=False):
