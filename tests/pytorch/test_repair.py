@@ -113,3 +113,10 @@ def test_orphans_hang_from_the_root() -> None:
     ops = [HostOp(1, "a", 0, 1), HostOp(2, "b", 1, 1), HostOp(3, "c", 9, 1)]
     assert hang_orphans_from_root(ops) == 1
     assert [op.parent for op in ops] == [0, 1, 0]
+
+
+def test_repair_needs_a_host_trace(tmp_path) -> None:
+    proc = run_cli("convert", "--device-trace", TRACES / "hta_kineto/cuda_event_sync.kineto.json.gz",
+                   "--repair", "-o", tmp_path / "x.et")
+    assert_one_line_failure(proc, "--repair", "--host-trace")
+    assert proc.returncode == 2 and not (tmp_path / "x.et").exists()
