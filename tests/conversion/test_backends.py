@@ -143,3 +143,15 @@ def test_peer_from_kineto_concrete_inputs_text() -> None:
     assert coll.p2p_peer(op) == 5
     assert coll.p2p_peer(_op(2, "c10d::send", 1, IOValues.of(["", ""]))) == -1
     assert coll.p2p_peer(_op(2, "aten::mm", 1)) == -1
+
+
+def test_process_group_from_kineto_when_the_et_has_none() -> None:
+    tensor = IOValues.of([_tensor(8)], [[8]], ["Tensor(float)"])
+    host = _host([_op(2, "gloo:broadcast", 1, tensor, rf=2)])
+    kineto = KinetoTrace("k.json", [_cpu("gloo:broadcast", 0, 10, 2)], [], [], [],
+                         world_size=2, distributed_info={"pg_config": [
+                             {"pg_name": "7", "pg_desc": "default_pg", "pg_size": 2,
+                              "ranks": [0, 1], "backend_config": "cpu:gloo"}]})
+    node = next(n for n in build_graph(link(host, kineto)).nodes() if n.name == "gloo:broadcast")
+    assert node.type == NodeType.COMM_COLL_NODE
+    assert attr_dict(node.attrs)["pg_name"] == "7" and attr_dict(node.attrs)["comm_size"] == 32

@@ -174,6 +174,10 @@ def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
 
 def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommContext:
     groups = linked.host.process_groups
+    if not groups and linked.kineto is not None:  # a host ET before process-group records
+        from pt2chakra.conversion.kineto_only import process_groups
+
+        groups = process_groups(linked.kineto)
     world = linked.kineto.world_size if linked.kineto is not None else 0
     only = groups[0] if len(groups) == 1 else None
     size = (only.group_size or len(only.ranks)) if only is not None else 0
