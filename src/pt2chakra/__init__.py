@@ -4,6 +4,7 @@ The facade: one call per job, each a typed result::
 
     import pt2chakra
     report = pt2chakra.convert("rank0.host_et.json.gz", "rank0.kineto.json.gz", "rank0.et")
+    report = pt2chakra.convert(None, "rank0.kineto.json.gz", "rank0.et")  # Kineto alone
     metadata, nodes = pt2chakra.read("rank0.et")        # any .et, ours or another tool's
     pt2chakra.write("copy.et", metadata, nodes)
     linked = pt2chakra.link("rank0.host_et.json.gz", "rank0.kineto.json.gz")

@@ -206,6 +206,7 @@ def test_cpu_fields_follow_the_attribute_table():
     from pt2chakra.chakra.encode import NODE_FIELDS, encode_node
     from pt2chakra.conversion.graph_builder import (
         CPU_ATTRS,
+        CommContext,
         _cpu_fields,
         _cpu_node,
         cpu_node_writer,
@@ -215,7 +216,7 @@ def test_cpu_fields_follow_the_attribute_table():
     timing, deps = (10.4, 5.6, 4.5), [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
     fields = _cpu_fields(host_op, timing, deps, {1}, NodeType.COMP_NODE, True)
     assert len(fields) == len(NODE_FIELDS) + len(CPU_ATTRS)
-    node = _cpu_node(host_op, timing, deps, {1}, False, {})
+    node = _cpu_node(host_op, timing, deps, {1}, CommContext({}, frozenset(), "", 0))
     assert [name for name, _, _ in node.attrs] == [attr.name for attr in CPU_ATTRS]
     assert node.attrs[-1] == (DEP_KINDS_ATTR, "string_list", ["thread_order", "caller"])
     assert cpu_node_writer().encode(fields) == encode_node(node)

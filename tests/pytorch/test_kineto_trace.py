@@ -238,7 +238,9 @@ def test_string_pids_and_ignored_events(tmp_path: Path) -> None:
         ("ProfilerStep#1", "user_annotation", 10, 11), ("aten::add", "cpu_op", 123, 456),
     ]  # fmt: skip
     assert t.cpu_events[0].dur == 100.25
-    assert ignored == Counter({"Trace": 1, "ph=M": 1, "ph=i": 1, "python_function": 1, "gpu_user_annotation": 1, "cpu_op:ph=B": 1})
+    assert ignored == Counter({"Trace": 1, "ph=M": 1, "ph=i": 1, "gpu_user_annotation": 1, "cpu_op:ph=B": 1})
+    # Python frames are kept apart: only Kineto-only conversion nests them with the ops.
+    assert [(p.name, p.cat) for p in t.python_events] == [("nn.Module: Linear", "python_function")]
     assert (t.rank, t.world_size, t.distributed_info) == (-1, 0, {})
 
 

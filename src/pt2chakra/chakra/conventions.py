@@ -57,6 +57,12 @@ COMM_NODE_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.CO
 CPU_LANE, STREAM_LANE, COMM_LANE, DEVICE_LANE = "cpu", "stream", "comm", "device"
 
 
+# A communication node's channel within its process group: a CPU backend
+# (gloo) runs a group's transfers on several worker threads at once, each
+# one in order; the converter names the worker thread here.
+COMM_CHANNEL = "comm_channel"
+
+
 class Lane(NamedTuple):
     """Where a node runs within its rank; a replay runs one node at a time
     per lane, and a communication node holds its lane while it waits for its
@@ -78,6 +84,9 @@ def lane_of(node_type: int, attrs: Mapping[str, Any]) -> Lane:
         return Lane(STREAM_LANE, ("gpu", device, stream), f"stream {stream}")
     if node_type in COMM_NODE_TYPES:
         pg = str(attrs.get("pg_name", ""))
+        channel = attrs.get(COMM_CHANNEL)
+        if channel is not None:  # transfers of one group that run side by side
+            return Lane(COMM_LANE, ("comm", pg, channel), f"comm {pg} channel {channel}")
         return Lane(COMM_LANE, ("comm", pg), f"comm {pg}".strip())
     return Lane(DEVICE_LANE, ("device",), "device")
 

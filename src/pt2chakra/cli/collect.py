@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pt2chakra.collect.distributed import DEFAULT_WORLD_SIZE, DdpConfig
 from pt2chakra.collect.record import DEFAULT_NAME, DEFAULT_WARMUP
 from pt2chakra.collect.sample_model import (
     DEFAULT_BATCH,
@@ -19,16 +20,35 @@ from pt2chakra.errors import InputError
 def _cmd_collect(args: argparse.Namespace) -> int:
     from pt2chakra.collect import collect_sample
 
+    if args.ddp:
+        return _collect_ddp(args)
     try:
         host, kineto = collect_sample(
             args.out_dir, layers=args.layers, d_model=args.d_model, heads=args.heads,
-            seq_len=args.seq_len, batch=args.batch, warmup=args.steps_warmup,
+            seq_len=args.seq_len, batch=args.batch,
+            warmup=DEFAULT_WARMUP if args.steps_warmup is None else args.steps_warmup,
             device=args.device, name=args.name)
     except ValueError as exc:  # a model size the tiny GPT cannot take
         raise InputError("collect", str(exc)) from None
     if not args.quiet:
         print(host)
         print(kineto)
+    return 0
+
+
+def _collect_ddp(args: argparse.Namespace) -> int:
+    from pt2chakra.collect.distributed import collect_gloo_ddp
+
+    try:
+        cfg = DdpConfig(world_size=args.world_size, warmup=DdpConfig.warmup
+                        if args.steps_warmup is None else args.steps_warmup)
+    except ValueError as exc:
+        raise InputError("collect --ddp", str(exc)) from None
+    pairs = collect_gloo_ddp(args.out_dir, cfg, name=args.name)
+    if not args.quiet:
+        for host, kineto in pairs:
+            print(host)
+            print(kineto)
     return 0
 
 
@@ -44,7 +64,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--heads", type=int, default=DEFAULT_HEADS)
     p.add_argument("--seq-len", type=int, default=DEFAULT_SEQ_LEN)
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH)
-    p.add_argument("--steps-warmup", type=int, default=DEFAULT_WARMUP, help="untraced steps first")
+    p.add_argument("--steps-warmup", type=int, default=None,
+                   help=f"untraced steps first (default {DEFAULT_WARMUP}; with --ddp "
+                        f"{DdpConfig.warmup}, as DDP rebuilds its buckets on step 2)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--name", default=DEFAULT_NAME, help="file name prefix")
+    p.add_argument("--ddp", choices=("gloo",),
+                   help="record a small MLP under DistributedDataParallel instead, one process "
+                        "per rank on localhost over this backend (CPU): NAME.rankN.* per rank")
+    p.add_argument("--world-size", type=int, default=DEFAULT_WORLD_SIZE,
+                   help="with --ddp: number of ranks (processes)")
     p.set_defaults(func=_cmd_collect)

@@ -9,6 +9,8 @@ from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
   pt2chakra convert --host-trace host_et.json -o host_only.et --report report.json
+  pt2chakra convert --device-trace kineto.json.gz -o kineto_only.et   (no host ET)
+  pt2chakra convert --host-trace cut_host_et.json --repair -o recovered.et
 """
 
 EPILOG_LINK = """examples:
@@ -16,19 +18,26 @@ EPILOG_LINK = """examples:
 """
 
 
-def _add_trace_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host-trace", required=True, metavar="H",
-                   help="PyTorch host execution trace (.json or .json.gz)")
+def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> None:
+    p.add_argument("--host-trace", required=host_required, metavar="H",
+                   help="PyTorch host execution trace (.json or .json.gz)"
+                   + ("" if host_required else "; omit to convert the Kineto trace alone"))
     p.add_argument("--device-trace", metavar="K",
                    help="Kineto trace of the same step (.json or .json.gz); omit for host-only")
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
     from pt2chakra.conversion.api import convert
+    from pt2chakra.errors import InputError
 
+    if args.host_trace is None and args.device_trace is None:
+        raise InputError("convert", "give --host-trace, --device-trace, or both")
+    if args.repair and args.host_trace is None:
+        raise InputError("--repair", "repairs a host trace: give --host-trace")
     report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
                      break_cycles_=args.break_cycles, progress=args.progress,
-                     profile=args.profile, cpu=args.cpu, report_path=args.report)
+                     profile=args.profile, cpu=args.cpu, report_path=args.report,
+                     repair=args.repair)
     if not args.quiet:
         print(report.summary())
     if args.simulate and args.profile is None:
@@ -53,8 +62,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("convert", parents=[common], epilog=EPILOG_CONVERT,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        help="link and convert to a Chakra .et",
-                       description="Link a host trace with its Kineto trace and write Chakra.")
-    _add_trace_args(p)
+                       description="Link a host trace with its Kineto trace and write Chakra "
+                       "(or convert either one alone).")
+    _add_trace_args(p, host_required=False)
+    p.add_argument("--repair", action="store_true",
+                   help="read a host trace cut off mid-array up to its last complete op")
     p.add_argument("-o", "--output", required=True, help="output .et (.et.gz to compress)")
     p.add_argument("--rank", type=int, help="rank to record (default: from the Kineto trace)")
     p.add_argument("--report", metavar="R.json", help="write the accounting report as JSON")

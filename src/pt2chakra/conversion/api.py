@@ -30,10 +30,11 @@ from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 log = logging.getLogger(__name__)
 
 
-class ConversionReport(msgspec.Struct):
-    """What ``convert`` did, op by op accounted for."""
+class ConversionReport(msgspec.Struct, omit_defaults=True):
+    """What ``convert`` did, op by op accounted for. In a Kineto-only
+    conversion (``host_trace`` None) the "host ops" are Kineto's CPU events."""
 
-    host_trace: str
+    host_trace: str | None
     device_trace: str | None
     output: str
     link_method: str
@@ -49,6 +50,11 @@ class ConversionReport(msgspec.Struct):
     edges_by_kind: dict[str, int]
     cycles_broken: list[str]
     seconds: float
+    # Kineto-only: the step converted, and every event of the file by kind.
+    step: str = ""
+    kineto_events: dict[str, int] = {}
+    # --repair: what was recovered from a truncated host ET.
+    repair: dict[str, int] = {}
 
     def accounted(self) -> bool:
         """Every input op is kept or dropped with a reason."""
@@ -65,6 +71,11 @@ class ConversionReport(msgspec.Struct):
             f" {self.host_ops_kept} kept"
             + "".join(f"; {v} dropped: {k}" for k, v in self.host_ops_dropped.items()),
         ]
+        if self.step:
+            lines.append(f"  step: {self.step}; Kineto events: "
+                         + ", ".join(f"{k} {v}" for k, v in self.kineto_events.items()))
+        if self.repair:
+            lines.append("  repair: " + ", ".join(f"{k} {v}" for k, v in self.repair.items()))
         if self.device_trace is not None:
             lines.append(
                 f"  GPU activities: {self.gpu_activities_in} in, {self.gpu_activities_kept} kept"
@@ -81,11 +92,11 @@ class CycleError(InputError):
 
 
 def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
-                stages: Stages | None = None) -> LinkedTrace:
+                stages: Stages | None = None, repair: bool = False) -> LinkedTrace:
     """Load both traces and link them (host only when ``device_trace`` is None)."""
     stages = stages or Stages(0, enabled=False)
     with gc_paused():
-        host = load_host_trace(str(host_trace))
+        host = load_host_trace(str(host_trace), repair=repair)
         stages.step("host trace loaded")
         kineto = None
         if device_trace is not None:
@@ -96,11 +107,12 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
         return linked
 
 
-def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
             break_cycles_: bool = False, progress: bool | None = None,
             profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
-            report_path: str | os.PathLike[str] | None = None) -> ConversionReport:
+            report_path: str | os.PathLike[str] | None = None,
+            repair: bool = False) -> ConversionReport:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
@@ -111,13 +123,24 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
     loses it. Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles_``); no output file is left behind then. ``report_path``:
-    also write the report there as JSON (checked before the work starts)."""
+    also write the report there as JSON (checked before the work starts).
+
+    ``host_trace=None`` converts the Kineto trace alone (see ``kineto_only``);
+    ``repair=True`` reads a host ET cut off mid-array (see ``repair``)."""
+    if host_trace is None and device_trace is None:
+        raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
     _check_outputs(host_trace, device_trace, output, report_path)
     t0 = time.perf_counter()
-    stages = Stages(5 if device_trace is not None else 4, progress)
+    stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
+    extra: dict[str, Any] = {}
     with gc_paused():
-        linked = link_traces(host_trace, device_trace, stages)
+        if host_trace is None:
+            assert device_trace is not None
+            linked, extra = _kineto_only(device_trace, stages)
+        else:
+            linked = link_traces(host_trace, device_trace, stages, repair=repair)
         graph = build_graph(linked, rank=rank)
+        _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
         if profile == "astra-sim":
@@ -132,8 +155,12 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
         else:
             raise ValueError(f"unknown output profile {profile!r}")
         stages.step(f"wrote {output}")
-    report = _report(graph, str(host_trace), device_trace, str(output), broken,
-                     time.perf_counter() - t0)
+    report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
+                     str(output), broken, time.perf_counter() - t0)
+    report.step = extra.get("step", "")
+    report.kineto_events = extra.get("kineto_events", {})
+    if linked.host.repair is not None:
+        report.repair = msgspec.structs.asdict(linked.host.repair)
     if not report.accounted():
         raise AssertionError(f"accounting mismatch: {report}")
     if report_path is not None:
@@ -141,7 +168,29 @@ def convert(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[
     return report
 
 
-def _check_outputs(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
+def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages,
+                 ) -> tuple[LinkedTrace, dict[str, Any]]:
+    """Link a Kineto trace alone; the extras the report needs beside it."""
+    from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
+
+    ignored: Counter[str] = Counter()
+    kineto = load_kineto_trace(str(device_trace), ignored)
+    stages.step("device trace loaded")
+    found = link_kineto_only(kineto)
+    stages.step("linked")
+    return found.linked, {"step": found.window.label, "dropped": found.dropped,
+                          "kineto_events": kineto_event_counts(kineto, ignored)}
+
+
+def _account_outside(graph: ChakraGraph, extra: dict[str, Any]) -> None:
+    """Kineto-only: CPU events not made nodes count as input, dropped."""
+    for reason, count in extra.get("dropped", {}).items():
+        graph.host_ops_in += count
+        graph.host_ops_dropped[reason] = count
+
+
+def _check_outputs(host_trace: str | os.PathLike[str] | None,
+                   device_trace: str | os.PathLike[str] | None,
                    output: str | os.PathLike[str],
                    report_path: str | os.PathLike[str] | None) -> None:
     """Refuse, before any work, outputs that would replace an input or land
@@ -168,7 +217,7 @@ def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
     return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles_in(ids, graph.deps)]
 
 
-def _report(graph: ChakraGraph, host_trace: str, device_trace: object, output: str,
+def _report(graph: ChakraGraph, host_trace: str | None, device_trace: object, output: str,
             broken: list[str], seconds: float) -> ConversionReport:
     by_kind = Counter([k for srcs in graph.deps.values() for _, k in srcs])
     return ConversionReport(

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.pytorch.names import strip_collective_prefix
+from pt2chakra.pytorch.names import C10D_P2P_PEER_INPUT, strip_collective_prefix
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they
@@ -157,25 +157,79 @@ def _count(value: Any) -> int:
     return 0
 
 
-def comm_size_from_host_op(ctype: CollectiveType | str, op: HostOp) -> int:
+def p2p_peer(op: HostOp | None) -> int:
+    """The peer rank of a c10d send/receive op from its inputs (an int in the
+    ET, the text of one in Kineto's ``Concrete Inputs``); -1 when unknown."""
+    if op is None or op.name not in C10D_P2P_PEER_INPUT:
+        return -1
+    values = op.inputs.values
+    k = C10D_P2P_PEER_INPUT[op.name]
+    value = values[k] if len(values) > k else None
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    return value if type(value) is int and value >= 0 else -1
+
+
+def _is_gather(ctype: CollectiveType | str) -> bool:
+    return ctype == CollectiveType.ALL_GATHER or ctype == CollectiveType.GATHER
+
+
+def comm_size_from_host_op(ctype: CollectiveType | str, op: HostOp, group_size: int = 0) -> int:
     """Payload in bytes from a host op's ET attributes or tensors, used when
-    Kineto carries no collective metadata (traces before torch 2.3)."""
+    Kineto carries no collective metadata (traces before torch 2.3).
+
+    The tensors are the ET's values (numel x itemsize) or, where only shapes
+    were recorded (Kineto ``Input Dims``), shapes x dtype. An all-gather
+    known only by its input (a backend op such as ``gloo:all_gather`` records
+    its own shard) moves ``group_size`` shards."""
     attrs = op.attrs
     if "in_msg_nelems" in attrs and "dtype" in attrs:
         info = CollectiveInfo(
             dtype=str(attrs.get("dtype", "")),
             in_msg_nelems=_count(attrs.get("in_msg_nelems")),
             out_msg_nelems=_count(attrs.get("out_msg_nelems")),
-            group_size=_count(attrs.get("pg_size")),
+            group_size=_count(attrs.get("pg_size")) or group_size,
         )
         size = comm_size_from_info(ctype, info)
         if size:
             return size
-    if ctype == CollectiveType.ALL_GATHER or ctype == CollectiveType.GATHER:
+    if _is_gather(ctype):
         size = _first_tensor_bytes(op.outputs.values, op.outputs.types)
         if size:
             return size
     size = _first_tensor_bytes(op.inputs.values, op.inputs.types)
-    if size:
-        return size
-    return _first_tensor_bytes(op.outputs.values, op.outputs.types)
+    if not size:
+        size = _first_tensor_bytes(op.outputs.values, op.outputs.types)
+        if size:
+            return size
+        size = shapes_bytes(op.inputs.shapes, op.inputs.types)
+    if size and _is_gather(ctype) and not op.outputs.values_json.strip(b"[] ") and group_size > 1:
+        return size * group_size
+    return size
+
+
+def shapes_bytes(shapes: list[Any], types: list[str]) -> int:
+    """Bytes of the first tensor argument from its shape and dtype name
+    (Kineto ``Input Dims`` / ``Input type``, or the ET's shapes and types);
+    0 when no argument has both."""
+    for shape, dtype in zip(shapes, types):
+        if not isinstance(dtype, str):
+            continue
+        elem = dtype_size(dtype)
+        numel = _numel(shape)
+        if elem and numel:
+            return elem * numel
+    return 0
+
+
+def _numel(shape: Any) -> int:
+    """Elements of a shape ``[d0, d1, ...]``, or the sum over a list of
+    shapes (a TensorList); 0 for anything else or a scalar's ``[]``."""
+    if not isinstance(shape, list) or not shape:
+        return 0
+    if all(type(d) is int and d >= 0 for d in shape):
+        numel = 1
+        for d in shape:
+            numel *= d
+        return numel
+    return sum(_numel(s) for s in shape if isinstance(s, list))

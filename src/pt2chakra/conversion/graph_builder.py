@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Container, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
 
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
+from pt2chakra.chakra.conventions import CHAKRA_VERSION, COMM_CHANNEL
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     NODE_FIELDS,
@@ -39,7 +39,7 @@ from pt2chakra.conversion.deps import (
     thread_order_edges,
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace
-from pt2chakra.pytorch.names import COMM_BACKEND_PREFIXES, PROCESS_GROUP_INIT, RECORD_PARAM_COMMS
+from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
 
 # A linked host op's (start, inclusive duration, exclusive duration), in us.
@@ -58,7 +58,8 @@ class ChakraGraph:
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
                  timing: dict[int, Timing], gpu_nodes: list[ChakraNode],
                  deps: dict[int, Deps],
-                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp]) -> None:
+                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
+                 comm: CommContext | None = None) -> None:
         self.metadata = metadata
         self.deps = deps
         self.link_method = linked.method
@@ -72,7 +73,7 @@ class ChakraGraph:
         self._cpu_ops = cpu_ops
         self._timing = timing
         self._gpu_nodes = gpu_nodes
-        self._host_only = linked.kineto is None
+        self._comm = comm or CommContext(ops_by_id, frozenset(), "", 0)
         self._ops_by_id = ops_by_id
         self._kept_ids = {op.id for op in cpu_ops}
 
@@ -88,18 +89,17 @@ class ChakraGraph:
         """CPU nodes in id order, then GPU nodes in start order."""
         kept = self._kept_ids
         for op in self._cpu_ops:
-            yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept,
-                            self._host_only, self._ops_by_id)
+            yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept, self._comm)
         yield from self._gpu_nodes_with_deps()
 
     def node_type_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
         plain = 0
         for op in self._cpu_ops:
-            if _is_plain_cpu_op(op.name, self._host_only):
+            if _is_plain_cpu_op(op, self._comm.transfers):
                 plain += 1
             else:
-                counts[_cpu_node_type(op, self._host_only)[0].name] += 1
+                counts[_cpu_node_type(op, self._comm.transfers)[0].name] += 1
         counts[NodeType.COMP_NODE.name] += plain
         counts.update(NodeType(n.type).name for n in self._gpu_nodes)
         return {k: v for k, v in counts.items() if v}
@@ -110,16 +110,15 @@ class ChakraGraph:
         to a ``NodeWriter`` (byte-identical, tested); the rest take
         ``encode_node``."""
         encode_cpu = cpu_node_writer().encode
-        timing, deps, kept, host_only = self._timing, self.deps, self._kept_ids, self._host_only
+        timing, deps, kept, comm = self._timing, self.deps, self._kept_ids, self._comm
         comp = NodeType.COMP_NODE
         for op in self._cpu_ops:
             op_id = op.id
-            if _is_plain_cpu_op(op.name, host_only):
+            if _is_plain_cpu_op(op, comm.transfers):
                 yield encode_cpu(_cpu_fields(op, timing.get(op_id), deps.get(op_id), kept,
                                              comp, True))
             else:
-                yield encode_node(_cpu_node(op, timing.get(op_id), deps.get(op_id), kept,
-                                            host_only, self._ops_by_id))
+                yield encode_node(_cpu_node(op, timing.get(op_id), deps.get(op_id), kept, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
 
@@ -135,10 +134,57 @@ class ChakraGraph:
                 yield node
 
 
-def _is_plain_cpu_op(name: str, host_only: bool) -> bool:
+def _is_plain_cpu_op(op: HostOp, transfers: frozenset[int]) -> bool:
     """A host op that is surely a CPU COMP_NODE; the others may become
     metadata or communication nodes (see ``_cpu_node_type``)."""
-    return name != PROCESS_GROUP_INIT and not (host_only and name.startswith(COMM_BACKEND_PREFIXES))
+    return op.name != PROCESS_GROUP_INIT and op.id not in transfers
+
+
+class CommContext(NamedTuple):
+    """What a communication node's attributes need beyond its own op."""
+
+    ops_by_id: dict[int, HostOp]
+    # Backend ops (``gloo:all_reduce``...) that are the transfer themselves.
+    transfers: frozenset[int]
+    # The process group of a collective that names none: the trace's only one.
+    default_pg: str
+    # Ranks in that group (sizes an all-gather known only by its input).
+    group_size: int
+    # Transfer op id -> the worker thread Kineto saw it run on (its channel).
+    channels: dict[int, int] = {}
+
+
+def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
+                 ops_by_id: dict[int, HostOp], host_only: bool) -> frozenset[int]:
+    """Backend communication ops that stand for the transfer itself: in a
+    host-only trace every one (the only record of it); with a Kineto trace,
+    those that launched no GPU work (gloo, MPI, or UCC on CPU tensors), since
+    otherwise the NCCL kernel they launched is the transfer."""
+    backend = [op.id for op in ops if is_backend_comm_op(op.name)]
+    if host_only or not backend:
+        return frozenset(backend)
+    launching: set[int] = set()
+    for g in gpu_ops:  # the launcher and every caller above it launched GPU work
+        cur, hops = g.host_op_id, 0
+        while cur in ops_by_id and cur not in launching and hops < MAX_UNLINKED_CALLERS:
+            launching.add(cur)
+            cur, hops = ops_by_id[cur].parent, hops + 1
+    return frozenset(i for i in backend if i not in launching)
+
+
+def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommContext:
+    groups = linked.host.process_groups
+    if not groups and linked.kineto is not None:  # a host ET before process-group records
+        from pt2chakra.conversion.kineto_only import process_groups
+
+        groups = process_groups(linked.kineto)
+    world = linked.kineto.world_size if linked.kineto is not None else 0
+    only = groups[0] if len(groups) == 1 else None
+    size = (only.group_size or len(only.ranks)) if only is not None else 0
+    transfers = transfer_ops(linked.ops, linked.gpu_ops, ops_by_id, linked.kineto is None)
+    channels = {i: ev.tid for i in transfers if (ev := linked.cpu_event.get(i)) is not None}
+    return CommContext(ops_by_id, transfers, only.pg_name if only is not None else "",
+                       size or world, channels)
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
@@ -151,14 +197,16 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
 
     timing = _cpu_timing(kept_ops, linked, ops_by_id)
+    comm = comm_context(linked, ops_by_id)
     cpu_spans = []
     for op in kept_ops:
         t = timing.get(op.id)
-        cpu_spans.append(CpuSpan(op.id, op.parent, op.tid, t[0], t[0] + t[1]) if t is not None
+        cpu_spans.append(CpuSpan(op.id, op.parent, comm.channels.get(op.id, op.tid),
+                                 t[0], t[0] + t[1]) if t is not None
                          else CpuSpan(op.id, op.parent, op.tid))
 
     next_id = max((op.id for op in host.ops), default=0) + 1
-    gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, ops_by_id)
+    gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
 
     edges: list[Edge] = []
     edges += thread_order_edges(cpu_spans)
@@ -174,7 +222,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                                 _cpu_starts_by_kineto_tid(linked))
     deps = merge_edges(edges)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
-                       dict(dropped_host), ops_by_id)
+                       dict(dropped_host), ops_by_id, comm)
 
 
 def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
@@ -259,12 +307,13 @@ def _io(io: IOValues) -> tuple[str, str, str]:
     return io.values_json.decode(), io.shapes_json.decode(), io.types_json.decode()
 
 
-def _cpu_node_type(op: HostOp, host_only: bool) -> tuple[NodeType, CollectiveType | str | None]:
+def _cpu_node_type(op: HostOp, transfers: frozenset[int],
+                   ) -> tuple[NodeType, CollectiveType | str | None]:
     """Node type of a host op, and its collective when it stands for one
-    (host-only traces: the ``nccl:*`` op is the only record of the transfer)."""
+    (a backend op that is its own transfer, see ``transfer_ops``)."""
     if op.name == PROCESS_GROUP_INIT:
         return NodeType.METADATA_NODE, None
-    if host_only and op.name.startswith(COMM_BACKEND_PREFIXES):
+    if op.id in transfers:
         ctype = coll.collective_from_name(op.name)
         if ctype is not None and ctype != "sendrecv":
             return coll.node_type_for(ctype), ctype
@@ -317,14 +366,20 @@ def cpu_node_writer() -> NodeWriter:
 
 
 def _cpu_node(op: HostOp, timing: Timing | None, deps: Deps | None, kept_ids: Container[int],
-              host_only: bool, ops_by_id: dict[int, HostOp]) -> ChakraNode:
+              comm: CommContext) -> ChakraNode:
     """The generic path: ``_cpu_fields`` as a ChakraNode, with the collective
     attributes first when the op stands for one."""
-    node_type, ctype = _cpu_node_type(op, host_only)
+    node_type, ctype = _cpu_node_type(op, comm.transfers)
     fields = _cpu_fields(op, timing, deps, kept_ids, node_type, ctype is None)
     node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
         fields[:len(NODE_FIELDS)])
-    attrs = _comm_attrs(ctype, None, op, ops_by_id) if ctype is not None else []
+    attrs = _comm_attrs(ctype, None, op, comm) if ctype is not None else []
+    channel = comm.channels.get(op.id)
+    if channel is not None:
+        # A transfer runs on the backend's worker thread, which Kineto
+        # records but the ET does not (it files the op under its caller's
+        # thread); transfers on different workers overlap.
+        attrs.append((COMM_CHANNEL, "int64_val", channel))
     attrs += [(name, member, value if plain is None else plain(value))
               for (name, member, _, plain), value in zip(CPU_ATTRS, fields[len(NODE_FIELDS):])
               if value is not None]
@@ -340,8 +395,9 @@ def _cpu_node(op: HostOp, timing: Timing | None, deps: Deps | None, kept_ids: Co
 # --------------------------------------------------------------------------
 
 
-def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, ops_by_id: dict[int, HostOp],
+def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, comm: CommContext,
                ) -> tuple[list[ChakraNode], list[GpuSpan]]:
+    ops_by_id = comm.ops_by_id
     nodes: list[ChakraNode] = []
     spans: list[GpuSpan] = []
     for offset, g in enumerate(gpu_ops):
@@ -359,7 +415,7 @@ def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, ops_by_id: dict[
         ctype = _gpu_collective(act.name, act.collective, launcher, ops_by_id)
         if ctype is not None:
             node_type = coll.node_type_for(ctype)
-            attrs += _comm_attrs(ctype, act.collective, launcher, ops_by_id)
+            attrs += _comm_attrs(ctype, act.collective, launcher, comm)
         if act.bytes:
             attrs.append(("bytes", "int64_val", act.bytes))
         nodes.append(ChakraNode(id=node_id, name=act.name, type=node_type,
@@ -421,18 +477,18 @@ def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp |
 
 
 def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launcher: HostOp | None,
-                ops_by_id: dict[int, HostOp]) -> list[Attr]:
-    nccl_op, rpc = _comm_op(launcher, ops_by_id)
+                comm: CommContext) -> list[Attr]:
+    nccl_op, rpc = _comm_op(launcher, comm.ops_by_id)
     size = coll.comm_size_from_info(ctype, info) if info is not None else 0
     for op in (rpc, nccl_op):
         if not size and op is not None:
-            size = coll.comm_size_from_host_op(ctype, op)
+            size = coll.comm_size_from_host_op(ctype, op, comm.group_size)
     attrs: list[Attr] = []
     if isinstance(ctype, CollectiveType):
         attrs.append(("comm_type", "int64_val", int(ctype)))
     attrs.append(("comm_size", "int64_val", size))
     pg_name = (info.pg_name if info is not None else "") or str(
-        (rpc.attrs.get("pg_name") if rpc is not None else "") or "")
+        (rpc.attrs.get("pg_name") if rpc is not None else "") or "") or comm.default_pg
     if pg_name:
         attrs.append(("pg_name", "string_val", pg_name))
     if info is not None:
@@ -446,6 +502,10 @@ def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launch
         seq = _legacy_seq(rpc)
         if seq is not None:
             attrs.append(("comm_seq", "int64_val", seq))
+    if info is None and ctype in (coll.SEND, coll.RECV) and launcher is not None:
+        peer = coll.p2p_peer(comm.ops_by_id.get(launcher.parent))
+        if peer >= 0:
+            attrs.append(("comm_dst" if ctype == coll.SEND else "comm_src", "int32_val", peer))
     return attrs
 
 

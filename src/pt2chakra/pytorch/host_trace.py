@@ -301,10 +301,44 @@ _SCHEMA_PEEK = re.compile(rb'"schema"\s*:\s*"([^"\\]{0,64})"')
 SCHEMA_PEEK_BYTES = 4096
 
 
-def load_host_trace(path: str | PathLike[str]) -> HostTrace:
-    """Read a host ET JSON (plain or gzip) and return it normalised."""
+def load_host_trace(path: str | PathLike[str], repair: bool = False) -> HostTrace:
+    """Read a host ET JSON (plain or gzip) and return it normalised.
+
+    A file cut off mid-array is refused with a hint, or, with ``repair``,
+    read up to its last complete node (see ``pt2chakra.pytorch.repair``)."""
     where = str(path)
-    data = read_json_bytes(path)
+    if repair:
+        return _load_repaired(where)
+    try:
+        return _load_bytes(where, read_json_bytes(path))
+    except InputError as e:
+        if not e.problem.startswith("truncated"):
+            raise
+        from pt2chakra.pytorch.repair import REPAIR_HINT
+
+        raise InputError(where, f"{e.problem}; {REPAIR_HINT}") from None
+
+
+def _load_repaired(where: str) -> HostTrace:
+    from pt2chakra.pytorch import repair
+
+    data = repair.read_partial(where)
+    try:
+        return _load_bytes(where, data)
+    except InputError as e:
+        if not e.problem.startswith("truncated"):
+            raise
+    whole, tail = repair.close_truncated(where, data)
+    del data
+    trace = _load_bytes(where, whole)
+    orphans = repair.hang_orphans_from_root(trace.ops)
+    trace.repair = repair.repair_info(trace.ops, tail, orphans)
+    log.warning("%s: truncated; recovered %d complete ops, lost the %d-byte tail, hung %d "
+                "orphaned ops from the root", where, len(trace.ops), tail, orphans)
+    return trace
+
+
+def _load_bytes(where: str, data: bytes) -> HostTrace:
     head = _SCHEMA_PEEK.search(data, 0, SCHEMA_PEEK_BYTES)
     with gc_paused():
         if head is not None and data.lstrip()[:1] == b"{":

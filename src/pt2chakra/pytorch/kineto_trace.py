@@ -44,6 +44,7 @@ class Kind(enum.IntEnum):
     GPU = 3
     SYNC = 4
     FLOW = 5
+    PYTHON = 6
 
 
 # Lower-cased ``cat`` -> (kind, canonical category). Aliases cover older
@@ -68,6 +69,9 @@ CATEGORY_KINDS: dict[str, tuple[Kind, str]] = {
     "memset": (Kind.GPU, "gpu_memset"),
     "cuda_sync": (Kind.SYNC, "cuda_sync"),
     "ac2g": (Kind.FLOW, "ac2g"),
+    # Python stack frames (with_stack=True): kept apart from the CPU ops, as
+    # linking to a host ET pairs operators only; Kineto-only conversion nests them.
+    "python_function": (Kind.PYTHON, "python_function"),
 }
 # Chrome "complete" events: the only phase that carries a duration.
 COMPLETE = "X"
@@ -101,6 +105,10 @@ class _Args(msgspec.Struct, gc=False):
     bytes: Int64 | None = None
     seq_num: int | None = _arg("Sequence number")
     fwd_thread_id: int | None = _arg("Fwd thread id")
+    # record_shapes=True: per-argument shapes and dtypes (kept as decoded).
+    input_dims: Any = _arg("Input Dims")
+    input_type: Any = _arg("Input type")
+    concrete_inputs: Any = _arg("Concrete Inputs")  # scalar arguments, as text
     # Collective keys: value types vary across torch versions, so Any.
     collective_name: Any = _arg("Collective name")
     dtype: Any = None
@@ -245,6 +253,7 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     runtime: list[RuntimeEvent] = []
     gpu: list[GpuActivity] = []
     sync: list[SyncEvent] = []
+    python: list[CpuEvent] = []
     flows: dict[int, tuple[float, int]] = {}
     lists = _ListParser()
     kinds = CATEGORY_KINDS
@@ -264,7 +273,7 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
         if kind is Kind.FLOW:
             if e.ph == FLOW_START:
                 flows[_to_int(e.id)] = (ts, _int_id(e.tid))
-            elif e.ph != FLOW_END:
+            else:  # an end is found again through its GPU activity's correlation
                 ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
         if e.ph != COMPLETE or dur is None:  # (a complete event has a dur by now)
@@ -273,6 +282,8 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
         a = e.args or _NO_ARGS
         if kind is Kind.CPU:
             cpu.append(_cpu_event(e, ts, dur, a, cat, lists))
+        elif kind is Kind.PYTHON:
+            python.append(_cpu_event(e, ts, dur, a, cat, lists))
         elif kind is Kind.RUNTIME:
             runtime.append(_runtime_event(e, ts, dur, a))
         elif kind is Kind.GPU:
@@ -282,9 +293,9 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     if lists.truncated:
         log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
     by_ts = attrgetter("ts")
-    for group in (cpu, runtime, gpu, sync):
+    for group in (cpu, runtime, gpu, sync, python):
         group.sort(key=by_ts)
-    return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows)
+    return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows, python_events=python)
 
 
 def _int_id(value: int | str) -> int:
@@ -305,6 +316,9 @@ def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
         _or(a.seq_num, -1),
         _or(a.fwd_thread_id, -1),
         None if a.collective_name is None else _collective(a, lists),
+        a.input_dims,
+        a.input_type,
+        a.concrete_inputs,
     )
 
 

@@ -23,7 +23,14 @@ COMM_BACKEND_PREFIXES = ("nccl:", "gloo:", "mpi:", "rccl:", "ucc:")
 # they wrap the backend op: a trace holds both, so only the backend op is the
 # transfer. They still tell which collective a launch belongs to.
 C10D_PREFIX = "c10d::"
-COLLECTIVE_NAME_PREFIXES = (*COMM_BACKEND_PREFIXES, C10D_PREFIX)
+# Functional collectives (torch.compile, DTensor): ``_c10d_functional::all_reduce``
+# launches the backend's work like a c10d op does.
+C10D_FUNCTIONAL_PREFIXES = ("_c10d_functional::", "c10d_functional::")
+COLLECTIVE_NAME_PREFIXES = (*COMM_BACKEND_PREFIXES, C10D_PREFIX, *C10D_FUNCTIONAL_PREFIXES)
+
+# The c10d point-to-point ops and the input holding their peer (the group
+# rank sent to / received from): ``c10d::send(tensors, pg, dst, tag)``.
+C10D_P2P_PEER_INPUT = {"c10d::send": 2, "c10d::recv_": 2}
 
 # The op PyTorch records around every collective, carrying its metadata
 # (``collective_name``, sizes, ``pg_name``; positional inputs in schema 1.0.x).

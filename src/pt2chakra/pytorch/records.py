@@ -85,6 +85,14 @@ class ProcessGroup(msgspec.Struct, gc=False):
     backend: str = ""
 
 
+class RepairInfo(msgspec.Struct, gc=False):
+    """What ``--repair`` recovered from a host ET cut off mid-array."""
+
+    ops_recovered: int  # complete nodes read before the cut
+    tail_bytes_lost: int  # bytes after the last complete node (a partial node)
+    orphans_to_root: int  # recovered ops whose caller was cut off
+
+
 class HostTrace(msgspec.Struct, gc=False):
     path: str
     schema: str
@@ -93,6 +101,7 @@ class HostTrace(msgspec.Struct, gc=False):
     finish_ts: int
     ops: list[HostOp]  # in file order (completion order), not id order
     process_groups: list[ProcessGroup] = []
+    repair: RepairInfo | None = None  # set when read with --repair
 
 
 # --------------------------------------------------------------------------
@@ -133,6 +142,9 @@ class CpuEvent(msgspec.Struct, gc=False):
     seq_num: int = -1
     fwd_thread_id: int = -1
     collective: CollectiveInfo | None = None
+    input_dims: Any = None  # ``Input Dims`` (record_shapes=True), as recorded
+    input_types: Any = None  # ``Input type``: one dtype name per argument
+    concrete_inputs: Any = None  # ``Concrete Inputs``: scalar arguments as text
 
 
 class RuntimeEvent(msgspec.Struct, gc=False):
@@ -191,3 +203,5 @@ class KinetoTrace(msgspec.Struct, gc=False):
     # ``ac2g`` flow pairs, correlation id -> launch (ts, tid); used only when a
     # launch event lacks ``correlation``.
     flow_starts: dict[int, tuple[float, int]] = {}
+    # ``python_function`` events (with_stack=True), not linked to a host ET.
+    python_events: list[CpuEvent] = []

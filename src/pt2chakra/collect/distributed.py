@@ -1,0 +1,124 @@
+"""Record a multi-rank CPU sample: DDP over gloo, one process per rank on localhost.
+
+Each rank records its own host ET + Kineto pair with ``record_training_step``
+(``<name>.rank<N>.host_et.json.gz`` / ``.kineto.json.gz``), so a gloo
+collective appears in both files exactly as a user's torch.distributed job
+writes it. torch is imported lazily (in the spawned processes too).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pt2chakra.collect.record import HOST_ET_SUFFIX, KINETO_SUFFIX, record_training_step
+from pt2chakra.errors import InputError
+
+DEFAULT_WORLD_SIZE = 2
+DEFAULT_HIDDEN = 256
+DEFAULT_DDP_LAYERS = 3
+DEFAULT_DDP_BATCH = 16
+# Small DDP buckets (MB) so that one step holds several all_reduce calls,
+# not one: the sample then shows the overlap of backward and communication.
+DDP_BUCKET_MB = 0.25
+LOCALHOST = "127.0.0.1"
+SEED = 0
+LEARNING_RATE = 1e-2
+# Spawned ranks give up on a peer that never joins after this long.
+RENDEZVOUS_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class DdpConfig:
+    """Size of the DDP sample; every field changes the recorded ops."""
+
+    world_size: int = DEFAULT_WORLD_SIZE
+    hidden: int = DEFAULT_HIDDEN
+    layers: int = DEFAULT_DDP_LAYERS
+    batch: int = DEFAULT_DDP_BATCH
+    warmup: int = 2  # DDP rebuilds its buckets on the 2nd step: record a steady one
+
+    def __post_init__(self) -> None:
+        if self.world_size < 2 or min(self.hidden, self.layers, self.batch) < 1 or self.warmup < 0:
+            raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
+
+
+def rank_paths(out_dir: Path, name: str, rank: int) -> tuple[Path, Path]:
+    base = out_dir / f"{name}.rank{rank}"
+    return Path(f"{base}{HOST_ET_SUFFIX}"), Path(f"{base}{KINETO_SUFFIX}")
+
+
+def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
+                     name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
+    """Record one DDP step per rank over gloo; returns each rank's (host ET, Kineto)."""
+    try:
+        import torch.distributed as dist
+        from torch.multiprocessing.spawn import spawn
+    except ImportError:
+        raise InputError("collect", "needs torch: pip install 'pt2chakra[collect]'") from None
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise InputError("collect --ddp", "this torch build has no gloo backend")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    spawn(_rank_main, args=(cfg, str(out), name, port), nprocs=cfg.world_size, join=True)
+    return [rank_paths(out, name, r) for r in range(cfg.world_size)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOCALHOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, port: int) -> None:
+    """One rank: join the group, build the model, record one step."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"] = LOCALHOST
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    dist.init_process_group("gloo", rank=rank, world_size=cfg.world_size,
+                            timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+    try:
+        step = _ddp_step(cfg, rank)
+        record_training_step(step, out_dir, warmup=cfg.warmup, name=f"{name}.rank{rank}")
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
+    """A small MLP under DDP, one broadcast of a flag and one all_gather of
+    the loss per step: the collectives a CPU training loop typically runs."""
+    import torch as t
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    t.manual_seed(SEED)
+    layers: list[t.nn.Module] = []
+    for _ in range(cfg.layers):
+        layers += [t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU()]
+    model = DistributedDataParallel(t.nn.Sequential(*layers), bucket_cap_mb=DDP_BUCKET_MB)
+    opt = t.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    gen = t.Generator().manual_seed(SEED + rank)
+    x = t.randn(cfg.batch, cfg.hidden, generator=gen)
+    y = t.randn(cfg.batch, cfg.hidden, generator=gen)
+    flag = t.zeros(1)
+    losses = [t.zeros(1) for _ in range(cfg.world_size)]
+
+    def step() -> None:
+        dist.broadcast(flag, src=0)
+        opt.zero_grad(set_to_none=True)
+        loss = t.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        dist.all_gather(losses, loss.detach().reshape(1))
+
+    return step

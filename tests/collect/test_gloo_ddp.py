@@ -1,0 +1,103 @@
+"""The 2-rank gloo DDP sample (samples/gloo_ddp_cpu, recorded by ``pt2chakra
+collect --ddp gloo``): every gloo collective is a communication node with a
+size and a process group, the 2-rank replay is within 5 %, and a network
+what-if moves it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, run_cli
+
+from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.conversion.api import convert
+from pt2chakra.pytorch.names import is_backend_comm_op
+from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.tools.validate import validate
+
+SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
+MAX_ERROR_PCT = 5.0
+RANKS = (0, 1)
+
+
+def _gloo_ops(rank: int) -> list[dict]:  # type: ignore[type-arg]
+    doc = json.loads(gzip.decompress(Path(f"{SAMPLE}.rank{rank}.host_et.json.gz").read_bytes()))
+    return [n for n in doc["nodes"] if is_backend_comm_op(n["name"])]
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    out = tmp_path_factory.mktemp("gloo")
+    paths = []
+    for r in RANKS:
+        paths.append(str(out / f"gloo.{r}.et"))
+        report = convert(f"{SAMPLE}.rank{r}.host_et.json.gz", f"{SAMPLE}.rank{r}.kineto.json.gz",
+                         paths[-1])
+        assert report.accounted() and report.link_method == "rf_id"
+    return paths
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_every_gloo_collective_is_a_comm_node_with_size_and_pg(converted, rank: int) -> None:
+    _meta, nodes = read_et(converted[rank])
+    comm = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
+    gloo = _gloo_ops(rank)
+    assert len(gloo) >= 5 and len(comm) == len(gloo)
+    assert {n.name for n in comm} == {n["name"] for n in gloo}
+    for node in comm:
+        a = attr_dict(node.attrs)
+        assert a["comm_size"] > 0 and a["pg_name"] == "0" and not a["is_cpu_op"]
+        assert isinstance(a[COMM_CHANNEL], int)  # the gloo worker thread
+    sizes = {n.name: attr_dict(n.attrs)["comm_size"] for n in comm}
+    # all-gather of one float from each of 2 ranks moves 2 floats
+    assert sizes["gloo:all_gather"] == 2 * 4
+    assert {attr_dict(n.attrs)["comm_type"] for n in comm} >= {
+        CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.BROADCAST}
+
+
+def test_sound_with_no_collective_as_compute(converted) -> None:
+    report = validate(converted)
+    assert report.sound and not [p for p in report.warnings if p.check == "collective-as-compute"]
+
+
+def test_two_rank_replay_within_5_percent(converted) -> None:
+    result = simulate(converted)
+    assert result.error_pct is not None and abs(result.error_pct) < MAX_ERROR_PCT
+
+
+def test_half_the_bandwidth_moves_the_prediction(converted) -> None:
+    base = simulate(converted).predicted_step_us
+    rows = simulate(converted, SimulationOptions(bandwidth_scale=(0.5,))).what_if
+    assert rows and rows[0].predicted_step_us > base * 1.02
+
+
+def test_cli_bandwidth_what_if(converted) -> None:
+    proc = run_cli("simulate", *converted, "--bandwidth-scale", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert "0.5x" in proc.stdout
+
+
+def test_collect_records_a_two_rank_gloo_pair(tmp_path) -> None:
+    pytest.importorskip("torch")
+    from pt2chakra.collect.distributed import DdpConfig, collect_gloo_ddp
+
+    pairs = collect_gloo_ddp(tmp_path, DdpConfig(hidden=16, layers=1, batch=2, warmup=1),
+                             name="tiny")
+    assert len(pairs) == 2
+    for rank, (host, kineto) in enumerate(pairs):
+        assert host.name == f"tiny.rank{rank}.host_et.json.gz" and kineto.exists()
+        out = tmp_path / f"tiny.{rank}.et"
+        report = convert(host, kineto, out)
+        assert report.nodes_by_type.get("COMM_COLL_NODE", 0) >= 3
+
+
+def test_ddp_config_refuses_one_rank() -> None:
+    from pt2chakra.collect.distributed import DdpConfig
+
+    with pytest.raises(ValueError):
+        DdpConfig(world_size=1)
