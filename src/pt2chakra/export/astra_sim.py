@@ -50,6 +50,7 @@ from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
+from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 CPU_MODES = ("drop", "keep", "drop-no-gaps")
@@ -394,19 +395,24 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
 
 
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
-                  cpu: str = "drop") -> list[str]:
+                  cpu: str = "drop", force: bool = False) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
     metadata or name, else its position).
 
     All or nothing: every input's metadata is read and the ranks checked
     (unique, no output overwriting an input) before anything is written, and
     the outputs are staged and moved into place only when every rank
-    converted; on any error no output of this run is left behind."""
+    converted; on any error no output of this run is left behind. Inputs
+    ``validate`` calls unsound are refused (``InputError``) unless ``force``."""
+    from pt2chakra.tools.validate import check_loaded, refuse_unsound
+
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
+    refuse_repeated_inputs(paths)
     ranks: list[int] = []
     for index, path in enumerate(paths):
-        metadata, _nodes = read_et(path)
+        metadata, nodes = read_et(path)
+        refuse_unsound(check_loaded(path, index, metadata, list(nodes)), force)
         rank = rank_of(metadata, path, index)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
