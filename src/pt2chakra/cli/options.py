@@ -158,7 +158,7 @@ class _HeldWarnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         self.held.append(record)
 
-    def release(self) -> None:
+    def pass_on(self) -> None:  # not ``release``: Handler's lock method has that name
         for record in self.held:
             self.target.handle(record)
         self.held.clear()
@@ -187,7 +187,7 @@ def session(verbosity: int) -> Iterator[Callable[[], None]]:
         with contextlib.suppress(ValueError, OSError):  # not the main thread
             previous[signum] = signal.signal(signum, _raise_terminated)
     try:
-        yield held.release if held is not None else (lambda: None)
+        yield held.pass_on if held is not None else (lambda: None)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
