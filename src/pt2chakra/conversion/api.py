@@ -155,6 +155,8 @@ def _write_staged_et(output: str, graph: ChakraGraph, staged: StagedOutputs,
         write_et(staged.stage(output), graph.metadata, nodes)
     except InputError as exc:
         raise InputError(output, exc.problem) from exc
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, output) from exc
 
 
 def _check_outputs(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,

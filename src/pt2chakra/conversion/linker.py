@@ -210,7 +210,7 @@ def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None 
         problems.append(f"--rank is {rank} but its distributedInfo.rank is {kineto.rank}")
     if not problems:
         return
-    text = "; ".join(problems) + ": different ranks or runs?"
+    text = "; ".join(problems) + ": are they from the same run and rank?"
     if not force:
         raise InputError(kineto.path, text + " (pass --force to convert the pair anyway)")
     log.warning("%s: %s (converting anyway: --force)", kineto.path, text)

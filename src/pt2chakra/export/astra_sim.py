@@ -50,7 +50,6 @@ from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 CPU_MODES = ("drop", "keep", "drop-no-gaps")
@@ -408,7 +407,6 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
 
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
-    refuse_repeated_inputs(paths)
     ranks: list[int] = []
     for index, path in enumerate(paths):
         metadata, nodes = read_et(path)

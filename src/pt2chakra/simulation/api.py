@@ -98,7 +98,8 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
     refuse_repeated_inputs(names)
     graphs = load(names)
     for index, (path, (metadata, nodes)) in enumerate(zip(names, graphs)):
-        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force)
+        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force,
+                       replay_only=True)
     names, graphs = order_by_rank(names, graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
     base = options.base_config()

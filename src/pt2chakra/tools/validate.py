@@ -258,7 +258,7 @@ def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, profile: str | None)
         if node.data_deps:
             scan.deps[node.id] = list(zip(node.data_deps, dep_kinds_of(node.data_deps, attrs)))
         scan.ctrl += [(node.id, d) for d in node.ctrl_deps]
-        if is_gpu(attrs) and "stream" in attrs and node.start_time_micros:
+        if is_gpu(attrs) and is_int(attrs.get("stream")) and node.start_time_micros:
             scan.streams[(attrs.get("device"), attrs["stream"])].append(
                 (node.start_time_micros, node.id, node.data_deps))
         if node.type in COMM_NODE_TYPES:
@@ -535,11 +535,24 @@ def check_loaded(path: str, index: int, metadata: GlobalMetadata,
     return _check_loaded(path, index, metadata, nodes, None)[0]
 
 
-def refuse_unsound(problems: Sequence[Problem], force: bool) -> None:
+# The errors a replay cannot get past: a node that waits on itself, on a node
+# that is not there, or shares its id. (Attributes of an unexpected type or a
+# missing comm_size are errors for validate, but the simulator reads them as
+# absent, with a warning, and other tools' traces rely on that.)
+REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id"})
+
+
+def blocks_replay(problem: Problem) -> bool:
+    return problem.check in REPLAY_BLOCKING
+
+
+def refuse_unsound(problems: Sequence[Problem], force: bool, replay_only: bool = False) -> None:
     """What ``validate`` calls an error stops a command that would pass the
-    trace on (ASTRA-sim export, simulation): ``InputError`` naming the first
+    trace on (ASTRA-sim export; with ``replay_only``, only the errors in
+    ``blocks_replay``, for the simulator): ``InputError`` naming the first
     error, or with ``force`` one warning and on."""
-    errors = [p for p in problems if p.severity == "error"]
+    errors = [p for p in problems if p.severity == "error"
+              and (not replay_only or blocks_replay(p))]
     if not errors:
         return
     first = errors[0]
