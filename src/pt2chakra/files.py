@@ -1,8 +1,15 @@
-"""Opening the user's input files: the one gzip-aware opener.
+"""Opening the user's input files: the one gzip-aware opener, and its limits.
 
 Compression is told by gzip's magic bytes, not by the name, because traces
 are often renamed (``.json`` holding gzip, ``.gz`` holding plain text).
-Every failure to open becomes one ``InputError`` naming the file.
+Every failure to open or read becomes one ``InputError`` naming the file.
+
+Inputs are checked here, once, before anything is read: only regular files
+(a FIFO without a writer would block forever, ``/dev/zero`` never ends) or
+``-`` for standard input; and no more than ``max_input_size()`` bytes of
+content, compressed or not, nor a gzip stream that inflates far more than
+any trace does (a "gzip bomb"). ``set_max_input_size`` (the CLI's
+``--max-input-size``) raises the limit for users with larger traces.
 """
 
 from __future__ import annotations
@@ -10,43 +17,224 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
 from typing import BinaryIO, cast
 
 from pt2chakra.errors import InputError
 
 # gzip's two magic bytes (RFC 1952).
 GZIP_MAGIC = b"\x1f\x8b"
+# The name that reads standard input.
+STDIN = "-"
+
+GIB = 1 << 30
+MIB = 1 << 20
+# Default ceiling on an input's content (after inflating): a 1M-op host ET is
+# about 1 GiB of JSON and loading it takes several times that in memory, so
+# 4 GiB covers traces of ~4M ops; beyond that a machine runs out of memory
+# rather than failing cleanly. ``--max-input-size`` raises it.
+DEFAULT_MAX_INPUT_BYTES = 4 * GIB
+# The most a gzip input may inflate relative to its compressed size. Real
+# traces inflate 18-32x (JSON) and protobuf .et files less; deflate's ceiling
+# is about 1032x, which is where gzip bombs sit. 200x leaves 6x headroom.
+MAX_GZIP_RATIO = 200
+# Below this much inflated content the ratio is not checked: small, very
+# repetitive files are harmless whatever their ratio.
+RATIO_FREE_BYTES = 64 * MIB
+# Inflating in steps of this size bounds the memory a bomb can take before it
+# is caught.
+INFLATE_STEP = 64 * MIB
+
+_max_input_bytes = DEFAULT_MAX_INPUT_BYTES
+
+
+def max_input_size() -> int:
+    return _max_input_bytes
+
+
+def set_max_input_size(limit: int) -> None:
+    """Raise (or lower) the ceiling on an input's content, in bytes."""
+    global _max_input_bytes
+    if limit <= 0:
+        raise ValueError("the input size limit must be positive")
+    _max_input_bytes = limit
+
+
+def _size_words(count: int) -> str:
+    return f"{count / GIB:.1f} GiB" if count >= GIB else f"{count / MIB:.1f} MiB"
+
+
+def _too_large(where: str, what: str) -> InputError:
+    return InputError(where, f"{what} is over the input size limit of "
+                      f"{_size_words(_max_input_bytes)} (raise it with --max-input-size)")
+
+
+def _check_inflated(where: str, inflated: int, compressed: int | None) -> None:
+    """Refuse content over the absolute limit, or a gzip bomb."""
+    if inflated > _max_input_bytes:
+        raise _too_large(where, "the decompressed content")
+    if compressed and inflated > RATIO_FREE_BYTES and inflated > MAX_GZIP_RATIO * compressed:
+        raise InputError(where, f"gzip content inflates over {MAX_GZIP_RATIO}x its compressed "
+                         f"size ({_size_words(inflated)} from {_size_words(compressed)}): "
+                         "not a trace (a gzip bomb?)")
+
+
+def check_regular(where: str) -> int:
+    """The size of ``where`` when it is a regular file within the limit;
+    ``InputError`` otherwise (without opening it: opening a FIFO blocks)."""
+    try:
+        info = os.stat(where)
+    except FileNotFoundError:
+        raise InputError(where, "cannot open: no such file") from None
+    except OSError as exc:
+        raise InputError(where, f"cannot open: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(where, "cannot open: is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a plain file")
+        raise InputError(where, f"cannot read: {kind}, expected a regular file "
+                         f"(use {STDIN} to read standard input)")
+    if info.st_size > _max_input_bytes:
+        raise _too_large(where, "the file")
+    return info.st_size
 
 
 def _open_raw(where: str) -> io.BufferedReader:
+    if where == STDIN:
+        return cast(io.BufferedReader, sys.stdin.buffer)
+    check_regular(where)
     try:
         return open(where, "rb")
-    except FileNotFoundError:
-        raise InputError(where, "cannot open: no such file") from None
-    except IsADirectoryError:
-        raise InputError(where, "cannot open: is a directory, expected a file") from None
     except OSError as exc:
         raise InputError(where, f"cannot open: {exc.strerror or exc}") from None
+
+
+def _gzip_error(where: str, exc: BaseException) -> InputError:
+    if isinstance(exc, EOFError):
+        return InputError(where, "truncated gzip: the compressed stream ends early")
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return InputError(where, f"corrupt gzip data ({text})")
+
+
+class _GuardedStream:
+    """A read-only stream over an inflating (or unbounded) source that counts
+    what it hands out against the limits and names ``where`` in every error,
+    so a bad CRC found while writing an output is blamed on the input."""
+
+    def __init__(self, where: str, inner: BinaryIO, compressed: int | None) -> None:
+        self._where = where
+        self._inner = inner
+        self._compressed = compressed
+        self._count = 0
+
+    def _counted(self, data: bytes) -> bytes:
+        self._count += len(data)
+        if self._count > RATIO_FREE_BYTES or self._count > _max_input_bytes:
+            _check_inflated(self._where, self._count, self._compressed)
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:  # whole rest: in steps, so a bomb is caught early
+            parts = []
+            while part := self.read(INFLATE_STEP):
+                parts.append(part)
+            return b"".join(parts)
+        try:
+            return self._counted(self._inner.read(size))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _gzip_error(self._where, exc) from None
+
+    def readline(self, size: int = -1) -> bytes:
+        try:
+            return self._counted(self._inner.readline(size))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _gzip_error(self._where, exc) from None
+
+    def __iter__(self) -> Iterator[bytes]:
+        while line := self.readline():
+            yield line
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __enter__(self) -> _GuardedStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def open_input(path: str | os.PathLike[str]) -> tuple[BinaryIO, bool]:
     """(stream, gzipped): a binary stream of ``path``'s content, gunzipped on
     the fly when it starts with gzip's magic. The caller closes it."""
-    raw = _open_raw(os.fspath(path))
-    if raw.peek(len(GZIP_MAGIC))[: len(GZIP_MAGIC)] != GZIP_MAGIC:
-        return raw, False
-    return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")), True
+    where = os.fspath(path)
+    raw = _open_raw(where)
+    compressed = None if where == STDIN else os.fstat(raw.fileno()).st_size
+    try:
+        gzipped = raw.peek(len(GZIP_MAGIC))[: len(GZIP_MAGIC)] == GZIP_MAGIC
+    except OSError as exc:
+        raw.close()
+        raise InputError(where, f"cannot read: {exc.strerror or exc}") from None
+    if not gzipped and where != STDIN:
+        return raw, False  # a regular file: its size was checked
+    inner = cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb")) if gzipped else raw
+    return cast(BinaryIO, _GuardedStream(where, inner, compressed)), gzipped
 
 
 def read_input(path: str | os.PathLike[str]) -> bytes:
     """The raw bytes of ``path`` (still compressed: whole-buffer inflating, by
-    the caller, is faster than streaming)."""
+    the caller, is faster than streaming; see ``gunzip``)."""
     where = os.fspath(path)
     with _open_raw(where) as raw:
         try:
-            return raw.read()
+            data = raw.read(_max_input_bytes + 1) if where == STDIN else raw.read()
         except OSError as exc:
             raise InputError(where, f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > _max_input_bytes:
+        raise _too_large(where, "standard input")
+    return data
+
+
+def gunzip(where: str, data: bytes) -> bytes:
+    """Inflate a whole gzip buffer (every member), within the limits; damage
+    becomes one ``InputError`` naming ``where``."""
+    parts: list[bytes] = []
+    total = 0
+    rest = data
+    try:
+        while rest:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            pending = rest
+            while pending and not inflater.eof:
+                part = inflater.decompress(pending, INFLATE_STEP)
+                total += len(part)
+                _check_inflated(where, total, len(data))
+                parts.append(part)
+                pending = inflater.unconsumed_tail
+            if not inflater.eof:
+                raise EOFError("compressed stream ends early")
+            rest = inflater.unused_data.lstrip(b"\x00")  # gzip allows zero padding
+            if rest and not is_gzip(rest):
+                raise OSError("trailing garbage after the gzip stream")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _gzip_error(where, exc) from None
+    return b"".join(parts)
+
+
+def refuse_repeated_inputs(paths: list[str] | tuple[str, ...]) -> None:
+    """One file given twice (even by two names) would count as two ranks."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = path if path == STDIN else os.path.realpath(path)
+        if key in seen:
+            same = "" if seen[key] == path else f" (as {seen[key]})"
+            raise InputError(path, f"given twice{same}: pass each rank's file once")
+        seen[key] = path
 
 
 def is_gzip(data: bytes) -> bool:

@@ -164,7 +164,20 @@ def _scalar_in(member: str, value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Bad(f"{member}: expected an integer, got {value!r}")
+    low, high = _INT_RANGES.get(member.removesuffix("s").removesuffix("_val"), _INT_RANGES["int64"])
+    if not low <= value <= high:
+        raise _Bad(f"{member}: {value} is outside the {member.split('_')[0]} range")
     return value
+
+
+# The range of each protobuf integer kind (the oneof member's name without
+# ``_val``/``_vals``); a value outside cannot be encoded.
+_INT_RANGES = {
+    "int32": (-(2**31), 2**31 - 1), "sint32": (-(2**31), 2**31 - 1),
+    "sfixed32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1), "fixed32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1), "sint64": (-(2**63), 2**63 - 1),
+    "sfixed64": (-(2**63), 2**63 - 1), "uint64": (0, 2**64 - 1), "fixed64": (0, 2**64 - 1),
+}
 
 
 def attr_from_json(doc: Any) -> Attr:

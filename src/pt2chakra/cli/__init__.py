@@ -14,18 +14,21 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pt2chakra import __version__
-from pt2chakra.cli import collect, convert, simulate, tools
+from pt2chakra.cli import collect, convert, options, simulate, tools
 from pt2chakra.errors import InputError
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = options.OneLineParser(
         prog="pt2chakra",
         description="Turn PyTorch host + Kineto traces into Chakra execution traces.")
     parser.add_argument("--version", action="version", version=f"pt2chakra {__version__}")
+    parser.add_argument("--max-input-size", type=options.byte_size, metavar="SIZE",
+                        help="largest input content to read, after decompression "
+                             "(default 4G; e.g. 16G)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     common = argparse.ArgumentParser(add_help=False)
@@ -40,29 +43,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _log_level(verbosity: int) -> int:
-    return logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    logging.basicConfig(level=_log_level(getattr(args, "verbose", 0)),
-                        format="%(levelname)s %(name)s: %(message)s")
+    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, set_max_input_size
+
+    set_max_input_size(args.max_input_size or DEFAULT_MAX_INPUT_BYTES)
     func: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return func(args)
-    except InputError as exc:
-        print(f"pt2chakra: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as exc:  # unreadable input, missing output folder, full disk...
-        if isinstance(exc, BrokenPipeError):
+    with options.session(getattr(args, "verbose", 0)) as release_warnings:
+        try:
+            status = func(args)
+        except InputError as exc:
+            print(f"pt2chakra: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except BrokenPipeError:  # the reader of our output went away (| head): quietly
+            options.quiet_broken_pipe()
             return 0
-        where = exc.filename if exc.filename is not None else "I/O"
-        print(f"pt2chakra: error: {where}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        except OSError as exc:  # unreadable input, missing output folder, full disk...
+            where = exc.filename if exc.filename is not None else "I/O"
+            print(f"pt2chakra: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: temp files are gone
+            return options.exit_status_of(exc)
+        release_warnings()
+        return status
 
 
 def run() -> None:
@@ -73,6 +77,9 @@ def run() -> None:
     and flushed by then, so skip it."""
     rc = main()
     logging.shutdown()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        options.quiet_broken_pipe()
     sys.stderr.flush()
     os._exit(rc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pt2chakra.cli import options
 from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
 EPILOG_CONVERT = """examples:
@@ -37,7 +38,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
                      break_cycles_=args.break_cycles, progress=args.progress,
                      profile=args.profile, cpu=args.cpu, report_path=args.report,
-                     repair=args.repair)
+                     repair=args.repair, force=args.force)
     if not args.quiet:
         print(report.summary())
     if args.simulate and args.profile is None:
@@ -50,7 +51,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 def _cmd_link(args: argparse.Namespace) -> int:
     from pt2chakra.conversion.api import write_linked
 
-    summary = write_linked(args.host_trace, args.device_trace, args.output)
+    summary = write_linked(args.host_trace, args.device_trace, args.output, force=args.force)
     if not args.quiet:
         print(f"{args.output}: {summary.host_ops_linked} host ops linked by {summary.method}, "
               f"{summary.gpu_activities_attached} GPU activities attached")
@@ -68,7 +69,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--repair", action="store_true",
                    help="read a host trace cut off mid-array up to its last complete op")
     p.add_argument("-o", "--output", required=True, help="output .et (.et.gz to compress)")
-    p.add_argument("--rank", type=int, help="rank to record (default: from the Kineto trace)")
+    p.add_argument("--rank", type=options.rank, help="rank to record (default: from the Kineto trace)")
     p.add_argument("--report", metavar="R.json", help="write the accounting report as JSON")
     p.add_argument("--break-cycles", action="store_true",
                    help="drop the least reliable edge kind on each cycle instead of failing")
@@ -82,6 +83,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "drop-no-gaps: CPU time lost")
     p.add_argument("--progress", action="store_true", default=None,
                    help="show progress even when stderr is not a terminal")
+    options.add_force(p, "the two traces look like different ranks or runs")
     p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("link", parents=[common], epilog=EPILOG_LINK,
@@ -89,4 +91,5 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        help="write the linked intermediate JSON")
     _add_trace_args(p)
     p.add_argument("-o", "--output", required=True, help="output JSON")
+    options.add_force(p, "the two traces look like different ranks or runs")
     p.set_defaults(func=_cmd_link)

@@ -7,6 +7,8 @@ import sys
 
 import orjson
 
+from pt2chakra.cli import options
+
 EPILOG = """examples:
   pt2chakra simulate rank0.et
   pt2chakra simulate rank*.et --json
@@ -35,17 +37,17 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="write simulated + measured schedule as Chrome/Perfetto trace JSON")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw the per-lane timeline with the critical path (.png/.svg/.pdf)")
-    p.add_argument("--compute-scale", type=float, nargs="+", default=[1.0], metavar="X",
+    p.add_argument("--compute-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale GPU kernel durations (several values: one row each)")
-    p.add_argument("--cpu-scale", type=float, nargs="+", default=[1.0], metavar="X",
+    p.add_argument("--cpu-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale CPU op durations and CPU gaps")
-    p.add_argument("--bandwidth-scale", type=float, nargs="+", default=[1.0], metavar="X",
+    p.add_argument("--bandwidth-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale network bandwidth (collective time / X without a model)")
-    p.add_argument("--comm-streams", type=int, nargs="+", default=[0], metavar="N",
+    p.add_argument("--comm-streams", type=options.comm_streams, nargs="+", default=[0], metavar="N",
                    help="what-if: spread collectives round-robin over N streams (0: as recorded)")
-    p.add_argument("--bandwidth", type=float, metavar="GBps",
+    p.add_argument("--bandwidth", type=options.bandwidth, metavar="GBps",
                    help="network model: link bandwidth in GB/s (needs --latency)")
-    p.add_argument("--latency", type=float, metavar="US",
+    p.add_argument("--latency", type=options.latency, metavar="US",
                    help="network model: per-step latency in microseconds (needs --bandwidth)")
     p.add_argument("--algorithm", choices=["ring", "tree"], default="ring",
                    help="network model cost factors (default ring)")
@@ -65,6 +67,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--congestion-aware", action="store_true",
                    help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
                    "(messages forwarded hop by hop)")
+    options.add_force(p, "validate finds errors in the traces or some nodes never run")
     p.set_defaults(func=_cmd_simulate)
 
 
@@ -83,7 +86,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
-        infer_waits=not args.no_infer_waits, timeline=args.timeline, plot=args.plot)
+        infer_waits=not args.no_infer_waits, timeline=args.timeline, plot=args.plot,
+        force=args.force)
     result = simulate(args.traces, options)
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()

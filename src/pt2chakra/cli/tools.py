@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.cli import options
 from pt2chakra.errors import InputError
 from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
@@ -147,7 +148,7 @@ def _cmd_microbench(args: argparse.Namespace) -> int:
 def _cmd_astra_sim(args: argparse.Namespace) -> int:
     from pt2chakra.export.astra_sim import convert_files
 
-    written = convert_files(args.input, args.output, cpu=args.cpu)
+    written = convert_files(args.input, args.output, cpu=args.cpu, force=args.force)
     if not args.quiet:
         print("\n".join(written))
     return 0
@@ -168,7 +169,7 @@ def _add_inspect(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                        "time span and top ops of Chakra .et files.")
     p.add_argument("input", nargs="+", help=".et file(s) (plain or gzip)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--top", type=int, default=10, help="top ops to list (default 10)")
+    p.add_argument("--top", type=options.count, default=10, help="top ops to list (default 10)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_inspect))
 
 
@@ -204,7 +205,7 @@ def _add_from_json(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    help="output .et (with --for astra-sim: the <prefix>)")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="write <prefix>.<rank>.et for this consumer")
-    p.add_argument("--rank", type=int, help="rank for --for astra-sim (default: metadata or 0)")
+    p.add_argument("--rank", type=options.rank, help="rank for --for astra-sim (default: metadata or 0)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_json))
 
 
@@ -226,9 +227,9 @@ def _add_graph(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("-o", "--output", required=True, help="OUT.dot | OUT.graphml | OUT.svg")
     p.add_argument("--ids", metavar="LOW:HIGH", help="node id range (inclusive)")
     p.add_argument("--time", metavar="T0:T1", help="nodes starting in [T0, T1] (us)")
-    p.add_argument("--around", type=int, metavar="ID", help="centre node")
-    p.add_argument("--hops", type=int, default=2, help="hops around --around (default 2)")
-    p.add_argument("--max-nodes", type=int, default=2000,
+    p.add_argument("--around", type=options.int64, metavar="ID", help="centre node")
+    p.add_argument("--hops", type=options.count, default=2, help="hops around --around (default 2)")
+    p.add_argument("--max-nodes", type=options.positive_count, default=2000,
                    help="refuse windows larger than this (default 2000)")
     p.add_argument("--ctrl", action="store_true", help="also draw ctrl_deps (dashed)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_graph))
@@ -240,9 +241,9 @@ def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                        description="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, "
                        "HYBRID_DLRM[_ENHANCED], MICRO workloads -> <prefix>.<npu>.et.")
     p.add_argument("input", help="workload .txt")
-    p.add_argument("--npus", type=int, required=True, help="number of NPUs (files)")
+    p.add_argument("--npus", type=options.npus, required=True, help="number of NPUs (files)")
     p.add_argument("-o", "--output", required=True, help="output prefix")
-    p.add_argument("--passes", type=int, default=1, help="training passes (default 1)")
+    p.add_argument("--passes", type=options.passes, default=1, help="training passes (default 1)")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="accepted for symmetry: from-text output already suits ASTRA-sim")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_text))
@@ -255,10 +256,10 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                        "-> <prefix>.<npu>.et, for simulator smoke tests.")
     p.add_argument("--collective", default="ALL_REDUCE",
                    help="collective type name, e.g. ALL_REDUCE, ALL_GATHER, ALL_TO_ALL")
-    p.add_argument("--size", type=int, required=True, help="bytes per collective")
-    p.add_argument("--npus", type=int, required=True, help="number of NPUs (files)")
-    p.add_argument("--steps", type=int, default=1, help="chain length (default 1)")
-    p.add_argument("--compute", type=int, default=0,
+    p.add_argument("--size", type=options.non_negative_int64, required=True, help="bytes per collective")
+    p.add_argument("--npus", type=options.npus, required=True, help="number of NPUs (files)")
+    p.add_argument("--steps", type=options.steps, default=1, help="chain length (default 1)")
+    p.add_argument("--compute", type=options.non_negative_int64, default=0,
                    help="us of compute before each collective (0: none)")
     p.add_argument("-o", "--output", required=True, help="output prefix")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
@@ -274,4 +275,5 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
                    help="serial (default): one serial compute chain per rank, CPU time as gaps; "
                    "drop: gaps per stream; keep: CPU nodes kept; drop-no-gaps: CPU time lost")
+    options.add_force(p, "validate finds errors in the inputs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

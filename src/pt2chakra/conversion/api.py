@@ -15,11 +15,11 @@ from typing import Any
 import msgspec
 import orjson
 
-from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
 from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
 from pt2chakra.chakra.io import write_et
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
-from pt2chakra.conversion.linker import LinkedTrace, link, thread_map
+from pt2chakra.conversion.linker import LinkedTrace, check_same_recording, link, thread_map
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.errors import InputError
 from pt2chakra.export.astra_sim import DEFAULT_CPU_MODE
@@ -92,8 +92,12 @@ class CycleError(InputError):
 
 
 def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
-                stages: Stages | None = None, repair: bool = False) -> LinkedTrace:
-    """Load both traces and link them (host only when ``device_trace`` is None)."""
+                stages: Stages | None = None, repair: bool = False, *, rank: int | None = None,
+                force: bool = False) -> LinkedTrace:
+    """Load both traces and link them (host only when ``device_trace`` is None).
+    A pair that looks like two ranks or runs is refused unless ``force``."""
+    if device_trace is not None and os.fspath(host_trace) == os.fspath(device_trace) == "-":
+        raise InputError("--device-trace", "standard input (-) can feed only one of the traces")
     stages = stages or Stages(0, enabled=False)
     with gc_paused():
         host = load_host_trace(str(host_trace), repair=repair)
@@ -102,6 +106,7 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
         if device_trace is not None:
             kineto = load_kineto_trace(str(device_trace))
             stages.step("device trace loaded")
+            check_same_recording(host, kineto, rank=rank, force=force)
         linked = link(host, kineto)
         stages.step("linked")
         return linked
@@ -112,7 +117,7 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
             break_cycles_: bool = False, progress: bool | None = None,
             profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
             report_path: str | os.PathLike[str] | None = None,
-            repair: bool = False) -> ConversionReport:
+            repair: bool = False, force: bool = False) -> ConversionReport:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
@@ -123,22 +128,26 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
     loses it. Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles_``); no output file is left behind then. ``report_path``:
-    also write the report there as JSON (checked before the work starts).
+    also write the report there as JSON (checked before the work starts; the
+    outputs are committed together, so a report that cannot be written leaves
+    no ``.et`` either). ``force``: convert a pair that looks like two ranks or
+    runs (see ``linker.check_same_recording``).
 
     ``host_trace=None`` converts the Kineto trace alone (see ``kineto_only``);
     ``repair=True`` reads a host ET cut off mid-array (see ``repair``)."""
     if host_trace is None and device_trace is None:
         raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
-    _check_outputs(host_trace, device_trace, output, report_path)
+    _check_outputs(host_trace, device_trace, output, report_path, profile)
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
     extra: dict[str, Any] = {}
-    with gc_paused():
+    with gc_paused(), StagedOutputs() as staged:
         if host_trace is None:
             assert device_trace is not None
             linked, extra = _kineto_only(device_trace, stages)
         else:
-            linked = link_traces(host_trace, device_trace, stages, repair=repair)
+            linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
+                                 force=force)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
@@ -147,24 +156,25 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
             from pt2chakra.export.astra_sim import write_astra_sim
 
             write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu,
-                            inputs=[host_trace, device_trace])
+                            inputs=[host_trace, device_trace], staged=staged)
         elif profile is None:
             total = graph.host_ops_kept + graph.gpu_kept
-            write_et(str(output), graph.metadata,
-                     stages.counting(graph.encoded_nodes(), total, "writing nodes"))
+            _write_staged_et(str(output), graph, staged,
+                             stages.counting(graph.encoded_nodes(), total, "writing nodes"))
         else:
             raise ValueError(f"unknown output profile {profile!r}")
+        report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
+                         str(output), broken, time.perf_counter() - t0)
+        report.step = extra.get("step", "")
+        report.kineto_events = extra.get("kineto_events", {})
+        if linked.host.repair is not None:
+            report.repair = msgspec.structs.asdict(linked.host.repair)
+        if not report.accounted():
+            raise AssertionError(f"accounting mismatch: {report}")
+        if report_path is not None:
+            write_report(report, staged.stage(report_path))
+        staged.commit()
         stages.step(f"wrote {output}")
-    report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
-                     str(output), broken, time.perf_counter() - t0)
-    report.step = extra.get("step", "")
-    report.kineto_events = extra.get("kineto_events", {})
-    if linked.host.repair is not None:
-        report.repair = msgspec.structs.asdict(linked.host.repair)
-    if not report.accounted():
-        raise AssertionError(f"accounting mismatch: {report}")
-    if report_path is not None:
-        write_report(report, report_path)
     return report
 
 
@@ -189,10 +199,22 @@ def _account_outside(graph: ChakraGraph, extra: dict[str, Any]) -> None:
         graph.host_ops_dropped[reason] = count
 
 
+def _write_staged_et(output: str, graph: ChakraGraph, staged: StagedOutputs,
+                     nodes: Any) -> None:
+    """``write_et`` into a staged temp file; errors name ``output``."""
+    try:
+        write_et(staged.stage(output), graph.metadata, nodes)
+    except InputError as exc:
+        raise InputError(output, exc.problem) from exc
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, output) from exc
+
+
 def _check_outputs(host_trace: str | os.PathLike[str] | None,
                    device_trace: str | os.PathLike[str] | None,
                    output: str | os.PathLike[str],
-                   report_path: str | os.PathLike[str] | None) -> None:
+                   report_path: str | os.PathLike[str] | None, profile: str | None = None,
+                   ) -> None:
     """Refuse, before any work, outputs that would replace an input or land
     in a folder that does not exist."""
     inputs: list[str | os.PathLike[str] | None] = [host_trace, device_trace]
@@ -203,6 +225,10 @@ def _check_outputs(host_trace: str | os.PathLike[str] | None,
         if not os.path.isdir(folder):
             raise InputError(os.fspath(report_path),
                              "No such file or directory (its folder does not exist)")
+        if os.path.isdir(report_path):
+            raise InputError(os.fspath(report_path), "is a directory, expected a file name")
+    if profile is None and os.path.isdir(output):
+        raise InputError(os.fspath(output), "is a directory, expected a file name")
 
 
 def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
@@ -266,10 +292,10 @@ def linked_json(linked: LinkedTrace, host_trace: str, device_trace: str | None) 
 
 
 def write_linked(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
-                 output: str | os.PathLike[str]) -> LinkSummary:
+                 output: str | os.PathLike[str], force: bool = False) -> LinkSummary:
     """Link the two traces and write the linked intermediate JSON atomically."""
     refuse_overwriting_inputs(output, [host_trace, device_trace])
-    linked = link_traces(host_trace, device_trace)
+    linked = link_traces(host_trace, device_trace, force=force)
     doc = linked_json(linked, os.fspath(host_trace),
                       os.fspath(device_trace) if device_trace is not None else None)
     write_atomic(output, orjson.dumps(doc))

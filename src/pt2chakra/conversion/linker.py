@@ -184,6 +184,38 @@ def _check_linked_enough(linked: int, total: int, host_path: str, kineto_path: s
             f"(need {MIN_LINKED_FRACTION:.0%}); are they from the same run?")
 
 
+# How many Kineto pids a refusal quotes.
+MAX_QUOTED_PIDS = 3
+
+
+def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None = None,
+                         force: bool = False) -> None:
+    """Refuse (``InputError`` naming the Kineto trace) a pair that comes from
+    two processes: the host ET's ``pid`` is not the pid of the Kineto trace's
+    CPU ops (one observer and one profiler in one process record the same
+    pid; every rank is its own process), or ``rank`` (``--rank``) is not the
+    Kineto trace's ``distributedInfo.rank``. With ``force``, one warning.
+
+    Time ranges are not compared: the host ET's ``start_ts``/``finish_ts``
+    are not on Kineto's clock (ms since start vs us since the epoch in the
+    real traces). How well op order and names agree is checked while linking
+    (``MIN_LINKED_FRACTION``, ``MIN_NAME_AGREEMENT``)."""
+    problems = []
+    pids = {ev.pid for ev in kineto.cpu_events}
+    if host.pid and pids and host.pid not in pids:
+        quoted = ", ".join(map(str, sorted(pids)[:MAX_QUOTED_PIDS]))
+        problems.append(f"its CPU ops ran in pid {quoted}, the host trace {host.path} in pid "
+                        f"{host.pid}")
+    if rank is not None and kineto.rank >= 0 and rank != kineto.rank:
+        problems.append(f"--rank is {rank} but its distributedInfo.rank is {kineto.rank}")
+    if not problems:
+        return
+    text = "; ".join(problems) + ": are they from the same run and rank?"
+    if not force:
+        raise InputError(kineto.path, text + " (pass --force to convert the pair anyway)")
+    log.warning("%s: %s (converting anyway: --force)", kineto.path, text)
+
+
 # --------------------------------------------------------------------------
 # Host op <-> Kineto CPU event
 # --------------------------------------------------------------------------

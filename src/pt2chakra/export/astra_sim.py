@@ -445,25 +445,30 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
 
 
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
-                  cpu: str = DEFAULT_CPU_MODE) -> list[str]:
+                  cpu: str = DEFAULT_CPU_MODE, force: bool = False) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
     metadata or name, else its position).
 
     All or nothing: every input's metadata is read and the ranks checked
     (unique, no output overwriting an input) before anything is written, and
     the outputs are staged and moved into place only when every rank
-    converted; on any error no output of this run is left behind."""
+    converted; on any error no output of this run is left behind. Inputs
+    ``validate`` calls unsound are refused (``InputError``) unless ``force``."""
+    from pt2chakra.tools.validate import check_loaded, refuse_unsound
+
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
     ranks: list[int] = []
     windows: list[StepWindow | None] = []
     for index, path in enumerate(paths):
-        metadata, nodes = read_et(path)
+        metadata, lazy = read_et(path)
+        nodes = list(lazy)
+        refuse_unsound(check_loaded(path, index, metadata, nodes), force)
         rank = rank_of(metadata, path, index)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
         ranks.append(rank)
-        windows.append(_window(metadata, list(nodes)))
+        windows.append(_window(metadata, nodes))
         for out in output_paths(prefix, rank):
             refuse_overwriting_inputs(out, list(paths))
     origins = _origins(windows)

@@ -27,7 +27,7 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.json_input import decode, gc_paused, read_json_bytes
+from pt2chakra.pytorch.json_input import TOO_DEEP, decode, gc_paused, read_json_bytes
 from pt2chakra.pytorch.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.records import HostOp, HostTrace, IOValues, ProcessGroup
 
@@ -39,6 +39,9 @@ MAX_ID = 2**62
 # The upper bound leaves room above the host ids for the GPU nodes' ids
 # (Chakra ids are uint64) and keeps every id inside int64 attributes.
 NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_ID)]
+# Header values written to the output's int64 metadata (pid, step window).
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 
 # How many offending ids a warning or error quotes before "...".
 MAX_QUOTED_IDS = 5
@@ -106,21 +109,21 @@ class _NestedNode(msgspec.Struct, gc=False):
 class _Header(msgspec.Struct, gc=False):
     # ``nodes`` stays undecoded until ``schema`` has chosen the node layout.
     schema: str | None = None
-    pid: int = 0
-    start_ts: int = 0
-    finish_ts: int = 0
+    pid: Int64 = 0
+    start_ts: Int64 = 0
+    finish_ts: Int64 = 0
     nodes: msgspec.Raw = msgspec.Raw()
 
 
 class _PgRecord(msgspec.Struct, gc=False):
     """One entry of the ``## process_group:init ##`` JSON string."""
 
-    pg_name: str | int = ""
+    pg_name: str | Int64 = ""
     pg_desc: str = ""
     backend_config: str = ""
-    ranks: list[int] = []
-    group_size: int = 0
-    group_count: int = 0
+    ranks: list[Int64] = []
+    group_size: Int64 = 0
+    group_count: Int64 = 0
 
 
 # --------------------------------------------------------------------------
@@ -384,8 +387,8 @@ def _doc_type(node_type: type[Any]) -> type[Any]:
     if doc is None:
         doc = msgspec.defstruct(
             f"_Doc{node_type.__name__}",
-            [("schema", str | None, None), ("pid", int, 0), ("start_ts", int, 0),
-             ("finish_ts", int, 0), ("nodes", list[node_type] | None, None)],  # type: ignore[valid-type]
+            [("schema", str | None, None), ("pid", Int64, 0), ("start_ts", Int64, 0),
+             ("finish_ts", Int64, 0), ("nodes", list[node_type] | None, None)],  # type: ignore[valid-type]
             gc=False)
         _DOC_TYPES[node_type] = doc
     return doc
@@ -428,6 +431,7 @@ def _normalise(where: str, raw_nodes: list[Any], layout: Layout) -> list[HostOp]
             append(op)
             if extras:
                 extra_names.update(extras)
+                _check_counts(where, op, extras)
     except msgspec.MsgspecError as e:  # attrs are decoded per op, here
         detail = " ".join(str(e).split()).replace("$", f"$.nodes[{len(ops)}].attrs")
         raise InputError(where, f"unexpected content: {detail}") from None
@@ -435,6 +439,21 @@ def _normalise(where: str, raw_nodes: list[Any], layout: Layout) -> list[HostOp]
     if unknown:
         log.info("%s: attrs not in the %s schema table (kept in HostOp.attrs): %s", where, layout.name, ", ".join(sorted(unknown)))
     return ops
+
+
+# record_param_comms attrs read as integers (message sizes, group layout):
+# they become int64 comm_size / group attributes of the output.
+COUNT_ATTRS = ("in_msg_nelems", "out_msg_nelems", "global_rank_start", "global_rank_stride",
+               "pg_size")
+
+
+def _check_counts(where: str, op: HostOp, extras: dict[str, Any]) -> None:
+    """Integer attrs of collectives: integers within int64 (only ops with
+    extra attrs get here: collectives, not the millions of plain ops)."""
+    for name in COUNT_ATTRS:
+        value = extras.get(name)
+        if value is not None and (type(value) is not int or not INT64_MIN <= value <= INT64_MAX):
+            _bad_attr(where, op, name, "an integer within int64", value)
 
 
 def _check_structure(where: str, ops: list[HostOp]) -> None:
@@ -510,16 +529,29 @@ def dangling_parents(ops: list[HostOp], ids: set[int] | None = None) -> list[Hos
 def _process_groups(where: str, ops: list[HostOp]) -> list[ProcessGroup]:
     """Parse the JSON string held by the ``## process_group:init ##`` node."""
     node = next((op for op in ops if op.name == PROCESS_GROUP_INIT), None)
-    if node is None or not node.inputs.values:
+    if node is None:
         return []
-    text = node.inputs.values[0]
+    what = f"op {node.id} ({PROCESS_GROUP_INIT})"
+    try:
+        values = node.inputs.values
+    except RecursionError:
+        raise InputError(where, f"{what}: inputs {TOO_DEEP}") from None
+    except msgspec.DecodeError as e:
+        raise InputError(where, f"{what}: inputs are not JSON ({' '.join(str(e).split())})") from None
+    if not values:
+        return []
+    if not isinstance(values, list):
+        raise InputError(where, f"{what}: inputs `values` should be a list, got {type(values).__name__}")
+    text = values[0]
     if not isinstance(text, str):
-        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_INIT}): first input should be a JSON string, got {type(text).__name__}")
+        raise InputError(where, f"{what}: first input should be a JSON string, got {type(text).__name__}")
     try:
         records = msgspec.json.decode(text, type=list[_PgRecord])
+    except RecursionError:
+        raise InputError(where, f"{what}: process-group JSON {TOO_DEEP}") from None
     except msgspec.DecodeError as e:
         detail = " ".join(str(e).split())
-        raise InputError(where, f"op {node.id} ({PROCESS_GROUP_INIT}): bad process-group JSON ({detail})") from None
+        raise InputError(where, f"{what}: bad process-group JSON ({detail})") from None
     return [
         ProcessGroup(
             pg_name=str(r.pg_name),

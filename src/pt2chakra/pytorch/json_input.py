@@ -7,11 +7,9 @@ msgspec knows it, the JSON path of the bad value (``$.nodes[3].id``).
 from __future__ import annotations
 
 import gc
-import gzip
 import io
 import re
 import tarfile
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -21,7 +19,7 @@ from typing import Any, TypeVar, overload
 import msgspec
 
 from pt2chakra.errors import InputError
-from pt2chakra.files import is_gzip, read_input
+from pt2chakra.files import gunzip, is_gzip, read_input
 
 T = TypeVar("T")
 
@@ -38,6 +36,11 @@ UTF8_BOM = b"\xef\xbb\xbf"
 _NON_FINITE = re.compile(
     rb'("(?:[^"\\]|\\.)*")|(?<=[:\[,])(\s*)-?(?:NaN|Infinity)(?=\s*[,\]}])')
 
+# msgspec (like json) recurses once per nesting level and stops at the
+# interpreter's recursion limit; no trace nests more than a few levels, so
+# reaching it means a damaged or hostile file.
+TOO_DEEP = "values nested too deeply (over the parser's depth limit): not a trace"
+
 TRUNCATED = "truncated: the JSON ends before its closing brackets — did the observer stop cleanly?"
 
 PathArg = str | PathLike[str]
@@ -48,21 +51,12 @@ def read_json_bytes(path: PathArg) -> bytes:
     where = str(path)
     data = read_input(path)
     if is_gzip(data):
-        data = _gunzip(where, data)
+        data = gunzip(where, data)
         if data[TAR_MAGIC_OFFSET : TAR_MAGIC_OFFSET + len(TAR_MAGIC)] == TAR_MAGIC:
             data = _single_tar_member(where, data)
     if data[:3] == UTF8_BOM:
         data = data[3:]
     return data
-
-
-def _gunzip(where: str, data: bytes) -> bytes:
-    try:
-        return gzip.decompress(data)
-    except EOFError:
-        raise InputError(where, "truncated gzip: the compressed stream ends early") from None
-    except (OSError, zlib.error) as e:
-        raise InputError(where, f"corrupt gzip data ({_one_line(str(e))})") from None
 
 
 def _single_tar_member(where: str, data: bytes) -> bytes:
@@ -108,6 +102,8 @@ def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: Any, *,
     decoder = _decoder(type)
     try:
         return _decode_no_gc(decoder, data)
+    except RecursionError:
+        raise InputError(str(path), TOO_DEEP) from None
     except msgspec.ValidationError as e:
         raise InputError(str(path), _validation_problem(str(e), where)) from None
     except msgspec.DecodeError as e:

@@ -86,7 +86,8 @@ _INT_RE = re.compile(r"-?\d+")
 # fit in one; times are microseconds since an epoch and durations, so they are
 # finite, non-negative and far below 2**63. Out-of-range values are corrupt
 # input, reported with their JSON path.
-Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
 Micros = Annotated[float, msgspec.Meta(ge=0, lt=2.0**63)]
 
 
@@ -97,14 +98,14 @@ def _arg(key: str) -> Any:
 class _Args(msgspec.Struct, gc=False):
     """The ``args`` keys the pipeline reads; msgspec skips all others."""
 
-    external_id: int | None = _arg("External id")
-    record_function_id: int | None = _arg("Record function id")
+    external_id: Int64 | None = _arg("External id")
+    record_function_id: Int64 | None = _arg("Record function id")
     correlation: Int64 | None = None
     stream: Int64 | None = None
     device: Int64 | None = None
     bytes: Int64 | None = None
-    seq_num: int | None = _arg("Sequence number")
-    fwd_thread_id: int | None = _arg("Fwd thread id")
+    seq_num: Int64 | None = _arg("Sequence number")
+    fwd_thread_id: Int64 | None = _arg("Fwd thread id")
     # record_shapes=True: per-argument shapes and dtypes (kept as decoded).
     input_dims: Any = _arg("Input Dims")
     input_type: Any = _arg("Input type")
@@ -138,8 +139,8 @@ class _Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: int | str = -1
-    tid: int | str = -1
+    pid: Int64 | str = -1
+    tid: Int64 | str = -1
     ts: Micros | None = None
     dur: Micros | None = None
     id: Any = None
@@ -175,41 +176,53 @@ def _to_str(value: Any) -> str:
 
 
 class _ListParser:
-    """Parses list-valued args; remembers which keys came truncated."""
+    """Parses list-valued args; remembers which keys came truncated. Also
+    checks the collective ints (they reach int64/int32 attributes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str) -> None:
+        self.where = where
         self.truncated: set[str] = set()
 
     def __call__(self, key: str, value: Any) -> list[int]:
         if value is None:
             return []
         if isinstance(value, list):
-            return [_to_int(v, 0) for v in value]
-        if isinstance(value, str):
+            found = [_to_int(v, 0) for v in value]
+        elif isinstance(value, str):
             if TRUNCATION_MARK in value:
                 self.truncated.add(key)
-            return [int(x) for x in _INT_RE.findall(value)]
-        return [_to_int(value, 0)]
+            found = [int(x) for x in _INT_RE.findall(value)]
+        else:
+            found = [_to_int(value, 0)]
+        for item in found:
+            self.check(key, item)
+        return found
+
+    def check(self, key: str, value: int) -> int:
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InputError(self.where, f"collective arg `{key}` is {value}: outside int64")
+        return value
 
 
 def _collective(a: _Args, lists: _ListParser) -> CollectiveInfo | None:
     if a.collective_name is None:
         return None
+    check = lists.check
     return CollectiveInfo(
         name=_to_str(a.collective_name),
         dtype=_to_str(a.dtype),
-        in_msg_nelems=_to_int(a.in_msg_nelems, 0),
-        out_msg_nelems=_to_int(a.out_msg_nelems, 0),
+        in_msg_nelems=check("In msg nelems", _to_int(a.in_msg_nelems, 0)),
+        out_msg_nelems=check("Out msg nelems", _to_int(a.out_msg_nelems, 0)),
         in_split_size=lists("In split size", a.in_split_size),
         out_split_size=lists("Out split size", a.out_split_size),
-        group_size=_to_int(a.group_size, 0),
+        group_size=check("Group size", _to_int(a.group_size, 0)),
         pg_name=_to_str(a.pg_name),
         pg_desc=_to_str(a.pg_desc),
         pg_ranks=lists("Process Group Ranks", a.pg_ranks),
-        rank=_to_int(a.rank),
-        src_rank=_to_int(a.src_rank),
-        dst_rank=_to_int(a.dst_rank),
-        seq=_to_int(a.seq),
+        rank=check("Rank", _to_int(a.rank)),
+        src_rank=check("Src Rank", _to_int(a.src_rank)),
+        dst_rank=check("Dst Rank", _to_int(a.dst_rank)),
+        seq=check("Seq", _to_int(a.seq)),
     )
 
 
@@ -255,7 +268,7 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     sync: list[SyncEvent] = []
     python: list[CpuEvent] = []
     flows: dict[int, tuple[float, int]] = {}
-    lists = _ListParser()
+    lists = _ListParser(where)
     kinds = CATEGORY_KINDS
     for index, e in enumerate(events):
         found = kinds.get(e.cat) or kinds.get(e.cat.lower())

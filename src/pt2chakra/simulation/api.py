@@ -8,6 +8,7 @@ what-if settings, and optionally draw the schedule.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
@@ -16,6 +17,7 @@ import msgspec
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.chakra.conventions import ALIGNMENTS
 from pt2chakra.errors import InputError
+from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.astra_collective import AstraNetwork
 from pt2chakra.simulation.consumer import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -33,6 +35,7 @@ from pt2chakra.simulation.engine import (
     what_if,
 )
 from pt2chakra.simulation.network import ALGORITHMS
+from pt2chakra.tools.validate import check_loaded, refuse_unsound
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):
@@ -51,6 +54,7 @@ class SimulationOptions(msgspec.Struct, frozen=True):
     infer_waits: bool = True
     timeline: str | None = None  # Chrome/Perfetto JSON of the simulated + measured schedule
     plot: str | None = None  # .png/.svg/.pdf per-lane picture
+    force: bool = False  # replay traces validate calls unsound, and accept nodes that never run
 
     def base_config(self) -> SimConfig:
         return SimConfig(bandwidth_gbps=self.bandwidth_gbps, latency_us=self.latency_us,
@@ -66,15 +70,17 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     long) replay, naming the option at fault."""
     if (options.bandwidth_gbps is None) != (options.latency_us is None):
         raise InputError("--bandwidth/--latency", "the network model needs both")
-    if options.bandwidth_gbps is not None and options.bandwidth_gbps <= 0:
-        raise InputError("--bandwidth", "must be positive")
+    if options.bandwidth_gbps is not None and not 0 < options.bandwidth_gbps < math.inf:
+        raise InputError("--bandwidth", "must be a positive finite number")
+    if options.latency_us is not None and not 0 <= options.latency_us < math.inf:
+        raise InputError("--latency", "must be a finite number, 0 or more")
     if options.algorithm not in ALGORITHMS:
         raise InputError("--algorithm", f"must be one of {', '.join(ALGORITHMS)}")
     if options.align not in ALIGNMENTS:
         raise InputError("--align", f"must be one of {', '.join(ALIGNMENTS)}")
     for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
-        if any(v <= 0 for v in getattr(options, name)):
-            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive")
+        if not all(0 < v < math.inf for v in getattr(options, name)):
+            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
     if any(n < 0 for n in options.comm_streams):
         raise InputError("--comm-streams", "must be 0 (as recorded) or more")
     if options.plot:
@@ -96,10 +102,16 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
     options = options or SimulationOptions()
     names = [os.fspath(p) for p in paths]
     check_options(options, names)
-    names, graphs = order_by_rank(names, load(names))
+    refuse_repeated_inputs(names)
+    graphs = load(names)
+    for index, (path, (metadata, nodes)) in enumerate(zip(names, graphs)):
+        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force,
+                       replay_only=True)
+    names, graphs = order_by_rank(names, graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
     base = options.base_config()
     result, schedule = sim.run(base)
+    _refuse_unfinished(result, options.force)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,
@@ -114,6 +126,18 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
 
         write_plot(schedule, options.plot)
     return result
+
+
+def _refuse_unfinished(result: SimulationResult, force: bool) -> None:
+    """A replay that ends with nodes that never ran predicts nothing: they
+    wait on a collective another rank never reached, or on each other."""
+    stuck = [r for r in result.ranks if r.unfinished]
+    if not stuck or force:
+        return
+    first = stuck[0]
+    raise InputError(first.source, f"{first.unfinished} of {first.nodes} nodes never ran in the "
+                     f"replay (rank {first.rank}; waiting on a collective that another rank "
+                     "never reached, or on each other); pass --force to report anyway")
 
 
 class AstraSimOptions(msgspec.Struct, frozen=True):

@@ -131,6 +131,10 @@ def check_plot_path(path: str) -> str:
     if ext not in PLOT_FORMATS:
         raise InputError(path, "the plot must be a .png, .svg or .pdf file (named by its "
                          "extension)")
+    try:  # before the replay, not after it
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise InputError("--plot", "needs matplotlib (pip install matplotlib)") from None
     return ext[1:]
 
 

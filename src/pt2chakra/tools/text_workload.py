@@ -27,6 +27,9 @@ from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
+from pt2chakra.files import gunzip, is_gzip, read_input
+
+INT64_MAX = 2**63 - 1
 
 TEXT_COMM_TYPES = {
     "ALLREDUCE": CollectiveType.ALL_REDUCE,
@@ -54,9 +57,12 @@ class Layer:
         except ValueError:
             raise InputError(path, f"line {lineno}: compute times and comm sizes must be "
                              "integers") from None
-        if min(self.fwd_comp, self.ig_comp_time, self.wg_comp_time, self.fwd_size,
-               self.ig_size, self.wg_size) < 0:
+        values = (self.fwd_comp, self.ig_comp_time, self.wg_comp_time, self.fwd_size,
+                  self.ig_size, self.wg_size)
+        if min(values) < 0:
             raise InputError(path, f"line {lineno}: negative time or size")
+        if max(values) > INT64_MAX:  # written as int64 attributes and durations
+            raise InputError(path, f"line {lineno}: a time or size over int64's range")
         types = []
         for text in (col[3], col[6], col[9]):
             if text not in TEXT_COMM_TYPES:
@@ -193,11 +199,14 @@ def _micro(b: _Builder, layers: list[Layer], passes: int) -> None:
 def parse(path: str | os.PathLike[str]) -> tuple[str, list[str], list[Layer], str]:
     """(workload type, header tokens, layers, file text)."""
     path = os.fspath(path)
+    data = read_input(path)
+    if is_gzip(data):
+        data = gunzip(path, data)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, f"cannot read: {exc}") from exc
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"cannot read: not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start})") from None
     lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
     if len(lines) < 2:
         raise InputError(path, "expected a workload type line and a layer count line")
@@ -269,6 +278,8 @@ def _write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
                 write_et(staged.stage(out), md, nodes)
             except OSError as exc:  # name the target, not the temp file
                 raise OSError(exc.errno, exc.strerror, out) from exc
+            except InputError as exc:
+                raise InputError(out, exc.problem) from exc
             written.append(out)
         staged.commit()
     return written

@@ -30,6 +30,7 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.files import refuse_repeated_inputs
 
 _ARG_ATTRS = ("comm_type", "comm_size", "pg_name", "comm_seq", "stream", "device", "tid",
               "correlation", "rf_id")
@@ -96,6 +97,7 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         paths = [paths]
     output = os.fspath(output)
     refuse_overwriting_inputs(output, list(paths))
+    refuse_repeated_inputs([os.fspath(p) for p in paths])
     stats = TimelineStats(output=output)
     used_pids: set[int] = set()
     with atomic_output(output) as out:

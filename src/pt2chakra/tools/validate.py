@@ -8,6 +8,7 @@ no stream order, collectives typed as compute).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import defaultdict
@@ -20,7 +21,7 @@ from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu, is_
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
     CommOp,
     RankComms,
@@ -33,8 +34,12 @@ from pt2chakra.chakra.rendezvous import (
     rendezvous_keys,
 )
 from pt2chakra.conversion.collective import is_nccl_kernel
+from pt2chakra.errors import InputError
 from pt2chakra.export.astra_sim import is_serial_profile
+from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.pytorch.names import is_backend_comm_op
+
+log = logging.getLogger(__name__)
 
 PROFILES = ("astra-sim",)
 
@@ -211,8 +216,14 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector, profile:
 
 def _check_file(path: str, index: int, profile: str | None, want_order: bool = False,
                 ) -> tuple[list[Problem], _FileFacts]:
-    c = _Collector(path)
     metadata, nodes = read_et(path)
+    return _check_loaded(path, index, metadata, nodes, profile, want_order)
+
+
+def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+                  profile: str | None, want_order: bool = False,
+                  ) -> tuple[list[Problem], _FileFacts]:
+    c = _Collector(path)
     if not metadata.version:
         c.add("warning", "metadata", "GlobalMetadata has no version",
               "the reference converter writes none; readers cannot tell the schema")
@@ -249,7 +260,7 @@ def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, profile: str | None)
         if node.data_deps:
             scan.deps[node.id] = list(zip(node.data_deps, dep_kinds_of(node.data_deps, attrs)))
         scan.ctrl += [(node.id, d) for d in node.ctrl_deps]
-        if is_gpu(attrs) and "stream" in attrs and node.start_time_micros:
+        if is_gpu(attrs) and is_int(attrs.get("stream")) and node.start_time_micros:
             scan.streams[(attrs.get("device"), attrs["stream"])].append(
                 (node.start_time_micros, node.id, node.data_deps))
         if node.type in COMM_NODE_TYPES:
@@ -492,6 +503,7 @@ def validate(paths: Sequence[str | os.PathLike[str]], profile: str | None = None
     if profile is not None and profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
     files = [os.fspath(p) for p in paths]
+    refuse_repeated_inputs(files)
     problems: list[Problem] = []
     facts: list[_FileFacts] = []
     for index, path in enumerate(files):
@@ -516,3 +528,40 @@ def validate(paths: Sequence[str | os.PathLike[str]], profile: str | None = None
                                     f"ranks {ranks} are not 0..{len(ranks) - 1}",
                                     "ASTRA-sim opens <prefix>.0.et .. <prefix>.<N-1>.et"))
     return ValidationReport(files, profile, problems)
+
+
+def check_loaded(path: str, index: int, metadata: GlobalMetadata,
+                 nodes: Sequence[ChakraNode]) -> list[Problem]:
+    """The per-file checks of ``validate`` on a trace already in memory (no
+    cross-rank checks: the simulator's deadlock check owns those)."""
+    return _check_loaded(path, index, metadata, nodes, None)[0]
+
+
+# The errors a replay cannot get past: a node that waits on itself, on a node
+# that is not there, or shares its id. (Attributes of an unexpected type or a
+# missing comm_size are errors for validate, but the simulator reads them as
+# absent, with a warning, and other tools' traces rely on that.)
+REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id"})
+
+
+def blocks_replay(problem: Problem) -> bool:
+    return problem.check in REPLAY_BLOCKING
+
+
+def refuse_unsound(problems: Sequence[Problem], force: bool, replay_only: bool = False) -> None:
+    """What ``validate`` calls an error stops a command that would pass the
+    trace on (ASTRA-sim export; with ``replay_only``, only the errors in
+    ``blocks_replay``, for the simulator): ``InputError`` naming the first
+    error, or with ``force`` one warning and on."""
+    errors = [p for p in problems if p.severity == "error"
+              and (not replay_only or blocks_replay(p))]
+    if not errors:
+        return
+    first = errors[0]
+    where = f" node {first.node}:" if first.node is not None else ""
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    text = f"[{first.check}]{where} {first.message}{more}"
+    if not force:
+        raise InputError(first.file, f"not sound: {text}; see `pt2chakra validate`, "
+                         "or pass --force to proceed anyway")
+    log.warning("%s: not sound, proceeding because of --force: %s", first.file, text)

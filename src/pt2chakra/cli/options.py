@@ -1,0 +1,204 @@
+"""Option checking for the command line: one home for what a value may be,
+and for how a failing command ends (one line, no partial output).
+
+Every numeric option goes through one of the ``argparse`` types below, so a
+NaN scale, a negative rank or a billion NPUs is refused before any work with
+argparse's one line (exit 2). ``OneLineParser`` makes every argparse error a
+single line; ``session`` turns SIGTERM and SIGHUP into the same clean exit as
+Ctrl-C (temp files removed by ``pt2chakra.atomic``), and holds back warning
+lines until the command succeeds, so that a failure prints only its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import NoReturn
+
+INT64_MAX = 2**63 - 1
+# Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
+MAX_RANK = 2**31 - 1
+# What-if scales multiply measured durations or bandwidth: beyond a million
+# (or below a millionth) they describe no machine, and float time sums lose
+# the microsecond resolution the report prints.
+MAX_SCALE = 1e6
+MIN_SCALE = 1e-6
+# Generated traces (from-text, microbench): one file per NPU; 65536 NPUs is
+# the largest system ASTRA-sim's examples describe, and every file is held in
+# memory until the set is committed.
+MAX_NPUS = 65536
+# Chain length / training passes of generated traces: a million compute +
+# collective pairs per NPU is already gigabytes of output.
+MAX_STEPS = 1_000_000
+MAX_PASSES = 100_000
+# Communication streams a what-if may spread collectives over: NCCL uses a
+# handful; thousands only multiply lanes.
+MAX_COMM_STREAMS = 1024
+# Exit statuses: 128 + the signal number, as shells report them.
+EXIT_BAD_INPUT = 2
+SIGNAL_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+if hasattr(signal, "SIGHUP"):
+    SIGNAL_EXITS[signal.SIGHUP] = 129
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with errors as one line (no usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+def int_range(low: int, high: int) -> Callable[[str], int]:
+    """An integer option within [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
+
+
+def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:
+    """A finite float option within [low, high] (``(low, high]`` with ``low_open``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+        if value < low or value > high or (low_open and value == low):
+            side = "(" if low_open else "["
+            raise argparse.ArgumentTypeError(f"{text} is outside {side}{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = "float"
+    return parse
+
+
+rank = int_range(0, MAX_RANK)
+non_negative_int64 = int_range(0, INT64_MAX)
+int64 = int_range(-INT64_MAX - 1, INT64_MAX)
+npus = int_range(1, MAX_NPUS)
+steps = int_range(1, MAX_STEPS)
+passes = int_range(1, MAX_PASSES)
+comm_streams = int_range(0, MAX_COMM_STREAMS)
+count = int_range(0, INT64_MAX)
+positive_count = int_range(1, INT64_MAX)
+scale = float_range(MIN_SCALE, MAX_SCALE)
+bandwidth = float_range(0.0, 1e12, low_open=True)  # GB/s
+latency = float_range(0.0, 1e12)  # us
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """``4G``, ``512M``, ``1024``: a positive size in bytes (binary units)."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8G, 512M or 1048576")
+    value = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if not 0 < value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text} must be positive")
+    return value
+
+
+byte_size.__name__ = "size"
+
+
+def add_force(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"proceed (with a warning) when {what}")
+
+
+# --------------------------------------------------------------------------
+# How a command ends
+# --------------------------------------------------------------------------
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM / SIGHUP: unwinds like Ctrl-C, so every temp file is removed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def exit_status_of(exc: KeyboardInterrupt) -> int:
+    return SIGNAL_EXITS.get(getattr(exc, "signum", signal.SIGINT), 130)
+
+
+class _HeldWarnings(logging.Handler):
+    """Keeps warning lines until the command ends: printed after a success,
+    dropped after a failure (whose one line says what matters)."""
+
+    def __init__(self, target: logging.Handler) -> None:
+        super().__init__(logging.NOTSET)
+        self.target = target
+        self.held: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.held.append(record)
+
+    def pass_on(self) -> None:  # not ``release``: Handler's lock method has that name
+        for record in self.held:
+            self.target.handle(record)
+        self.held.clear()
+
+
+@contextlib.contextmanager
+def session(verbosity: int) -> Iterator[Callable[[], None]]:
+    """Signals handled as Ctrl-C and warnings held (at default verbosity)
+    for the duration of one command; yields ``release`` to call on success.
+    Restores the previous handlers after (``main`` may run in-process)."""
+    logging.basicConfig(level=logging.WARNING if verbosity == 0 else
+                        logging.INFO if verbosity == 1 else logging.DEBUG,
+                        format="%(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger()
+    saved_handlers = root.handlers[:]
+    held: _HeldWarnings | None = None
+    stderr_handlers = [h for h in saved_handlers
+                       if type(h) is logging.StreamHandler and h.stream is sys.stderr]
+    if verbosity == 0 and stderr_handlers:
+        held = _HeldWarnings(stderr_handlers[0])
+        root.handlers = [held if h is stderr_handlers[0] else h for h in saved_handlers]
+    previous = {}
+    for signum in SIGNAL_EXITS:
+        if signum == signal.SIGINT:
+            continue
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            previous[signum] = signal.signal(signum, _raise_terminated)
+    try:
+        yield held.pass_on if held is not None else (lambda: None)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        root.handlers = saved_handlers
+
+
+def quiet_broken_pipe() -> None:
+    """The reader of our stdout went away (``| head``): point stdout at
+    /dev/null so that the interpreter's final flush cannot complain."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
