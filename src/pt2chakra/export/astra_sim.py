@@ -475,8 +475,8 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     written: list[str] = []
     with StagedOutputs() as staged:
         for path, rank, origin in zip(paths, ranks, origins):
-            metadata, nodes = read_et(path)
-            for p in _write_one(metadata, nodes, prefix, rank, cpu, staged, origin,
+            metadata, lazy = read_et(path)
+            for p in _write_one(metadata, lazy, prefix, rank, cpu, staged, origin,
                                 ranks_given=len(paths), source=path):
                 if p not in written:
                     written.append(p)
