@@ -106,7 +106,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
 
     options = AstraSimOptions(
         topology=args.topology, bandwidth_gbps=args.bandwidth, latency_us=args.latency,
-        congestion_aware=args.congestion_aware,
+        congestion_aware=args.congestion_aware, force=args.force,
         compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
         timeline=args.timeline, plot=args.plot, align=args.align,

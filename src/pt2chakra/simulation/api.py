@@ -24,7 +24,8 @@ from pt2chakra.simulation.consumer import (
     DEFAULT_LATENCY_NS,
     DEFAULT_TOPOLOGY,
     ConsumerReport,
-    consume,
+    consume_loaded,
+    load_for_consumer,
 )
 from pt2chakra.simulation.engine import (
     SimConfig,
@@ -158,6 +159,7 @@ class AstraSimOptions(msgspec.Struct, frozen=True):
     plot: str | None = None
     align: str = "auto"
     infer_waits: bool = True
+    force: bool = False  # replay what validate calls unsound, with a warning
 
 
 def _refuse_replay_only(options: AstraSimOptions) -> None:
@@ -177,19 +179,28 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
                        options: AstraSimOptions | None = None) -> ConsumerReport:
     """What ASTRA-sim will print for these ``.et`` files (one per NPU)."""
     options = options or AstraSimOptions()
+    names = [os.fspath(p) for p in paths]
     _refuse_replay_only(options)
     for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
-        if any(not v > 0 for v in getattr(options, name)):
-            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive")
-    for name, value in (("--bandwidth", options.bandwidth_gbps), ("--latency", options.latency_us)):
-        if value is not None and not value >= 0 or name == "--bandwidth" and value == 0:
-            raise InputError(name, "must be positive")
+        if any(not (math.isfinite(v) and v > 0) for v in getattr(options, name)):
+            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
+    if options.bandwidth_gbps is not None and not (
+            math.isfinite(options.bandwidth_gbps) and options.bandwidth_gbps > 0):
+        raise InputError("--bandwidth", "must be a positive finite number")
+    if options.latency_us is not None and not (
+            math.isfinite(options.latency_us) and options.latency_us >= 0):
+        raise InputError("--latency", "must be a finite number, 0 or more")
+    refuse_repeated_inputs(names)
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
     try:
-        network = AstraNetwork(options.topology or DEFAULT_TOPOLOGY, len(paths),
+        network = AstraNetwork(options.topology or DEFAULT_TOPOLOGY, len(names),
                                options.bandwidth_gbps or DEFAULT_BANDWIDTH_GBPS, latency_ns,
                                congestion_aware=options.congestion_aware)
     except ValueError as exc:
         raise InputError("--consumer astra-sim", str(exc)) from exc
-    return consume(paths, network, compute_scale=options.compute_scale,
-                   cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)
+    ordered, graphs = load_for_consumer(names)
+    for index, (path, (metadata, nodes)) in enumerate(zip(ordered, graphs)):
+        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force,
+                       replay_only=True)
+    return consume_loaded(ordered, graphs, network, compute_scale=options.compute_scale,
+                          cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)

@@ -438,8 +438,18 @@ def consume(paths: Sequence[str | os.PathLike[str]], network: AstraNetwork,
             ) -> ConsumerReport:
     """Replay ``.et`` files (one per NPU) as ASTRA-sim would, plus the
     what-if combinations other than all 1."""
-    system = system or AstraSystem()
     names, graphs = load_for_consumer(paths)
+    return consume_loaded(names, graphs, network, system, compute_scale=compute_scale,
+                          cpu_scale=cpu_scale, bandwidth_scale=bandwidth_scale)
+
+
+def consume_loaded(names: Sequence[str],
+                   graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                   network: AstraNetwork, system: AstraSystem | None = None, *,
+                   compute_scale: Sequence[float] = (1.0,), cpu_scale: Sequence[float] = (1.0,),
+                   bandwidth_scale: Sequence[float] = (1.0,)) -> ConsumerReport:
+    """``consume`` on files already loaded, in rank order."""
+    system = system or AstraSystem()
     base = ConsumerOptions(network=network, system=system, comm_groups=comm_groups_of(graphs))
     result = replay_as_astra_sim(graphs, names, base)
     rows: list[ConsumerWhatIf] = []
