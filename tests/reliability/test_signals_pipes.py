@@ -82,10 +82,11 @@ def test_plot_without_matplotlib_fails_up_front(tmp_path: Path) -> None:
 
 
 def test_force_lets_an_unsound_trace_through_with_one_warning(tmp_path: Path) -> None:
-    from tiny_inputs import comm_node, comp_node, write_rank
+    from tiny_inputs import comm_node, comp_node, sound_et, write_rank
 
     et = write_rank(tmp_path / "u.et", [comp_node(1, [9]), comm_node(2, [1])])
-    proc = run_cli("astra-sim", et, "-o", tmp_path / "out", "--force", "-q")
+    peer = sound_et(tmp_path / "s.et", rank=1)  # ASTRA-sim needs 2 NPUs
+    proc = run_cli("astra-sim", et, peer, "-o", tmp_path / "out", "--force", "-q")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "--force" in lines[0] and "dangling" in lines[0]
