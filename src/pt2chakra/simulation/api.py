@@ -16,6 +16,7 @@ import msgspec
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.engine import (
+    Schedule,
     SimConfig,
     SimulationResult,
     Simulator,
@@ -82,17 +83,26 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError(options.plot, "--timeline and --plot name the same file")
 
 
+def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+           ) -> tuple[Simulator, SimulationResult, Schedule]:
+    """The baseline replay of ``options`` over the ranks' files (checked,
+    ordered by rank), with the simulator kept for further settings and the
+    per-node schedule (what the HTML report draws)."""
+    names = [os.fspath(p) for p in paths]
+    check_options(options, names)
+    names, graphs = order_by_rank(names, load(names))
+    sim = Simulator(graphs, names, infer_waits=options.infer_waits)
+    result, schedule = sim.run(options.base_config())
+    return sim, result, schedule
+
+
 def simulate(paths: Sequence[str | os.PathLike[str]],
              options: SimulationOptions | None = None) -> SimulationResult:
     """Replay the ranks' ``.et`` files together (one file per rank), run the
     what-if settings, and write the timeline / plot when asked."""
     options = options or SimulationOptions()
-    names = [os.fspath(p) for p in paths]
-    check_options(options, names)
-    names, graphs = order_by_rank(names, load(names))
-    sim = Simulator(graphs, names, infer_waits=options.infer_waits)
+    sim, result, schedule = replay(paths, options)
     base = options.base_config()
-    result, schedule = sim.run(base)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,
