@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:
+    from pt2chakra.simulation.api import SimulationOptions
 
 EPILOG = """examples:
   pt2chakra simulate rank0.et
@@ -31,6 +35,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="write simulated + measured schedule as Chrome/Perfetto trace JSON")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw the per-lane timeline with the critical path (.png/.svg/.pdf)")
+    add_model_args(p)
+    p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
+    p.set_defaults(func=_cmd_simulate)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The replay's settings and what-if knobs (``simulate`` and ``report``)."""
     p.add_argument("--compute-scale", type=float, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale GPU kernel durations (several values: one row each)")
     p.add_argument("--cpu-scale", type=float, nargs="+", default=[1.0], metavar="X",
@@ -50,19 +61,25 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    "(recorded when the ranks' steps overlap on one clock)")
     p.add_argument("--no-infer-waits", action="store_true",
                    help="do not infer cross-stream waits from timing")
-    p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
-    p.set_defaults(func=_cmd_simulate)
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from pt2chakra.simulation.api import SimulationOptions, simulate
+def options_from(args: argparse.Namespace) -> SimulationOptions:
+    """``SimulationOptions`` from the arguments ``add_model_args`` added
+    (plus ``--timeline``/``--plot`` where the command has them)."""
+    from pt2chakra.simulation.api import SimulationOptions
 
-    options = SimulationOptions(
+    return SimulationOptions(
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
-        infer_waits=not args.no_infer_waits, timeline=args.timeline, plot=args.plot)
-    result = simulate(args.traces, options)
+        infer_waits=not args.no_infer_waits, timeline=getattr(args, "timeline", None),
+        plot=getattr(args, "plot", None))
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from pt2chakra.simulation.api import simulate
+
+    result = simulate(args.traces, options_from(args))
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()
                          + "\n")

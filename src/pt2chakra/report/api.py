@@ -38,6 +38,14 @@ class ReportSummary(msgspec.Struct):
     predicted_step_us: float
     measured_step_us: float
 
+    def summary(self) -> str:
+        merged = (f", bars closer than {self.merged_below_us:g} us merged"
+                  if self.merged_below_us else "")
+        return (f"{self.output}: {self.bytes / 1e6:.2f} MB, {self.ranks} rank"
+                f"{'s' if self.ranks != 1 else ''}, {self.nodes} nodes, {self.bars} timeline "
+                f"bars{merged}; predicted step {self.predicted_step_us:.0f} us, measured "
+                f"{self.measured_step_us:.0f} us")
+
 
 def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None],
                  ) -> None:

@@ -27,10 +27,10 @@ from pt2chakra.simulation.views import _COLORS, _lane_tids, measured_span
 from .downsample import Bar, downsample, share_budget
 
 # Bars drawn on the whole page (every lane, simulated and measured). A bar
-# costs about 25 bytes of the page and a browser draws this many SVG rects
-# in about a second, which keeps a 64-rank, million-node page well under
-# its 15 MB and 5 s.
-BAR_BUDGET = 150_000
+# costs about 20 bytes of the page, and the page's canvas redraws this many
+# in a few tens of milliseconds on each zoom step, which keeps a 64-rank,
+# million-node page well under its 15 MB and 5 s.
+BAR_BUDGET = 300_000
 # Even a lane of a 64-rank page keeps this many bars (a lane's shape).
 MIN_LANE_BARS = 200
 # The timeline's JSON may take this much of the page; over it, the bar

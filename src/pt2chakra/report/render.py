@@ -167,7 +167,7 @@ def _timeline(data: ReportData) -> str:
     tl = data.timeline
     legend = "".join(f'<span><i style="background:{c}"></i>{_esc(n)}</span>'
                      for n, c in zip(tl.categories, tl.colors))
-    legend += ('<span><i class="cpkey"></i>critical path</span>'
+    legend += ('<span><i class="cpkey"></i>critical path (under its lane)</span>'
                '<span><i class="meas"></i>measured (lighter, below its simulated lane)</span>')
     merged = (f" Bars closer than {_esc(fmt_us(tl.merged_below_us))} (at most) are merged "
               "into one, coloured by the category holding most of its time; the tooltip "
@@ -206,7 +206,7 @@ def _breakdown(title: str, parts: dict[str, float], total: float,
         x += w * share
         rows.append([(f'<i class="sw" style="background:{color}"></i>{_esc(name)}', name),
                      _t(us), (f"{share * 100:.1f} %", share * 100)])
-    svg = (f'<svg class="stack" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" '
+    svg = (f'<svg class="stack" viewBox="0 0 {w} {h}" preserveAspectRatio="none" role="img" '
            f'aria-label="{_esc(title)}">{"".join(rects)}</svg>')
     return f"<h3>{_esc(title)}</h3>{svg}{_table([title.split(' by ')[-1], 'time', 'share'], rows)}"
 
@@ -218,7 +218,7 @@ def _critical(cp: CriticalPath | None) -> str:
     head = (f'<p class="big">{_esc(fmt_us(cp.length_us))} over {cp.nodes:,} nodes'
             + (f", crossing ranks {cp.rank_crossings} times" if cp.rank_crossings else "")
             + '</p><p class="note">The chain of nodes and waits that decided when the step '
-              'ended, walked back from the last node to end. It is outlined in red on the '
+              'ended, walked back from the last node to end. It is underlined in red on the '
               'timeline. "By dependency kind" charges each step of the path to the kind of '
               'the edge that made it wait (the converter\'s kinds, plus the simulator\'s '
               'lane_order and rank_start).</p>')

@@ -1,9 +1,8 @@
-/* pt2chakra report: draws the lane timeline from the page's JSON, zooms and
-   pans it, shows a tooltip per bar, and sorts the tables. No dependencies. */
+/* pt2chakra report: draws the lane timeline (a canvas per rank) from the
+   page's JSON, zooms and pans it, shows a tooltip per bar, and sorts the tables. No dependencies. */
 (function () {
   "use strict";
-  var SVGNS = "http://www.w3.org/2000/svg";
-  var ROW = 14, PAD = 2, MIN_ZOOM = 1e-6;
+  var ROW = 14, CRIT_H = 3, MIN_ZOOM = 1e-6, MIN_PX = 0.8, CRIT = "#d62728";
   var D = JSON.parse(document.getElementById("timeline-data").textContent);
   var lanesEl = document.getElementById("lanes");
   var axis = document.getElementById("axis");
@@ -11,7 +10,7 @@
   var rangeEl = document.getElementById("range");
   var full0 = D.start_us, full1 = Math.max(D.end_us, D.start_us + 1);
   var view = [full0, full1];
-  var drawn = [];  // {svg, rank, rows}: lanes drawn so far
+  var drawn = [];  // {canvas, labels, rank, rows}: ranks drawn so far
   var hideMeasured = false;
   var pending = false;
 
@@ -26,85 +25,92 @@
     return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
   }
 
-  function categoryStyles() {
-    var css = "";
-    D.colors.forEach(function (c, k) { css += "svg.lanes rect.c" + k + "{fill:" + c + ";stroke:" + c + "}"; });
-    css += "svg.lanes rect.b{stroke-width:.6px;vector-effect:non-scaling-stroke}";
-    css += "svg.lanes rect.cp{vector-effect:non-scaling-stroke}";
-    var el = document.createElement("style");
-    el.textContent = css;
-    document.head.appendChild(el);
-  }
-
   function visibleRows(rank) {
     return rank.rows.filter(function (r) { return !(hideMeasured && r.measured); });
+  }
+
+  function inPath(cp, s, e) {
+    /* bars and critical outlines are sorted by start: a bar is on the path
+       when an outline covers its middle */
+    var lo = 0, hi = cp.length / 2, m = (s + e) / 2;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (cp[2 * mid] <= m) lo = mid + 1; else hi = mid; }
+    for (var k = lo - 1; k >= 0 && k >= lo - 8; k--) { if (cp[2 * k] + cp[2 * k + 1] >= m) return true; }
+    return false;
   }
 
   function drawRank(entry) {
     var rows = visibleRows(entry.rank);
     entry.rows = rows;
-    var labels = [], parts = [];
-    var h = rows.length * ROW, span = full1 - full0;
+    entry.labels.innerHTML = rows.map(function (row) {
+      var m = row.measured;
+      return '<div class="' + (m ? "m" : "") + '" title="' + esc(row.label) + (m ? " (measured)" : " (simulated)") +
+             '">' + (m ? "measured" : esc(row.label)) + "</div>";
+    }).join("");
+    var cv = entry.canvas, dpr = window.devicePixelRatio || 1;
+    var w = Math.max(cv.clientWidth, 1), h = Math.max(rows.length * ROW, 1);
+    cv.style.height = h + "px";
+    if (cv.width !== Math.round(w * dpr) || cv.height !== Math.round(h * dpr)) {
+      cv.width = Math.round(w * dpr);
+      cv.height = Math.round(h * dpr);
+    }
+    var ctx = cv.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    var v0 = view[0], k = w / (view[1] - view[0]), dim = lanesEl.classList.contains("dim");
     rows.forEach(function (row, j) {
-      var y = j * ROW, m = row.measured;
-      labels.push('<div class="' + (m ? "m" : "") + '" title="' + esc(row.label) + (m ? " (measured)" : " (simulated)") + '">' +
-                  (m ? "measured" : esc(row.label)) + "</div>");
-      if (!m) {
-        parts.push('<rect class="bg" x="' + full0 + '" y="' + y + '" width="' + span + '" height="' + ROW + '"/>');
-      }
-      var bars = row.bars, bh = ROW - 2 * PAD, cls = m ? " m" : "";
+      var y = j * ROW, bars = row.bars, cp = row.critical, last = -1;
+      if (!row.measured) { ctx.globalAlpha = 1; ctx.fillStyle = "#f4f6f9"; ctx.fillRect(0, y, w, ROW); }
+      var base = row.measured ? 0.5 : 1;
+      ctx.globalAlpha = base;
       for (var b = 0; b < bars.length; b += 4) {
-        parts.push('<rect class="b c' + bars[b + 2] + cls + '" x="' + bars[b] + '" y="' + (y + PAD) +
-                   '" width="' + bars[b + 1] + '" height="' + bh + '" data-k="' + j + "," + b + '"/>');
+        var x0 = (bars[b] - v0) * k;
+        if (x0 > w) break;
+        var x1 = (bars[b] + bars[b + 1] - v0) * k;
+        if (x1 < 0) continue;
+        if (bars[b + 2] !== last) { last = bars[b + 2]; ctx.fillStyle = D.colors[last]; }
+        if (dim) ctx.globalAlpha = inPath(cp, bars[b], bars[b] + bars[b + 1]) ? base : base * 0.18;
+        ctx.fillRect(x0, y + 1, Math.max(x1 - x0, MIN_PX), ROW - CRIT_H - 2);
       }
-      var cp = row.critical;
+      ctx.globalAlpha = 1;
+      ctx.fillStyle = CRIT;
       for (var c = 0; c < cp.length; c += 2) {
-        parts.push('<rect class="cp" x="' + cp[c] + '" y="' + (y + 1) + '" width="' + cp[c + 1] +
-                   '" height="' + (ROW - 2) + '"/>');
+        var c0 = (cp[c] - v0) * k;
+        if (c0 > w) break;
+        var c1 = (cp[c] + cp[c + 1] - v0) * k;
+        if (c1 < 0) continue;
+        ctx.fillRect(c0, y + ROW - CRIT_H, Math.max(c1 - c0, MIN_PX), CRIT_H);
       }
     });
-    entry.labels.innerHTML = labels.join("");
-    var svg = entry.svg;
-    svg.setAttribute("height", String(Math.max(h, 1)));
-    svg.style.height = Math.max(h, 1) + "px";
-    svg.innerHTML = parts.join("");
-    setViewBox(entry);
-  }
-
-  function setViewBox(entry) {
-    var h = Math.max(entry.rows.length * ROW, 1);
-    entry.svg.setAttribute("viewBox", view[0] + " 0 " + (view[1] - view[0]) + " " + h);
   }
 
   function rankBlock(rank, k) {
     var det = document.createElement("details");
     det.className = "rank";
     var sum = document.createElement("summary");
-    sum.innerHTML = "rank " + rank.rank + "<span></span>";
+    sum.innerHTML = "rank " + esc(rank.rank) + "<span></span>";
     sum.lastChild.textContent = rank.source + ", " + rank.rows.filter(function (r) { return !r.measured; }).length + " lanes";
     det.appendChild(sum);
     var body = document.createElement("div");
     body.className = "rankbody";
     var labels = document.createElement("div");
     labels.className = "labels";
-    var svg = document.createElementNS(SVGNS, "svg");
-    svg.setAttribute("class", "lanes");
-    svg.setAttribute("preserveAspectRatio", "none");
+    var canvas = document.createElement("canvas");
+    canvas.className = "lanes";
     body.appendChild(labels);
-    body.appendChild(svg);
+    body.appendChild(canvas);
     det.appendChild(body);
-    var entry = { svg: svg, labels: labels, rank: rank, rows: [], done: false };
+    var entry = { canvas: canvas, labels: labels, rank: rank, rows: [], done: false };
     det.addEventListener("toggle", function () {
-      if (det.open && !entry.done) { entry.done = true; drawRank(entry); drawn.push(entry); }
+      if (det.open && !entry.done) { entry.done = true; drawn.push(entry); drawRank(entry); }
     });
-    if (k < D.open_ranks) { det.open = true; entry.done = true; drawRank(entry); drawn.push(entry); }
     lanesEl.appendChild(det);
+    if (k < D.open_ranks) { det.open = true; entry.done = true; drawn.push(entry); }
     bindLanes(entry);
   }
 
   function apply() {
     pending = false;
-    drawn.forEach(setViewBox);
+    drawn.forEach(drawRank);
     drawAxis();
     rangeEl.textContent = fmt(view[0]) + " \u2013 " + fmt(view[1]) + " (" + fmt(view[1] - view[0]) + " shown)";
   }
@@ -149,11 +155,24 @@
     return Math.min(1, Math.max(0, (e.clientX - r.left) / Math.max(1, r.width)));
   }
 
+  function barAt(entry, e) {
+    /* the bar under the mouse: its row from y, then the last bar starting
+       before the mouse (bars are sorted by start) and a few before it */
+    var r = entry.canvas.getBoundingClientRect(), row = entry.rows[Math.floor((e.clientY - r.top) / ROW)];
+    if (!row) return null;
+    var k = r.width / (view[1] - view[0]), t = view[0] + (e.clientX - r.left) / k, tol = 2 / k;
+    var bars = row.bars, lo = 0, hi = bars.length / 4;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (bars[4 * mid] <= t + tol) lo = mid + 1; else hi = mid; }
+    for (var i = lo - 1; i >= 0 && i >= lo - 64; i--) {
+      if (bars[4 * i] + bars[4 * i + 1] + tol >= t) return { row: row, b: 4 * i };
+    }
+    return null;
+  }
+
   function showTip(entry, e) {
-    var k = e.target.getAttribute && e.target.getAttribute("data-k");
-    if (!k) { tip.hidden = true; return; }
-    var jb = k.split(","), row = entry.rows[+jb[0]], b = +jb[1], bars = row.bars;
-    var label = bars[b + 3];
+    var hit = barAt(entry, e);
+    if (!hit) { tip.hidden = true; return; }
+    var row = hit.row, b = hit.b, bars = row.bars, label = bars[b + 3];
     var name = label >= 0 ? D.names[label] : (-label) + " nodes merged (zoom limit of this page)";
     tip.textContent = "";
     var strong = document.createElement("b");
@@ -164,22 +183,22 @@
       D.categories[bars[b + 2]] + " \u00b7 " + (row.measured ? "measured" : "simulated") + " \u00b7 " +
       row.label + " \u00b7 start " + fmt(bars[b]) + " \u00b7 " + fmt(bars[b + 1])));
     tip.hidden = false;
-    tip.style.left = Math.min(e.clientX + 12, window.innerWidth - 540) + "px";
+    tip.style.left = Math.max(0, Math.min(e.clientX + 12, window.innerWidth - 540)) + "px";
     tip.style.top = (e.clientY + 14) + "px";
   }
 
   function bindLanes(entry) {
-    var svg = entry.svg, drag = null;
-    svg.addEventListener("wheel", function (e) {
+    var cv = entry.canvas, drag = null;
+    cv.addEventListener("wheel", function (e) {
       if (!(e.ctrlKey || e.metaKey)) return;
       e.preventDefault();
-      zoomAt(e.deltaY > 0 ? 1.25 : 0.8, fracOf(svg, e));
+      zoomAt(e.deltaY > 0 ? 1.25 : 0.8, fracOf(cv, e));
     }, { passive: false });
-    svg.addEventListener("mousedown", function (e) {
-      drag = { x: e.clientX, v: view.slice(), w: svg.getBoundingClientRect().width };
+    cv.addEventListener("mousedown", function (e) {
+      drag = { x: e.clientX, v: view.slice(), w: cv.getBoundingClientRect().width };
     });
     window.addEventListener("mouseup", function () { drag = null; });
-    svg.addEventListener("mousemove", function (e) {
+    cv.addEventListener("mousemove", function (e) {
       if (drag) {
         var dt = (drag.x - e.clientX) / Math.max(1, drag.w) * (drag.v[1] - drag.v[0]);
         setView(drag.v[0] + dt, drag.v[1] + dt);
@@ -188,8 +207,8 @@
         showTip(entry, e);
       }
     });
-    svg.addEventListener("mouseleave", function () { tip.hidden = true; });
-    svg.addEventListener("dblclick", function () { setView(full0, full1); });
+    cv.addEventListener("mouseleave", function () { tip.hidden = true; });
+    cv.addEventListener("dblclick", function () { setView(full0, full1); });
   }
 
   function bindAxis() {
@@ -218,6 +237,7 @@
     });
     document.getElementById("dim").addEventListener("change", function (e) {
       lanesEl.classList.toggle("dim", e.target.checked);
+      schedule();
     });
     document.getElementById("hide-measured").addEventListener("change", function (e) {
       hideMeasured = e.target.checked;
@@ -249,7 +269,6 @@
     });
   }
 
-  categoryStyles();
   D.ranks.forEach(rankBlock);
   bindAxis();
   bindControls();
