@@ -1,0 +1,47 @@
+"""Pages to test: the bundled sample and the 8 DLRM ranks, converted once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from helpers import PAIRS, ROOT, SAMPLE
+
+from pt2chakra.conversion.api import convert, write_report
+
+
+@pytest.fixture(scope="session")
+def sample_et(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(.et, conversion report JSON) of the bundled sample."""
+    work = tmp_path_factory.mktemp("sample")
+    out, rep = work / "gpt_tiny_cpu.et", work / "gpt_tiny_cpu.report.json"
+    write_report(convert(f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz", out), rep)
+    return out, rep
+
+
+@pytest.fixture(scope="session")
+def dlrm_ets(traces: Path, tmp_path_factory: pytest.TempPathFactory,
+             ) -> tuple[list[Path], list[Path]]:
+    """The 8 DLRM ranks' .et files and conversion reports."""
+    work = tmp_path_factory.mktemp("dlrm")
+    ets, reports = [], []
+    for r in range(8):
+        host, kineto = PAIRS[f"dlrm_rank{r}"]
+        et, rep = work / f"dlrm.{r}.et", work / f"dlrm.{r}.report.json"
+        write_report(convert(traces / host, traces / kineto, et), rep)
+        ets.append(et)
+        reports.append(rep)
+    return ets, reports
+
+
+@pytest.fixture(scope="session")
+def page_check() -> ModuleType:
+    """scripts/check_html_report.py (headless Chromium checks)."""
+    spec = importlib.util.spec_from_file_location(
+        "check_html_report", ROOT / "scripts" / "check_html_report.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
