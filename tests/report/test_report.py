@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-import pytest
 from helpers import SAMPLE, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et

@@ -17,6 +17,12 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 
+# Refine the resolution while a lane uses less than this share of its
+# budget, at most this many times (each pass is one sweep over the lane).
+REFINE_BELOW = 0.7
+REFINE_PASSES = 3
+
+
 class Bar(NamedTuple):
     """One bar of a lane. ``label`` is an index into the page's name table
     for one node, or minus the number of nodes a merged bar stands for."""
@@ -38,13 +44,31 @@ def resolution(bars: Sequence[Bar], budget: int) -> float:
 
 def downsample(bars: Sequence[Bar], budget: int) -> tuple[list[Bar], float]:
     """At most ``budget + 1`` bars covering what ``bars`` cover (sorted by
-    start), and the resolution used (0 when nothing was merged)."""
+    start), and the resolution used (0 when nothing was merged).
+
+    A lane busy in bursts fills few of its windows at the first resolution;
+    the resolution is then refined (a few passes) while the result stays
+    within budget, so bursts get the detail the budget allows."""
     ordered = sorted(bars)
     res = resolution(ordered, budget)
     if res == 0.0:
         if len(ordered) > max(budget, 1):  # all at one instant: one bar
             return [_merge(ordered)], 0.0
         return ordered, 0.0
+    out = _grouped(ordered, res)
+    for _ in range(REFINE_PASSES):
+        if len(out) >= budget * REFINE_BELOW:
+            break
+        finer = res * max(len(out), 1) / budget
+        again = _grouped(ordered, finer)
+        if len(again) > budget + 1:
+            break
+        out, res = again, finer
+    return out, res
+
+
+def _grouped(ordered: list[Bar], res: float) -> list[Bar]:
+    """Bars grouped by start windows of ``res``, each group one bar."""
     out: list[Bar] = []
     group: list[Bar] = []
     for b in ordered:
@@ -54,7 +78,7 @@ def downsample(bars: Sequence[Bar], budget: int) -> tuple[list[Bar], float]:
         group.append(b)
     if group:
         out.append(_merge(group))
-    return out, res
+    return out
 
 
 def _merge(group: list[Bar]) -> Bar:

@@ -215,8 +215,8 @@ def _lane_bars(schedule: Schedule, names: _Names) -> list[_LaneBars]:
             meas[lane].append(Bar(span[0], span[0] + span[1], cat, label))
     out = []
     for lane in sorted(tids, key=lambda k: tids[k]):
-        r, kind, label = schedule.lane_names[lane]
-        name = f"{'CPU' if kind == 'cpu' else 'GPU'} {label}"
+        r, kind, lane_label = schedule.lane_names[lane]
+        name = f"{'CPU' if kind == 'cpu' else 'GPU'} {lane_label}"
         out.append(_LaneBars(r, name, False, sim[lane], crit[lane]))
         if meas[lane]:
             out.append(_LaneBars(r, name, True, meas[lane], []))

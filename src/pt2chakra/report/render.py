@@ -63,7 +63,8 @@ def fmt_gbps(value: float | None) -> str:
 
 
 def _static(name: str) -> str:
-    return resources.files("pt2chakra.report").joinpath("static", name).read_text("utf-8")
+    return resources.files("pt2chakra.report").joinpath("static").joinpath(name).read_text(
+        "utf-8")
 
 
 def _json_script(element_id: str, data: object) -> str:
@@ -216,7 +217,8 @@ def _critical(cp: CriticalPath | None) -> str:
         return ('<section id="critical"><h2>Critical path</h2><p>No node ran, so there is '
                 'no critical path.</p></section>')
     head = (f'<p class="big">{_esc(fmt_us(cp.length_us))} over {cp.nodes:,} nodes'
-            + (f", crossing ranks {cp.rank_crossings} times" if cp.rank_crossings else "")
+            + (f", crossing ranks {cp.rank_crossings} time{'s' if cp.rank_crossings > 1 else ''}"
+               if cp.rank_crossings else "")
             + '</p><p class="note">The chain of nodes and waits that decided when the step '
               'ended, walked back from the last node to end. It is underlined in red on the '
               'timeline. "By dependency kind" charges each step of the path to the kind of '
