@@ -38,11 +38,29 @@ window.addEventListener('unhandledrejection',function(e){E.push('rejection: '+e.
 var ce=console.error;console.error=function(){E.push('console.error: '+[].join.call(arguments,' '));
 return ce.apply(console,arguments)};
 window.addEventListener('load',function(){var d=document.documentElement;
-d.setAttribute('data-pt2c-errors',JSON.stringify(E));
-d.setAttribute('data-pt2c-load-ms',String(Math.round(performance.now())))})})();</script>"""
+var ms=String(Math.round(performance.now()));
+try{EXERCISE}catch(x){E.push('exercise: '+x)}
+setTimeout(function(){d.setAttribute('data-pt2c-errors',JSON.stringify(E));
+d.setAttribute('data-pt2c-load-ms',ms)},300)})})();</script>"""
+# What a reader does, run after the load event so that its errors are caught
+# too: zoom, pan, toggle the checkboxes, sort a table, open every rank.
+_EXERCISE = """var q=function(s){return document.querySelectorAll(s)};
+q('button[data-zoom]').forEach(function(b){b.click()});
+q('input[type=checkbox]').forEach(function(c){c.click()});
+q('th').forEach(function(t,i){if(i<3)t.click()});
+q('details').forEach(function(x){x.open=true});
+var c=document.querySelector('canvas');if(c){var r=c.getBoundingClientRect(),
+o={clientX:r.left+r.width/2,clientY:r.top+5,bubbles:true};
+c.dispatchEvent(new MouseEvent('mousemove',o));c.dispatchEvent(new MouseEvent('mousedown',o));
+o.clientX-=50;c.dispatchEvent(new MouseEvent('mousemove',o));window.dispatchEvent(new MouseEvent('mouseup',o));
+c.dispatchEvent(new WheelEvent('wheel',{clientX:o.clientX,clientY:o.clientY,deltaY:-100,ctrlKey:true,bubbles:true,cancelable:true}));
+c.dispatchEvent(new MouseEvent('dblclick',o))}"""
 _FLAGS = ("--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
           "--disable-extensions", "--host-resolver-rules=MAP * ~NOTFOUND",
           "--enable-logging=stderr", "--v=0")
+# Virtual time the page gets after loading (timers and animation frames run
+# in it, so the exercise's redraws happen before the DOM is dumped).
+VIRTUAL_MS = 2000
 # A screenshot whose most common colour covers more than this share of it
 # shows nothing but background.
 BLANK_SHARE = 0.995
@@ -87,17 +105,19 @@ def _console_errors(stderr: str) -> list[str]:
             if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
 
 
-def check_page(path: str, timeout: float = 120) -> PageCheck:
+def check_page(path: str, timeout: float = 120, exercise: bool = True) -> PageCheck:
     """Load a copy of the page with the error catcher injected and read back
-    what it caught."""
+    what it caught (``exercise``: after using the page's controls)."""
     with open(path, encoding="utf-8") as f:
         page = f.read()
-    marked = page.replace("<head>", "<head>" + _INJECT, 1)
+    inject = _INJECT.replace("EXERCISE", _EXERCISE if exercise else "")
+    marked = page.replace("<head>", "<head>" + inject, 1)
     with tempfile.TemporaryDirectory() as tmp:
         copy = os.path.join(tmp, "page.html")
         with open(copy, "w", encoding="utf-8") as f:
             f.write(marked)
-        proc, wall = _run(["--dump-dom", "file://" + copy], timeout)
+        proc, wall = _run([f"--virtual-time-budget={VIRTUAL_MS}", "--dump-dom",
+                           "file://" + copy], timeout)
     dom = proc.stdout
     m = re.search(r'data-pt2c-errors="([^"]*)"', dom)
     caught = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&")) if m else \

@@ -9,6 +9,8 @@ from types import ModuleType
 import pytest
 from helpers import PAIRS, ROOT, SAMPLE
 
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.conversion.api import convert, write_report
 
 
@@ -45,3 +47,44 @@ def page_check() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _synthetic_rank(rank: int, steps: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """One rank of a data-parallel step: per layer a CPU launch, a kernel
+    and an all-reduce matched across ranks by ``comm_seq``."""
+    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)])
+    cpu_attrs = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", 1)]
+    kernel = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
+              ("stream", "int64_val", 7)]
+    nodes: list[ChakraNode] = []
+    t = 1000 + 3 * rank
+    for k in range(steps):
+        base = 3 * k + 1
+        nodes.append(ChakraNode(id=base, name="aten::mm", type=NodeType.COMP_NODE,
+                                start_time_micros=t, duration_micros=5,
+                                data_deps=[base - 3] if k else [], attrs=cpu_attrs))
+        nodes.append(ChakraNode(id=base + 1, name="gemm_kernel", type=NodeType.COMP_NODE,
+                                start_time_micros=t + 6, duration_micros=20 + rank % 5,
+                                data_deps=[base], attrs=kernel))
+        comm = [*kernel[:2], ("stream", "int64_val", 20),
+                ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
+                ("comm_size", "int64_val", 1 << 22), ("pg_name", "string_val", "0"),
+                ("comm_seq", "int64_val", k)]
+        nodes.append(ChakraNode(id=base + 2, name="nccl:all_reduce", type=NodeType.COMM_COLL_NODE,
+                                start_time_micros=t + 30, duration_micros=40,
+                                data_deps=[base + 1], attrs=comm))
+        t += 80
+    return md, nodes
+
+
+@pytest.fixture(scope="session")
+def many_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """64 ranks of a synthetic data-parallel step (the most a page is made for)."""
+    work = tmp_path_factory.mktemp("ranks64")
+    paths = []
+    for r in range(64):
+        md, nodes = _synthetic_rank(r, 40)
+        path = work / f"dp.{r}.et"
+        write_et(path, md, nodes)
+        paths.append(path)
+    return paths

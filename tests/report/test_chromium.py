@@ -63,3 +63,10 @@ def test_external_references_are_found(page_check: ModuleType) -> None:
     assert page_check.external_refs("<link href='//cdn.example.com/a.css'>")
     assert page_check.external_refs("a { background: url(http://x/y.png) }")
     assert not page_check.external_refs('<a href="#summary">')
+
+
+def test_64_rank_page_renders(browser: ModuleType, many_ranks: list[Path],
+                              tmp_path: Path) -> None:
+    page = tmp_path / "dp.html"
+    write_report(many_ranks, page)
+    _assert_renders(browser, page, tmp_path)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from helpers import SAMPLE, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et
@@ -123,3 +124,17 @@ def test_convert_html(tmp_path: Path) -> None:
     assert_one_line_failure(run_cli(*args[:-1], str(bad), "--for", "astra-sim", "--html",
                                     str(tmp_path / "b.html")), "--html")
     assert not bad.exists()
+
+
+def test_64_ranks(many_ranks: list[Path], tmp_path: Path) -> None:
+    out = tmp_path / "dp.html"
+    summary = write_report(many_ranks, out)
+    assert summary.ranks == 64
+    data = build_report(many_ranks, ReportOptions(standard_what_ifs=False))
+    assert data.collectives_total == 40
+    assert all(len(c.ranks) == 64 for c in data.collectives)
+    assert [r.rank for r in data.timeline.ranks] == list(range(64))
+    # All-reduce of 4 MiB over 64 ranks in 40 us: busbw = algbw * 2 * 63 / 64.
+    c = data.collectives[0]
+    assert c.busbw_gbps == pytest.approx(c.algbw_gbps * 2 * 63 / 64)
+    assert len(timeline_json(out.read_text())["ranks"]) == 64

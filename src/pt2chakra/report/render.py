@@ -27,8 +27,10 @@ OPEN_RANKS = 8
 _PART_COLORS = {**_COLORS, "wait": "#e377c2"}
 _KIND_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf",
                  "#bcbd22", "#7f7f7f", "#e377c2", "#d62728")
-# Geometry of the per-rank summary chart (pixels).
+# Geometry of the per-rank summary chart (pixels), and how many ranks
+# of it are labelled at most.
 _CHART_W, _LABEL_W, _VALUE_W = 720, 70, 170
+_LABELLED_RANKS = 16
 
 
 def _esc(text: object) -> str:
@@ -129,7 +131,8 @@ def _summary(data: ReportData) -> str:
     table = _table(["rank", "predicted", "measured", "error", "nodes", "lanes",
                     "never ran", "file"], rows)
     return (f'<section id="summary"><h2>Summary: predicted vs measured step</h2>{cards}{how}'
-            f'<div class="two"><div>{_rank_chart(r)}</div><div>{table}</div></div></section>')
+            f'<div class="two"><div>{_rank_chart(r)}</div><div class="scroll">{table}</div></div>'
+            '</section>')
 
 
 def _rank_chart(r: SimulationResult) -> str:
@@ -142,10 +145,12 @@ def _rank_chart(r: SimulationResult) -> str:
     h = row_h * len(r.ranks) + 24
     out = [f'<svg class="chart" viewBox="0 0 {_CHART_W} {h}" width="{_CHART_W}" height="{h}" '
            f'role="img" aria-label="predicted and measured step per rank">']
+    every = -(-len(r.ranks) // _LABELLED_RANKS)  # label every n-th rank: no overlap
     for k, x in enumerate(r.ranks):
         y = k * row_h + 2
-        out.append(f'<text x="{_LABEL_W - 6}" y="{y + bar_h + 3}" class="lbl" '
-                   f'text-anchor="end">rank {_esc(x.rank)}</text>')
+        if k % every == 0:
+            out.append(f'<text x="{_LABEL_W - 6}" y="{y + bar_h + 3}" class="lbl" '
+                       f'text-anchor="end">rank {_esc(x.rank)}</text>')
         for j, (us, cls) in enumerate(((x.predicted_step_us, "pred"),
                                        (x.measured_step_us, "meas"))):
             w = plot_w * us / top
