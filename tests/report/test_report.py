@@ -87,6 +87,7 @@ def test_dlrm_page(dlrm_ets: tuple[list[Path], list[Path]], tmp_path: Path,
     page = out.read_text()
     assert summary.ranks == 8 and summary.bytes < MAX_PAGE_BYTES
     assert page_check.external_refs(page) == []
+    assert "http://" not in page and "https://" not in page
     assert "predicted step" in page and "measured step" in page
     assert "Critical path by node type" in page and "Critical path by dependency kind" in page
     data = build_report(ets)
@@ -138,3 +139,22 @@ def test_64_ranks(many_ranks: list[Path], tmp_path: Path) -> None:
     c = data.collectives[0]
     assert c.busbw_gbps == pytest.approx(c.algbw_gbps * 2 * 63 / 64)
     assert len(timeline_json(out.read_text())["ranks"]) == 64
+
+
+def test_untimed_graph_has_no_measured_lanes(tmp_path: Path) -> None:
+    """Another tool's graph without start times: simulated lanes only, and
+    the error is n/a rather than a division by zero."""
+    from pt2chakra.chakra.io import write_et
+    from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+
+    attrs = [("is_cpu_op", "bool_val", False), ("stream", "int64_val", 7)]
+    nodes = [ChakraNode(id=k, name=f"k{k}", type=NodeType.COMP_NODE, duration_micros=10,
+                        data_deps=[k - 1] if k else [], attrs=attrs) for k in range(5)]
+    et = tmp_path / "u.et"
+    write_et(et, GlobalMetadata(version="0.0.4"), nodes)
+    data = build_report([et])
+    rows = [row for rank in data.timeline.ranks for row in rank.rows]
+    assert rows and not any(row.measured for row in rows)
+    assert data.result.predicted_step_us == 50
+    page = render(data)
+    assert "n/a" in page

@@ -241,7 +241,7 @@ def _critical(cp: CriticalPath | None) -> str:
             + _table(["rank", "node", "name", "category", "duration"], top) + "</section>")
 
 
-def _top_ops(ops: list[OpRow], total: float) -> str:
+def _top_ops(ops: list[OpRow]) -> str:
     rows = [[_s(o.name), _s(o.category), _n(o.count), _t(o.simulated_us), _t(o.recorded_us),
              _t(o.critical_us)] for o in ops]
     return ('<section id="ops"><h2>Top ops</h2><p class="note">Op names per category, summed '
@@ -335,7 +335,7 @@ def render(data: ReportData) -> str:
     """The whole page."""
     r = data.result
     body = [_summary(data), _timeline(data), _critical(r.critical_path),
-            _top_ops(data.top_ops, r.predicted_step_us),
+            _top_ops(data.top_ops),
             _collectives(data.collectives, data.collectives_total, data.collective_groups),
             _what_if(data.what_if, r.predicted_step_us), _conversion(data.conversion)]
     present = [(k, v) for k, v in _SECTIONS if any(f'id="{k}"' in b for b in body)]
