@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-
 # Refine the resolution while a lane uses less than this share of its
 # budget, at most this many times (each pass is one sweep over the lane).
 REFINE_BELOW = 0.7

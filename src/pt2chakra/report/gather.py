@@ -225,8 +225,8 @@ def _lane_bars(schedule: Schedule, names: _Names) -> list[_LaneBars]:
 
 def timeline(schedule: Schedule, lanes: list[_LaneBars], names: list[str], budget: int,
              sources: Sequence[str] = ()) -> Timeline:
-    """The lanes downsampled to ``budget`` bars in all (critical-path
-    outlines share it)."""
+    """The lanes downsampled to ``budget`` bars in all (a lane's critical-path
+    marks share its part)."""
     counts = [len(lb.bars) + len(lb.critical) for lb in lanes]
     budgets = share_budget(counts, budget, MIN_LANE_BARS)
     by_rank: dict[int, list[Row]] = defaultdict(list)
@@ -295,8 +295,8 @@ def _capped(rows: list[CollectiveRow]) -> list[CollectiveRow]:
 
 
 def collective_groups(rows: list[CollectiveRow]) -> list[CollectiveGroup]:
-    """Collectives by kind and payload, most total time first; bandwidths
-    over the group's total bytes and time."""
+    """Collectives by kind and payload, most total time first (capped like
+    the per-collective table); bandwidths over the group's total bytes and time."""
     acc: dict[tuple[str, int], list[CollectiveRow]] = defaultdict(list)
     for r in rows:
         acc[(r.what, r.size_bytes)].append(r)
@@ -309,7 +309,7 @@ def collective_groups(rows: list[CollectiveRow]) -> list[CollectiveGroup]:
         busbw = algbw * ratio[0] if algbw is not None and ratio else None
         out.append(CollectiveGroup(what=what, size_bytes=size, count=len(members),
                                    measured_us=t, algbw_gbps=algbw, busbw_gbps=busbw))
-    return sorted(out, key=lambda g: (-g.measured_us, g.what, g.size_bytes))
+    return sorted(out, key=lambda g: (-g.measured_us, g.what, g.size_bytes))[:MAX_COLLECTIVE_ROWS]
 
 
 def what_if_rows(sim: Simulator, options: ReportOptions, baseline: float) -> list[WhatIfRow]:
