@@ -1,5 +1,6 @@
 # Two entry points for a newcomer on a fresh machine:
 #   make demo   set up, then link -> convert -> validate -> simulate -> report on the bundled sample
+#               (out/gpt_tiny_cpu.html: the HTML report, one self-contained page)
 #   make test   set up, then lint (ruff), type-check (mypy) and run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -30,6 +31,8 @@ demo: setup
 	$(BIN)/pt2chakra validate $(OUT)/gpt_tiny_cpu.et
 	$(BIN)/pt2chakra simulate $(OUT)/gpt_tiny_cpu.et --timeline $(OUT)/gpt_tiny_cpu.timeline.json \
 	    --plot $(OUT)/gpt_tiny_cpu.timeline.png
+	$(BIN)/pt2chakra report $(OUT)/gpt_tiny_cpu.et -o $(OUT)/gpt_tiny_cpu.html \
+	    --conversion-report $(OUT)/gpt_tiny_cpu.report.json
 
 test: setup
 	$(BIN)/ruff check src tests scripts

@@ -11,9 +11,10 @@ The facade: one call per job, each a typed result::
     result = pt2chakra.simulate(["rank0.et", "rank1.et"])
     report = pt2chakra.validate(["rank0.et", "rank1.et"])
     summary = pt2chakra.inspect("rank0.et")
+    page = pt2chakra.report(["rank0.et", "rank1.et"], "report.html")   # HTML report
 
 Each area has its subpackage (``pytorch``, ``chakra``, ``conversion``,
-``simulation``, ``tools``, ``export``, ``collect``, ``cli``); the names above
+``simulation``, ``report``, ``tools``, ``export``, ``collect``, ``cli``); the names above
 are loaded lazily so that importing the package stays cheap.
 """
 
@@ -33,6 +34,7 @@ _FACADE = {
     "simulate": ("pt2chakra.simulation.api", "simulate"),
     "validate": ("pt2chakra.tools.validate", "validate"),
     "inspect": ("pt2chakra.tools.inspect", "inspect"),
+    "report": ("pt2chakra.report.api", "write_report"),
     "InputError": ("pt2chakra.errors", "InputError"),
 }
 __all__ = [*_FACADE, "__version__"]

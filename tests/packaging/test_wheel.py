@@ -11,7 +11,7 @@ import pytest
 from helpers import ROOT
 
 SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "export", "collect",
-               "cli")
+               "cli", "report")
 # The facade, its error type, the atomic writer, the input opener, ``-m pt2chakra``.
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py"}
 MAX_TOP_LEVEL_MODULES = 6
@@ -32,6 +32,8 @@ def test_wheel_ships_py_typed_and_the_proto(wheel):
     names = set(wheel.namelist())
     assert "pt2chakra/py.typed" in names
     assert "pt2chakra/chakra/et_def.proto" in names
+    # the HTML report inlines its script and styles from these
+    assert {"pt2chakra/report/static/report.js", "pt2chakra/report/static/report.css"} <= names
 
 
 def test_wheel_layout_is_subpackages_with_few_top_level_modules(wheel):

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pt2chakra import __version__
-from pt2chakra.cli import collect, convert, options, simulate, tools
+from pt2chakra.cli import collect, convert, options, report, simulate, tools
 from pt2chakra.errors import InputError
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.register(sub, common)
     tools.register(sub, common)
     collect.register(sub, common)
+    report.register(sub, common)
     return parser
 
 

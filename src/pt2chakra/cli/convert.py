@@ -35,6 +35,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise InputError("convert", "give --host-trace, --device-trace, or both")
     if args.repair and args.host_trace is None:
         raise InputError("--repair", "repairs a host trace: give --host-trace")
+    if args.html:
+        _check_html(args)
     report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
                      break_cycles_=args.break_cycles, progress=args.progress,
                      profile=args.profile, cpu=args.cpu, report_path=args.report,
@@ -45,7 +47,23 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         from pt2chakra.simulation.api import simulate
 
         print(simulate([args.output]).summary())
+    if args.html:
+        from pt2chakra.report.api import write_report
+
+        summary = write_report([args.output], args.html, conversion=[report])
+        if not args.quiet:
+            print(summary.summary())
     return 0
+
+
+def _check_html(args: argparse.Namespace) -> None:
+    """Refuse an unusable ``--html`` before the conversion starts."""
+    from pt2chakra.errors import InputError
+    from pt2chakra.report.api import check_output
+
+    if args.profile is not None:
+        raise InputError(args.html, "--html reports on the .et; it does not go with --for")
+    check_output(args.html, [args.host_trace, args.device_trace, args.output, args.report])
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
@@ -74,6 +92,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--break-cycles", action="store_true",
                    help="drop the least reliable edge kind on each cycle instead of failing")
     p.add_argument("--simulate", action="store_true", help="simulate the result and report")
+    p.add_argument("--html", metavar="OUT.html",
+                   help="also write the HTML report of the result (see pt2chakra report)")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="write for a consumer: astra-sim = no METADATA nodes, "
                         "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
 
 from pt2chakra.cli import options
+
+if TYPE_CHECKING:
+    from pt2chakra.simulation.api import SimulationOptions
 
 EPILOG = """examples:
   pt2chakra simulate rank0.et
@@ -37,6 +41,24 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="write simulated + measured schedule as Chrome/Perfetto trace JSON")
     p.add_argument("--plot", metavar="OUT.png",
                    help="draw the per-lane timeline with the critical path (.png/.svg/.pdf)")
+    add_model_args(p)
+    p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
+    p.add_argument("--consumer", choices=CONSUMERS, default="pt2chakra",
+                   help="whose rules to replay by: ours (default), or ASTRA-sim's (one compute "
+                   "and one communication node at a time per NPU, all ranks at 0, its "
+                   "network model): what ASTRA-sim will print for an astra-sim export")
+    p.add_argument("--topology", choices=["Ring", "FullyConnected", "Switch"],
+                   help="with --consumer astra-sim: the network topology (default Ring; "
+                   "bandwidth 50 GB/s and latency 0.5 us unless given)")
+    p.add_argument("--congestion-aware", action="store_true",
+                   help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
+                   "(messages forwarded hop by hop)")
+    options.add_force(p, "validate finds errors in the traces or some nodes never run")
+    p.set_defaults(func=_cmd_simulate)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The replay's settings and what-if knobs (``simulate`` and ``report``)."""
     p.add_argument("--compute-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale GPU kernel durations (several values: one row each)")
     p.add_argument("--cpu-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
@@ -56,19 +78,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    "(recorded when the ranks' steps overlap on one clock)")
     p.add_argument("--no-infer-waits", action="store_true",
                    help="do not infer cross-stream waits from timing")
-    p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
-    p.add_argument("--consumer", choices=CONSUMERS, default="pt2chakra",
-                   help="whose rules to replay by: ours (default), or ASTRA-sim's (one compute "
-                   "and one communication node at a time per NPU, all ranks at 0, its "
-                   "network model): what ASTRA-sim will print for an astra-sim export")
-    p.add_argument("--topology", choices=["Ring", "FullyConnected", "Switch"],
-                   help="with --consumer astra-sim: the network topology (default Ring; "
-                   "bandwidth 50 GB/s and latency 0.5 us unless given)")
-    p.add_argument("--congestion-aware", action="store_true",
-                   help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
-                   "(messages forwarded hop by hop)")
-    options.add_force(p, "validate finds errors in the traces or some nodes never run")
-    p.set_defaults(func=_cmd_simulate)
+
+
+def options_from(args: argparse.Namespace) -> SimulationOptions:
+    """``SimulationOptions`` from the arguments ``add_model_args`` added
+    (plus ``--timeline``/``--plot``/``--force`` where the command has them)."""
+    from pt2chakra.simulation.api import SimulationOptions
+
+    return SimulationOptions(
+        bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
+        align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
+        bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
+        infer_waits=not args.no_infer_waits, timeline=getattr(args, "timeline", None),
+        plot=getattr(args, "plot", None), force=getattr(args, "force", False))
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -80,15 +102,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to --consumer astra-sim only")
-    from pt2chakra.simulation.api import SimulationOptions, simulate
+    from pt2chakra.simulation.api import simulate
 
-    options = SimulationOptions(
-        bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
-        align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
-        bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
-        infer_waits=not args.no_infer_waits, timeline=args.timeline, plot=args.plot,
-        force=args.force)
-    result = simulate(args.traces, options)
+    result = simulate(args.traces, options_from(args))
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()
                          + "\n")

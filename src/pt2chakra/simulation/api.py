@@ -28,6 +28,7 @@ from pt2chakra.simulation.consumer import (
     load_for_consumer,
 )
 from pt2chakra.simulation.engine import (
+    Schedule,
     SimConfig,
     SimulationResult,
     Simulator,
@@ -96,11 +97,11 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError(options.plot, "--timeline and --plot name the same file")
 
 
-def simulate(paths: Sequence[str | os.PathLike[str]],
-             options: SimulationOptions | None = None) -> SimulationResult:
-    """Replay the ranks' ``.et`` files together (one file per rank), run the
-    what-if settings, and write the timeline / plot when asked."""
-    options = options or SimulationOptions()
+def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+           ) -> tuple[Simulator, SimulationResult, Schedule]:
+    """The baseline replay of ``options`` over the ranks' files (checked,
+    ordered by rank), with the simulator kept for further settings and the
+    per-node schedule (what the HTML report draws)."""
     names = [os.fspath(p) for p in paths]
     check_options(options, names)
     refuse_repeated_inputs(names)
@@ -110,9 +111,18 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
                        replay_only=True)
     names, graphs = order_by_rank(names, graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
-    base = options.base_config()
-    result, schedule = sim.run(base)
+    result, schedule = sim.run(options.base_config())
     _refuse_unfinished(result, options.force)
+    return sim, result, schedule
+
+
+def simulate(paths: Sequence[str | os.PathLike[str]],
+             options: SimulationOptions | None = None) -> SimulationResult:
+    """Replay the ranks' ``.et`` files together (one file per rank), run the
+    what-if settings, and write the timeline / plot when asked."""
+    options = options or SimulationOptions()
+    sim, result, schedule = replay(paths, options)
+    base = options.base_config()
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,

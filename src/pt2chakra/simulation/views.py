@@ -100,17 +100,27 @@ def _node_events(schedule: Schedule, tids: dict[int, int], ranks: list[int],
                            "pid": r, "tid": tid, "ts": round(start, 3),
                            "dur": round(max(0.0, end - start), 3),
                            "args": {"id": node.id, "critical": crit}})
-        if measured and timed[r] and (node.start_time_micros or node.duration_micros):
-            dur = float(node.duration_micros)
-            if schedule.category[i] == CPU_OP:
-                incl = _attrs(node).get("inclusive_duration_micros")
-                if incl is not None:
-                    dur = float(incl)
+        span = measured_span(schedule, i, offsets[r]) if measured and timed[r] else None
+        if span is not None:
             events.append({"ph": "X", "name": node.name, "cat": cat,
                            "pid": MEASURED_PID_BASE + r, "tid": tid,
-                           "ts": round(node.start_time_micros - offsets[r], 3), "dur": dur,
-                           "args": {"id": node.id}})
+                           "ts": round(span[0], 3), "dur": span[1], "args": {"id": node.id}})
     return events
+
+
+def measured_span(schedule: Schedule, i: int, offset: float) -> tuple[float, float] | None:
+    """Node ``i`` as recorded, placed on the simulated time axis (``offset``:
+    ``measured_offset`` of its rank): (start, duration), a CPU op with its
+    inclusive time; None when the node has no recorded time."""
+    node = schedule.nodes[i]
+    if not (node.start_time_micros or node.duration_micros):
+        return None
+    dur = float(node.duration_micros)
+    if schedule.category[i] == CPU_OP:
+        incl = _attrs(node).get("inclusive_duration_micros")
+        if incl is not None:
+            dur = float(incl)
+    return node.start_time_micros - offset, dur
 
 
 def write_chrome_trace(schedule: Schedule, path: str, measured: bool = True) -> int:

@@ -1,0 +1,100 @@
+"""The HTML report's API: one call writes the page.
+
+    from pt2chakra.report.api import write_report
+    summary = write_report(["rank0.et", "rank1.et"], "report.html")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import msgspec
+
+from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
+from pt2chakra.conversion.api import ConversionReport
+from pt2chakra.errors import InputError
+from pt2chakra.files import read_input
+
+from .gather import ReportData, ReportOptions, build_report
+from .render import render
+
+# The page must stay small enough to mail and to open quickly; the
+# timeline is fitted to well under this (gather.TIMELINE_BYTES), so going
+# over means a table cap is wrong: refuse rather than write a page that
+# fails its promise.
+MAX_PAGE_BYTES = 15_000_000
+
+
+class ReportSummary(msgspec.Struct):
+    """What ``write_report`` wrote."""
+
+    output: str
+    bytes: int
+    ranks: int
+    nodes: int
+    bars: int  # timeline bars drawn
+    merged_below_us: float  # coarsest lane resolution (0: every node drawn)
+    predicted_step_us: float
+    measured_step_us: float
+
+    def summary(self) -> str:
+        merged = (f", bars closer than {self.merged_below_us:g} us merged"
+                  if self.merged_below_us else "")
+        return (f"{self.output}: {self.bytes / 1e6:.2f} MB, {self.ranks} rank"
+                f"{'s' if self.ranks != 1 else ''}, {self.nodes} nodes, {self.bars} timeline "
+                f"bars{merged}; predicted step {self.predicted_step_us:.0f} us, measured "
+                f"{self.measured_step_us:.0f} us")
+
+
+def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None],
+                 ) -> None:
+    """Refuse, before any work, a page that would replace an input or land
+    in a folder that does not exist, or that is not named ``.html``/``.htm``."""
+    name = os.fspath(output)
+    if os.path.splitext(name)[1].lower() not in (".html", ".htm"):
+        raise InputError(name, "the report is an HTML page: name it .html")
+    refuse_overwriting_inputs(name, list(inputs))
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        raise InputError(name, "No such file or directory (its folder does not exist)")
+
+
+def read_conversion_report(path: str | os.PathLike[str]) -> ConversionReport:
+    """A ``convert --report`` JSON file; ``InputError`` naming it otherwise."""
+    name = os.fspath(path)
+    try:
+        return msgspec.json.decode(read_input(name), type=ConversionReport)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InputError(name, f"not a conversion report (pt2chakra convert --report): {exc}",
+                         ) from exc
+
+
+def write_page(data: ReportData, output: str | os.PathLike[str]) -> int:
+    """Render and write the page atomically; returns its size in bytes."""
+    page = render(data).encode("utf-8")
+    if len(page) > MAX_PAGE_BYTES:
+        raise InputError(os.fspath(output), f"the page would be {len(page):,} bytes, over "
+                         f"{MAX_PAGE_BYTES:,}; not written")
+    write_atomic(output, page)
+    return len(page)
+
+
+def write_report(paths: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str],
+                 options: ReportOptions | None = None,
+                 conversion: Sequence[ConversionReport | str | os.PathLike[str]] = (),
+                 ) -> ReportSummary:
+    """Replay the ranks' ``.et`` files and write the self-contained HTML page.
+    ``conversion``: conversion reports (or their JSON files) to account for."""
+    inputs: list[str | os.PathLike[str] | None] = [*paths]
+    inputs += [c for c in conversion if not isinstance(c, ConversionReport)]
+    check_output(output, inputs)
+    reports = [c if isinstance(c, ConversionReport) else read_conversion_report(c)
+               for c in conversion]
+    data = build_report(paths, options, reports)
+    size = write_page(data, output)
+    return ReportSummary(output=os.fspath(output), bytes=size, ranks=len(data.result.ranks),
+                         nodes=data.nodes, bars=data.timeline.bars,
+                         merged_below_us=data.timeline.merged_below_us,
+                         predicted_step_us=data.result.predicted_step_us,
+                         measured_step_us=data.result.measured_step_us)
