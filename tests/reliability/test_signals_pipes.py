@@ -23,6 +23,14 @@ LONG_MICROBENCH = ["microbench", "--size", "1024", "--npus", "64", "--steps", "2
 START_TIMEOUT_S = 60
 
 
+def _default_signals() -> None:
+    """A shell runs background jobs with SIGINT ignored, and the child would
+    inherit that (Python then never raises KeyboardInterrupt): start it with
+    the default dispositions, as a terminal would."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _temps(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.name.endswith(".tmp")]
 
@@ -30,7 +38,8 @@ def _temps(folder: Path) -> list[Path]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_signal_mid_write_leaves_nothing(tmp_path: Path, signum: int) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "pt2chakra", *LONG_MICROBENCH,
-                             "-o", str(tmp_path / "mb")], stderr=subprocess.PIPE, text=True)
+                             "-o", str(tmp_path / "mb")], stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _temps(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
