@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.lean_read import read_et_lean
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.simulation.network import collective_time
@@ -56,6 +56,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     K_LANE,
     K_LAUNCH,
     K_START,
+    SIM_ATTRS,
     WAIT,
     _meta,
     _prepare,
@@ -767,9 +768,11 @@ def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequ
 
 
 def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
+    """Each file's metadata and nodes, with only what the simulator reads
+    (``SIM_ATTRS``; no inputs, outputs or control dependencies)."""
     graphs = []
     for path in paths:
-        metadata, nodes = read_et(path)
+        metadata, nodes = read_et_lean(path, SIM_ATTRS)
         graphs.append((metadata, list(nodes)))
     return graphs
 

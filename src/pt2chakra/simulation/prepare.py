@@ -83,12 +83,13 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
+_is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
+
 # Attributes the simulator reads, and the values it can use. Other tools'
 # .et files may carry them with another member type (``comm_seq`` as a
 # string, ``tid`` as a list, ...): such an attribute counts as absent.
 _ATTR_OK: dict[str, Callable[[Any], bool]] = {
-    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and
-    all(isinstance(x, str) for x in v),
+    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and all(map(_is_str, v)),
     "comm_seq": is_int, "comm_size": is_int, "comm_type": is_int,
     "tid": is_int, "stream": is_int, "device": is_int, "rank": is_int,
     "is_cpu_op": lambda v: isinstance(v, (bool, int)),
@@ -97,6 +98,10 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "inclusive_duration_micros": is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
 }
+
+
+# Every node attribute the simulator reads (the lean reader decodes only these).
+SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
 
 
 def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:
@@ -254,27 +259,25 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     """Append the rank's nodes to the flat arrays, each in its category and on
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
-    index: dict[int, int] = {}
-    attrs_of: list[Attrs] = []
-    incl: list[float] = []
-    for k, n in enumerate(nodes):
-        a = _attrs(n, bad)
-        attrs_of.append(a)
-        index[n.id] = base + k
-        p.nodes.append(n)
-        p.rank.append(rank)
-        d = float(n.duration_micros)
-        p.dur.append(d)
-        incl.append(float(a.get("inclusive_duration_micros", d)))
-        p.delay.append(0.0)
-        p.children.append([])
-        p.child_kind.append([])
-        p.nwait.append(0)
-        p.order.append(0)
-        p.cat.append(_category(n, a))
+    count = len(nodes)
+    attrs_of = [_attrs(n, bad) for n in nodes]
+    index = {n.id: base + k for k, n in enumerate(nodes)}
+    dur = [float(n.duration_micros) for n in nodes]
+    incl = [float(a.get("inclusive_duration_micros", d)) for a, d in zip(attrs_of, dur)]
+    p.nodes.extend(nodes)
+    p.rank.extend([rank] * count)
+    p.dur.extend(dur)
+    p.delay.extend([0.0] * count)
+    p.children.extend([[] for _ in range(count)])
+    p.child_kind.extend([[] for _ in range(count)])
+    p.nwait.extend([0] * count)
+    p.order.extend([0] * count)
+    p.cat.extend([_category(n, a) for n, a in zip(nodes, attrs_of)])
+    lane_id = p.lane_id
+    for n, a in zip(nodes, attrs_of):
         lane = lane_of(n.type, a)
-        p.lane.append(p.lane_id((rank, *lane.key), rank,
-                                "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+        p.lane.append(lane_id((rank, *lane.key), rank,
+                              "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
     return index, attrs_of, incl
 
 
