@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test lint bench bench-sim clean
+.PHONY: setup demo test lint bench bench-convert bench-sim clean
 
 $(BIN)/pt2chakra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,12 @@ test: setup
 lint: setup
 	$(BIN)/ruff check src tests scripts
 
+# The matrix: 25k / 100k / 1M ops x convert / simulate (CPU-s, wall, peak MB),
+# with mlc-chakra ratios where it runs (samples: see scripts/bench_matrix.py).
 bench: setup
+	$(BIN)/python scripts/bench_matrix.py
+
+bench-convert: setup
 	$(BIN)/python scripts/bench_convert.py --host-trace bench_data/gpt_large_cpu.host_et.json.gz \
 	    --device-trace bench_data/gpt_large_cpu.kineto.json.gz
 
