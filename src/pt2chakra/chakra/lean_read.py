@@ -1,6 +1,7 @@
 """A lean ``.et`` reader: only the node fields a consumer asks for.
 
-``read_et`` decodes every field of every node (inputs, outputs, control
+Nodes read here share equal attribute values (lists included): treat them as
+read only. ``read_et`` decodes every field of every node (inputs, outputs, control
 dependencies, every attribute); a consumer such as the simulator reads a
 handful. Here each buffer fill of framed messages is parsed by protobuf's C
 parser in one call, as one message whose ``repeated Node node = 1`` holds
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
@@ -59,6 +61,12 @@ _FRAME_TAG = b"\n"  # field 1, wire type 2 (length-delimited)
 # An attribute body starts with its name: tag 0x0A, a one-byte length, the name.
 _NAME_TAG = 0x0A
 _ONE_BYTE_LEN = 0x80
+# Attribute bodies remembered (flags, thread ids and dependency kinds repeat
+# on most nodes); cleared when full, as per-node numbers never repeat.
+_SEEN_MAX = 1 << 14
+_MISS = object()
+# One shared empty ``ctrl_deps`` (a tuple: nothing can append to it by mistake).
+_NO_DEPS = cast(list[int], ())
 
 
 def _batch_class() -> type[Message]:
@@ -90,25 +98,39 @@ class _Lean:
         self.wanted_str = frozenset(attr_names)
         self.wanted = frozenset(n.encode() for n in self.wanted_str)
         self.names: dict[str, str] = {}  # one str per distinct node name
+        self.seen: dict[bytes, Attr | None] = {}  # body -> its attr, None: not wanted
 
     def attrs(self, bodies: list[bytes]) -> list[Attr]:
-        """The wanted attributes, decoded as ``read_et`` decodes them. A body
-        that starts with its name (as every writer puts it) is skipped
-        unread when that name is not wanted."""
+        """The wanted attributes, decoded as ``read_et`` decodes them. Equal
+        bodies give the same attribute object (list values included: read
+        only), which keeps a million nodes small."""
         out: list[Attr] = []
-        get, wanted, wanted_str = _ATTR_CACHE.get, self.wanted, self.wanted_str
+        seen = self.seen
         for body in bodies:
-            named = len(body) > 1 and body[0] == _NAME_TAG and body[1] < _ONE_BYTE_LEN
-            if named and body[2:2 + body[1]] not in wanted:
-                continue
-            attr = get(body)
-            if attr is None:
-                attr = _decode_attr(body)
-            elif type(attr[2]) is list:
-                attr = (attr[0], attr[1], attr[2][:])
-            if named or attr[0] in wanted_str:
+            got: Any = seen.get(body, _MISS)
+            attr = self.first_sight(body) if got is _MISS else got
+            if attr is not None:
                 out.append(attr)
         return out
+
+    def first_sight(self, body: bytes) -> Attr | None:
+        """Decode (or skip) one attribute body and remember the outcome. A
+        body that starts with its name (as every writer puts it) is skipped
+        unread when that name is not wanted."""
+        named = len(body) > 1 and body[0] == _NAME_TAG and body[1] < _ONE_BYTE_LEN
+        attr: Attr | None = None
+        if not named or body[2:2 + body[1]] in self.wanted:
+            attr = _ATTR_CACHE.get(body)
+            if attr is None:
+                attr = _decode_attr(body)  # list values come copied
+            elif type(attr[2]) is list:  # not decode's own cached list
+                attr = (attr[0], attr[1], attr[2][:])
+            if not named and attr[0] not in self.wanted_str:
+                attr = None
+        if len(self.seen) >= _SEEN_MAX:
+            self.seen.clear()
+        self.seen[body] = attr
+        return attr
 
     def nodes(self, data: bytes) -> list[ChakraNode]:
         """Every node of one joined buffer fill; raises one of
@@ -118,7 +140,7 @@ class _Lean:
         for m in _LeanBatch.FromString(data).node:
             name = m.name
             out.append(ChakraNode(m.id, names.setdefault(name, name), types[m.type],
-                                  m.start_time_micros, m.duration_micros, [], m.data_deps[:],
+                                  m.start_time_micros, m.duration_micros, _NO_DEPS, m.data_deps[:],
                                   None, None, attrs(m.attr[:])))
         return out
 
@@ -141,7 +163,7 @@ def _lean_nodes(path: str, unit: str, lean: _Lean,
             for node in _nodes_from_batches(path, unit, [batch]):
                 node.attrs = [a for a in node.attrs if a[0] in lean.wanted_str]
                 node.inputs = node.outputs = None
-                node.ctrl_deps = []
+                node.ctrl_deps = _NO_DEPS
                 yield node
             continue
         yield from nodes

@@ -42,6 +42,7 @@ import msgspec
 from pt2chakra.chakra.lean_read import read_et_lean
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     CATEGORY_NAMES,
@@ -312,7 +313,8 @@ class _Replay:
                  "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
                  "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
                  "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
-                 "nodes", "lane_of", "order", "cat", "children", "child_kind", "start_t", "end_t",
+                 "nodes", "lane_of", "order", "cat", "child_start", "child", "child_kind", "start_t",
+                 "end_t",
                  "bind_pred", "bind_kind", "bind_time")
 
     def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
@@ -347,7 +349,7 @@ class _Replay:
         self.sync, self.sync_producers = p.sync, p.sync_producers
         self.issue_children, self.comm_key = p.issue_children, p.comm_key
         self.nodes, self.lane_of, self.order, self.cat = p.nodes, p.lane, p.order, p.cat
-        self.children, self.child_kind = p.children, p.child_kind
+        self.child_start, self.child, self.child_kind = p.child_start, p.child, p.child_kind
         self.start_t, self.end_t = run.start, run.end
         self.bind_pred, self.bind_kind, self.bind_time = run.bind_pred, run.bind_kind, run.bind_time
 
@@ -453,9 +455,12 @@ class _Replay:
         self.lane_busy[lane] = False
         self.lane_free[lane] = t
         self.lane_prev[lane] = i
-        release = self.release
-        for child, kind in zip(self.children[i], self.child_kind[i]):
-            release(i, child, kind, t)
+        cs = self.child_start
+        first, last = cs[i], cs[i + 1]
+        if first != last:
+            release, child, kind = self.release, self.child, self.child_kind
+            for j in range(first, last):
+                release(i, child[j], kind[j], t)
         gated = self.sync_producers.get(i)
         if gated:
             self.open_gates(i, t, gated)
@@ -711,19 +716,24 @@ class Simulator:
     def prepared(self, comm_streams: int) -> _Prepared:
         p = self._prepared.get(comm_streams)
         if p is None:
-            p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
+            with gc_paused():
+                p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
             self._prepared[comm_streams] = p
         return p
 
     def predict(self, cfg: SimConfig) -> float:
         p = self.prepared(cfg.comm_streams)
-        run, align, _ = _run(p, cfg)
-        results = _rank_results(p, run)
-        return _overall(p, run, results, align)[0]
+        with gc_paused():
+            run, align, _ = _run(p, cfg)
+            results = _rank_results(p, run)
+            return _overall(p, run, results, align)[0]
 
     def run(self, cfg: SimConfig | None = None, critical_path: bool = True,
             ) -> tuple[SimulationResult, Schedule]:
-        cfg = cfg or SimConfig()
+        with gc_paused():
+            return self._run_once(cfg or SimConfig(), critical_path)
+
+    def _run_once(self, cfg: SimConfig, critical_path: bool) -> tuple[SimulationResult, Schedule]:
         p = self.prepared(cfg.comm_streams)
         verbose = log.isEnabledFor(logging.INFO)
         run, align, model = _run(p, cfg, verbose=verbose)
@@ -771,9 +781,10 @@ def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     """Each file's metadata and nodes, with only what the simulator reads
     (``SIM_ATTRS``; no inputs, outputs or control dependencies)."""
     graphs = []
-    for path in paths:
-        metadata, nodes = read_et_lean(path, SIM_ATTRS)
-        graphs.append((metadata, list(nodes)))
+    with gc_paused():  # millions of containers, no cycles: see gc_paused
+        for path in paths:
+            metadata, nodes = read_et_lean(path, SIM_ATTRS)
+            graphs.append((metadata, list(nodes)))
     return graphs
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
@@ -140,8 +142,11 @@ class _Prepared:
         self.dur: list[float] = []
         self.cat: list[int] = []
         self.delay: list[float] = []
-        self.children: list[list[int]] = []
-        self.child_kind: list[list[int]] = []
+        # Children of node i: child[child_start[i]:child_start[i + 1]], with the
+        # kinds of the edges in child_kind; flat arrays, not a list per node.
+        self.child_start = array("q")
+        self.child = array("q")
+        self.child_kind = array("b")
         self.nwait: list[int] = []
         self.comm_key: dict[int, RendezvousKey] = {}
         self.comm_bytes: dict[int, int] = {}
@@ -180,6 +185,7 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
         if bad:
             log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
                         sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
+    p.child_start.append(len(p.child))  # the end of the last node's children
     if len(graphs) > 1:
         steps = find_deadlock(p.rank_comms)
         if steps:  # the replay would end with nodes that never ran
@@ -260,7 +266,16 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
     count = len(nodes)
-    attrs_of = [_attrs(n, bad) for n in nodes]
+    # Nodes from the lean reader share their attribute objects: one checked
+    # dict, category and lane per distinct set (all alive here, so ids are stable).
+    checked: dict[tuple[int, ...], Attrs] = {}
+    attrs_of = []
+    for n in nodes:
+        key = tuple(map(id, n.attrs))
+        a = checked.get(key)
+        if a is None:
+            a = checked[key] = _attrs(n, bad)
+        attrs_of.append(a)
     index = {n.id: base + k for k, n in enumerate(nodes)}
     dur = [float(n.duration_micros) for n in nodes]
     incl = [float(a.get("inclusive_duration_micros", d)) for a, d in zip(attrs_of, dur)]
@@ -268,16 +283,19 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     p.rank.extend([rank] * count)
     p.dur.extend(dur)
     p.delay.extend([0.0] * count)
-    p.children.extend([[] for _ in range(count)])
-    p.child_kind.extend([[] for _ in range(count)])
     p.nwait.extend([0] * count)
     p.order.extend([0] * count)
-    p.cat.extend([_category(n, a) for n, a in zip(nodes, attrs_of)])
-    lane_id = p.lane_id
+    placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
+    cat, lanes = p.cat, p.lane
     for n, a in zip(nodes, attrs_of):
-        lane = lane_of(n.type, a)
-        p.lane.append(lane_id((rank, *lane.key), rank,
-                              "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+        where = (n.type, id(a))
+        got = placed.get(where)
+        if got is None:
+            lane = lane_of(n.type, a)
+            got = placed[where] = (_category(n, a), p.lane_id(
+                (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+        cat.append(got[0])
+        lanes.append(got[1])
     return index, attrs_of, incl
 
 
@@ -322,16 +340,26 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
              attrs_of: list[Attrs]) -> Parents:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
-    global indices; unknown ids and self-edges are dropped (they could never be met)."""
-    parents: Parents = [[] for _ in range(len(nodes))]
+    global indices; unknown ids and self-edges are dropped (they could never be met).
+    Kind codes are worked out once per shared attribute dict and dep count."""
+    parents: Parents = []
+    codes_of: dict[tuple[int, int], list[int]] = {}
+    get = index.get
     for k, n in enumerate(nodes):
         i = base + k
-        kinds = dep_kinds_of(n.data_deps, attrs_of[k])
-        for d, kind_name in zip(n.data_deps, kinds):
-            src = index.get(d)
-            if src is None or src == i:
-                continue
-            parents[k].append((src, _KIND_CODE.get(kind_name, K_DATA)))
+        deps = n.data_deps
+        a = attrs_of[k]
+        key = (id(a), len(deps))
+        codes = codes_of.get(key)
+        if codes is None:
+            codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
+                                     for name in dep_kinds_of(deps, a)]
+        mine = []
+        for d, code in zip(deps, codes):
+            src = get(d)
+            if src is not None and src != i:
+                mine.append((src, code))
+        parents.append(mine)
     return parents
 
 
@@ -394,16 +422,33 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
 
 
 def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
-    """Turn the parent lists into the children lists and wait counts the
-    replay releases nodes by; edges moved to an issue release are skipped."""
+    """Turn the parent lists into the flat children arrays and wait counts the
+    replay releases nodes by (each node's children in node order, as a
+    counting sort by parent); edges moved to an issue release are skipped."""
+    counts = [0] * (len(parents) + 1)
+    for plist in parents:
+        for src, kind in plist:
+            if kind != -1:
+                counts[src - base + 1] += 1
+    offsets = list(accumulate(counts))  # offsets[k]: where node base+k's children start
+    fill = offsets[:-1]
+    child = [0] * offsets[-1]
+    child_kind = [0] * offsets[-1]
+    nwait = p.nwait
     for k, plist in enumerate(parents):
         i = base + k
         for src, kind in plist:
             if kind == -1:
                 continue  # moved to an issue release
-            p.children[src].append(i)
-            p.child_kind[src].append(kind)
-            p.nwait[i] += 1
+            at = fill[src - base]
+            fill[src - base] = at + 1
+            child[at] = i
+            child_kind[at] = kind
+            nwait[i] += 1
+    shift = len(p.child)
+    p.child_start.extend([o + shift for o in offsets[:-1]])
+    p.child.extend(child)
+    p.child_kind.extend(child_kind)
 
 
 def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> int:
