@@ -542,10 +542,10 @@ class _PathTally:
 
 
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
-    done = [i for i in range(len(p.nodes)) if not math.isnan(run.end[i])]
-    if not done:
+    ended = [e for e in run.end if e == e]  # NaN: never ran
+    if not ended:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
-    last = max(done, key=lambda i: (run.end[i], -i))
+    last = run.end.index(max(ended))  # the first node to end last
     tally = _walk_back(p, run, last)
     return _path_summary(p, run, tally), tally.on_path
 
@@ -621,7 +621,7 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     results = []
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
-        ends = [run.end[i] for i in rng if not math.isnan(run.end[i])]
+        ends = [e for e in run.end[rng.start:rng.stop] if e == e]  # NaN: never ran
         unfinished = len(rng) - len(ends)
         ends += _thread_ends(p, run, rng)
         predicted = (max(ends) - origin) if ends else 0.0
@@ -643,9 +643,11 @@ def _thread_ends(p: _Prepared, run: _Run, rng: range) -> list[float]:
     """Each CPU thread's end: its recorded time after its last op started
     (callers returning) still belongs to the step."""
     lane_end: dict[int, float] = {}
-    for i in rng:
-        if p.lane[i] in p.lane_tail and not math.isnan(run.end[i]):
-            lane_end[p.lane[i]] = max(lane_end.get(p.lane[i], -math.inf), run.end[i])
+    tail = p.lane_tail
+    for lane, end in zip(p.lane[rng.start:rng.stop], run.end[rng.start:rng.stop]):
+        if lane in tail and end == end:  # not NaN: it ran
+            if end > lane_end.get(lane, -math.inf):
+                lane_end[lane] = end
     return [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
 
 
@@ -656,13 +658,13 @@ def _lane_stats(p: _Prepared, run: _Run, rng: range, origin: float,
     busy: dict[int, float] = defaultdict(float)
     count: dict[int, int] = defaultdict(int)
     spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for i in rng:
-        if math.isnan(run.end[i]):
+    a, b = rng.start, rng.stop
+    for lane, start, end in zip(p.lane[a:b], run.start[a:b], run.end[a:b]):
+        if end != end:  # NaN: never ran
             continue
-        lane = p.lane[i]
-        busy[lane] += run.end[i] - run.start[i]
+        busy[lane] += end - start
         count[lane] += 1
-        spans[lane].append((run.start[i], run.end[i]))
+        spans[lane].append((start, end))
     lanes = []
     for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
         _r, kind, label = p.lane_names[lane]
