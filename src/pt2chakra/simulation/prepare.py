@@ -236,6 +236,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     t0 = _add_step(p, rank, mda, nodes, attrs_of)
     by_start = _recorded_order(p, base, end)
     parents = _parents(nodes, base, index, attrs_of)
+    del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
     orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
@@ -425,15 +426,15 @@ def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
     """Turn the parent lists into the flat children arrays and wait counts the
     replay releases nodes by (each node's children in node order, as a
     counting sort by parent); edges moved to an issue release are skipped."""
-    counts = [0] * (len(parents) + 1)
+    counts = array("q", [0]) * (len(parents) + 1)
     for plist in parents:
         for src, kind in plist:
             if kind != -1:
                 counts[src - base + 1] += 1
-    offsets = list(accumulate(counts))  # offsets[k]: where node base+k's children start
+    offsets = array("q", accumulate(counts))  # offsets[k]: where node base+k's children start
     fill = offsets[:-1]
-    child = [0] * offsets[-1]
-    child_kind = [0] * offsets[-1]
+    child = array("q", [0]) * offsets[-1]
+    child_kind = array("b", [0]) * offsets[-1]
     nwait = p.nwait
     for k, plist in enumerate(parents):
         i = base + k
@@ -446,7 +447,8 @@ def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
             child_kind[at] = kind
             nwait[i] += 1
     shift = len(p.child)
-    p.child_start.extend([o + shift for o in offsets[:-1]])
+    del offsets[-1]
+    p.child_start.extend(offsets if not shift else array("q", (o + shift for o in offsets)))
     p.child.extend(child)
     p.child_kind.extend(child_kind)
 
