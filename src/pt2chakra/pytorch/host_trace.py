@@ -303,6 +303,11 @@ SCHEMA_PEEK_BYTES = 4096
 
 def load_host_trace(path: str | PathLike[str]) -> HostTrace:
     """Read a host ET JSON (plain or gzip) and return it normalised."""
+    from pt2chakra.pytorch.host_stream import load_streamed  # it imports this module
+
+    streamed = load_streamed(path)  # the observer's layout, a slice at a time
+    if streamed is not None:
+        return streamed
     where = str(path)
     data = read_json_bytes(path)
     head = _SCHEMA_PEEK.search(data, 0, SCHEMA_PEEK_BYTES)
