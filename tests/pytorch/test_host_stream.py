@@ -12,7 +12,7 @@ from helpers import HOST_ONLY, PAIRS, SAMPLE
 from test_host_trace import EXTRAS_BY_VERSION, nested_et
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch import host_stream
+from pt2chakra.pytorch import host_stream, json_slices
 from pt2chakra.pytorch.host_stream import load_streamed
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.records import HostTrace
@@ -49,7 +49,7 @@ def test_real_traces_stream_to_the_same_trace(traces: Path, rel: str,
 def test_small_chunks_and_a_node_longer_than_a_chunk(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     path = Path(f"{SAMPLE}.host_et.json.gz")
-    monkeypatch.setattr(host_stream, "READ_CHUNK", 700)  # many slices; some nodes span chunks
+    monkeypatch.setattr(json_slices, "READ_CHUNK", 700)  # many slices; some nodes span chunks
     streamed = load_streamed(path)
     assert streamed is not None and streamed == _whole(path, monkeypatch)
 
