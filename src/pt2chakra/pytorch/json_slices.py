@@ -21,6 +21,8 @@ from pt2chakra.files import open_input
 # Decompressed bytes read at a time: large enough that decoding a slice
 # costs what decoding the whole would per element, small next to a big trace.
 READ_CHUNK = 8 << 20
+# The text before the array is read whole; past this much, read the file whole.
+HEAD_LIMIT = 16 << 20
 _FIRST_ELEMENT = re.compile(rb"\s*\n( +)\{")  # the line that opens the first element
 
 
@@ -41,6 +43,9 @@ def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
         buf = stream.read(chunk)
         check_head(buf)
         found = opening.search(buf)
+        while found is None and len(buf) < HEAD_LIMIT and (more := stream.read(chunk)):
+            buf += more  # a long header (Kineto's deviceProperties) or small chunks
+            found = opening.search(buf)
         first = _FIRST_ELEMENT.match(buf, found.end()) if found is not None else None
         if found is None or first is None:
             raise NotSliceable
