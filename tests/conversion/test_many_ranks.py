@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from helpers import run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.conversion.many_ranks import RankTemplates, fill, parse_ranks
+from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, fill, parse_ranks
 from pt2chakra.errors import InputError
 
 DLRM_RANKS = range(8)
@@ -106,3 +107,18 @@ def test_shared_output_is_refused_before_work(tmp_path: Path) -> None:
                    "-o", tmp_path / "same.et")
     assert proc.returncode == 2 and "{rank}" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_api_in_process_reports_in_rank_order(traces: Path, converted: dict[str, Path],
+                                              tmp_path: Path) -> None:
+    d = traces / "dlrm_8gpu"
+    templates = RankTemplates(f"{d}/rank{{rank}}.host_et.json.gz",
+                              f"{d}/rank{{rank}}.kineto.json.gz", f"{tmp_path}/{{rank}}.et",
+                              f"{tmp_path}/{{rank}}.report.json")
+    result = convert_ranks(templates.jobs(parse_ranks("5,1,9")), workers=1)
+    assert [o.rank for o in result.outcomes] == [1, 5, 9]
+    assert [o.rank for o in result.failed] == [9]
+    assert result.outputs == [f"{tmp_path}/1.et", f"{tmp_path}/5.et"]
+    assert (tmp_path / "5.et").read_bytes() == converted["dlrm_rank5"].read_bytes()
+    assert json.loads((tmp_path / "1.report.json").read_text())["nodes"] == result.outcomes[0].nodes
+    assert not (tmp_path / "9.report.json").exists()
