@@ -16,6 +16,8 @@ $(BIN)/pt2chakra: pyproject.toml
 	# The reference implementation, for wire-compatibility tests (its other
 	# requirements are for tools we do not call).
 	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
+	# Ray, for the --ray test of convert --ranks (the optional extra [ray]); it skips without.
+	$(BIN)/pip install -q 'ray>=2.9' || echo "ray not installed: the --ray test will skip"
 	# torch (CPU build) for the collection tests; they skip where it cannot install.
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch not installed: collection tests will skip"
 	touch $@
