@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test lint bench bench-sim clean
+.PHONY: setup demo test lint bench bench-convert bench-sim clean
 
 $(BIN)/pt2chakra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,8 @@ $(BIN)/pt2chakra: pyproject.toml
 	# The reference implementation, for wire-compatibility tests (its other
 	# requirements are for tools we do not call).
 	$(BIN)/pip install -q --no-deps mlc-chakra==1.0.0
+	# Ray, for the --ray test of convert --ranks (the optional extra [ray]); it skips without.
+	$(BIN)/pip install -q 'ray>=2.9' || echo "ray not installed: the --ray test will skip"
 	# torch (CPU build) for the collection tests; they skip where it cannot install.
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch not installed: collection tests will skip"
 	touch $@
@@ -42,7 +44,12 @@ test: setup
 lint: setup
 	$(BIN)/ruff check src tests scripts
 
+# The matrix: 25k / 100k / 1M ops x convert / simulate (CPU-s, wall, peak MB),
+# with mlc-chakra ratios where it runs (samples: see scripts/bench_matrix.py).
 bench: setup
+	$(BIN)/python scripts/bench_matrix.py
+
+bench-convert: setup
 	$(BIN)/python scripts/bench_convert.py --host-trace bench_data/gpt_large_cpu.host_et.json.gz \
 	    --device-trace bench_data/gpt_large_cpu.kineto.json.gz
 

@@ -105,6 +105,8 @@ def is_int(value: Any) -> TypeGuard[int]:
 
 def is_finite_number(value: Any) -> TypeGuard[float]:
     """A usable numeric attribute value: int or float, not bool, not NaN/inf."""
+    if type(value) is int:  # the common case, first (millions of nodes)
+        return True
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pt2chakra.cli import options
+from pt2chakra.errors import InputError
 from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
+
+# Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
+EXIT_RANK_FAILED = 2
 
 EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
   pt2chakra convert --host-trace host_et.json -o host_only.et --report report.json
   pt2chakra convert --device-trace kineto.json.gz -o kineto_only.et   (no host ET)
   pt2chakra convert --host-trace cut_host_et.json --repair -o recovered.et
+  pt2chakra convert --ranks 0-7 --host-trace 'd/rank{rank}.host_et.json.gz' \
+      --device-trace 'd/rank{rank}.kineto.json.gz' -o 'out/job.{rank}.et' --jobs 2
+
+with --ranks, {rank} in the paths is each rank's number; every rank is converted
+as if alone (same bytes); a failing rank gets one line on stderr and the others'
+outputs are still written (exit 2 when any rank failed).
 """
 
 EPILOG_LINK = """examples:
@@ -28,8 +39,12 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.ranks is not None:
+        return _cmd_convert_ranks(args)
+    if args.jobs is not None or args.ray is not None:
+        raise InputError("--jobs" if args.jobs is not None else "--ray",
+                         "only with --ranks (several ranks in one command)")
     from pt2chakra.conversion.api import convert
-    from pt2chakra.errors import InputError
 
     if args.host_trace is None and args.device_trace is None:
         raise InputError("convert", "give --host-trace, --device-trace, or both")
@@ -58,12 +73,45 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _check_html(args: argparse.Namespace) -> None:
     """Refuse an unusable ``--html`` before the conversion starts."""
-    from pt2chakra.errors import InputError
     from pt2chakra.report.api import check_output
 
     if args.profile is not None:
         raise InputError(args.html, "--html reports on the .et; it does not go with --for")
     check_output(args.html, [args.host_trace, args.device_trace, args.output, args.report])
+
+
+def _cmd_convert_ranks(args: argparse.Namespace) -> int:
+    """``--ranks``: one conversion per rank, in a process pool or on Ray."""
+    from pt2chakra.conversion.many_ranks import (
+        RankOptions,
+        RankTemplates,
+        convert_ranks,
+        parse_ranks,
+    )
+
+    for option, value in (("--rank", args.rank), ("--for", args.profile),
+                          ("--html", args.html)):
+        if value is not None:
+            raise InputError(option, "does not combine with --ranks")
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", f"must be >= 1, got {args.jobs}")
+    templates = RankTemplates(args.host_trace, args.device_trace, args.output, args.report)
+    result = convert_ranks(templates.jobs(parse_ranks(args.ranks)), workers=args.jobs,
+                           use_ray=args.ray is not None, ray_address=args.ray or None,
+                           options=RankOptions(break_cycles=args.break_cycles,
+                                               force=args.force, repair=args.repair),
+                           progress=args.progress)
+    for failed in result.failed:
+        print(f"pt2chakra: error: {failed.line()}", file=sys.stderr)
+    if not args.quiet:
+        print(result.summary())
+    if result.failed:
+        return EXIT_RANK_FAILED
+    if args.simulate:
+        from pt2chakra.simulation.api import simulate
+
+        print(simulate(result.outputs).summary())
+    return 0
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
@@ -104,6 +152,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--progress", action="store_true", default=None,
                    help="show progress even when stderr is not a terminal")
     options.add_force(p, "the two traces look like different ranks or runs")
+    p.add_argument("--ranks", metavar="SPEC",
+                   help="convert several ranks, e.g. 0-7,9: {rank} in --host-trace, "
+                        "--device-trace, -o and --report is each rank's number")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="with --ranks: ranks converted at once (default: the CPU count)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="with --ranks: run on Ray (pip install 'pt2chakra[ray]'); no ADDRESS "
+                        "starts a local instance (or joins $RAY_ADDRESS), 'auto' or HOST:PORT "
+                        "joins a cluster whose nodes read the same paths")
     p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("link", parents=[common], epilog=EPILOG_LINK,

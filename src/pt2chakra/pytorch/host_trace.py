@@ -309,6 +309,12 @@ def load_host_trace(path: str | PathLike[str], repair: bool = False) -> HostTrac
 
     A file cut off mid-array is refused with a hint, or, with ``repair``,
     read up to its last complete node (see ``pt2chakra.pytorch.repair``)."""
+    if not repair:
+        from pt2chakra.pytorch.host_stream import load_streamed  # it imports this module
+
+        streamed = load_streamed(path)  # the observer's layout, a slice at a time
+        if streamed is not None:
+            return streamed
     where = str(path)
     if repair:
         return _load_repaired(where)

@@ -242,6 +242,11 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
     key when an event has none) for every event not kept, so callers can
     report what was skipped.
     """
+    from pt2chakra.pytorch.kineto_stream import load_streamed  # it imports this module
+
+    streamed = load_streamed(path, ignored)  # the profiler's layout, a slice at a time
+    if streamed is not None:
+        return streamed
     where = str(path)
     with gc_paused():
         doc: _Doc | list[_Event] = decode(where, read_json_bytes(path), _Doc | list[_Event])
@@ -251,7 +256,13 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
             raise InputError(where, "no top-level field `traceEvents`: not a Kineto / Chrome trace?")
         trace = _classify(where, doc.traceEvents, ignored if ignored is not None else Counter())
         del doc.traceEvents
-    info = doc.distributedInfo or {}
+    return _with_distributed_info(where, trace, doc.distributedInfo)
+
+
+def _with_distributed_info(where: str, trace: KinetoTrace,
+                           distributed_info: dict[str, Any] | None) -> KinetoTrace:
+    """``trace`` with the rank and world size of ``distributedInfo``."""
+    info = distributed_info or {}
     trace.distributed_info = info
     trace.rank = _to_int(info.get("rank"), -1)
     trace.world_size = _to_int(info.get("world_size"), 0)

@@ -411,12 +411,16 @@ class ConsumerReport(msgspec.Struct, frozen=True):
 
 def load_for_consumer(paths: Sequence[str | os.PathLike[str]],
                       ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
-    """The files in rank order (ASTRA-sim's NPU n reads ``<prefix>.n.et``)."""
-    from pt2chakra.simulation.engine import load, order_by_rank
+    """The files in rank order (ASTRA-sim's NPU n reads ``<prefix>.n.et``),
+    whole: ASTRA-sim reads ``ctrl_deps`` and attributes (peers, groups)
+    that the simulator's lean reader leaves out."""
+    from pt2chakra.chakra.io import read_et
+    from pt2chakra.simulation.engine import order_by_rank
 
     names = [os.fspath(p) for p in paths]
-    names, graphs = order_by_rank(names, load(names))
-    return names, [(md, list(nodes)) for md, nodes in graphs]
+    graphs = [(md, list(nodes)) for md, nodes in map(read_et, names)]
+    ordered, ranked = order_by_rank(names, graphs)
+    return ordered, [(md, list(nodes)) for md, nodes in ranked]
 
 
 def comm_groups_of(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],

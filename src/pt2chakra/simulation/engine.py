@@ -40,9 +40,10 @@ from typing import Any
 import msgspec
 
 from pt2chakra.chakra.conventions import StepWindow, rank_origins
-from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.lean_read import read_et_lean
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     CATEGORY_NAMES,
@@ -57,6 +58,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     K_LANE,
     K_LAUNCH,
     K_START,
+    SIM_ATTRS,
     WAIT,
     _meta,
     _prepare,
@@ -299,7 +301,8 @@ class _Replay:
                  "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
                  "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
                  "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
-                 "nodes", "lane_of", "order", "cat", "children", "child_kind", "start_t", "end_t",
+                 "nodes", "lane_of", "order", "cat", "child_start", "child", "child_kind", "start_t",
+                 "end_t",
                  "bind_pred", "bind_kind", "bind_time")
 
     def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
@@ -334,7 +337,7 @@ class _Replay:
         self.sync, self.sync_producers = p.sync, p.sync_producers
         self.issue_children, self.comm_key = p.issue_children, p.comm_key
         self.nodes, self.lane_of, self.order, self.cat = p.nodes, p.lane, p.order, p.cat
-        self.children, self.child_kind = p.children, p.child_kind
+        self.child_start, self.child, self.child_kind = p.child_start, p.child, p.child_kind
         self.start_t, self.end_t = run.start, run.end
         self.bind_pred, self.bind_kind, self.bind_time = run.bind_pred, run.bind_kind, run.bind_time
 
@@ -440,9 +443,12 @@ class _Replay:
         self.lane_busy[lane] = False
         self.lane_free[lane] = t
         self.lane_prev[lane] = i
-        release = self.release
-        for child, kind in zip(self.children[i], self.child_kind[i]):
-            release(i, child, kind, t)
+        cs = self.child_start
+        first, last = cs[i], cs[i + 1]
+        if first != last:
+            release, child, kind = self.release, self.child, self.child_kind
+            for j in range(first, last):
+                release(i, child[j], kind[j], t)
         gated = self.sync_producers.get(i)
         if gated:
             self.open_gates(i, t, gated)
@@ -524,10 +530,10 @@ class _PathTally:
 
 
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
-    done = [i for i in range(len(p.nodes)) if not math.isnan(run.end[i])]
-    if not done:
+    ended = [e for e in run.end if e == e]  # NaN: never ran
+    if not ended:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
-    last = max(done, key=lambda i: (run.end[i], -i))
+    last = run.end.index(max(ended))  # the first node to end last
     tally = _walk_back(p, run, last)
     return _path_summary(p, run, tally), tally.on_path
 
@@ -603,7 +609,7 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     results = []
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
-        ends = [run.end[i] for i in rng if not math.isnan(run.end[i])]
+        ends = [e for e in run.end[rng.start:rng.stop] if e == e]  # NaN: never ran
         unfinished = len(rng) - len(ends)
         ends += _thread_ends(p, run, rng)
         predicted = (max(ends) - origin) if ends else 0.0
@@ -625,9 +631,11 @@ def _thread_ends(p: _Prepared, run: _Run, rng: range) -> list[float]:
     """Each CPU thread's end: its recorded time after its last op started
     (callers returning) still belongs to the step."""
     lane_end: dict[int, float] = {}
-    for i in rng:
-        if p.lane[i] in p.lane_tail and not math.isnan(run.end[i]):
-            lane_end[p.lane[i]] = max(lane_end.get(p.lane[i], -math.inf), run.end[i])
+    tail = p.lane_tail
+    for lane, end in zip(p.lane[rng.start:rng.stop], run.end[rng.start:rng.stop]):
+        if lane in tail and end == end:  # not NaN: it ran
+            if end > lane_end.get(lane, -math.inf):
+                lane_end[lane] = end
     return [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
 
 
@@ -638,13 +646,13 @@ def _lane_stats(p: _Prepared, run: _Run, rng: range, origin: float,
     busy: dict[int, float] = defaultdict(float)
     count: dict[int, int] = defaultdict(int)
     spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for i in rng:
-        if math.isnan(run.end[i]):
+    a, b = rng.start, rng.stop
+    for lane, start, end in zip(p.lane[a:b], run.start[a:b], run.end[a:b]):
+        if end != end:  # NaN: never ran
             continue
-        lane = p.lane[i]
-        busy[lane] += run.end[i] - run.start[i]
+        busy[lane] += end - start
         count[lane] += 1
-        spans[lane].append((run.start[i], run.end[i]))
+        spans[lane].append((start, end))
     lanes = []
     for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
         _r, kind, label = p.lane_names[lane]
@@ -698,19 +706,24 @@ class Simulator:
     def prepared(self, comm_streams: int) -> _Prepared:
         p = self._prepared.get(comm_streams)
         if p is None:
-            p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
+            with gc_paused():
+                p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
             self._prepared[comm_streams] = p
         return p
 
     def predict(self, cfg: SimConfig) -> float:
         p = self.prepared(cfg.comm_streams)
-        run, align, _ = _run(p, cfg)
-        results = _rank_results(p, run)
-        return _overall(p, run, results, align)[0]
+        with gc_paused():
+            run, align, _ = _run(p, cfg)
+            results = _rank_results(p, run)
+            return _overall(p, run, results, align)[0]
 
     def run(self, cfg: SimConfig | None = None, critical_path: bool = True,
             ) -> tuple[SimulationResult, Schedule]:
-        cfg = cfg or SimConfig()
+        with gc_paused():
+            return self._run_once(cfg or SimConfig(), critical_path)
+
+    def _run_once(self, cfg: SimConfig, critical_path: bool) -> tuple[SimulationResult, Schedule]:
         p = self.prepared(cfg.comm_streams)
         verbose = log.isEnabledFor(logging.INFO)
         run, align, model = _run(p, cfg, verbose=verbose)
@@ -755,10 +768,13 @@ def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequ
 
 
 def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
+    """Each file's metadata and nodes, with only what the simulator reads
+    (``SIM_ATTRS``; no inputs, outputs or control dependencies)."""
     graphs = []
-    for path in paths:
-        metadata, nodes = read_et(path)
-        graphs.append((metadata, list(nodes)))
+    with gc_paused():  # millions of containers, no cycles: see gc_paused
+        for path in paths:
+            metadata, nodes = read_et_lean(path, SIM_ATTRS)
+            graphs.append((metadata, list(nodes)))
     return graphs
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
@@ -84,12 +86,13 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
+_is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
+
 # Attributes the simulator reads, and the values it can use. Other tools'
 # .et files may carry them with another member type (``comm_seq`` as a
 # string, ``tid`` as a list, ...): such an attribute counts as absent.
 _ATTR_OK: dict[str, Callable[[Any], bool]] = {
-    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and
-    all(isinstance(x, str) for x in v),
+    "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and all(map(_is_str, v)),
     "comm_seq": is_int, "comm_size": is_int, "comm_type": is_int,
     "tid": is_int, "stream": is_int, "device": is_int, "rank": is_int,
     "is_cpu_op": lambda v: isinstance(v, (bool, int)),
@@ -98,6 +101,10 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "inclusive_duration_micros": is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
 }
+
+
+# Every node attribute the simulator reads (the lean reader decodes only these).
+SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
 
 
 def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:
@@ -136,8 +143,11 @@ class _Prepared:
         self.dur: list[float] = []
         self.cat: list[int] = []
         self.delay: list[float] = []
-        self.children: list[list[int]] = []
-        self.child_kind: list[list[int]] = []
+        # Children of node i: child[child_start[i]:child_start[i + 1]], with the
+        # kinds of the edges in child_kind; flat arrays, not a list per node.
+        self.child_start = array("q")
+        self.child = array("q")
+        self.child_kind = array("b")
         self.nwait: list[int] = []
         self.comm_key: dict[int, RendezvousKey] = {}
         self.comm_bytes: dict[int, int] = {}
@@ -176,6 +186,7 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
         if bad:
             log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
                         sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
+    p.child_start.append(len(p.child))  # the end of the last node's children
     if len(graphs) > 1:
         steps = find_deadlock(p.rank_comms)
         if steps:  # the replay would end with nodes that never ran
@@ -226,6 +237,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     t0 = _add_step(p, rank, mda, nodes, attrs_of)
     by_start = _recorded_order(p, base, end)
     parents = _parents(nodes, base, index, attrs_of)
+    del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
     orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
@@ -255,27 +267,37 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     """Append the rank's nodes to the flat arrays, each in its category and on
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
-    index: dict[int, int] = {}
-    attrs_of: list[Attrs] = []
-    incl: list[float] = []
-    for k, n in enumerate(nodes):
-        a = _attrs(n, bad)
+    count = len(nodes)
+    # Nodes from the lean reader share their attribute objects: one checked
+    # dict, category and lane per distinct set (all alive here, so ids are stable).
+    checked: dict[tuple[int, ...], Attrs] = {}
+    attrs_of = []
+    for n in nodes:
+        key = tuple(map(id, n.attrs))
+        a = checked.get(key)
+        if a is None:
+            a = checked[key] = _attrs(n, bad)
         attrs_of.append(a)
-        index[n.id] = base + k
-        p.nodes.append(n)
-        p.rank.append(rank)
-        d = float(n.duration_micros)
-        p.dur.append(d)
-        incl.append(float(a.get("inclusive_duration_micros", d)))
-        p.delay.append(0.0)
-        p.children.append([])
-        p.child_kind.append([])
-        p.nwait.append(0)
-        p.order.append(0)
-        p.cat.append(_category(n, a))
-        lane = lane_of(n.type, a)
-        p.lane.append(p.lane_id((rank, *lane.key), rank,
-                                "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+    index = {n.id: base + k for k, n in enumerate(nodes)}
+    dur = [float(n.duration_micros) for n in nodes]
+    incl = [float(a.get("inclusive_duration_micros", d)) for a, d in zip(attrs_of, dur)]
+    p.nodes.extend(nodes)
+    p.rank.extend([rank] * count)
+    p.dur.extend(dur)
+    p.delay.extend([0.0] * count)
+    p.nwait.extend([0] * count)
+    p.order.extend([0] * count)
+    placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
+    cat, lanes = p.cat, p.lane
+    for n, a in zip(nodes, attrs_of):
+        where = (n.type, id(a))
+        got = placed.get(where)
+        if got is None:
+            lane = lane_of(n.type, a)
+            got = placed[where] = (_category(n, a), p.lane_id(
+                (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+        cat.append(got[0])
+        lanes.append(got[1])
     return index, attrs_of, incl
 
 
@@ -320,16 +342,26 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
              attrs_of: list[Attrs]) -> Parents:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
-    global indices; unknown ids and self-edges are dropped (they could never be met)."""
-    parents: Parents = [[] for _ in range(len(nodes))]
+    global indices; unknown ids and self-edges are dropped (they could never be met).
+    Kind codes are worked out once per shared attribute dict and dep count."""
+    parents: Parents = []
+    codes_of: dict[tuple[int, int], list[int]] = {}
+    get = index.get
     for k, n in enumerate(nodes):
         i = base + k
-        kinds = dep_kinds_of(n.data_deps, attrs_of[k])
-        for d, kind_name in zip(n.data_deps, kinds):
-            src = index.get(d)
-            if src is None or src == i:
-                continue
-            parents[k].append((src, _KIND_CODE.get(kind_name, K_DATA)))
+        deps = n.data_deps
+        a = attrs_of[k]
+        key = (id(a), len(deps))
+        codes = codes_of.get(key)
+        if codes is None:
+            codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
+                                     for name in dep_kinds_of(deps, a)]
+        mine = []
+        for d, code in zip(deps, codes):
+            src = get(d)
+            if src is not None and src != i:
+                mine.append((src, code))
+        parents.append(mine)
     return parents
 
 
@@ -392,16 +424,34 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
 
 
 def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
-    """Turn the parent lists into the children lists and wait counts the
-    replay releases nodes by; edges moved to an issue release are skipped."""
+    """Turn the parent lists into the flat children arrays and wait counts the
+    replay releases nodes by (each node's children in node order, as a
+    counting sort by parent); edges moved to an issue release are skipped."""
+    counts = array("q", [0]) * (len(parents) + 1)
+    for plist in parents:
+        for src, kind in plist:
+            if kind != -1:
+                counts[src - base + 1] += 1
+    offsets = array("q", accumulate(counts))  # offsets[k]: where node base+k's children start
+    fill = offsets[:-1]
+    child = array("q", [0]) * offsets[-1]
+    child_kind = array("b", [0]) * offsets[-1]
+    nwait = p.nwait
     for k, plist in enumerate(parents):
         i = base + k
         for src, kind in plist:
             if kind == -1:
                 continue  # moved to an issue release
-            p.children[src].append(i)
-            p.child_kind[src].append(kind)
-            p.nwait[i] += 1
+            at = fill[src - base]
+            fill[src - base] = at + 1
+            child[at] = i
+            child_kind[at] = kind
+            nwait[i] += 1
+    shift = len(p.child)
+    del offsets[-1]
+    p.child_start.extend(offsets if not shift else array("q", (o + shift for o in offsets)))
+    p.child.extend(child)
+    p.child_kind.extend(child_kind)
 
 
 def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> int:

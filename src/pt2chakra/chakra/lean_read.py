@@ -1,0 +1,194 @@
+"""A lean ``.et`` reader: only the node fields a consumer asks for.
+
+Nodes read here share equal attribute values (lists included): treat them as
+read only. ``read_et`` decodes every field of every node (inputs, outputs, control
+dependencies, every attribute); a consumer such as the simulator reads a
+handful. Here each buffer fill of framed messages is parsed by protobuf's C
+parser in one call, as one message whose ``repeated Node node = 1`` holds
+them all (a frame's length varint is exactly the length of a field-1
+submessage, so inserting the one-byte tag before each frame is enough). The
+``Node`` class used there declares only id, name, type, data_deps, the times
+and the attributes (as raw bytes); the other fields are skipped as unknown
+fields. Only the attributes whose names the caller lists are decoded
+(through :mod:`pt2chakra.chakra.decode`'s cached attribute decoder, so their
+values are those ``read_et`` gives).
+
+Errors: a buffer fill that does not parse this way, or holds a node type
+``NodeType`` lacks or an attribute body the attribute decoder does not
+handle, is decoded message by message through ``read_et``'s own path, which
+gives its result or its ``InputError``. Fields this reader skips are not
+checked (``validate`` checks the whole file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
+
+from pt2chakra.chakra.decode import (
+    _ATTR_CACHE,
+    _FAST_FAILURES,
+    _NODE_TYPE_BY_INT,
+    _Batch,
+    _decode_attr,
+    _decode_metadata,
+    _frame_batches,
+    _nodes_from_batches,
+    _unit,
+    _where,
+)
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
+from pt2chakra.errors import InputError
+from pt2chakra.files import open_input
+
+_F = descriptor_pb2.FieldDescriptorProto
+# Node fields kept (name, number, type, label); numbers as in et_def.proto.
+_LEAN_FIELDS = (
+    ("id", 1, _F.TYPE_UINT64, _F.LABEL_OPTIONAL),
+    ("name", 2, _F.TYPE_STRING, _F.LABEL_OPTIONAL),
+    ("type", 3, _F.TYPE_INT32, _F.LABEL_OPTIONAL),  # open enum: same values as int32
+    ("data_deps", 5, _F.TYPE_UINT64, _F.LABEL_REPEATED),
+    ("start_time_micros", 6, _F.TYPE_UINT64, _F.LABEL_OPTIONAL),
+    ("duration_micros", 7, _F.TYPE_UINT64, _F.LABEL_OPTIONAL),
+    ("attr", 10, _F.TYPE_BYTES, _F.LABEL_REPEATED),
+)
+_PACKAGE = "pt2chakra_lean"
+_FRAME_TAG = b"\n"  # field 1, wire type 2 (length-delimited)
+# An attribute body starts with its name: tag 0x0A, a one-byte length, the name.
+_NAME_TAG = 0x0A
+_ONE_BYTE_LEN = 0x80
+# Attribute bodies remembered (flags, thread ids and dependency kinds repeat
+# on most nodes); cleared when full, as per-node numbers never repeat.
+_SEEN_MAX = 1 << 14
+_MISS = object()
+# One shared empty ``ctrl_deps`` (a tuple: nothing can append to it by mistake).
+_NO_DEPS = cast(list[int], ())
+
+
+def _batch_class() -> type[Message]:
+    """``message Batch { repeated Node node = 1; }`` over the lean ``Node``."""
+    file = descriptor_pb2.FileDescriptorProto(name="pt2chakra_lean.proto", package=_PACKAGE,
+                                              syntax="proto3")
+    node = file.message_type.add(name="Node")
+    for name, number, kind, label in _LEAN_FIELDS:
+        node.field.add(name=name, number=number, type=kind, label=label)
+    batch = file.message_type.add(name="Batch")
+    batch.field.add(name="node", number=1, type=_F.TYPE_MESSAGE, label=_F.LABEL_REPEATED,
+                    type_name=f".{_PACKAGE}.Node")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    descriptor = pool.FindMessageTypeByName(f"{_PACKAGE}.Batch")
+    get_message_class = getattr(message_factory, "GetMessageClass", None)
+    if get_message_class is not None:  # protobuf >= 4.22
+        return get_message_class(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+
+
+_LeanBatch = _batch_class()
+
+
+class _Lean:
+    """The attribute filter and the name pool of one read."""
+
+    def __init__(self, attr_names: Iterable[str]) -> None:
+        self.wanted_str = frozenset(attr_names)
+        self.wanted = frozenset(n.encode() for n in self.wanted_str)
+        self.names: dict[str, str] = {}  # one str per distinct node name
+        self.seen: dict[bytes, Attr | None] = {}  # body -> its attr, None: not wanted
+
+    def attrs(self, bodies: list[bytes]) -> list[Attr]:
+        """The wanted attributes, decoded as ``read_et`` decodes them. Equal
+        bodies give the same attribute object (list values included: read
+        only), which keeps a million nodes small."""
+        out: list[Attr] = []
+        seen = self.seen
+        for body in bodies:
+            got: Any = seen.get(body, _MISS)
+            attr = self.first_sight(body) if got is _MISS else got
+            if attr is not None:
+                out.append(attr)
+        return out
+
+    def first_sight(self, body: bytes) -> Attr | None:
+        """Decode (or skip) one attribute body and remember the outcome. A
+        body that starts with its name (as every writer puts it) is skipped
+        unread when that name is not wanted."""
+        named = len(body) > 1 and body[0] == _NAME_TAG and body[1] < _ONE_BYTE_LEN
+        attr: Attr | None = None
+        if not named or body[2:2 + body[1]] in self.wanted:
+            attr = _ATTR_CACHE.get(body)
+            if attr is None:
+                attr = _decode_attr(body)  # list values come copied
+            elif type(attr[2]) is list:  # not decode's own cached list
+                attr = (attr[0], attr[1], attr[2][:])
+            if not named and attr[0] not in self.wanted_str:
+                attr = None
+        if len(self.seen) >= _SEEN_MAX:
+            self.seen.clear()
+        self.seen[body] = attr
+        return attr
+
+    def nodes(self, data: bytes) -> list[ChakraNode]:
+        """Every node of one joined buffer fill; raises one of
+        ``_FAST_FAILURES`` where the exact path must decide."""
+        out = []
+        types, names, attrs = _NODE_TYPE_BY_INT, self.names, self.attrs
+        for m in _LeanBatch.FromString(data).node:
+            name = m.name
+            out.append(ChakraNode(m.id, names.setdefault(name, name), types[m.type],
+                                  m.start_time_micros, m.duration_micros, _NO_DEPS, m.data_deps[:],
+                                  None, None, attrs(m.attr[:])))
+        return out
+
+
+def _joined(batch: _Batch) -> bytes:
+    """The batch's frames, each preceded by the Batch.node field tag."""
+    buf, _base, _index, pos, _bodies, ends = batch
+    starts = [pos, *ends[:-1]]
+    return _FRAME_TAG + _FRAME_TAG.join([buf[s:e] for s, e in zip(starts, ends)])
+
+
+def _lean_nodes(path: str, unit: str, lean: _Lean,
+                batches: Iterable[_Batch]) -> Iterator[ChakraNode]:
+    for batch in batches:
+        try:
+            nodes: list[ChakraNode] | None = lean.nodes(_joined(batch))
+        except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
+            nodes = None  # outside the except block: no chained traceback
+        if nodes is None:  # the exact path: its result or its error
+            for node in _nodes_from_batches(path, unit, [batch]):
+                node.attrs = [a for a in node.attrs if a[0] in lean.wanted_str]
+                node.inputs = node.outputs = None
+                node.ctrl_deps = _NO_DEPS
+                yield node
+            continue
+        yield from nodes
+
+
+def read_et_lean(path: str | os.PathLike[str], attr_names: Iterable[str],
+                 ) -> tuple[GlobalMetadata, Iterator[ChakraNode]]:
+    """(metadata, lazy iterator of nodes) like ``read_et``, but the nodes hold
+    only id, name, type, times, ``data_deps`` and the attributes named in
+    ``attr_names`` (no inputs, outputs or ``ctrl_deps``). The metadata is whole."""
+    path = os.fspath(path)
+    stream, gzipped = open_input(path)
+    unit = _unit(gzipped)
+    batches = _frame_batches(stream, path, unit)
+    first = next(batches, None)
+    if first is None:
+        raise InputError(path, "empty file: expected a GlobalMetadata message first")
+    buf, base, index, pos, bodies, ends = first
+    metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0]:ends[0]])
+    rest: list[_Batch] = []
+    if len(bodies) > 1:
+        rest.append((buf, base, index + 1, ends[0], bodies[1:], ends[1:]))
+    return metadata, _lean_nodes(path, unit, _Lean(attr_names), _chain(rest, batches))
+
+
+def _chain(first: list[_Batch], more: Iterator[_Batch]) -> Iterator[_Batch]:
+    yield from first
+    yield from more

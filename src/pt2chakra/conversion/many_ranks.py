@@ -1,0 +1,251 @@
+"""Many ranks in one call: the same conversion as ``convert``, once per rank.
+
+    from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, parse_ranks
+    t = RankTemplates("d/rank{rank}.host_et.json.gz", "d/rank{rank}.kineto.json.gz", "o/{rank}.et")
+    result = convert_ranks(t.jobs(parse_ranks("0-7")), jobs=2)
+
+Each rank is one independent ``convert`` call (so its ``.et`` is byte-identical
+to converting that rank alone), run in a local process pool or, with
+``ray_address``, as Ray tasks on a cluster. ``{rank}`` in a template is the
+rank number; it only names files: the rank recorded in each ``.et`` is the one
+its trace says, as for a single ``convert``.
+
+Failure policy: ranks are independent, so a rank that fails (bad input, a
+cycle, an unreadable file) gets one line naming it and the other ranks'
+outputs are still written (each one atomically, as always). Rerun the failed
+ranks alone with ``--ranks``. A failed rank never leaves a partial output.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pt2chakra.conversion.progress import Stages
+from pt2chakra.errors import InputError
+
+log = logging.getLogger(__name__)
+
+RANK_FIELD = "{rank}"
+RANKS_OPTION = "--ranks"
+# A rank spec naming more ranks than this is a typo (e.g. "0-1000000"), not a job.
+MAX_RANKS = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RankJob:
+    """One rank's conversion: its inputs and outputs, templates filled in."""
+
+    rank: int
+    host_trace: str
+    device_trace: str | None
+    output: str
+    report: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankOptions:
+    """Options every rank's ``convert`` gets (the single-rank CLI's flags)."""
+
+    break_cycles: bool = False
+    force: bool = False  # convert pairs that look like two ranks or runs
+    repair: bool = False  # read host ETs cut off mid-array
+
+
+@dataclass(frozen=True, slots=True)
+class RankOutcome:
+    """What one rank's conversion did: ``error`` is its one-line failure, or None."""
+
+    rank: int
+    output: str
+    nodes: int
+    seconds: float
+    error: str | None = None
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"rank {self.rank}: {self.error}"
+        return f"rank {self.rank}: {self.output}: {self.nodes} nodes ({self.seconds:.2f} s)"
+
+
+@dataclass(frozen=True, slots=True)
+class ManyRanksResult:
+    """Every rank's outcome, in rank order."""
+
+    outcomes: list[RankOutcome]
+    runner: str
+
+    @property
+    def failed(self) -> list[RankOutcome]:
+        return [o for o in self.outcomes if o.error is not None]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [o.output for o in self.outcomes if o.error is None]
+
+    def summary(self) -> str:
+        lines = [o.line() for o in self.outcomes if o.error is None]
+        lines.append(f"{len(self.outcomes) - len(self.failed)} of {len(self.outcomes)} ranks "
+                     f"converted ({self.runner})")
+        return "\n".join(lines)
+
+
+def parse_ranks(spec: str) -> list[int]:
+    """``"0-3,7,9-10"`` -> ``[0, 1, 2, 3, 7, 9, 10]`` (sorted, each once)."""
+    ranks: set[int] = set()
+    for part in spec.split(","):
+        part = part.strip()
+        lo_text, dash, hi_text = part.partition("-")
+        try:
+            lo = int(lo_text)
+            hi = int(hi_text) if dash else lo
+        except ValueError:
+            raise InputError(RANKS_OPTION, f"bad rank range {part!r} in {spec!r}; "
+                             "expected e.g. 0-7,9") from None
+        if lo < 0 or hi < lo:
+            raise InputError(RANKS_OPTION, f"bad rank range {part!r} in {spec!r}; "
+                             "ranks are >= 0 and ranges go low-high")
+        if hi - lo + 1 + len(ranks) > MAX_RANKS:
+            raise InputError(RANKS_OPTION, f"{spec!r} names more than {MAX_RANKS} ranks")
+        ranks.update(range(lo, hi + 1))
+    return sorted(ranks)
+
+
+def fill(template: str, rank: int) -> str:
+    """``template`` with every ``{rank}`` replaced (other braces are left alone)."""
+    return template.replace(RANK_FIELD, str(rank))
+
+
+@dataclass(frozen=True, slots=True)
+class RankTemplates:
+    """Paths with ``{rank}`` in them, one set per job."""
+
+    host_trace: str
+    device_trace: str | None
+    output: str
+    report: str | None = None
+
+    def jobs(self, ranks: Sequence[int]) -> list[RankJob]:
+        """One job per rank; with several ranks every output template must
+        name the rank, or the ranks would overwrite each other."""
+        if len(ranks) > 1:
+            for option, template in (("--output", self.output), ("--report", self.report)):
+                if template is not None and RANK_FIELD not in template:
+                    raise InputError(option, f"{template!r} has no {RANK_FIELD}: "
+                                     "every rank would write the same file")
+        return [RankJob(rank=r, host_trace=fill(self.host_trace, r),
+                        device_trace=None if self.device_trace is None
+                        else fill(self.device_trace, r),
+                        output=fill(self.output, r),
+                        report=None if self.report is None else fill(self.report, r))
+                for r in ranks]
+
+
+def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
+    """One rank, as ``pt2chakra convert`` would do it; bad input becomes the
+    outcome's one-line error instead of an exception (so that one rank cannot
+    stop the others)."""
+    from pt2chakra.conversion.api import convert
+
+    t0 = time.perf_counter()
+    try:
+        report = convert(job.host_trace, job.device_trace, job.output,
+                         break_cycles_=options.break_cycles, progress=False,
+                         report_path=job.report, force=options.force, repair=options.repair)
+    except InputError as exc:
+        return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
+    except OSError as exc:
+        where = exc.filename if exc.filename is not None else "I/O"
+        return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0,
+                           f"{where}: {exc.strerror or exc}")
+    return RankOutcome(job.rank, job.output, report.nodes, time.perf_counter() - t0)
+
+
+Runner = Callable[[list[RankJob], RankOptions, int], Iterator[RankOutcome]]
+
+
+def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
+                  ray_address: str | None = None, use_ray: bool = False,
+                  options: RankOptions | None = None,
+                  progress: bool | None = None) -> ManyRanksResult:
+    """Convert every job; local processes by default (``workers``, default
+    the CPU count, capped by the number of ranks), Ray tasks with ``use_ray``
+    (``ray_address`` None: start a local Ray instance, or join the cluster
+    named by ``RAY_ADDRESS``; "auto" or "HOST:PORT": join that cluster).
+    Outcomes come back in rank order; failures are in them, not raised."""
+    options = options or RankOptions()
+    _refuse_shared_outputs(jobs)
+    n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    runner, name = ((_ray_runner(ray_address), "ray") if use_ray
+                    else (_local_runner, f"{n} process{'es' if n > 1 else ''}"))
+    stages = Stages(len(jobs), progress)
+    outcomes: list[RankOutcome] = []
+    for outcome in runner(jobs, options, n):
+        outcomes.append(outcome)
+        log.info("%s", outcome.line())
+        stages.step(outcome.line())
+    outcomes.sort(key=lambda o: o.rank)
+    return ManyRanksResult(outcomes, name)
+
+
+def _refuse_shared_outputs(jobs: Iterable[RankJob]) -> None:
+    """Two ranks writing one file is a template mistake: refuse it before any
+    work (each rank's own ``convert`` refuses an output that is its input)."""
+    seen: dict[str, int] = {}
+    for job in jobs:
+        for path in (job.output, job.report):
+            if path is None:
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                raise InputError(path, f"ranks {seen[real]} and {job.rank} would both write it")
+            seen[real] = job.rank
+
+
+def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Iterator[RankOutcome]:
+    """In this process when one worker is asked for, else a process pool
+    (each worker converts one rank at a time, so memory is ``workers`` ranks)."""
+    if workers == 1:
+        for job in jobs:
+            yield convert_one(job, options)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # forkserver: workers do not inherit this process's threads or memory.
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(convert_one, job, options) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _ray_runner(address: str | None) -> Runner:
+    def run(jobs: list[RankJob], options: RankOptions, workers: int) -> Iterator[RankOutcome]:
+        try:
+            import ray
+        except ImportError:
+            raise InputError("--ray", "Ray is not installed; pip install 'pt2chakra[ray]'") from None
+        started = not ray.is_initialized()
+        if started:
+            kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                                         "log_to_driver": False}
+            if address:
+                kwargs["address"] = address
+            elif "RAY_ADDRESS" not in os.environ:
+                kwargs["num_cpus"] = workers  # a local instance: as many workers as asked
+            ray.init(**kwargs)
+        try:
+            task = ray.remote(num_cpus=1, max_retries=0)(convert_one)
+            pending = [task.remote(job, options) for job in jobs]
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield ray.get(done[0])
+        finally:
+            if started:
+                ray.shutdown()
+    return run

@@ -1,0 +1,70 @@
+"""One big JSON array read a slice of whole elements at a time.
+
+torch's writers (the execution trace observer, the Kineto profiler) put every
+element of their big array (``nodes``, ``traceEvents``) in its own block: it
+opens with ``{`` and closes with ``}`` alone on a line at the element
+indentation, so the array splits between elements at
+``\\n<indent>},\\n<indent>{`` (a JSON string cannot hold a raw newline, so
+that text is never inside one, and nested objects sit deeper). Reading the
+file a chunk at a time and cutting at the last such boundary hands out runs
+of whole elements without ever holding the whole text. Any other layout
+raises :class:`NotSliceable`; the caller then reads the file whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pt2chakra.files import open_input
+
+# Decompressed bytes read at a time: large enough that decoding a slice
+# costs what decoding the whole would per element, small next to a big trace.
+READ_CHUNK = 8 << 20
+# The text before the array is read whole; past this much, read the file whole.
+HEAD_LIMIT = 16 << 20
+_FIRST_ELEMENT = re.compile(rb"\s*\n( +)\{")  # the line that opens the first element
+
+
+class NotSliceable(Exception):
+    """Not laid out one element per block: read the file whole instead."""
+
+
+def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
+                on_slice: Callable[[bytes], None]) -> tuple[bytes, bytes]:
+    """Read ``path`` (plain or gzip), calling ``check_head`` with its first
+    chunk (it raises NotSliceable to refuse) and ``on_slice`` with each run of
+    whole elements of the array under ``key`` as JSON (``[{...},{...}]``);
+    returns the text before ``"key": [`` and the text after the array's ``]``."""
+    chunk = READ_CHUNK
+    opening = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
+    stream, _gzipped = open_input(path)
+    with stream:
+        buf = stream.read(chunk)
+        check_head(buf)
+        found = opening.search(buf)
+        while found is None and len(buf) < HEAD_LIMIT and (more := stream.read(chunk)):
+            buf += more  # a long header (Kineto's deviceProperties) or small chunks
+            found = opening.search(buf)
+        first = _FIRST_ELEMENT.match(buf, found.end()) if found is not None else None
+        if found is None or first is None:
+            raise NotSliceable
+        head = buf[:found.start()]
+        indent = first.group(1)
+        sep = b"\n" + indent + b"},\n" + indent + b"{"
+        data = buf[first.end() - 1:]  # from the first element's "{"
+        del buf
+        while more := stream.read(chunk):
+            data += more
+            cut = data.rfind(sep)
+            if cut >= 0:  # elements up to their "}", the rest from the next "{"
+                on_slice(b"[" + data[:cut + len(indent) + 2] + b"]")
+                data = data[cut + len(sep) - 1:]
+    last = re.compile(rb"\n" + re.escape(indent) + rb"\}\s*\]").search(data)
+    if last is None:
+        raise NotSliceable
+    trailer = data[last.end():]
+    if opening.search(trailer):
+        raise NotSliceable  # the key twice: a whole-file decoder keeps the last
+    on_slice(b"[" + data[:last.start() + len(indent) + 2] + b"]")
+    return head, trailer

@@ -1,0 +1,80 @@
+"""Streaming Kineto loading: the profiler's own layout, a slice of events at a time.
+
+The whole-file loader holds the decompressed JSON and every decoded event at
+once. The profiler writes one event per block, so ``traceEvents`` is read a
+slice of whole events at a time (:mod:`pt2chakra.pytorch.json_slices`); each
+slice is decoded and classified by the whole-file loader's own functions and
+the per-kind lists are joined and sorted by time as there (a stable sort of
+slices that keep file order gives the order of the whole), so the trace is
+the same. The rest of the document (``distributedInfo``...) is decoded with
+an empty ``traceEvents``.
+
+Anything else (Chrome's array format, minified JSON) and every error make
+:func:`load_streamed` return None: the caller then runs the whole-file
+loader, which gives its result or names the problem as always. One
+difference: torch's truncated list args are reported once per slice that
+has some, not once per file.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from operator import attrgetter
+from os import PathLike
+
+import msgspec
+
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.json_input import decode, gc_paused
+from pt2chakra.pytorch.json_slices import NotSliceable, read_sliced
+from pt2chakra.pytorch.kineto_trace import _classify, _Doc, _Event, _with_distributed_info
+from pt2chakra.pytorch.records import KinetoTrace
+
+
+def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None,
+                  ) -> KinetoTrace | None:
+    """The Kineto trace at ``path``, read a slice of events at a time; None
+    when it is not laid out as the profiler writes it, or has any problem.
+    ``ignored`` is counted into only when the result is returned."""
+    where = str(path)
+    counts: Counter[str] = Counter()
+    try:
+        with gc_paused():
+            trace = _load(where, counts)
+    except (NotSliceable, InputError, OSError, EOFError, zlib.error, ValueError,
+            msgspec.MsgspecError):
+        return None
+    if ignored is not None:
+        ignored.update(counts)
+    return trace
+
+
+def _load(where: str, ignored: Counter[str]) -> KinetoTrace:
+    parts: list[KinetoTrace] = []
+
+    def check_head(first: bytes) -> None:
+        if first.lstrip()[:1] != b"{":  # Chrome's array format: read whole
+            raise NotSliceable
+
+    def on_slice(events: bytes) -> None:
+        parts.append(_classify(where, decode(where, events, list[_Event]), ignored))
+
+    head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)
+    doc = decode(where, head + b'"traceEvents": []' + trailer, _Doc)
+    return _with_distributed_info(where, _joined(where, parts), doc.distributedInfo)
+
+
+def _joined(where: str, parts: list[KinetoTrace]) -> KinetoTrace:
+    """One trace of the slices' traces, in file order, each kind sorted by time."""
+    if len(parts) == 1:
+        return parts[0]
+    by_ts = attrgetter("ts")
+    cpu = sorted((e for p in parts for e in p.cpu_events), key=by_ts)
+    runtime = sorted((e for p in parts for e in p.runtime_events), key=by_ts)
+    gpu = sorted((e for p in parts for e in p.gpu_activities), key=by_ts)
+    sync = sorted((e for p in parts for e in p.sync_events), key=by_ts)
+    flows = {}
+    for p in parts:
+        flows.update(p.flow_starts)
+    return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows)

@@ -1,0 +1,108 @@
+"""The lean reader gives read_et's nodes, less the fields nobody asked for."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_wire import nodes_strategy
+
+from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.lean_read import read_et_lean
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
+from pt2chakra.simulation.prepare import SIM_ATTRS
+
+META = GlobalMetadata("0.0.4", [("rank", "int64_val", 3)])
+
+
+def _lean_view(node: ChakraNode, names: frozenset[str]) -> ChakraNode:
+    """What the lean reader should give for ``node``."""
+    return ChakraNode(node.id, node.name, node.type, node.start_time_micros, node.duration_micros,
+                      [], list(node.data_deps), None, None,
+                      [a for a in node.attrs if a[0] in names])
+
+
+def _same_as_read_et(path: Path, names: frozenset[str]) -> None:
+    md, full = read_et(path)
+    lean_md, lean = read_et_lean(path, names)
+    assert lean_md == md
+    lean_nodes = list(lean)
+    assert all(n.ctrl_deps == () for n in lean_nodes)
+    assert [msgspec.structs.replace(n, ctrl_deps=[]) for n in lean_nodes] == \
+        [_lean_view(n, names) for n in full]
+
+
+@pytest.mark.parametrize("name", ["dlrm_rank0", "resnet_2gpu_host", "chakra_pg_host", "gpt2_host"])
+def test_real_traces(converted: dict[str, Path], name: str) -> None:
+    _same_as_read_et(converted[name], SIM_ATTRS)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
+def test_any_nodes_any_filter(tmp_path: Path, nodes: list[ChakraNode]) -> None:
+    path = tmp_path / "n.et"
+    write_et(path, META, nodes)
+    names = frozenset(a[0] for n in nodes for a in n.attrs[::2])  # every other name
+    _same_as_read_et(path, names)
+    _same_as_read_et(path, SIM_ATTRS)
+
+
+def test_gzip_and_many_buffer_fills(tmp_path: Path) -> None:
+    nodes = [ChakraNode(i, f"op{i % 7}", NodeType.COMP_NODE, 10 * i, 5, [], [i - 1] if i else [],
+                        ("[1]", "[[2]]", '["Int"]'), None,
+                        [("tid", "int64_val", 1), ("rf_id", "int64_val", i),
+                         ("op_schema", "string_val", "x" * 300)])
+             for i in range(5000)]  # > 1 MiB: several buffer fills
+    path = tmp_path / "n.et.gz"
+    write_et(path, META, nodes)
+    _same_as_read_et(path, frozenset({"tid"}))
+    names = {n.name for n in read_et_lean(path, ())[1]}
+    assert names == {f"op{k}" for k in range(7)}
+
+
+def _raw_file(path: Path, *messages: bytes) -> None:
+    path.write_bytes(b"".join(uvarint(len(m)) + m for m in messages))
+
+
+def test_bad_node_gives_read_et_error(tmp_path: Path) -> None:
+    good = encode_node(ChakraNode(1, "a", NodeType.COMP_NODE, attrs=[("tid", "int64_val", 1)]))
+    bad_type = bytes([0x08, 2, 0x18, 99])  # id 2, type 99: not a NodeType
+    path = tmp_path / "bad.et"
+    _raw_file(path, encode_metadata(META), good, bad_type)
+    with pytest.raises(InputError) as full:
+        list(read_et(path)[1])
+    with pytest.raises(InputError) as lean:
+        list(read_et_lean(path, SIM_ATTRS)[1])
+    assert str(lean.value) == str(full.value)
+
+
+def test_garbage_gives_read_et_error(tmp_path: Path) -> None:
+    good = encode_node(ChakraNode(1, "a", NodeType.COMP_NODE))
+    path = tmp_path / "bad.et"
+    _raw_file(path, encode_metadata(META), good, b"\xff\xff\xff")
+    with pytest.raises(InputError) as full:
+        list(read_et(path)[1])
+    with pytest.raises(InputError) as lean:
+        list(read_et_lean(path, SIM_ATTRS)[1])
+    assert str(lean.value) == str(full.value)
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.et"
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match="empty file"):
+        read_et_lean(path, SIM_ATTRS)
+
+
+def test_gzip_of_plain(tmp_path: Path) -> None:
+    plain = tmp_path / "a.et"
+    write_et(plain, META, [ChakraNode(1, "a", NodeType.COMP_NODE, attrs=[("tid", "int64_val", 1)])])
+    gz = tmp_path / "a.bin"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    assert list(read_et_lean(gz, SIM_ATTRS)[1]) == list(read_et_lean(plain, SIM_ATTRS)[1])
