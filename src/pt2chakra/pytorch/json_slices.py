@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pt2chakra.files import open_input
+from pt2chakra.files import STDIN, open_input
 
 # Decompressed bytes read at a time: large enough that decoding a slice
 # costs what decoding the whole would per element, small next to a big trace.
@@ -35,7 +35,11 @@ def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
     """Read ``path`` (plain or gzip), calling ``check_head`` with its first
     chunk (it raises NotSliceable to refuse) and ``on_slice`` with each run of
     whole elements of the array under ``key`` as JSON (``[{...},{...}]``);
-    returns the text before ``"key": [`` and the text after the array's ``]``."""
+    returns the text before ``"key": [`` and the text after the array's ``]``.
+    Standard input is not sliced: a refused layout falls back to reading the
+    whole file, which a pipe read once cannot give again."""
+    if path == STDIN:
+        raise NotSliceable(path)
     chunk = READ_CHUNK
     opening = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
     stream, _gzipped = open_input(path)
