@@ -12,6 +12,7 @@ from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
 from pt2chakra.export.astra_sim import CPU_GAP, convert_files, profile, write_astra_sim
 from pt2chakra.simulation.engine import Simulator, simulate
 from pt2chakra.tools.validate import validate
@@ -57,12 +58,22 @@ def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F81
 def test_process_groups_move_to_metadata_and_groups_json(converted, tmp_path):  # noqa: F811
     md, nodes = read_et(converted["chakra_pg_host"])
     written = write_astra_sim(md, nodes, tmp_path / "pg", rank=1)
-    assert written == [str(tmp_path / "pg.1.et"), str(tmp_path / "pg.comm_groups.json")]
-    assert json.loads((tmp_path / "pg.comm_groups.json").read_text()) == {"0": [0, 1]}
+    # its only group, "0", is the whole machine, which ASTRA-sim's comm-groups
+    # file cannot hold (it asserts id > 0): no file
+    assert written == [str(tmp_path / "pg.1.et")]
     out_md, out_nodes = read_et(written[0])
     assert "process_groups" in attr_dict(out_md.attrs)
     out_nodes = list(out_nodes)
     assert {n.type for n in out_nodes} == {NodeType.COMM_COLL_NODE}
+
+
+def test_groups_file_leaves_out_the_whole_machine_and_refuses_names():
+    from pt2chakra.export.astra_sim import groups_file
+
+    assert groups_file({"0": [0, 1, 2, 3], "1": [0, 2], "2": [1, 3]}, "x") == {
+        "1": [0, 2], "2": [1, 3]}
+    with pytest.raises(InputError, match="numeric"):
+        groups_file({"default_pg": [0, 1]}, "x.et")
 
 
 def test_metadata_node_facts_recovered_when_metadata_lacks_them():

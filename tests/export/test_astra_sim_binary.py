@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(not BINARY or not os.access(BINARY, os.X_OK),
                                 reason="ASTRA_SIM_BIN does not name an ASTRA-sim binary")
 
 RING = AstraNetwork("Ring", 8, 50.0, 500.0)  # ../shared/ASTRA_SIM.md
+RING2 = AstraNetwork("Ring", 2, 50.0, 500.0)
 MEASURED_DLRM_US = 20733.0
 # The issue's bound for the default export, and the consumer model's.
 PREDICTION_TOLERANCE_PCT = 5.0
@@ -93,3 +94,24 @@ def test_from_text_in_the_binary_and_the_model(tmp_path):
 
 def test_aware_binary_is_next_to_the_unaware_one():
     assert aware_binary(BINARY).exists()
+
+
+def test_gloo_sample_in_the_binary_and_the_model(tmp_path):
+    """Two ranks whose collectives name process group "0" (the whole machine,
+    which ASTRA-sim's comm-groups file cannot hold)."""
+    from helpers import ROOT
+
+    sample = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
+    full = []
+    for rank in range(2):
+        out = tmp_path / f"g.{rank}.et"
+        proc = run_cli("convert", "-q", "--host-trace", f"{sample}.rank{rank}.host_et.json.gz",
+                       "--device-trace", f"{sample}.rank{rank}.kineto.json.gz", "-o", out)
+        assert proc.returncode == 0, proc.stderr
+        full.append(out)
+    (tmp_path / "x").mkdir()
+    written = convert_files(full, tmp_path / "x" / "g")
+    files = [p for p in written if p.endswith(".et")]
+    run = run_workload(BINARY, tmp_path / "x" / "g", RING2, AstraSystem())
+    assert run.warnings == []
+    _check_model(files, RING2)

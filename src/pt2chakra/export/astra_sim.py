@@ -366,6 +366,25 @@ def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict
     return out
 
 
+# The communicator group ASTRA-sim reads as "every NPU" (a node's pg_name
+# "0" or none); its comm-groups file cannot hold it (it asserts id > 0).
+WHOLE_MACHINE_GROUP = "0"
+
+
+def groups_file(groups: dict[str, list[int]], source: str) -> dict[str, list[int]]:
+    """What goes into ``<prefix>.comm_groups.json``: every group but group 0,
+    which ASTRA-sim takes to be the whole machine. Group names must be numbers
+    (ASTRA-sim reads them with ``stoi``)."""
+    out = {}
+    for name, ranks in groups.items():
+        if not name.isdigit():
+            raise InputError(source, f"process group {name!r}: ASTRA-sim needs numeric "
+                             "process-group names")
+        if name != WHOLE_MACHINE_GROUP:
+            out[name] = ranks
+    return out
+
+
 def output_paths(prefix: str, rank: int) -> list[str]:
     return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
 
@@ -434,7 +453,8 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
     world = attr_dict(md.attrs).get("world_size")
-    groups = comm_groups(md, world if isinstance(world, int) else None)
+    groups = groups_file(comm_groups(md, world if isinstance(world, int) else None),
+                         source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
