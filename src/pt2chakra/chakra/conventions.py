@@ -151,14 +151,22 @@ def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
     node, since GPU work launched at the end of the step finishes after it.
     None for a trace without any start time and without a recorded step
     (other tools' graphs, ``microbench``): it has no measured step."""
+    return step_window_of(metadata_attrs, nodes,
+                          [inclusive_micros(n, a) for n, a in zip(nodes, attrs_of)])
+
+
+def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
+                   inclusive: Sequence[float]) -> StepWindow | None:
+    """``step_window`` with each node's ``inclusive_micros`` already worked out
+    (the simulator has them, and a million attribute lookups cost seconds)."""
     window: StepWindow | None = None
-    if any(n.start_time_micros for n in nodes):
-        timed = [k for k, n in enumerate(nodes) if n.start_time_micros or n.duration_micros]
+    starts = [n.start_time_micros for n in nodes]
+    if any(starts):
+        timed = [k for k, (s, n) in enumerate(zip(starts, nodes)) if s or n.duration_micros]
         window = StepWindow(
-            float(min(nodes[k].start_time_micros for k in timed)),
-            max(nodes[k].start_time_micros + max(float(nodes[k].duration_micros),
-                                                 inclusive_micros(nodes[k], attrs_of[k]))
-                for k in timed))
+            float(min([starts[k] for k in timed])),
+            max([starts[k] + max(float(nodes[k].duration_micros), inclusive[k])
+                 for k in timed]))
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_finite_number(s0) and is_finite_number(s1):
         if window is None:

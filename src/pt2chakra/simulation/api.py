@@ -37,7 +37,7 @@ from pt2chakra.simulation.engine import (
     what_if,
 )
 from pt2chakra.simulation.network import ALGORITHMS
-from pt2chakra.tools.validate import check_loaded, refuse_unsound
+from pt2chakra.tools.validate import refuse_unsound, replay_problems
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):
@@ -107,7 +107,7 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     refuse_repeated_inputs(names)
     graphs = load(names)
     for index, (path, (metadata, nodes)) in enumerate(zip(names, graphs)):
-        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force,
+        refuse_unsound(replay_problems(path, index, metadata, nodes), options.force,
                        replay_only=True)
     names, graphs = order_by_rank(names, graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
@@ -210,7 +210,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
         raise InputError("--consumer astra-sim", str(exc)) from exc
     ordered, graphs = load_for_consumer(names)
     for index, (path, (metadata, nodes)) in enumerate(zip(ordered, graphs)):
-        refuse_unsound(check_loaded(path, index, metadata, nodes), options.force,
+        refuse_unsound(replay_problems(path, index, metadata, nodes), options.force,
                        replay_only=True)
     return consume_loaded(ordered, graphs, network, compute_scale=options.compute_scale,
                           cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)

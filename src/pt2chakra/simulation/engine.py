@@ -544,11 +544,12 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
     tally = _PathTally()
     cur, t = last, run.end[last]
     guard = len(p.nodes) + 5
+    gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.on_path.add
     while cur >= 0 and guard:
         guard -= 1
-        tally.on_path.add(cur)
-        gp = run.gate_pred[cur]
-        if gp >= 0 and t >= run.end[cur] and run.end[gp] > run.start[cur]:
+        add(cur)
+        gp = gate_pred[cur]
+        if gp >= 0 and t >= end[cur] and end[gp] > start[cur]:
             cur, t = _gated_step(p, run, tally, cur, gp, t)
         else:
             cur, t = _bound_step(p, run, tally, cur, t)
@@ -576,17 +577,20 @@ def _bound_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int,
     A child released at a sync op's issue point joins it mid-op: the binding
     time is the issue time either way."""
     start = run.start[cur]
-    node_part = max(0.0, min(t, run.end[cur]) - start)
-    tally.by_type[CATEGORY_NAMES[p.cat[cur]]] += node_part
+    end = run.end[cur]
+    node_part = max(0.0, min(t, end) - start)
+    by_type, by_kind = tally.by_type, tally.by_kind
+    cat = p.cat[cur]
+    by_type[CATEGORY_NAMES[cat]] += node_part
     bt = run.bind_time[cur]
     wait = max(0.0, start - bt)
-    kind = run.bind_kind[cur]
-    if p.cat[cur] == CPU_OP:
-        tally.by_type[CPU_GAP] += wait
+    if cat == CPU_OP:
+        by_type[CPU_GAP] += wait
     elif wait:
-        tally.by_type[WAIT] += wait
-    tally.by_kind[EDGE_KIND_NAMES[kind]] += node_part + wait
-    tally.total += node_part + wait
+        by_type[WAIT] += wait
+    share = node_part + wait
+    by_kind[EDGE_KIND_NAMES[run.bind_kind[cur]]] += share
+    tally.total += share
     pred = run.bind_pred[cur]
     if pred >= 0 and p.rank[pred] != p.rank[cur]:
         tally.crossings += 1

@@ -26,7 +26,7 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     lane_of,
-    step_window,
+    step_window_of,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
@@ -103,6 +103,8 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 }
 
 
+_INCL = "inclusive_duration_micros"  # per node: read apart from the shared attribute sets
+
 # Every node attribute the simulator reads (the lean reader decodes only these).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
 
@@ -135,6 +137,8 @@ class _Prepared:
 
     def __init__(self) -> None:
         self.nodes: list[ChakraNode] = []
+        self.ids: list[int] = []  # columns of the nodes' fields that the loops read
+        self.start: list[int] = []
         self.rank: list[int] = []
         self.lane: list[int] = []
         self.lane_names: list[tuple[int, str, str]] = []
@@ -234,7 +238,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     index, attrs_of, incl = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
-    t0 = _add_step(p, rank, mda, nodes, attrs_of)
+    t0 = _add_step(p, rank, mda, nodes, incl)
     by_start = _recorded_order(p, base, end)
     parents = _parents(nodes, base, index, attrs_of)
     del index  # the largest map of all, not needed past this point
@@ -268,20 +272,28 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
     count = len(nodes)
+    dur = [float(n.duration_micros) for n in nodes]
     # Nodes from the lean reader share their attribute objects: one checked
-    # dict, category and lane per distinct set (all alive here, so ids are stable).
+    # dict, category and lane per distinct set (all alive here, so ids are
+    # stable). ``inclusive_duration_micros`` differs on almost every node, so
+    # it is kept out of the set and read into ``incl`` instead.
     checked: dict[tuple[int, ...], Attrs] = {}
     attrs_of = []
-    for n in nodes:
-        key = tuple(map(id, n.attrs))
+    incl = dur[:]
+    for k, n in enumerate(nodes):
+        at = n.attrs
+        key = tuple([id(x) if x[0] != _INCL else 0 for x in at])
         a = checked.get(key)
         if a is None:
             a = checked[key] = _attrs(n, bad)
+            a.pop(_INCL, None)
         attrs_of.append(a)
+        if 0 in key:
+            _own_inclusive(at, incl, k, bad)
     index = {n.id: base + k for k, n in enumerate(nodes)}
-    dur = [float(n.duration_micros) for n in nodes]
-    incl = [float(a.get("inclusive_duration_micros", d)) for a, d in zip(attrs_of, dur)]
     p.nodes.extend(nodes)
+    p.ids.extend([n.id for n in nodes])
+    p.start.extend([n.start_time_micros for n in nodes])
     p.rank.extend([rank] * count)
     p.dur.extend(dur)
     p.delay.extend([0.0] * count)
@@ -301,6 +313,19 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     return index, attrs_of, incl
 
 
+def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[str] | None,
+                   ) -> None:
+    """Set ``incl[k]`` from the node's ``inclusive_duration_micros`` (the last
+    one, as in ``_checked``); one of an unusable type counts as absent."""
+    for a in attrs:
+        if a[0] == _INCL:
+            value = a[2]
+            if _ATTR_OK[_INCL](value):
+                incl[k] = float(value)
+            elif bad is not None:
+                bad.add(_INCL)
+
+
 def _category(n: ChakraNode, a: Attrs) -> int:
     """The node's category, which decides the knob that scales it and its
     share of the critical path. ``is_cpu_op`` absent means a device op
@@ -318,10 +343,10 @@ def _category(n: ChakraNode, a: Attrs) -> int:
 
 
 def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
-              attrs_of: list[Attrs]) -> float:
+              incl: list[float]) -> float:
     """Record the measured step (what the prediction is compared with) and
     the rank's label; returns the step start, the origin of replayed delays."""
-    window = step_window(mda, nodes, attrs_of) or StepWindow(0.0, 0.0)
+    window = step_window_of(mda, nodes, incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.step_end.append(window.end)
@@ -332,10 +357,12 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     """Set the order in which ready nodes of one lane run: CPU lanes in ET id
     order (ids are handed out at op start, and untimed ops have none), GPU
     lanes in recorded start order. Returns the rank's nodes by recorded start."""
-    by_start = sorted(range(base, end), key=lambda i: (p.nodes[i].start_time_micros,
-                                                       p.nodes[i].id))
+    ids, cat, order = p.ids, p.cat, p.order
+    # (start, id, index): ties keep node order, as a stable sort by (start, id) does
+    by_start = [i for _s, _id, i in sorted(zip(p.start[base:end], ids[base:end],
+                                                 range(base, end)))]
     for pos, i in enumerate(by_start):
-        p.order[i] = p.nodes[i].id if p.cat[i] == CPU_OP else pos
+        order[i] = ids[i] if cat[i] == CPU_OP else pos
     return by_start
 
 
@@ -369,11 +396,12 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
     """The timed CPU ops of each thread (lane) in ET id order, since ids are
     handed out at op start; untimed ranks replay no thread timing."""
     cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
-    for i in sorted((i for i in range(base, end) if p.cat[i] == CPU_OP),
-                    key=lambda i: p.nodes[i].id):
-        n = p.nodes[i]
-        if timed_rank and (n.start_time_micros or n.duration_micros):
-            cpu_lane_ops[p.lane[i]].append(i)
+    if not timed_rank:
+        return cpu_lane_ops
+    ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
+    for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
+        if start[i] or nodes[i].duration_micros:
+            cpu_lane_ops[lane[i]].append(i)
     return cpu_lane_ops
 
 
@@ -384,13 +412,14 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     (idle gaps, a caller's time between and after its callees) is replayed
     as a delay before the next op. Replaying an op's whole exclusive time
     up front instead would launch its callees' GPU work late."""
+    starts, dur = p.start, p.dur
     for ops in cpu_lane_ops.values():
         for q, i in enumerate(ops):
-            start = float(p.nodes[i].start_time_micros)
+            start = float(starts[i])
             stop = start + incl[i - base]
             if q + 1 < len(ops):
-                stop = min(stop, float(p.nodes[ops[q + 1]].start_time_micros))
-            p.dur[i] = max(0.0, stop - start)
+                stop = min(stop, float(starts[ops[q + 1]]))
+            dur[i] = max(0.0, stop - start)
 
 
 def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
@@ -408,18 +437,19 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     the trace: the later of its thread's previous slice and its
     dependencies' ends (a thread handing over to another, a GPU sync). Also
     notes each thread's recorded tail after its last slice (callers returning)."""
+    starts, dur, delay = p.start, p.dur, p.delay
     for lane, ops in cpu_lane_ops.items():
         cursor = t0
         for i in ops:
-            start = float(p.nodes[i].start_time_micros)
+            start = float(starts[i])
             ready = cursor
             for src, _kind in parents[i - base]:
-                e = p.nodes[src].start_time_micros + p.dur[src]
+                e = starts[src] + dur[src]
                 if ready < e <= start:
                     ready = e
-            p.delay[i] = max(0.0, start - ready)
-            cursor = max(cursor, start + p.dur[i])
-        last = max((p.nodes[i].start_time_micros + incl[i - base] for i in ops), default=cursor)
+            delay[i] = max(0.0, start - ready)
+            cursor = max(cursor, start + dur[i])
+        last = max([starts[i] + incl[i - base] for i in ops], default=cursor)
         p.lane_tail[lane] = max(0.0, last - cursor)
 
 
@@ -529,7 +559,8 @@ def _sync_ops(p: _Prepared, base: int, parents: Parents,
     * inside the replayed gap before op X: the gap's part before ``t_ret`` was
       the wait; X then waits for the producers plus the rest of the gap.
     """
-    starts = {lane: [p.nodes[i].start_time_micros - p.delay[i] for i in ops]
+    start, delay = p.start, p.delay
+    starts = {lane: [start[i] - delay[i] for i in ops]
               for lane, ops in cpu_lane_ops.items()}
     for k, plist in enumerate(parents):
         producers = [s for s, kind in plist if kind == K_GPU_SYNC]

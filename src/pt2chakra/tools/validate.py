@@ -13,6 +13,8 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import chain
+from operator import gt
 from typing import Any
 
 import msgspec
@@ -546,6 +548,34 @@ REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id"})
 
 def blocks_replay(problem: Problem) -> bool:
     return problem.check in REPLAY_BLOCKING
+
+
+def replay_problems(path: str, index: int, metadata: GlobalMetadata,
+                    nodes: Sequence[ChakraNode]) -> list[Problem]:
+    """What ``refuse_unsound(..., replay_only=True)`` needs: ``check_loaded``'s
+    problems, or none at all when a linear scan proves that no
+    ``REPLAY_BLOCKING`` error can be there (the whole check costs several
+    seconds on a million nodes; the replay ignores everything else)."""
+    if _surely_replayable(nodes):
+        return []
+    return check_loaded(path, index, metadata, nodes)
+
+
+def _surely_replayable(nodes: Sequence[ChakraNode]) -> bool:
+    """Unique ids, every data dependency on a node of the file, and every one
+    on a smaller id: then there is no duplicate id, no dangling dependency and
+    no cycle (a cycle needs an edge to a larger or equal id). Converters hand
+    out ids in start order, so this holds on most traces; where it does not,
+    the full check decides."""
+    ids = [n.id for n in nodes]
+    known = set(ids)
+    if len(known) != len(ids):
+        return False
+    deps = [n.data_deps for n in nodes]
+    if not known.issuperset(chain.from_iterable(deps)):
+        return False
+    owners = [i for i, d in zip(ids, deps) if d]
+    return all(map(gt, owners, map(max, filter(None, deps))))
 
 
 def refuse_unsound(problems: Sequence[Problem], force: bool, replay_only: bool = False) -> None:
