@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="network model: link bandwidth in GB/s (needs --latency)")
     p.add_argument("--latency", type=float, metavar="US",
                    help="network model: per-step latency in microseconds (needs --bandwidth)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="network model fitted to the recorded collectives, per backend "
+                   "(fixed overhead + latency per step + bytes / bandwidth; --bandwidth/"
+                   "--latency replace the fitted values); a rank's collectives then share "
+                   "its link one at a time. --bandwidth-scale then moves only the "
+                   "bandwidth-bound part")
     p.add_argument("--algorithm", choices=["ring", "tree"], default="ring",
                    help="network model cost factors (default ring)")
     p.add_argument("--align", choices=["auto", "recorded", "together"], default="auto",
@@ -83,7 +89,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
-        infer_waits=not args.no_infer_waits, timeline=args.timeline, plot=args.plot)
+        infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
+        timeline=args.timeline, plot=args.plot)
     result = simulate(args.traces, options)
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()

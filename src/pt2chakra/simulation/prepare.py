@@ -71,6 +71,12 @@ K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (othe
 # ended, waited for that op.
 INFER_MIN_US = 20.0
 INFER_TOL_US = 10.0
+# A host thread that blocked on a collective run by another host thread
+# (gloo's worker threads, CPU-only ranks) wakes up this long after the
+# collective ends at most: measured wake-ups on gloo DDP steps are ~0.1 ms,
+# loaded machines add scheduling delay.
+CPU_WAKE_TOL_US = 500.0
+
 
 # Attributes by name, and each node's dependencies as (index, kind code).
 Attrs = dict[str, Any]
@@ -235,6 +241,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     _cpu_slices(p, base, cpu_lane_ops, incl)
     if infer_waits and timed_rank:
         p.inferred_edges += _infer_stream_waits(p, base, end, parents)
+        p.inferred_edges += _infer_host_comm_waits(p, base, end, parents, cpu_lane_ops)
     _pin_orphans(p, base, orphans, parents, t0)
     _cpu_delays(p, base, cpu_lane_ops, parents, incl, t0)
     _sync_ops(p, base, parents, cpu_lane_ops)
@@ -445,6 +452,43 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
                 added += 1
                 break
             k -= 1
+    return added
+
+
+def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
+                           cpu_lane_ops: dict[int, list[int]]) -> int:
+    """On a rank without GPU work, collectives run on host worker threads
+    (gloo) and a thread that waits for one (DDP finalising its buckets, a
+    ``work.wait()``) shows an idle gap that ends just after the collective
+    ends, with no recorded edge. Replayed as a fixed gap, that wait would not
+    move when the collective does; as an edge it does.
+
+    An op X whose gap (after its thread's previous slice) is longer than
+    ``INFER_MIN_US`` and ends within ``CPU_WAKE_TOL_US`` after the end of a
+    collective of the rank, which ended inside the gap, gets a ``stream_wait``
+    edge from that collective (the latest such)."""
+    if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
+        return 0
+    node = p.nodes
+    comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
+    if not comm:
+        return 0
+    ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in comm)
+    end_t = [e for e, _ in ends]
+    added = 0
+    for ops in cpu_lane_ops.values():
+        cursor = -math.inf
+        for x in ops:
+            s_x = node[x].start_time_micros
+            explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
+                                        for src, _kind in parents[x - base]
+                                        if p.cat[src] == COMM])
+            k = bisect.bisect_right(end_t, s_x) - 1
+            if s_x - cursor > INFER_MIN_US and k >= 0 and end_t[k] > explained \
+                    and end_t[k] >= s_x - CPU_WAKE_TOL_US:
+                parents[x - base].append((ends[k][1], K_STREAM_WAIT))
+                added += 1
+            cursor = max(cursor, s_x + p.dur[x])
     return added
 
 
