@@ -43,6 +43,7 @@ from pt2chakra.chakra.conventions import StepWindow, rank_origins
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import (
     Calibration,
     backend_samples,
@@ -50,7 +51,6 @@ from pt2chakra.simulation.calibration import (
     link_shares,
 )
 from pt2chakra.simulation.network import collective_time
-from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     CATEGORY_NAMES,
     COMM,
