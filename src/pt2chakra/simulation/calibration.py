@@ -88,20 +88,21 @@ class Calibration:
 def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
     """Each interval's share of the link: ``dt / k`` for every moment that
     ``k`` intervals (collectives of one rank) are open at once."""
-    events = sorted([(s, 1, k) for k, (s, _e) in enumerate(intervals)]
-                    + [(e, 0, k) for k, (_s, e) in enumerate(intervals)])
+    # At equal times openings come first: an empty interval then closes.
+    events = sorted([(s, False, k) for k, (s, _e) in enumerate(intervals)]
+                    + [(e, True, k) for k, (_s, e) in enumerate(intervals)])
     share = [0.0] * len(intervals)
     open_: set[int] = set()
     last = events[0][0] if events else 0.0
-    for t, opens, k in events:
+    for t, closes, k in events:
         if open_ and t > last:
             for j in open_:
                 share[j] += (t - last) / len(open_)
         last = t
-        if opens:
-            open_.add(k)
-        else:
+        if closes:
             open_.discard(k)
+        else:
+            open_.add(k)
     return share
 
 

@@ -76,6 +76,9 @@ INFER_TOL_US = 10.0
 # collective ends at most: measured wake-ups on gloo DDP steps are ~0.1 ms,
 # loaded machines add scheduling delay.
 CPU_WAKE_TOL_US = 500.0
+# ... and may wake up a little before the collective's recorded end (the
+# worker marks the work done, then closes its record): seen up to ~0.2 ms.
+COMM_END_LEAD_US = 500.0
 
 
 # Attributes by name, and each node's dependencies as (index, kind code).
@@ -239,11 +242,16 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
     cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
     _cpu_slices(p, base, cpu_lane_ops, incl)
+    host_waits: list[tuple[int, int]] = []
     if infer_waits and timed_rank:
         p.inferred_edges += _infer_stream_waits(p, base, end, parents)
-        p.inferred_edges += _infer_host_comm_waits(p, base, end, parents, cpu_lane_ops)
+        host_waits = _infer_host_comm_waits(p, base, end, parents, cpu_lane_ops)
+        p.inferred_edges += len(host_waits)
     _pin_orphans(p, base, orphans, parents, t0)
     _cpu_delays(p, base, cpu_lane_ops, parents, incl, t0)
+    for x, src in host_waits:  # the gap before X was the wait: only the rest stays
+        end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
+        p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
     _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
 
@@ -456,7 +464,7 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
 
 
 def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
-                           cpu_lane_ops: dict[int, list[int]]) -> int:
+                           cpu_lane_ops: dict[int, list[int]]) -> list[tuple[int, int]]:
     """On a rank without GPU work, collectives run on host worker threads
     (gloo) and a thread that waits for one (DDP finalising its buckets, a
     ``work.wait()``) shows an idle gap that ends just after the collective
@@ -464,18 +472,19 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
     move when the collective does; as an edge it does.
 
     An op X whose gap (after its thread's previous slice) is longer than
-    ``INFER_MIN_US`` and ends within ``CPU_WAKE_TOL_US`` after the end of a
-    collective of the rank, which ended inside the gap, gets a ``stream_wait``
-    edge from that collective (the latest such)."""
+    ``INFER_MIN_US`` and ends between ``CPU_WAKE_TOL_US`` after and
+    ``COMM_END_LEAD_US`` before the end of a collective of the rank, which
+    ended after the gap began, gets a ``stream_wait`` edge from that
+    collective (the latest such). Returns the (X, collective) pairs."""
     if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
-        return 0
+        return []
     node = p.nodes
     comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
     if not comm:
-        return 0
+        return []
     ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in comm)
     end_t = [e for e, _ in ends]
-    added = 0
+    added: list[tuple[int, int]] = []
     for ops in cpu_lane_ops.values():
         cursor = -math.inf
         for x in ops:
@@ -483,13 +492,25 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
             explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
                                         for src, _kind in parents[x - base]
                                         if p.cat[src] == COMM])
-            k = bisect.bisect_right(end_t, s_x) - 1
-            if s_x - cursor > INFER_MIN_US and k >= 0 and end_t[k] > explained \
-                    and end_t[k] >= s_x - CPU_WAKE_TOL_US:
-                parents[x - base].append((ends[k][1], K_STREAM_WAIT))
-                added += 1
+            src = _waited_collective(node, ends, end_t, s_x, max(explained, cursor))
+            if s_x - cursor > INFER_MIN_US and src is not None:
+                parents[x - base].append((src, K_STREAM_WAIT))
+                added.append((x, src))
             cursor = max(cursor, s_x + p.dur[x])
     return added
+
+
+def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]],
+                       end_t: Sequence[float], s_x: float, after: float) -> int | None:
+    """The latest collective that ended in ``(after, s_x + COMM_END_LEAD_US]``
+    and not more than ``CPU_WAKE_TOL_US`` before ``s_x``, and that started
+    before X (so it cannot depend on X: no cycle)."""
+    k = bisect.bisect_right(end_t, s_x + COMM_END_LEAD_US) - 1
+    while k >= 0 and end_t[k] > after and end_t[k] >= s_x - CPU_WAKE_TOL_US:
+        if node[ends[k][1]].start_time_micros < s_x:
+            return ends[k][1]
+        k -= 1
+    return None
 
 
 def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
