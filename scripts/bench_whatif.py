@@ -19,6 +19,7 @@ Without root or ``tc`` (or torch) it prints one line and exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -55,6 +56,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 QUIET_PATIENCE_S = 20.0
 QUIET_WINDOW_S = 1.0
 ACCEPT_PCT = 10.0
+RUN_NOTE = "run.json"  # per run folder: setting and the neighbours' CPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,25 +163,48 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
     with shaped(setting.rate_gbit):
         done = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
-    other = (_busy_seconds() - busy0) - (_children_seconds() - ours0)
+    other = max(0.0, (_busy_seconds() - busy0) - (_children_seconds() - ours0)) / wall
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"collect failed at {setting.label}: {tail[0]}")
-    hosts = [[out / f"w.step{s}.rank{r}.host_et.json.gz" for r in range(2)]
-             for s in range(steps)] if steps > 1 else \
-        [[out / f"w.rank{r}.host_et.json.gz" for r in range(2)]]
-    return hosts, max(0.0, other) / wall
+    (out / RUN_NOTE).write_text(json.dumps({"rate_gbit": setting.rate_gbit,
+                                            "batch": setting.batch, "other_cores": other}))
+    return recorded_steps(out), other
+
+
+def recorded_steps(out: Path) -> list[list[Path]]:
+    """Per recorded step of one run, the ranks' host ETs."""
+    hosts = sorted(out.glob("w.*rank*.host_et.json.gz"))
+    steps: dict[str, list[Path]] = {}
+    for h in hosts:
+        steps.setdefault(h.name.split(".rank")[0], []).append(h)
+    return [steps[k] for k in sorted(steps)]
+
+
+def reuse(folder: Path, settings: list[Setting], runs: int, max_other: float,
+          ) -> list[Measured]:
+    """The runs a previous ``--out`` kept (their notes say setting and
+    contamination): the table again without recording."""
+    found: dict[Setting, list[tuple[float, list[list[Path]]]]] = {s: [] for s in settings}
+    for note in sorted(folder.glob(f"*/{RUN_NOTE}")):
+        d = json.loads(note.read_text())
+        s = Setting(float(d["rate_gbit"]), int(d["batch"]))
+        if s in found:
+            found[s].append((float(d["other_cores"]), recorded_steps(note.parent)))
+    return [_keep(s, [r for r in found[s] if r[0] <= max_other],
+                  [r for r in found[s] if r[0] > max_other], runs) for s in settings]
 
 
 def convert_step(hosts: list[Path]) -> Recording:
-    """Convert one recorded step (each rank) and read what it measured."""
+    """Convert one recorded step (each rank; once) and read what it measured."""
     from pt2chakra import convert
     from pt2chakra.simulation.api import simulate
 
     ets = []
     for host in hosts:
         et = str(host).replace(".host_et.json.gz", ".et")
-        convert(host, str(host).replace(".host_et.", ".kineto."), et)
+        if not os.path.exists(et):
+            convert(host, str(host).replace(".host_et.", ".kineto."), et)
         ets.append(et)
     result = simulate(ets)
     compute = sum(lane.busy_us for rank in result.ranks for lane in rank.lanes
@@ -219,18 +244,20 @@ def measure_all(settings: list[Setting], work: Path, args: argparse.Namespace,
             (kept if clean else spare)[s].append((other, hosts))
             print(f"  {s.label}: run {attempt}: others used {other:.2f} cores"
                   + ("" if clean else " (contaminated)"), flush=True)
-    results = []
-    for s in settings:
-        m = Measured(s)
-        runs = kept[s]
-        if len(runs) < args.runs:
-            runs += sorted(spare[s], key=lambda x: x[0])[:args.runs - len(runs)]
-            m.flagged = True
-        for other, hosts_per_step in runs:
-            m.other_cores.append(other)
-            m.recordings += [convert_step(h) for h in hosts_per_step]
-        results.append(m)
-    return results
+    return [_keep(s, kept[s], spare[s], args.runs) for s in settings]
+
+
+def _keep(s: Setting, clean: list[tuple[float, list[list[Path]]]],
+          spare: list[tuple[float, list[list[Path]]]], runs: int) -> Measured:
+    """Convert the clean runs (the least contaminated, flagged, if too few)."""
+    m = Measured(s)
+    both = sorted(clean + spare, key=lambda x: x[0])
+    chosen = both[:max(runs, len(clean))] if len(clean) < runs else clean
+    m.flagged = len(clean) < runs
+    for other, hosts_per_step in chosen:
+        m.other_cores.append(other)
+        m.recordings += [convert_step(h) for h in hosts_per_step]
+    return m
 
 
 # --------------------------------------------------------------------------
@@ -338,9 +365,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="cores other processes may use during a clean run")
     ap.add_argument("--patience", type=float, default=QUIET_PATIENCE_S,
                     help="seconds to wait for a quiet machine before each run")
+    ap.add_argument("--reuse", type=Path, metavar="DIR",
+                    help="print the table from the runs an earlier --out DIR kept "
+                    "(no recording, no root needed)")
     ap.add_argument("--rates", type=float, nargs="+", default=list(RATES_GBIT),
                     metavar="GBIT", help="loopback rates for the network settings")
     args = ap.parse_args(argv)
+    settings = [Setting(r, BATCH) for r in args.rates] + \
+        [Setting(COMPUTE_RATE_GBIT, BATCH * COMPUTE_FACTOR)]
+    if COMPUTE_RATE_GBIT not in args.rates:
+        settings.append(Setting(COMPUTE_RATE_GBIT, BATCH))
+    if args.reuse:
+        results = reuse(args.reuse, settings, args.runs, args.max_other)
+        print_table(results, rows(results))
+        return 0
     reason = why_not()
     if reason:
         print(f"bench-whatif: skipped: {reason}")
@@ -348,10 +386,6 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM/SIGHUP unwind like Ctrl-C, so the qdisc is always removed.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.default_int_handler)
-    settings = [Setting(r, BATCH) for r in args.rates] + \
-        [Setting(COMPUTE_RATE_GBIT, BATCH * COMPUTE_FACTOR)]
-    if COMPUTE_RATE_GBIT not in args.rates:
-        settings.append(Setting(COMPUTE_RATE_GBIT, BATCH))
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench_whatif.") as tmp:
         work = args.out or Path(tmp)

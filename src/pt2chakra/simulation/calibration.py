@@ -20,15 +20,18 @@ out before the fit:
   worker threads, several NCCL communicators) share its bandwidth, so each
   is credited with ``dt / k`` of every moment when ``k`` of them run.
 
-The fit minimises the *relative* squared error (a 4-byte broadcast and a
-16 MB all-reduce count alike) with every parameter non-negative: an exact
-active-set search over the three parameters.
+The fit minimises the squared error relative to each collective's class
+(same type, size and rank count: a 4-byte broadcast and a 16 MB all-reduce
+count alike, and within a class the fit aims at the mean, not below it as a
+per-sample relative error would) with every parameter non-negative: an
+exact active-set search over the three parameters.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,6 +46,7 @@ MIN_SAMPLE_US = 1.0
 # is left at zero rather than fitted to noise.
 SINGULAR_PIVOT = 1e-12
 PARAMETERS = 3  # overhead, latency per step, seconds per byte
+Row = tuple[tuple[float, float, float], float, float]  # (columns, duration, its class mean)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +113,13 @@ def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
 def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration | None:
     """Fit overhead, latency per step and bandwidth to ``samples`` (None when
     none is usable)."""
-    rows = []
-    for s in samples:
-        if s.duration_us < MIN_SAMPLE_US:
-            continue
-        steps, factor = cost_factors(s.comm_type, s.ranks, algorithm)
-        rows.append(((1.0, steps, factor * s.size_bytes), s.duration_us))
-    if not rows:
+    usable = [s for s in samples if s.duration_us >= MIN_SAMPLE_US]
+    if not usable:
         return None
+    rows: list[Row] = []
+    for s, scale in zip(usable, _class_means(usable)):
+        steps, factor = cost_factors(s.comm_type, s.ranks, algorithm)
+        rows.append(((1.0, steps, factor * s.size_bytes), s.duration_us, scale))
     best: tuple[float, tuple[float, ...]] | None = None
     for active in _subsets():
         params = _weighted_lsq(rows, active)
@@ -134,6 +137,14 @@ def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration |
                        rel_error=math.sqrt(err / len(rows)))
 
 
+def _class_means(samples: list[CommSample]) -> list[float]:
+    """Each sample's class mean duration (same type, size and rank count)."""
+    groups: dict[tuple[int, int, int], list[float]] = {}
+    for s in samples:
+        groups.setdefault((s.comm_type, s.size_bytes, s.ranks), []).append(s.duration_us)
+    return [statistics.fmean(groups[(s.comm_type, s.size_bytes, s.ranks)]) for s in samples]
+
+
 def _subsets() -> list[tuple[int, ...]]:
     """Every non-empty set of free parameters, the largest first (the others
     are held at zero: the candidates of a non-negative least-squares fit)."""
@@ -141,18 +152,18 @@ def _subsets() -> list[tuple[int, ...]]:
             for c in itertools.combinations(range(PARAMETERS), r)]
 
 
-def _weighted_lsq(rows: list[tuple[tuple[float, float, float], float]],
-                  active: tuple[int, ...]) -> tuple[float, ...] | None:
-    """Least squares of the relative residual over the ``active`` parameters
-    (normal equations, columns scaled for conditioning); None if singular."""
+def _weighted_lsq(rows: list[Row], active: tuple[int, ...]) -> tuple[float, ...] | None:
+    """Least squares of the residual relative to the class mean over the
+    ``active`` parameters (normal equations, columns scaled for
+    conditioning); None if singular."""
     m = len(active)
-    scale = [max((abs(x[j]) / t for x, t in rows), default=0.0) or 1.0 for j in active]
+    scale = [max((abs(x[j]) / w for x, _t, w in rows), default=0.0) or 1.0 for j in active]
     ata = [[0.0] * m for _ in range(m)]
     atb = [0.0] * m
-    for x, t in rows:
-        a = [x[j] / t / sc for j, sc in zip(active, scale)]
+    for x, t, w in rows:
+        a = [x[j] / w / sc for j, sc in zip(active, scale)]
         for r in range(m):
-            atb[r] += a[r]
+            atb[r] += a[r] * t / w
             for c in range(m):
                 ata[r][c] += a[r] * a[c]
     sol = _solve(ata, atb)
@@ -180,9 +191,8 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     return [a[r][m] / a[r][r] for r in range(m)]
 
 
-def _rel_sq_error(rows: list[tuple[tuple[float, float, float], float]],
-                  params: tuple[float, ...]) -> float:
-    return sum(((sum(p * v for p, v in zip(params, x)) - t) / t) ** 2 for x, t in rows)
+def _rel_sq_error(rows: list[Row], params: tuple[float, ...]) -> float:
+    return sum(((sum(p * v for p, v in zip(params, x)) - t) / w) ** 2 for x, t, w in rows)
 
 
 def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],

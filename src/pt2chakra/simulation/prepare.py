@@ -79,6 +79,9 @@ CPU_WAKE_TOL_US = 500.0
 # ... and may wake up a little before the collective's recorded end (the
 # worker marks the work done, then closes its record): seen up to ~0.2 ms.
 COMM_END_LEAD_US = 500.0
+# On a loaded machine both grow (up to ~1.4 ms seen after 20-27 ms waits):
+# a long gap may end this share of its length away from the collective's end.
+WAKE_TOL_FRACTION = 0.1
 
 
 # Attributes by name, and each node's dependencies as (index, kind code).
@@ -472,10 +475,11 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
     move when the collective does; as an edge it does.
 
     An op X whose gap (after its thread's previous slice) is longer than
-    ``INFER_MIN_US`` and ends between ``CPU_WAKE_TOL_US`` after and
-    ``COMM_END_LEAD_US`` before the end of a collective of the rank, which
-    ended after the gap began, gets a ``stream_wait`` edge from that
-    collective (the latest such). Returns the (X, collective) pairs."""
+    ``INFER_MIN_US`` and ends near the end of a collective of the rank that
+    ended after the gap began (within ``CPU_WAKE_TOL_US`` after it,
+    ``COMM_END_LEAD_US`` before it, or a ``WAKE_TOL_FRACTION`` of the gap if
+    more) gets a ``stream_wait`` edge from that collective (the latest
+    such). Returns the (X, collective) pairs."""
     if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
         return []
     node = p.nodes
@@ -492,7 +496,8 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
             explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
                                         for src, _kind in parents[x - base]
                                         if p.cat[src] == COMM])
-            src = _waited_collective(node, ends, end_t, s_x, max(explained, cursor))
+            tol = max(CPU_WAKE_TOL_US, WAKE_TOL_FRACTION * (s_x - cursor))
+            src = _waited_collective(node, ends, end_t, s_x, max(explained, cursor), tol)
             if s_x - cursor > INFER_MIN_US and src is not None:
                 parents[x - base].append((src, K_STREAM_WAIT))
                 added.append((x, src))
@@ -501,12 +506,13 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
 
 
 def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]],
-                       end_t: Sequence[float], s_x: float, after: float) -> int | None:
-    """The latest collective that ended in ``(after, s_x + COMM_END_LEAD_US]``
-    and not more than ``CPU_WAKE_TOL_US`` before ``s_x``, and that started
+                       end_t: Sequence[float], s_x: float, after: float,
+                       tol: float) -> int | None:
+    """The latest collective that ended after ``after``, between ``tol``
+    before and ``max(COMM_END_LEAD_US, tol)`` after ``s_x``, and that started
     before X (so it cannot depend on X: no cycle)."""
-    k = bisect.bisect_right(end_t, s_x + COMM_END_LEAD_US) - 1
-    while k >= 0 and end_t[k] > after and end_t[k] >= s_x - CPU_WAKE_TOL_US:
+    k = bisect.bisect_right(end_t, s_x + max(COMM_END_LEAD_US, tol)) - 1
+    while k >= 0 and end_t[k] > after and end_t[k] >= s_x - tol:
         if node[ends[k][1]].start_time_micros < s_x:
             return ends[k][1]
         k -= 1
