@@ -76,11 +76,12 @@ INFER_TOL_US = 10.0
 # collective ends at most: measured wake-ups on gloo DDP steps are ~0.1 ms,
 # loaded machines add scheduling delay.
 CPU_WAKE_TOL_US = 500.0
-# ... and may wake up a little before the collective's recorded end (the
-# worker marks the work done, then closes its record): seen up to ~0.2 ms.
-COMM_END_LEAD_US = 500.0
-# On a loaded machine both grow (up to ~1.4 ms seen after 20-27 ms waits):
-# a long gap may end this share of its length away from the collective's end.
+# On a loaded machine it grows (up to ~1.4 ms seen after 20-27 ms waits),
+# and the waiter may even wake before the collective's recorded end (the
+# worker marks the work done, then closes its record): a gap may end this
+# share of its length away from the collective's end, either side. (Not
+# more before it: a thread issuing the next collective while one finishes
+# is no wait.)
 WAKE_TOL_FRACTION = 0.1
 
 
@@ -476,10 +477,10 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
 
     An op X whose gap (after its thread's previous slice) is longer than
     ``INFER_MIN_US`` and ends near the end of a collective of the rank that
-    ended after the gap began (within ``CPU_WAKE_TOL_US`` after it,
-    ``COMM_END_LEAD_US`` before it, or a ``WAKE_TOL_FRACTION`` of the gap if
-    more) gets a ``stream_wait`` edge from that collective (the latest
-    such). Returns the (X, collective) pairs."""
+    ended after the gap began (within ``CPU_WAKE_TOL_US`` or a
+    ``WAKE_TOL_FRACTION`` of the gap after it, that fraction before it) gets
+    a ``stream_wait`` edge from that collective (the latest such). Returns
+    the (X, collective) pairs."""
     if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
         return []
     node = p.nodes
@@ -496,9 +497,12 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
             explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
                                         for src, _kind in parents[x - base]
                                         if p.cat[src] == COMM])
-            tol = max(CPU_WAKE_TOL_US, WAKE_TOL_FRACTION * (s_x - cursor))
-            src = _waited_collective(node, ends, end_t, s_x, max(explained, cursor), tol)
-            if s_x - cursor > INFER_MIN_US and src is not None:
+            src = None
+            if s_x - cursor > INFER_MIN_US and cursor > -math.inf:
+                share = WAKE_TOL_FRACTION * (s_x - cursor)
+                src = _waited_collective(node, ends, end_t, s_x, cursor, explained,
+                                         max(CPU_WAKE_TOL_US, share), share)
+            if src is not None:
                 parents[x - base].append((src, K_STREAM_WAIT))
                 added.append((x, src))
             cursor = max(cursor, s_x + p.dur[x])
@@ -506,14 +510,17 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
 
 
 def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]],
-                       end_t: Sequence[float], s_x: float, after: float,
-                       tol: float) -> int | None:
-    """The latest collective that ended after ``after``, between ``tol``
-    before and ``max(COMM_END_LEAD_US, tol)`` after ``s_x``, and that started
-    before X (so it cannot depend on X: no cycle)."""
-    k = bisect.bisect_right(end_t, s_x + max(COMM_END_LEAD_US, tol)) - 1
-    while k >= 0 and end_t[k] > after and end_t[k] >= s_x - tol:
-        if node[ends[k][1]].start_time_micros < s_x:
+                       end_t: Sequence[float], s_x: float, gap_start: float,
+                       explained: float, tol: float, lead: float) -> int | None:
+    """The latest collective that ended inside the gap ``(gap_start, s_x]``
+    (after what X's recorded dependencies explain), at most ``tol`` before
+    ``s_x``, and started before X (so it cannot depend on X: no cycle); or
+    one that ended at most ``lead`` after ``s_x`` and was already running
+    when the gap began."""
+    k = bisect.bisect_right(end_t, s_x + lead) - 1
+    while k >= 0 and end_t[k] > max(gap_start, explained) and end_t[k] >= s_x - tol:
+        start = node[ends[k][1]].start_time_micros
+        if start < s_x and (end_t[k] <= s_x or start <= gap_start):
             return ends[k][1]
         k -= 1
     return None
