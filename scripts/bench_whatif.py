@@ -165,15 +165,29 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
            "--bucket-mb", str(BUCKET_MB), "--steps", str(steps), "-q"]
     busy0, ours0, t0 = _busy_seconds(), _children_seconds(), time.monotonic()
     with shaped(setting.rate_gbit):
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        returncode, stderr = _run_group(cmd)
     wall = time.monotonic() - t0
     other = max(0.0, (_busy_seconds() - busy0) - (_children_seconds() - ours0)) / wall
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+    if returncode != 0:
+        tail = stderr.strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"collect failed at {setting.label}: {tail[0]}")
     (out / RUN_NOTE).write_text(json.dumps({"rate_gbit": setting.rate_gbit,
                                             "batch": setting.batch, "other_cores": other}))
     return recorded_steps(out), other
+
+
+def _run_group(cmd: list[str]) -> tuple[int, str]:
+    """Run ``cmd`` in its own process group; on any interruption the whole
+    group (collect and the rank processes it spawned) is killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _out, err = proc.communicate()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc.returncode, err
 
 
 def recorded_steps(out: Path) -> list[list[Path]]:
@@ -390,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"bench-whatif: skipped: {reason}")
         return 0
-    # SIGTERM/SIGHUP unwind like Ctrl-C, so the qdisc is always removed.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT (also where a launcher ignored it), SIGTERM and SIGHUP unwind like
+    # Ctrl-C, so the qdisc is always removed.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.default_int_handler)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench_whatif.") as tmp:
