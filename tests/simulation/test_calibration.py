@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,3 +146,13 @@ def test_calibrated_bandwidth_scale_moves_less_than_naive(gloo_ets: list[str]) -
     naive_slowdown = naive.what_if[0].predicted_step_us / naive.predicted_step_us
     assert 1.0 <= cal_slowdown < naive_slowdown
     assert "no byte cost seen" in (cal.network_model or "")
+
+
+def test_calibrate_is_refused_for_the_astra_sim_consumer(gloo_ets: list[str]) -> None:
+    proc = run_cli("simulate", "--consumer", "astra-sim", "--calibrate", *gloo_ets)
+    assert_one_line_failure(proc, "--calibrate")
+
+
+def test_calibrate_on_the_command_line(gloo_ets: list[str]) -> None:
+    proc = run_cli("simulate", "--calibrate", "--bandwidth-scale", "0.5", "1", *gloo_ets)
+    assert proc.returncode == 0 and "network model: gloo: calibrated ring" in proc.stdout

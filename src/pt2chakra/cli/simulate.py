@@ -105,6 +105,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
     from pt2chakra.simulation.api import AstraSimOptions, simulate_astra_sim
+
+    if args.calibrate:
+        from pt2chakra.errors import InputError
+
+        raise InputError("--calibrate", "applies to our own replay, not to --consumer astra-sim")
     from pt2chakra.simulation.consumer import format_consumer_report
 
     options = AstraSimOptions(
