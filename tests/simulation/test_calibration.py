@@ -154,5 +154,5 @@ def test_calibrate_is_refused_for_the_astra_sim_consumer(gloo_ets: list[str]) ->
 
 
 def test_calibrate_on_the_command_line(gloo_ets: list[str]) -> None:
-    proc = run_cli("simulate", "--calibrate", "--bandwidth-scale", "0.5", "1", *gloo_ets)
+    proc = run_cli("simulate", *gloo_ets, "--calibrate", "--bandwidth-scale", "0.5", "1")
     assert proc.returncode == 0 and "network model: gloo: calibrated ring" in proc.stdout
