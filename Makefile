@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test lint bench bench-convert bench-sim clean
+.PHONY: setup demo test lint bench bench-convert bench-sim bench-whatif clean
 
 $(BIN)/pt2chakra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,11 @@ bench-convert: setup
 
 bench-sim: setup
 	$(BIN)/python scripts/bench_simulate.py
+
+# What-ifs checked against measurements: gloo DDP on CPU at shaped loopback
+# rates and two batch sizes (needs root and tc; skips in one line otherwise).
+bench-whatif: setup
+	$(BIN)/python scripts/bench_whatif.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis

@@ -24,8 +24,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         return _collect_ddp(args)
     try:
         host, kineto = collect_sample(
-            args.out_dir, layers=args.layers, d_model=args.d_model, heads=args.heads,
-            seq_len=args.seq_len, batch=args.batch,
+            args.out_dir, layers=_given(args.layers, DEFAULT_LAYERS), d_model=args.d_model,
+            heads=args.heads, seq_len=args.seq_len, batch=_given(args.batch, DEFAULT_BATCH),
             warmup=DEFAULT_WARMUP if args.steps_warmup is None else args.steps_warmup,
             device=args.device, name=args.name)
     except ValueError as exc:  # a model size the tiny GPT cannot take
@@ -40,8 +40,11 @@ def _collect_ddp(args: argparse.Namespace) -> int:
     from pt2chakra.collect.distributed import collect_gloo_ddp
 
     try:
-        cfg = DdpConfig(world_size=args.world_size, warmup=DdpConfig.warmup
-                        if args.steps_warmup is None else args.steps_warmup)
+        cfg = DdpConfig(world_size=args.world_size,
+                        warmup=_given(args.steps_warmup, DdpConfig.warmup),
+                        hidden=args.hidden, layers=_given(args.layers, DdpConfig.layers),
+                        batch=_given(args.batch, DdpConfig.batch), bucket_mb=args.bucket_mb,
+                        steps=args.steps)
     except ValueError as exc:
         raise InputError("collect --ddp", str(exc)) from None
     pairs = collect_gloo_ddp(args.out_dir, cfg, name=args.name)
@@ -52,6 +55,11 @@ def _collect_ddp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given(value: int | None, default: int) -> int:
+    """--layers/--batch size both models; each has its own default."""
+    return default if value is None else value
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``collect`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("collect", parents=[common],
@@ -59,11 +67,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        description="Record one training step of a built-in tiny GPT as host "
                        "ET + Kineto traces (needs torch).")
     p.add_argument("--out-dir", type=Path, required=True, help="folder for the two .json.gz files")
-    p.add_argument("--layers", type=int, default=DEFAULT_LAYERS)
+    p.add_argument("--layers", type=int, default=None,
+                   help=f"default {DEFAULT_LAYERS}; with --ddp {DdpConfig.layers}")
     p.add_argument("--d-model", type=int, default=DEFAULT_D_MODEL)
     p.add_argument("--heads", type=int, default=DEFAULT_HEADS)
     p.add_argument("--seq-len", type=int, default=DEFAULT_SEQ_LEN)
-    p.add_argument("--batch", type=int, default=DEFAULT_BATCH)
+    p.add_argument("--batch", type=int, default=None,
+                   help=f"default {DEFAULT_BATCH}; with --ddp {DdpConfig.batch}")
     p.add_argument("--steps-warmup", type=int, default=None,
                    help=f"untraced steps first (default {DEFAULT_WARMUP}; with --ddp "
                         f"{DdpConfig.warmup}, as DDP rebuilds its buckets on step 2)")
@@ -74,4 +84,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "per rank on localhost over this backend (CPU): NAME.rankN.* per rank")
     p.add_argument("--world-size", type=int, default=DEFAULT_WORLD_SIZE,
                    help="with --ddp: number of ranks (processes)")
+    p.add_argument("--hidden", type=int, default=DdpConfig.hidden,
+                   help="with --ddp: width of the MLP's square layers (gradients: "
+                        "layers x hidden^2 floats)")
+    p.add_argument("--bucket-mb", type=float, default=DdpConfig.bucket_mb,
+                   help="with --ddp: DDP gradient bucket size in MB")
+    p.add_argument("--steps", type=int, default=DdpConfig.steps,
+                   help="with --ddp: recorded steps, one pair per step and rank "
+                        "(NAME.stepS.rankN.* when more than one)")
     p.set_defaults(func=_cmd_collect)

@@ -71,6 +71,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="network model: link bandwidth in GB/s (needs --latency)")
     p.add_argument("--latency", type=options.latency, metavar="US",
                    help="network model: per-step latency in microseconds (needs --bandwidth)")
+    p.add_argument("--calibrate", action="store_true",
+                   help="network model fitted to the recorded collectives, per backend "
+                   "(fixed overhead + latency per step + bytes / bandwidth; --bandwidth/"
+                   "--latency replace the fitted values); a rank's collectives then share "
+                   "its link one at a time. --bandwidth-scale then moves only the "
+                   "bandwidth-bound part")
     p.add_argument("--algorithm", choices=["ring", "tree"], default="ring",
                    help="network model cost factors (default ring)")
     p.add_argument("--align", choices=["auto", "recorded", "together"], default="auto",
@@ -89,7 +95,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
-        infer_waits=not args.no_infer_waits, timeline=getattr(args, "timeline", None),
+        infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
+        timeline=getattr(args, "timeline", None),
         plot=getattr(args, "plot", None), force=getattr(args, "force", False))
 
 
@@ -118,6 +125,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
     from pt2chakra.simulation.api import AstraSimOptions, simulate_astra_sim
+
+    if args.calibrate:
+        from pt2chakra.errors import InputError
+
+        raise InputError("--calibrate", "applies to our own replay, not to --consumer astra-sim")
     from pt2chakra.simulation.consumer import format_consumer_report
 
     options = AstraSimOptions(

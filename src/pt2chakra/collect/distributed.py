@@ -40,10 +40,19 @@ class DdpConfig:
     layers: int = DEFAULT_DDP_LAYERS
     batch: int = DEFAULT_DDP_BATCH
     warmup: int = 2  # DDP rebuilds its buckets on the 2nd step: record a steady one
+    bucket_mb: float = DDP_BUCKET_MB
+    steps: int = 1  # recorded steps, one host ET + Kineto pair each
 
     def __post_init__(self) -> None:
-        if self.world_size < 2 or min(self.hidden, self.layers, self.batch) < 1 or self.warmup < 0:
+        if self.world_size < 2 or min(self.hidden, self.layers, self.batch, self.steps) < 1 \
+                or self.warmup < 0 or not self.bucket_mb > 0:
             raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
+
+    def step_names(self, name: str, rank: int) -> list[str]:
+        """One recording per step: ``NAME.rankN`` alone, else ``NAME.stepS.rankN``."""
+        if self.steps == 1:
+            return [f"{name}.rank{rank}"]
+        return [f"{name}.step{s}.rank{rank}" for s in range(self.steps)]
 
 
 def rank_paths(out_dir: Path, name: str, rank: int) -> tuple[Path, Path]:
@@ -51,9 +60,17 @@ def rank_paths(out_dir: Path, name: str, rank: int) -> tuple[Path, Path]:
     return Path(f"{base}{HOST_ET_SUFFIX}"), Path(f"{base}{KINETO_SUFFIX}")
 
 
+def recording_paths(out_dir: Path, name: str, cfg: DdpConfig) -> list[tuple[Path, Path]]:
+    """Every (host ET, Kineto) pair a collection writes: step by step, rank by rank."""
+    per_rank = [cfg.step_names(name, r) for r in range(cfg.world_size)]
+    return [(Path(f"{out_dir / n}{HOST_ET_SUFFIX}"), Path(f"{out_dir / n}{KINETO_SUFFIX}"))
+            for step in zip(*per_rank) for n in step]
+
+
 def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
                      name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
-    """Record one DDP step per rank over gloo; returns each rank's (host ET, Kineto)."""
+    """Record ``cfg.steps`` DDP steps per rank over gloo; returns each
+    recording's (host ET, Kineto), step by step, rank by rank."""
     try:
         import torch.distributed as dist
         from torch.multiprocessing.spawn import spawn
@@ -65,7 +82,7 @@ def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
     out.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     spawn(_rank_main, args=(cfg, str(out), name, port), nprocs=cfg.world_size, join=True)
-    return [rank_paths(out, name, r) for r in range(cfg.world_size)]
+    return recording_paths(out, name, cfg)
 
 
 def _free_port() -> int:
@@ -88,7 +105,10 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, port: int) ->
                             timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     try:
         step = _ddp_step(cfg, rank)
-        record_training_step(step, out_dir, warmup=cfg.warmup, name=f"{name}.rank{rank}")
+        for s, step_name in enumerate(cfg.step_names(name, rank)):
+            dist.barrier()  # every recorded step starts with both ranks ready
+            record_training_step(step, out_dir, warmup=cfg.warmup if s == 0 else 0,
+                                 name=step_name)
         dist.barrier()
     finally:
         dist.destroy_process_group()
@@ -105,7 +125,7 @@ def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
     layers: list[t.nn.Module] = []
     for _ in range(cfg.layers):
         layers += [t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU()]
-    model = DistributedDataParallel(t.nn.Sequential(*layers), bucket_cap_mb=DDP_BUCKET_MB)
+    model = DistributedDataParallel(t.nn.Sequential(*layers), bucket_cap_mb=cfg.bucket_mb)
     opt = t.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     gen = t.Generator().manual_seed(SEED + rank)
     x = t.randn(cfg.batch, cfg.hidden, generator=gen)

@@ -54,3 +54,12 @@ def strip_collective_prefix(name: str) -> str:
         if lowered.startswith(prefix):
             return name[len(prefix):]
     return name
+
+
+def comm_backend(name: str) -> str:
+    """The backend a collective's name says ran it (``gloo`` for
+    ``gloo:all_reduce``), or "" when the name does not say."""
+    for prefix in COMM_BACKEND_PREFIXES:
+        if name.startswith(prefix):
+            return prefix[:-1]
+    return ""

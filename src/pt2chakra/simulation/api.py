@@ -54,13 +54,14 @@ class SimulationOptions(msgspec.Struct, frozen=True):
     bandwidth_scale: Sequence[float] = (1.0,)
     comm_streams: Sequence[int] = (0,)
     infer_waits: bool = True
+    calibrate: bool = False  # collectives from a network model fitted to the recording
     timeline: str | None = None  # Chrome/Perfetto JSON of the simulated + measured schedule
     plot: str | None = None  # .png/.svg/.pdf per-lane picture
     force: bool = False  # replay traces validate calls unsound, and accept nodes that never run
 
     def base_config(self) -> SimConfig:
         return SimConfig(bandwidth_gbps=self.bandwidth_gbps, latency_us=self.latency_us,
-                         algorithm=self.algorithm, align=self.align)
+                         algorithm=self.algorithm, align=self.align, calibrate=self.calibrate)
 
     def asks_what_if(self) -> bool:
         knobs = (self.compute_scale, self.cpu_scale, self.bandwidth_scale, self.comm_streams)

@@ -44,6 +44,13 @@ from pt2chakra.chakra.lean_read import read_et_lean
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.json_input import gc_paused
+from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.simulation.calibration import (
+    Calibration,
+    backend_samples,
+    fit_backends,
+    link_shares,
+)
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     CATEGORY_NAMES,
@@ -90,6 +97,9 @@ class SimConfig(msgspec.Struct, frozen=True):
     latency_us: float | None = None
     algorithm: str = "ring"  # network model: "ring" or "tree"
     align: str = "auto"  # rank start offsets: "auto", "recorded", "together"
+    # Collective times from a network model fitted to the recording (see
+    # calibration.py); a rank's collectives then share its link one at a time.
+    calibrate: bool = False
 
     def label(self) -> str:
         parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}",
@@ -196,8 +206,15 @@ def _durations(p: _Prepared, cfg: SimConfig, participants: dict[RendezvousKey, l
     if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
         model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
                  f"{cfg.bandwidth_gbps:g} GB/s")
+    cal = calibrate(p, participants, cfg.algorithm) if cfg.calibrate else {}
+    if cfg.calibrate:
+        model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
+            or "calibration: no collective to fit"
+        if cfg.bandwidth_gbps is not None:
+            model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
     for key, members in participants.items():
-        t = _collective_us(p, cfg, key, members)
+        c = cal.get(comm_backend(p.nodes[members[0]].name)) if cal else None
+        t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
         coll[key] = t
         for m in members:
             dur[m] = t
@@ -234,6 +251,36 @@ def _collective_us(p: _Prepared, cfg: SimConfig, key: RendezvousKey, members: li
     # Measured kernels include waiting for the slowest peer; the last
     # to arrive waited for nobody, and its time is the minimum.
     return min(p.dur[m] for m in members) / cfg.bandwidth_scale
+
+
+def calibrate(p: _Prepared, participants: dict[RendezvousKey, list[int]], algorithm: str,
+              ) -> dict[str, Calibration]:
+    """Per backend, the network model fitted to the recorded collectives that
+    more than one rank reached (each timed by its share of its rank's link)."""
+    shares: dict[int, float] = {}
+    for nodes in p.rank_nodes:
+        comm = [i for i in nodes if p.cat[i] == COMM]
+        spans = [(float(p.nodes[i].start_time_micros),
+                  float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros)) for i in comm]
+        shares.update(zip(comm, link_shares(spans)))
+    names = {i: p.nodes[i].name for m in participants.values() for i in m}
+    samples = backend_samples(names, list(participants.values()), shares, p.comm_type,
+                              p.comm_bytes)
+    return fit_backends(samples, algorithm)
+
+
+def _calibrated_us(p: _Prepared, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
+    """A collective under the calibrated model: the fitted overhead, the
+    given (else fitted) latency and bandwidth, the bandwidth what-if."""
+    first = members[0]
+    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members), len(members),
+                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
+
+
+def link_streams(cfg: SimConfig) -> int:
+    """Communication streams to replay on: calibrated collectives share a
+    rank's link, one at a time, unless the what-if asks otherwise."""
+    return cfg.comm_streams or (1 if cfg.calibrate else 0)
 
 
 def _group_size(p: _Prepared, key: RendezvousKey, members: list[int]) -> int:
@@ -716,7 +763,7 @@ class Simulator:
         return p
 
     def predict(self, cfg: SimConfig) -> float:
-        p = self.prepared(cfg.comm_streams)
+        p = self.prepared(link_streams(cfg))
         with gc_paused():
             run, align, _ = _run(p, cfg)
             results = _rank_results(p, run)
@@ -728,7 +775,7 @@ class Simulator:
             return self._run_once(cfg or SimConfig(), critical_path)
 
     def _run_once(self, cfg: SimConfig, critical_path: bool) -> tuple[SimulationResult, Schedule]:
-        p = self.prepared(cfg.comm_streams)
+        p = self.prepared(link_streams(cfg))
         verbose = log.isEnabledFor(logging.INFO)
         run, align, model = _run(p, cfg, verbose=verbose)
         results = _rank_results(p, run)

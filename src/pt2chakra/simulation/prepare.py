@@ -73,6 +73,19 @@ K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (othe
 # ended, waited for that op.
 INFER_MIN_US = 20.0
 INFER_TOL_US = 10.0
+# A host thread that blocked on a collective run by another host thread
+# (gloo's worker threads, CPU-only ranks) wakes up this long after the
+# collective ends at most: measured wake-ups on gloo DDP steps are ~0.1 ms,
+# loaded machines add scheduling delay.
+CPU_WAKE_TOL_US = 500.0
+# On a loaded machine it grows (up to ~1.4 ms seen after 20-27 ms waits),
+# and the waiter may even wake before the collective's recorded end (the
+# worker marks the work done, then closes its record): a gap may end this
+# share of its length away from the collective's end, either side. (Not
+# more before it: a thread issuing the next collective while one finishes
+# is no wait.)
+WAKE_TOL_FRACTION = 0.1
+
 
 # Attributes by name, and each node's dependencies as (index, kind code).
 Attrs = dict[str, Any]
@@ -249,10 +262,16 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
     cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
     _cpu_slices(p, base, cpu_lane_ops, incl)
+    host_waits: list[tuple[int, int]] = []
     if infer_waits and timed_rank:
         p.inferred_edges += _infer_stream_waits(p, base, end, parents)
+        host_waits = _infer_host_comm_waits(p, base, end, parents, cpu_lane_ops)
+        p.inferred_edges += len(host_waits)
     _pin_orphans(p, base, orphans, parents, t0)
     _cpu_delays(p, base, cpu_lane_ops, parents, incl, t0)
+    for x, src in host_waits:  # the gap before X was the wait: only the rest stays
+        end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
+        p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
     _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
 
@@ -526,6 +545,65 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
                 break
             k -= 1
     return added
+
+
+def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
+                           cpu_lane_ops: dict[int, list[int]]) -> list[tuple[int, int]]:
+    """On a rank without GPU work, collectives run on host worker threads
+    (gloo) and a thread that waits for one (DDP finalising its buckets, a
+    ``work.wait()``) shows an idle gap that ends just after the collective
+    ends, with no recorded edge. Replayed as a fixed gap, that wait would not
+    move when the collective does; as an edge it does.
+
+    An op X whose gap (after its thread's previous slice) is longer than
+    ``INFER_MIN_US`` and ends near the end of a collective of the rank that
+    ended after the gap began (within ``CPU_WAKE_TOL_US`` or a
+    ``WAKE_TOL_FRACTION`` of the gap after it, that fraction before it) gets
+    a ``stream_wait`` edge from that collective (the latest such). Returns
+    the (X, collective) pairs."""
+    if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
+        return []
+    node = p.nodes
+    comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
+    if not comm:
+        return []
+    ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in comm)
+    end_t = [e for e, _ in ends]
+    added: list[tuple[int, int]] = []
+    for ops in cpu_lane_ops.values():
+        cursor = -math.inf
+        for x in ops:
+            s_x = node[x].start_time_micros
+            explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
+                                        for src, _kind in parents[x - base]
+                                        if p.cat[src] == COMM])
+            src = None
+            if s_x - cursor > INFER_MIN_US and cursor > -math.inf:
+                share = WAKE_TOL_FRACTION * (s_x - cursor)
+                src = _waited_collective(node, ends, end_t, s_x, cursor, explained,
+                                         max(CPU_WAKE_TOL_US, share), share)
+            if src is not None:
+                parents[x - base].append((src, K_STREAM_WAIT))
+                added.append((x, src))
+            cursor = max(cursor, s_x + p.dur[x])
+    return added
+
+
+def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]],
+                       end_t: Sequence[float], s_x: float, gap_start: float,
+                       explained: float, tol: float, lead: float) -> int | None:
+    """The latest collective that ended inside the gap ``(gap_start, s_x]``
+    (after what X's recorded dependencies explain), at most ``tol`` before
+    ``s_x``, and started before X (so it cannot depend on X: no cycle); or
+    one that ended at most ``lead`` after ``s_x`` and was already running
+    when the gap began."""
+    k = bisect.bisect_right(end_t, s_x + lead) - 1
+    while k >= 0 and end_t[k] > max(gap_start, explained) and end_t[k] >= s_x - tol:
+        start = node[ends[k][1]].start_time_micros
+        if start < s_x and (end_t[k] <= s_x or start <= gap_start):
+            return ends[k][1]
+        k -= 1
+    return None
 
 
 def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,

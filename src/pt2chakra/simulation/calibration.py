@@ -1,0 +1,218 @@
+"""Network-model calibration from the recording itself.
+
+Without a network model a bandwidth what-if divides each collective's
+measured time by the scale, as if all of it were bytes on the wire. Part of
+it is not: a fixed cost per collective (the backend's bookkeeping, a thread
+hand-off) and a latency per algorithm step. This module fits, per backend,
+
+    t = overhead + steps(type, n, algorithm) * latency + factor(type, n, algorithm) * bytes / B
+
+(the cost factors of :mod:`pt2chakra.simulation.network`) to the recorded
+collectives, so that a bandwidth what-if moves only the part that is
+bandwidth-bound.
+
+Two things in a recording are not the collective's own time, and are taken
+out before the fit:
+
+* waiting for a late peer: a matched collective's time is the minimum over
+  its participants (the last to arrive waited for nobody), as in the replay;
+* sharing the link: collectives that a rank runs at the same time (gloo's
+  worker threads, several NCCL communicators) share its bandwidth, so each
+  is credited with ``dt / k`` of every moment when ``k`` of them run.
+
+The fit minimises the squared error relative to each collective's class
+(same type, size and rank count: a 4-byte broadcast and a 16 MB all-reduce
+count alike, and within a class the fit aims at the mean, not below it as a
+per-sample relative error would) with every parameter non-negative: an
+exact active-set search over the three parameters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.simulation.network import cost_factors
+
+# Below this many microseconds a recorded collective says nothing reliable
+# about the link (clock resolution of the traces is 1 us).
+MIN_SAMPLE_US = 1.0
+# A pivot below this is a parameter the samples cannot determine (e.g. the
+# per-step latency when every collective has the same number of steps): it
+# is left at zero rather than fitted to noise.
+SINGULAR_PIVOT = 1e-12
+PARAMETERS = 3  # overhead, latency per step, seconds per byte
+Row = tuple[tuple[float, float, float], float, float]  # (columns, duration, its class mean)
+
+
+@dataclass(frozen=True, slots=True)
+class CommSample:
+    """One recorded collective, as the fit sees it."""
+
+    comm_type: int
+    size_bytes: int
+    ranks: int
+    duration_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A fitted alpha-beta model of one backend's collectives."""
+
+    overhead_us: float  # per collective, independent of size and steps
+    latency_us: float  # per algorithm step
+    bandwidth_gbps: float  # GB/s (1e9 bytes/s); inf when no byte cost was seen
+    algorithm: str
+    samples: int
+    rel_error: float  # root-mean-square relative residual of the fit
+
+    def time_us(self, comm_type: int, size_bytes: int, n: int, bandwidth_scale: float = 1.0,
+                bandwidth_gbps: float | None = None, latency_us: float | None = None) -> float:
+        """Microseconds for one collective; ``bandwidth_gbps`` / ``latency_us``
+        replace the fitted values (the fixed overhead stays: it is the
+        backend's, not the network's)."""
+        steps, factor = cost_factors(comm_type, n, self.algorithm)
+        bw = (self.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps) * bandwidth_scale
+        lat = self.latency_us if latency_us is None else latency_us
+        wire = 0.0 if math.isinf(bw) else factor * size_bytes / (bw * 1e3)
+        return self.overhead_us + steps * lat + wire
+
+    def describe(self) -> str:
+        bw = "no byte cost seen" if math.isinf(self.bandwidth_gbps) else \
+            f"bandwidth {self.bandwidth_gbps:.3g} GB/s"
+        return (f"calibrated {self.algorithm}: overhead {self.overhead_us:.3g} us, latency "
+                f"{self.latency_us:.3g} us/step, {bw} ({self.samples} collectives, "
+                f"rms error {self.rel_error:.0%})")
+
+
+def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
+    """Each interval's share of the link: ``dt / k`` for every moment that
+    ``k`` intervals (collectives of one rank) are open at once."""
+    # At equal times openings come first: an empty interval then closes.
+    events = sorted([(s, False, k) for k, (s, _e) in enumerate(intervals)]
+                    + [(e, True, k) for k, (_s, e) in enumerate(intervals)])
+    share = [0.0] * len(intervals)
+    open_: set[int] = set()
+    last = events[0][0] if events else 0.0
+    for t, closes, k in events:
+        if open_ and t > last:
+            for j in open_:
+                share[j] += (t - last) / len(open_)
+        last = t
+        if closes:
+            open_.discard(k)
+        else:
+            open_.add(k)
+    return share
+
+
+def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration | None:
+    """Fit overhead, latency per step and bandwidth to ``samples`` (None when
+    none is usable)."""
+    usable = [s for s in samples if s.duration_us >= MIN_SAMPLE_US]
+    if not usable:
+        return None
+    rows: list[Row] = []
+    for s, scale in zip(usable, _class_means(usable)):
+        steps, factor = cost_factors(s.comm_type, s.ranks, algorithm)
+        rows.append(((1.0, steps, factor * s.size_bytes), s.duration_us, scale))
+    best: tuple[float, tuple[float, ...]] | None = None
+    for active in _subsets():
+        params = _weighted_lsq(rows, active)
+        if params is None or min(params) < 0:
+            continue
+        err = _rel_sq_error(rows, params)
+        if best is None or err < best[0] - 1e-15:
+            best = (err, params)
+    if best is None:
+        return None
+    err, (overhead, latency, per_byte) = best
+    return Calibration(overhead_us=overhead, latency_us=latency,
+                       bandwidth_gbps=1e-3 / per_byte if per_byte > 0 else math.inf,
+                       algorithm=algorithm, samples=len(rows),
+                       rel_error=math.sqrt(err / len(rows)))
+
+
+def _class_means(samples: list[CommSample]) -> list[float]:
+    """Each sample's class mean duration (same type, size and rank count)."""
+    groups: dict[tuple[int, int, int], list[float]] = {}
+    for s in samples:
+        groups.setdefault((s.comm_type, s.size_bytes, s.ranks), []).append(s.duration_us)
+    return [statistics.fmean(groups[(s.comm_type, s.size_bytes, s.ranks)]) for s in samples]
+
+
+def _subsets() -> list[tuple[int, ...]]:
+    """Every non-empty set of free parameters, the largest first (the others
+    are held at zero: the candidates of a non-negative least-squares fit)."""
+    return [c for r in range(PARAMETERS, 0, -1)
+            for c in itertools.combinations(range(PARAMETERS), r)]
+
+
+def _weighted_lsq(rows: list[Row], active: tuple[int, ...]) -> tuple[float, ...] | None:
+    """Least squares of the residual relative to the class mean over the
+    ``active`` parameters (normal equations, columns scaled for
+    conditioning); None if singular."""
+    m = len(active)
+    scale = [max((abs(x[j]) / w for x, _t, w in rows), default=0.0) or 1.0 for j in active]
+    ata = [[0.0] * m for _ in range(m)]
+    atb = [0.0] * m
+    for x, t, w in rows:
+        a = [x[j] / w / sc for j, sc in zip(active, scale)]
+        for r in range(m):
+            atb[r] += a[r] * t / w
+            for c in range(m):
+                ata[r][c] += a[r] * a[c]
+    sol = _solve(ata, atb)
+    if sol is None:
+        return None
+    params = [0.0] * PARAMETERS
+    for j, v, sc in zip(active, sol, scale):
+        params[j] = v / sc
+    return tuple(params)
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting (m <= 3)."""
+    m = len(b)
+    a = [row[:] + [b[r]] for r, row in enumerate(a)]
+    for col in range(m):
+        piv = max(range(col, m), key=lambda r: abs(a[r][col]))
+        if abs(a[piv][col]) < SINGULAR_PIVOT * max(1.0, max(abs(v) for v in a[piv])):
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for r in range(m):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [v - f * w for v, w in zip(a[r], a[col])]
+    return [a[r][m] / a[r][r] for r in range(m)]
+
+
+def _rel_sq_error(rows: list[Row], params: tuple[float, ...]) -> float:
+    return sum(((sum(p * v for p, v in zip(params, x)) - t) / w) ** 2 for x, t, w in rows)
+
+
+def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],
+                    shares: Mapping[int, float], comm_type: Mapping[int, int],
+                    size_bytes: Mapping[int, int]) -> dict[str, list[CommSample]]:
+    """Samples per backend: one per collective (``members``: the node
+    indices of its participants), timed by the smallest link share among
+    its participants (the last to arrive waited for nobody)."""
+    out: dict[str, list[CommSample]] = {}
+    for group in members:
+        first = group[0]
+        sample = CommSample(comm_type=comm_type[first],
+                            size_bytes=max(size_bytes[m] for m in group), ranks=len(group),
+                            duration_us=min(shares[m] for m in group))
+        out.setdefault(comm_backend(names[first]), []).append(sample)
+    return out
+
+
+def fit_backends(samples: dict[str, list[CommSample]], algorithm: str = "ring",
+                 ) -> dict[str, Calibration]:
+    """One calibration per backend that has usable samples."""
+    fitted = {b: fit(s, algorithm) for b, s in samples.items()}
+    return {b: c for b, c in fitted.items() if c is not None}

@@ -1,0 +1,51 @@
+"""A host thread that waits for a collective run by another host thread
+(gloo on CPU-only ranks) shows a gap and no edge: the replay infers the wait,
+so that a network what-if moves the step."""
+
+from __future__ import annotations
+
+import pytest
+from test_simulate import cpu, gpu  # the suite's node builders
+
+from pt2chakra.chakra.records import CollectiveType, GlobalMetadata
+from pt2chakra.simulation.engine import SimConfig, Simulator
+
+MD = GlobalMetadata(version="0.0.4")
+AR = CollectiveType.ALL_REDUCE
+
+
+def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:  # type: ignore[type-arg]
+    """Issue (0-100 us), all-reduce on a worker (100-1100 us), the main
+    thread's next op at ``wake_at`` with no recorded edge to the all-reduce."""
+    nodes = [cpu(1, 0, 100), gpu(2, 100, 1000, deps=[1], kinds=["launch"], comm=AR, seq=1,
+                                 stream=9),
+             cpu(3, wake_at, 50, deps=[1])]
+    if with_gpu_kernel:
+        nodes.append(gpu(4, 0, 10, stream=7))
+    return nodes
+
+
+def _step(ranks: list, scale: float, infer: bool = True) -> float:  # type: ignore[type-arg]
+    sim = Simulator([(MD, r) for r in ranks], infer_waits=infer)
+    return sim.run(SimConfig(bandwidth_scale=scale, align="together"))[0].predicted_step_us
+
+
+def test_gap_ending_at_a_collective_end_is_a_wait() -> None:
+    ranks = [_rank(1120), _rank(1120)]
+    assert _step(ranks, 1.0) == pytest.approx(1170)
+    # the all-reduce takes 2000 us; the waiter follows it (20 us wake-up, then 50)
+    assert _step(ranks, 0.5) == pytest.approx(100 + 2000 + 20 + 50)
+    # replayed as a fixed gap instead, the wait would not move
+    assert _step(ranks, 0.5, infer=False) == pytest.approx(100 + 2000)
+    assert _step(ranks, 2.0) == pytest.approx(100 + 500 + 20 + 50)
+
+
+def test_gap_ending_far_from_any_collective_end_stays_a_gap() -> None:
+    ranks = [_rank(1900), _rank(1900)]
+    assert _step(ranks, 2.0) == pytest.approx(1950)  # 1800 us of recorded gap, unchanged
+
+
+def test_ranks_with_gpu_work_are_left_alone() -> None:
+    """There the host waits on the GPU through sync events the converter records."""
+    ranks = [_rank(1120, with_gpu_kernel=True), _rank(1120, with_gpu_kernel=True)]
+    assert _step(ranks, 0.5) == pytest.approx(_step(ranks, 0.5, infer=False))
