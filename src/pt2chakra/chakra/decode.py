@@ -648,6 +648,13 @@ def decode_et_file(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterat
     (metadata) or while iterating (nodes).
     """
     path = os.fspath(path)
+    unit, metadata, batches = open_et_frames(path)
+    return metadata, _nodes_from_batches(path, unit, batches)
+
+
+def open_et_frames(path: str) -> tuple[str, GlobalMetadata, Iterator[_Batch]]:
+    """(offset unit, metadata, the batches of node frames after it): the
+    framing every ``.et`` reader starts with (``read_et``, the lean reader)."""
     stream, gzipped = open_input(path)
     unit = _unit(gzipped)
     batches = _frame_batches(stream, path, unit)
@@ -656,7 +663,7 @@ def decode_et_file(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterat
         raise InputError(path, "empty file: expected a GlobalMetadata message first")
     buf, base, _index, pos, bodies, ends = first
     metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0] : ends[0]])
-    return metadata, _nodes_from_batches(path, unit, _rest_of(first, batches))
+    return unit, metadata, _rest_of(first, batches)
 
 
 # --------------------------------------------------------------------------

@@ -35,15 +35,10 @@ from pt2chakra.chakra.decode import (
     _NODE_TYPE_BY_INT,
     _Batch,
     _decode_attr,
-    _decode_metadata,
-    _frame_batches,
     _nodes_from_batches,
-    _unit,
-    _where,
+    open_et_frames,
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
-from pt2chakra.errors import InputError
-from pt2chakra.files import open_input
 
 _F = descriptor_pb2.FieldDescriptorProto
 # Node fields kept (name, number, type, label); numbers as in et_def.proto.
@@ -175,20 +170,5 @@ def read_et_lean(path: str | os.PathLike[str], attr_names: Iterable[str],
     only id, name, type, times, ``data_deps`` and the attributes named in
     ``attr_names`` (no inputs, outputs or ``ctrl_deps``). The metadata is whole."""
     path = os.fspath(path)
-    stream, gzipped = open_input(path)
-    unit = _unit(gzipped)
-    batches = _frame_batches(stream, path, unit)
-    first = next(batches, None)
-    if first is None:
-        raise InputError(path, "empty file: expected a GlobalMetadata message first")
-    buf, base, index, pos, bodies, ends = first
-    metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0]:ends[0]])
-    rest: list[_Batch] = []
-    if len(bodies) > 1:
-        rest.append((buf, base, index + 1, ends[0], bodies[1:], ends[1:]))
-    return metadata, _lean_nodes(path, unit, _Lean(attr_names), _chain(rest, batches))
-
-
-def _chain(first: list[_Batch], more: Iterator[_Batch]) -> Iterator[_Batch]:
-    yield from first
-    yield from more
+    unit, metadata, batches = open_et_frames(path)
+    return metadata, _lean_nodes(path, unit, _Lean(attr_names), batches)
