@@ -299,3 +299,15 @@ def test_order_linking_keeps_every_thread_in_the_same_iteration():
     linked = link_by_order(ops, events)
     assert all(2000 <= ev.ts < 3000 for ev in linked.values())  # iteration 2 on both threads
     assert len(linked) == len(ops)
+
+
+def test_dropped_ids_are_the_host_ops_left_out():
+    from pt2chakra.conversion.graph_builder import _dropped_ids
+    from pt2chakra.pytorch.names import OBSERVER_PREFIX
+
+    root = HostOp(id=1, name=OBSERVER_PREFIX + "process]", parent=0, tid=0)
+    thread = HostOp(id=2, name=OBSERVER_PREFIX + "thread]", parent=1, tid=1)
+    mm = HostOp(id=3, name="aten::mm", parent=2, tid=1)
+    assert _dropped_ids([root, thread, mm], [mm]) == {1, 2}
+    assert _dropped_ids([root, thread, mm], [thread, mm]) == {1}  # not the containers: by id
+    assert _dropped_ids([mm], [mm]) == frozenset()
