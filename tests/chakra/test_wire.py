@@ -6,6 +6,7 @@ import gzip
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -18,7 +19,15 @@ from hypothesis import strategies as st
 from pt2chakra.chakra import decode as chakra_io
 from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.decode import decode_node, from_proto, iter_messages, to_proto
-from pt2chakra.chakra.encode import AttrSpec, NodeWriter, encode_metadata, encode_node, uvarint
+from pt2chakra.chakra.encode import (
+    AttrSpec,
+    NodeWriter,
+    encode_metadata,
+    encode_node,
+    ioinfo_body,
+    ioinfo_texts,
+    uvarint,
+)
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
@@ -235,11 +244,26 @@ ID = st.integers(0, (1 << 62))
 IO_TEXT = st.one_of(st.just(""), st.text(max_size=40), st.text(min_size=100, max_size=200))
 
 
+def _encoded_io(texts: tuple[str, str, str], tail: bytes) -> Any:
+    """An ``EncodedIOInfo`` of three texts, with ``tail`` after the body."""
+    from types import SimpleNamespace
+
+    body = ioinfo_body(*(t.encode() for t in texts), tail)
+    return SimpleNamespace(ioinfo=body, ioinfo_size=len(body) - len(tail))
+
+
+@SETTINGS
+@given(st.tuples(IO_TEXT, IO_TEXT, IO_TEXT), IO_TEXT)
+def test_ioinfo_texts_undo_ioinfo_body(texts: tuple[str, str, str], tail: str) -> None:
+    encoded = [t.encode() for t in texts]
+    body = ioinfo_body(*encoded)
+    assert ioinfo_texts(body) == tuple(encoded)
+    assert ioinfo_body(*encoded, tail.encode()) == body + tail.encode()
+
+
 @st.composite
 def raw_nodes(draw: st.DrawFn) -> tuple[tuple, ChakraNode]:
     """(NodeWriter tuple, the equivalent ChakraNode)."""
-    from types import SimpleNamespace
-
     node_id, name = draw(ID), draw(st.text(max_size=8))
     node_type = draw(st.sampled_from(list(NodeType)))
     ctrl = draw(st.none() | ID)
@@ -247,13 +271,12 @@ def raw_nodes(draw: st.DrawFn) -> tuple[tuple, ChakraNode]:
     start = draw(st.none() | st.integers(0, (1 << 64) - 1))
     duration = draw(st.none() | st.integers(0, 1 << 40))
     ios = [draw(st.none() | st.tuples(IO_TEXT, IO_TEXT, IO_TEXT)) for _ in range(2)]
+    tails = [draw(IO_TEXT).encode() for _ in range(2)]  # kept beside, never written
     attrs = [draw(st.none() | st.booleans()), draw(st.none() | st.integers(*I64)),
              draw(st.none() | st.integers(*I64)), draw(st.none() | st.text(max_size=4)),
              draw(st.none() | st.tuples(st.text(max_size=3))), draw(st.none() | st.integers(*I32))]
     raw = (node_id, name, node_type, ctrl, deps, start, duration,
-           *[None if io is None else SimpleNamespace(
-               values_json=io[0].encode(), shapes_json=io[1].encode(), types_json=io[2].encode())
-             for io in ios],
+           *[None if io is None else _encoded_io(io, tail) for io, tail in zip(ios, tails)],
            *attrs)
     node = ChakraNode(
         id=node_id, name=name, type=node_type, ctrl_deps=[] if ctrl is None else [ctrl],

@@ -207,16 +207,24 @@ def test_cpu_fields_follow_the_attribute_table():
     from pt2chakra.conversion.graph_builder import (
         CPU_ATTRS,
         CommContext,
+        CpuNodeSources,
         _cpu_fields,
         _cpu_node,
         cpu_node_writer,
     )
 
     host_op = HostOp(id=3, name="aten::mm", parent=1, tid=1, rf_id=-7, op_schema="aten::mm(...)")
-    timing, deps = (10.4, 5.6, 4.5), [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
-    fields = _cpu_fields(host_op, timing, deps, {1}, NodeType.COMP_NODE, True)
+    caller = HostOp(id=1, name="caller", parent=0, tid=1)
+    event = CpuEvent("aten::mm", "cpu_op", 10.4, 5.6, 1, 1)
+    deps = [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
+    sources = CpuNodeSources({3: event}, {3: 1.1}, {3: deps}, {1: caller, 3: host_op},
+                             frozenset())
+    fields = _cpu_fields(host_op, sources, NodeType.COMP_NODE, True)
     assert len(fields) == len(NODE_FIELDS) + len(CPU_ATTRS)
-    node = _cpu_node(host_op, timing, deps, {1}, CommContext({}, frozenset(), "", 0))
+    assert fields[3] == 1 and fields[5:7] == (10, 4)  # caller kept; start, exclusive duration
+    assert _cpu_fields(host_op, sources._replace(dropped=frozenset({1})),
+                       NodeType.COMP_NODE, True)[3] is None  # a dropped caller is no ctrl dep
+    node = _cpu_node(host_op, sources, CommContext({}, frozenset(), "", 0))
     assert [name for name, _, _ in node.attrs] == [attr.name for attr in CPU_ATTRS]
     assert node.attrs[-1] == (DEP_KINDS_ATTR, "string_list", ["thread_order", "caller"])
     assert cpu_node_writer().encode(fields) == encode_node(node)
@@ -291,3 +299,15 @@ def test_order_linking_keeps_every_thread_in_the_same_iteration():
     linked = link_by_order(ops, events)
     assert all(2000 <= ev.ts < 3000 for ev in linked.values())  # iteration 2 on both threads
     assert len(linked) == len(ops)
+
+
+def test_dropped_ids_are_the_host_ops_left_out():
+    from pt2chakra.conversion.graph_builder import _dropped_ids
+    from pt2chakra.pytorch.names import OBSERVER_PREFIX
+
+    root = HostOp(id=1, name=OBSERVER_PREFIX + "process]", parent=0, tid=0)
+    thread = HostOp(id=2, name=OBSERVER_PREFIX + "thread]", parent=1, tid=1)
+    mm = HostOp(id=3, name="aten::mm", parent=2, tid=1)
+    assert _dropped_ids([root, thread, mm], [mm]) == {1, 2}
+    assert _dropped_ids([root, thread, mm], [thread, mm]) == {1}  # not the containers: by id
+    assert _dropped_ids([mm], [mm]) == frozenset()

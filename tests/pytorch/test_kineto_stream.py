@@ -21,10 +21,10 @@ KINETO = sorted({k for _, k in PAIRS.values()} | {"resnet_kineto_only/kineto.jso
 
 
 def _whole(path: Path, monkeypatch: pytest.MonkeyPatch,
-           ignored: Counter[str] | None = None) -> KinetoTrace:
+           ignored: Counter[str] | None = None, inputs: bool = True) -> KinetoTrace:
     with monkeypatch.context() as m:
-        m.setattr(kineto_stream, "load_streamed", lambda _path, _ignored=None: None)
-        return load_kineto_trace(path, ignored)
+        m.setattr(kineto_stream, "load_streamed", lambda _path, _ignored=None, **_kw: None)
+        return load_kineto_trace(path, ignored, inputs=inputs)
 
 
 @pytest.mark.parametrize("rel", KINETO)
@@ -36,6 +36,23 @@ def test_real_traces_stream_to_the_same_trace(traces: Path, rel: str,
     assert streamed is not None, "the profiler's layout should stream"
     assert streamed == _whole(traces / rel, monkeypatch, whole_ignored)
     assert streamed_ignored == whole_ignored
+
+
+def _without_inputs(trace: KinetoTrace) -> KinetoTrace:
+    for ev in [*trace.cpu_events, *trace.python_events]:
+        ev.input_dims = ev.input_types = ev.concrete_inputs = None
+    return trace
+
+
+@pytest.mark.parametrize("rel", ["dlrm_8gpu/rank0.kineto.json.gz", f"{SAMPLE}.kineto.json.gz"])
+def test_without_inputs_only_inputs_are_left_out(traces: Path, rel: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path = traces / rel  # (an absolute SAMPLE stays itself)
+    full = load_kineto_trace(path)
+    assert any(ev.input_dims is not None for ev in full.cpu_events)  # the test can fail
+    lean = load_streamed(path, inputs=False)
+    assert lean is not None and lean == _without_inputs(full)
+    assert _whole(path, monkeypatch, inputs=False) == lean
 
 
 @pytest.mark.parametrize("chunk", [300, 5000])

@@ -490,17 +490,64 @@ NODE_FIELDS = ("id", "name", "type", "ctrl_deps", "data_deps", "start_time_micro
                "duration_micros", "inputs", "outputs")
 
 
-class JsonIOInfo(Protocol):
-    """IOInfo as the UTF-8 JSON texts of a host trace: copied, never decoded."""
+class EncodedIOInfo(Protocol):
+    """IOInfo already encoded (see ``ioinfo_body``): the message body in the
+    first ``ioinfo_size`` bytes of ``ioinfo``; what follows is not written."""
 
     @property
-    def values_json(self) -> bytes: ...
+    def ioinfo(self) -> bytes: ...
 
     @property
-    def shapes_json(self) -> bytes: ...
+    def ioinfo_size(self) -> int: ...
 
-    @property
-    def types_json(self) -> bytes: ...
+
+# ``ioinfo_body``'s common case: three texts whose lengths and whose
+# body's length are each one table lookup.
+_SHORT_IOINFO = _VARINT_CACHE_SIZE - 16
+
+
+def ioinfo_body(values: Any, shapes: Any, types: Any, tail: Any = b"") -> bytes:
+    """The body of an IOInfo message holding the JSON texts ``values``,
+    ``shapes`` and ``types`` (any bytes-like objects; empty ones are left
+    out, as ``encode_node`` leaves out empty strings), followed by ``tail``,
+    kept beside it but not written (see ``EncodedIOInfo``). A host trace's
+    inputs and outputs are held this way from loading on: one bytes object
+    instead of one per text, and nothing left to do when writing them."""
+    n_values, n_shapes, n_types = len(values), len(shapes), len(types)
+    if n_values and n_shapes and n_types and n_values + n_shapes + n_types < _SHORT_IOINFO:
+        return b"".join((_IOINFO_VALUES, _VARINT_CACHE[n_values], values,
+                         _IOINFO_SHAPES, _VARINT_CACHE[n_shapes], shapes,
+                         _IOINFO_TYPES, _VARINT_CACHE[n_types], types, tail))
+    return b"".join((
+        _IOINFO_VALUES + _uvarint(n_values) + values if n_values else b"",
+        _IOINFO_SHAPES + _uvarint(n_shapes) + shapes if n_shapes else b"",
+        _IOINFO_TYPES + _uvarint(n_types) + types if n_types else b"",
+        tail,
+    ))
+
+
+def ioinfo_texts(body: bytes | memoryview) -> tuple[bytes, bytes, bytes]:
+    """The (values, shapes, types) texts of an ``ioinfo_body`` (b"" for one
+    left out); the inverse of ``ioinfo_body`` without its tail."""
+    texts = [b"", b"", b""]
+    view = memoryview(body)
+    pos, end = 0, len(view)
+    while pos < end:
+        field = view[pos] >> 3
+        pos += 1
+        size = shift = 0
+        while True:  # the length's varint
+            byte = view[pos]
+            pos += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        if not 1 <= field <= len(texts) or pos + size > end:
+            raise ValueError("not an IOInfo body made by ioinfo_body")
+        texts[field - 1] = bytes(view[pos:pos + size])
+        pos += size
+    return texts[0], texts[1], texts[2]
 
 
 class AttrSpec(NamedTuple):
@@ -597,31 +644,13 @@ def _compile_attrs(attrs: Sequence[AttrSpec], first: int,
     return encode_attrs
 
 
-def _ioinfo_json(tag: bytes, info: JsonIOInfo) -> bytes:
-    """An IOInfo field straight from JSON texts; empty texts are left out."""
-    values, shapes, types = info.values_json, info.shapes_json, info.types_json
-    n_values, n_shapes, n_types = len(values), len(shapes), len(types)
-    if n_values and n_shapes and n_types and n_values + n_shapes + n_types < _VARINT_CACHE_SIZE - 16:
-        # The usual case: every length is one table lookup.
-        body = b"".join((_IOINFO_VALUES, _VARINT_CACHE[n_values], values,
-                         _IOINFO_SHAPES, _VARINT_CACHE[n_shapes], shapes,
-                         _IOINFO_TYPES, _VARINT_CACHE[n_types], types))
-        return tag + _VARINT_CACHE[len(body)] + body
-    body = b"".join((
-        _IOINFO_VALUES + _uvarint(n_values) + values if values else b"",
-        _IOINFO_SHAPES + _uvarint(n_shapes) + shapes if shapes else b"",
-        _IOINFO_TYPES + _uvarint(n_types) + types if types else b"",
-    ))
-    return tag + _uvarint(len(body)) + body
-
-
 class NodeWriter:
     """Encodes nodes given as flat tuples of raw values: the ``NODE_FIELDS``
     in order, then one value per ``AttrSpec`` the writer was built with.
 
     Raw means as a converter holds them, so nothing is converted per node:
     at most one control dependency (an id, or None), data dependencies as
-    ``(source id, anything)`` pairs, IOInfo as ``JsonIOInfo``. A Node field of
+    ``(source id, anything)`` pairs, IOInfo as ``EncodedIOInfo``. A Node field of
     None or 0 is left out, as is an attribute of None, as ``encode_node``
     leaves out defaults. Ids must be non-negative (host traces are checked on
     loading); ``encode_node`` raises for a negative one.
@@ -671,9 +700,13 @@ class NodeWriter:
             parts += (_NODE_DURATION, _VARINT_CACHE[duration] if 0 < duration < _VARINT_CACHE_SIZE
                       else _uvarint(duration))
         if inputs is not None:
-            parts.append(_ioinfo_json(_NODE_INPUTS, inputs))
+            body, size = inputs.ioinfo, inputs.ioinfo_size
+            parts += (_NODE_INPUTS, _VARINT_CACHE[size] if size < _VARINT_CACHE_SIZE
+                      else _uvarint(size), body if size == len(body) else body[:size])
         if outputs is not None:
-            parts.append(_ioinfo_json(_NODE_OUTPUTS, outputs))
+            body, size = outputs.ioinfo, outputs.ioinfo_size
+            parts += (_NODE_OUTPUTS, _VARINT_CACHE[size] if size < _VARINT_CACHE_SIZE
+                      else _uvarint(size), body if size == len(body) else body[:size])
         self._encode_attrs(parts, values)
         return b"".join(parts)
 

@@ -10,7 +10,7 @@ inclusive duration is kept as an attribute.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -38,14 +38,26 @@ from pt2chakra.conversion.deps import (
     stream_wait_edges,
     thread_order_edges,
 )
-from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace
+from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, is_container
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
-from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
+from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 
-# A linked host op's (start, inclusive duration, exclusive duration), in us.
-Timing = tuple[float, float, float]
 # A node's dependencies: (source id, kind of edge), in first-seen order.
 Deps = list[tuple[int, EdgeKind]]
+
+
+class CpuNodeSources(NamedTuple):
+    """Where a CPU node's fields come from beyond its host op, by op id.
+
+    Its times are read from its Kineto event when written rather than copied
+    into a table of their own (one tuple per op: about 140 MB for a million
+    ops), so the linked events are kept until then."""
+
+    events: dict[int, CpuEvent]  # the linked Kineto event
+    callee_time: dict[int, float]  # time in linked callees on its thread (us)
+    deps: dict[int, Deps]
+    ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
+    dropped: frozenset[int]  # ... unless dropped (see build_graph)
 
 
 class ChakraGraph:
@@ -56,10 +68,12 @@ class ChakraGraph:
     ``[(source, kind)]``) is compact enough to check for cycles first."""
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
-                 timing: dict[int, Timing], gpu_nodes: list[ChakraNode],
+                 callee_time: dict[int, float], gpu_nodes: list[ChakraNode],
                  deps: dict[int, Deps],
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
-                 comm: CommContext | None = None) -> None:
+                 comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
+                 ) -> None:
+        """``dropped``: the ids of ``ops_by_id`` not in ``cpu_ops``."""
         self.metadata = metadata
         self.deps = deps
         self.link_method = linked.method
@@ -71,11 +85,10 @@ class ChakraGraph:
         self.gpu_kept = len(gpu_nodes)
         self.gpu_dropped = dict(linked.gpu_dropped)
         self._cpu_ops = cpu_ops
-        self._timing = timing
         self._gpu_nodes = gpu_nodes
         self._comm = comm or CommContext(ops_by_id, frozenset(), "", 0)
         self._ops_by_id = ops_by_id
-        self._kept_ids = {op.id for op in cpu_ops}
+        self._sources = CpuNodeSources(linked.cpu_event, callee_time, deps, ops_by_id, dropped)
 
     def node_ids(self) -> list[int]:
         return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
@@ -87,9 +100,8 @@ class ChakraGraph:
 
     def nodes(self) -> Iterator[ChakraNode]:
         """CPU nodes in id order, then GPU nodes in start order."""
-        kept = self._kept_ids
         for op in self._cpu_ops:
-            yield _cpu_node(op, self._timing.get(op.id), self.deps.get(op.id), kept, self._comm)
+            yield _cpu_node(op, self._sources, self._comm)
         yield from self._gpu_nodes_with_deps()
 
     def node_type_counts(self) -> dict[str, int]:
@@ -110,15 +122,13 @@ class ChakraGraph:
         to a ``NodeWriter`` (byte-identical, tested); the rest take
         ``encode_node``."""
         encode_cpu = cpu_node_writer().encode
-        timing, deps, kept, comm = self._timing, self.deps, self._kept_ids, self._comm
+        sources, comm = self._sources, self._comm
         comp = NodeType.COMP_NODE
         for op in self._cpu_ops:
-            op_id = op.id
             if _is_plain_cpu_op(op, comm.transfers):
-                yield encode_cpu(_cpu_fields(op, timing.get(op_id), deps.get(op_id), kept,
-                                             comp, True))
+                yield encode_cpu(_cpu_fields(op, sources, comp, True))
             else:
-                yield encode_node(_cpu_node(op, timing.get(op_id), deps.get(op_id), kept, comm))
+                yield encode_node(_cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
 
@@ -195,14 +205,16 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     n_containers = len(host.ops) - len(kept_ops)
     if n_containers:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
+    dropped = _dropped_ids(host.ops, kept_ops)
 
-    timing = _cpu_timing(kept_ops, linked, ops_by_id)
+    callee_time = _callee_time(kept_ops, linked, ops_by_id)
     comm = comm_context(linked, ops_by_id)
     cpu_spans = []
+    events = linked.cpu_event
     for op in kept_ops:
-        t = timing.get(op.id)
+        ev = events.get(op.id)
         cpu_spans.append(CpuSpan(op.id, op.parent, comm.channels.get(op.id, op.tid),
-                                 t[0], t[0] + t[1]) if t is not None
+                                 ev.ts, ev.ts + ev.dur) if ev is not None
                          else CpuSpan(op.id, op.parent, op.tid))
 
     next_id = max((op.id for op in host.ops), default=0) + 1
@@ -221,8 +233,21 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
                                   s.end, s.tid) for s in linked.cpu_syncs), lookup,
                                 _cpu_starts_by_kineto_tid(linked))
     deps = merge_edges(edges)
-    return ChakraGraph(_metadata(linked, rank), linked, kept_ops, timing, gpu_nodes, deps,
-                       dict(dropped_host), ops_by_id, comm)
+    return ChakraGraph(_metadata(linked, rank), linked, kept_ops, callee_time, gpu_nodes, deps,
+                       dict(dropped_host), ops_by_id, comm, dropped)
+
+
+def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int]:
+    """Ids of ``ops`` not in ``kept`` (a subset of them): the observer's
+    containers, as ``link`` leaves them out; else found the long way (a set
+    of every kept id costs tens of MB on a million-op trace)."""
+    if len(ops) == len(kept):
+        return frozenset()
+    containers = frozenset(op.id for op in ops if is_container(op))
+    if len(containers) == len(ops) - len(kept):
+        return containers
+    kept_ids = {op.id for op in kept}
+    return frozenset(op.id for op in ops if op.id not in kept_ids)
 
 
 def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
@@ -260,13 +285,12 @@ def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
 MAX_UNLINKED_CALLERS = 64
 
 
-def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
-                ) -> dict[int, Timing]:
-    """host op id -> (start, inclusive dur, exclusive dur) for linked ops.
-
-    Exclusive time subtracts the linked callees on the same thread (the
-    nearest linked ones, through callers Kineto did not record), so that the
-    chain of exclusive durations adds up to the caller's measured span."""
+def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
+                 ) -> dict[int, float]:
+    """host op id -> time spent in its linked callees on the same thread
+    (the nearest linked ones, through callers Kineto did not record), for
+    linked ops that have some. A node's exclusive duration subtracts it, so
+    that the chain of exclusive durations adds up to the caller's span."""
     cpu_event = linked.cpu_event
     if not cpu_event:
         return {}
@@ -284,10 +308,7 @@ def _cpu_timing(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int,
             hops += 1
         if caller_ev is not None and caller_ev.tid == ev.tid:
             child_time[caller] += ev.dur
-    timing: dict[int, Timing] = {}
-    for host_id, ev in cpu_event.items():
-        timing[host_id] = (ev.ts, ev.dur, max(0.0, ev.dur - child_time.get(host_id, 0.0)))
-    return timing
+    return dict(child_time)
 
 
 def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
@@ -340,22 +361,28 @@ CPU_ATTRS: tuple[AttrSpec, ...] = (
 )
 
 
-def _cpu_fields(op: HostOp, timing: Timing | None, deps: Deps | None,
-                kept_ids: Container[int], node_type: NodeType, is_cpu: bool) -> tuple[Any, ...]:
+def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
+                is_cpu: bool) -> tuple[Any, ...]:
     """Every field of a CPU node as a raw value, in NodeWriter's layout: the
     Node fields (``NODE_FIELDS``), then the values of ``CPU_ATTRS`` in table
     order. None leaves a field out. Both paths start here, so a field's
     value is defined once."""
-    parent = op.parent
-    if timing is None:
+    events, callee_time, deps_of, ops_by_id, dropped = sources
+    op_id, parent = op.id, op.parent
+    ev = events.get(op_id)
+    if ev is None:
         start = duration = inclusive = None
     else:
-        start, inclusive, duration = round(timing[0]), round(timing[1]), round(timing[2])
+        dur = ev.dur
+        start, inclusive = round(ev.ts), round(dur)
+        duration = round(max(0.0, dur - callee_time.get(op_id, 0.0)))  # exclusive
+    deps = deps_of.get(op_id)
     if not deps:
         kinds = None
     else:  # a hashable key: most nodes have one dependency
         kinds = deps[0][1] if len(deps) == 1 else tuple([kind for _, kind in deps])
-    return (op.id, op.name, node_type, parent if parent in kept_ids else None, deps, start,
+    kept_parent = parent in ops_by_id and parent not in dropped
+    return (op_id, op.name, node_type, parent if kept_parent else None, deps, start,
             duration, op.inputs, op.outputs,
             is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
 
@@ -365,12 +392,11 @@ def cpu_node_writer() -> NodeWriter:
     return NodeWriter(CPU_ATTRS)
 
 
-def _cpu_node(op: HostOp, timing: Timing | None, deps: Deps | None, kept_ids: Container[int],
-              comm: CommContext) -> ChakraNode:
+def _cpu_node(op: HostOp, sources: CpuNodeSources, comm: CommContext) -> ChakraNode:
     """The generic path: ``_cpu_fields`` as a ChakraNode, with the collective
     attributes first when the op stands for one."""
     node_type, ctype = _cpu_node_type(op, comm.transfers)
-    fields = _cpu_fields(op, timing, deps, kept_ids, node_type, ctype is None)
+    fields = _cpu_fields(op, sources, node_type, ctype is None)
     node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
         fields[:len(NODE_FIELDS)])
     attrs = _comm_attrs(ctype, None, op, comm) if ctype is not None else []

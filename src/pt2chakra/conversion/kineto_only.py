@@ -129,7 +129,8 @@ def _collective_attrs(info: CollectiveInfo | None) -> dict[str, Any]:
 
 
 def _host_op(op_id: int, parent: int, ev: CpuEvent) -> HostOp:
-    inputs = IOValues(_json(ev.concrete_inputs), _json(ev.input_dims), _json(ev.input_types))
+    inputs = IOValues.from_json(_json(ev.concrete_inputs), _json(ev.input_dims),
+                                _json(ev.input_types))
     return HostOp(id=op_id, name=ev.name, parent=parent, tid=ev.tid,
                   rf_id=ev.record_function_id if ev.record_function_id >= 0 else None,
                   seq_id=ev.seq_num, fw_tid=max(ev.fwd_thread_id, 0), inputs=inputs,

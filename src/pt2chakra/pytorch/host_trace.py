@@ -26,6 +26,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
+from pt2chakra.chakra.encode import ioinfo_body
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.json_input import TOO_DEEP, decode, gc_paused, read_json_bytes
 from pt2chakra.pytorch.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
@@ -174,8 +175,8 @@ def _flat_to_op(n: _FlatNode) -> tuple[HostOp, dict[str, Any]]:
         n.scope,
         n.fw_tid,
         n.op_schema,
-        IOValues(bytes(n.inputs), bytes(n.input_shapes), bytes(n.input_types)),
-        IOValues(bytes(n.outputs), bytes(n.output_shapes), bytes(n.output_types)),
+        IOValues.from_json(n.inputs, n.input_shapes, n.input_types),
+        IOValues.from_json(n.outputs, n.output_shapes, n.output_types),
         {},
     )
     return op, op.attrs
@@ -198,11 +199,15 @@ def _nested_to_op(n: _NestedNode) -> tuple[HostOp, dict[str, Any]]:
     schema = pop("op_schema", "")
     schema = _SHARED_STRINGS.get(schema) or _shared(schema)
     # IO text is copied out of the decode buffer so that it can be freed: it
-    # is a fraction of the trace (attrs dominate).
+    # is a fraction of the trace (attrs dominate). IOValues.from_json inlined.
     io = n.inputs
-    inputs = IOValues(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
+    strides = io.strides
+    body = ioinfo_body(io.values, io.shapes, io.types, strides)
+    inputs = IOValues(body, len(body) - len(strides))
     io = n.outputs
-    outputs = IOValues(bytes(io.values), bytes(io.shapes), bytes(io.types), bytes(io.strides))
+    strides = io.strides
+    body = ioinfo_body(io.values, io.shapes, io.types, strides)
+    outputs = IOValues(body, len(body) - len(strides))
     op = HostOp(
         n.id,
         name,

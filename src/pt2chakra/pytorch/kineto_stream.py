@@ -22,26 +22,28 @@ import zlib
 from collections import Counter
 from operator import attrgetter
 from os import PathLike
+from types import GenericAlias
 
 import msgspec
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.json_input import decode, gc_paused
 from pt2chakra.pytorch.json_slices import NotSliceable, read_sliced
-from pt2chakra.pytorch.kineto_trace import _classify, _Doc, _Event, _with_distributed_info
+from pt2chakra.pytorch.kineto_trace import _classify, _Doc, _with_distributed_info, event_types
 from pt2chakra.pytorch.records import KinetoTrace
 
 
-def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None,
-                  ) -> KinetoTrace | None:
+def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None, *,
+                  inputs: bool = True) -> KinetoTrace | None:
     """The Kineto trace at ``path``, read a slice of events at a time; None
     when it is not laid out as the profiler writes it, or has any problem.
-    ``ignored`` is counted into only when the result is returned."""
+    ``ignored`` is counted into only when the result is returned; ``inputs``
+    as for ``load_kineto_trace``."""
     where = str(path)
     counts: Counter[str] = Counter()
     try:
         with gc_paused():
-            trace = _load(where, counts)
+            trace = _load(where, counts, inputs)
     except (NotSliceable, InputError, OSError, EOFError, zlib.error, ValueError,
             msgspec.MsgspecError):
         return None
@@ -50,15 +52,16 @@ def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None
     return trace
 
 
-def _load(where: str, ignored: Counter[str]) -> KinetoTrace:
+def _load(where: str, ignored: Counter[str], inputs: bool) -> KinetoTrace:
     parts: list[KinetoTrace] = []
+    events_type = GenericAlias(list, (event_types(inputs)[0],))
 
     def check_head(first: bytes) -> None:
         if first.lstrip()[:1] != b"{":  # Chrome's array format: read whole
             raise NotSliceable
 
     def on_slice(events: bytes) -> None:
-        parts.append(_classify(where, decode(where, events, list[_Event]), ignored))
+        parts.append(_classify(where, decode(where, events, events_type), ignored))
 
     head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)
     doc = decode(where, head + b'"traceEvents": []' + trailer, _Doc)

@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from operator import attrgetter
 from os import PathLike
+from types import GenericAlias
 from typing import Annotated, Any
 
 import msgspec
@@ -96,7 +97,8 @@ def _arg(key: str) -> Any:
 
 
 class _Args(msgspec.Struct, gc=False):
-    """The ``args`` keys the pipeline reads; msgspec skips all others."""
+    """The ``args`` keys the pipeline reads; msgspec skips all others.
+    A CPU op's per-argument inputs are in ``_ArgsWithInputs``."""
 
     external_id: Int64 | None = _arg("External id")
     record_function_id: Int64 | None = _arg("Record function id")
@@ -106,10 +108,6 @@ class _Args(msgspec.Struct, gc=False):
     bytes: Int64 | None = None
     seq_num: Int64 | None = _arg("Sequence number")
     fwd_thread_id: Int64 | None = _arg("Fwd thread id")
-    # record_shapes=True: per-argument shapes and dtypes (kept as decoded).
-    input_dims: Any = _arg("Input Dims")
-    input_type: Any = _arg("Input type")
-    concrete_inputs: Any = _arg("Concrete Inputs")  # scalar arguments, as text
     # Collective keys: value types vary across torch versions, so Any.
     collective_name: Any = _arg("Collective name")
     dtype: Any = None
@@ -132,6 +130,17 @@ class _Args(msgspec.Struct, gc=False):
     wait_on_cuda_event_id: Any = None
 
 
+class _ArgsWithInputs(_Args, gc=False):
+    """``_Args`` and the per-argument inputs of CPU ops (record_shapes=True),
+    kept as decoded. Only a Kineto-only conversion writes them: linked to a
+    host ET, the output carries the ET's own inputs, and decoding these lists
+    was most of the memory of a Kineto trace (about 1 KB per CPU op)."""
+
+    input_dims: Any = _arg("Input Dims")
+    input_type: Any = _arg("Input type")
+    concrete_inputs: Any = _arg("Concrete Inputs")  # scalar arguments, as text
+
+
 _NO_ARGS = _Args()
 
 
@@ -150,6 +159,20 @@ class _Event(msgspec.Struct, gc=False):
 class _Doc(msgspec.Struct, gc=False):
     traceEvents: list[_Event] | None = None
     distributedInfo: dict[str, Any] | None = None
+
+
+# The same with every argument of CPU ops (see ``_ArgsWithInputs``); made
+# with defstruct as a field narrowed in a subclass is beyond the type checker.
+_EventWithInputs: Any = msgspec.defstruct(
+    "_EventWithInputs", [("args", _ArgsWithInputs | None, None)], bases=(_Event,), gc=False)
+_DocWithInputs: Any = msgspec.defstruct(
+    "_DocWithInputs", [("traceEvents", GenericAlias(list, (_EventWithInputs,)) | None, None)],
+    bases=(_Doc,), gc=False)
+
+
+def event_types(inputs: bool) -> tuple[type[_Event], type[_Doc]]:
+    """The event and document structs to decode, with CPU ops' inputs or without."""
+    return (_EventWithInputs, _DocWithInputs) if inputs else (_Event, _Doc)
 
 
 # --------------------------------------------------------------------------
@@ -235,21 +258,26 @@ def _or(value: int | None, default: int) -> int:
 # --------------------------------------------------------------------------
 
 
-def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = None) -> KinetoTrace:
+def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = None, *,
+                      inputs: bool = True) -> KinetoTrace:
     """Read a Kineto trace JSON (plain or gzip), typed and sorted by ``ts``.
 
     ``ignored``, when given, is incremented per category (or ``ph=M`` style
     key when an event has none) for every event not kept, so callers can
-    report what was skipped.
+    report what was skipped. ``inputs=False`` leaves CPU events' per-argument
+    inputs (``input_dims``, ``input_types``, ``concrete_inputs``) None: the
+    decoder skips them (see ``_ArgsWithInputs``).
     """
     from pt2chakra.pytorch.kineto_stream import load_streamed  # it imports this module
 
-    streamed = load_streamed(path, ignored)  # the profiler's layout, a slice at a time
+    streamed = load_streamed(path, ignored, inputs=inputs)  # the profiler's layout, in slices
     if streamed is not None:
         return streamed
     where = str(path)
+    event_type, doc_type = event_types(inputs)
     with gc_paused():
-        doc: _Doc | list[_Event] = decode(where, read_json_bytes(path), _Doc | list[_Event])
+        doc: _Doc | list[_Event] = decode(where, read_json_bytes(path),
+                                          doc_type | GenericAlias(list, (event_type,)))
         if isinstance(doc, list):  # Chrome's "JSON Array Format"
             doc = _Doc(traceEvents=doc)
         if doc.traceEvents is None:
@@ -280,6 +308,7 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     python: list[CpuEvent] = []
     flows: dict[int, tuple[float, int]] = {}
     lists = _ListParser(where)
+    shared: dict[Any, Any] = {}  # see _cpu_event
     kinds = CATEGORY_KINDS
     for index, e in enumerate(events):
         found = kinds.get(e.cat) or kinds.get(e.cat.lower())
@@ -305,9 +334,9 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
             continue
         a = e.args or _NO_ARGS
         if kind is Kind.CPU:
-            cpu.append(_cpu_event(e, ts, dur, a, cat, lists))
+            cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
         elif kind is Kind.PYTHON:
-            python.append(_cpu_event(e, ts, dur, a, cat, lists))
+            python.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
         elif kind is Kind.RUNTIME:
             runtime.append(_runtime_event(e, ts, dur, a))
         elif kind is Kind.GPU:
@@ -327,23 +356,22 @@ def _int_id(value: int | str) -> int:
 
 
 def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
-               lists: _ListParser) -> CpuEvent:
-    return CpuEvent(
-        e.name,
-        cat,
-        ts,
-        dur,
-        _int_id(e.pid),
-        _int_id(e.tid),
-        _or(a.external_id, -1),
-        _or(a.record_function_id, -1),
-        _or(a.seq_num, -1),
-        _or(a.fwd_thread_id, -1),
-        None if a.collective_name is None else _collective(a, lists),
-        a.input_dims,
-        a.input_type,
-        a.concrete_inputs,
-    )
+               lists: _ListParser, shared: dict[Any, Any]) -> CpuEvent:
+    """The event's name, pid and tid repeat on many events: ``shared`` hands
+    out one object per value (about 120 bytes less per event; a million-op
+    trace keeps every CPU event until it is written)."""
+    share = shared.setdefault
+    name, pid, tid = e.name, _int_id(e.pid), _int_id(e.tid)
+    name, pid, tid = share(name, name), share(pid, pid), share(tid, tid)
+    collective = None if a.collective_name is None else _collective(a, lists)
+    if type(a) is not _ArgsWithInputs:
+        return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
+                        _or(a.record_function_id, -1), _or(a.seq_num, -1),
+                        _or(a.fwd_thread_id, -1), collective)
+    return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
+                    _or(a.record_function_id, -1), _or(a.seq_num, -1),
+                    _or(a.fwd_thread_id, -1), collective,
+                    a.input_dims, a.input_type, a.concrete_inputs)
 
 
 def _runtime_event(e: _Event, ts: float, dur: float, a: _Args) -> RuntimeEvent:

@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from pt2chakra.chakra.encode import ioinfo_body, ioinfo_texts
+
 # --------------------------------------------------------------------------
 # Host execution trace
 # --------------------------------------------------------------------------
@@ -25,20 +27,49 @@ class IOValues(msgspec.Struct, gc=False, frozen=True):
 
     Parsing every op's values into Python objects was two thirds of loading a
     host trace, yet only collectives and process groups need them: the rest
-    is copied to the output as text. The properties parse on demand."""
+    is copied to the output as text. So the texts are held as the output
+    writes them, the body of a Chakra IOInfo (``ioinfo_body``): one bytes
+    object per side instead of four (about 200 bytes less per op), with the
+    strides text after it (``ioinfo_size`` bytes in). The properties give the
+    texts back and parse on demand."""
 
-    values_json: bytes = b""
-    shapes_json: bytes = b""
-    types_json: bytes = b""
-    strides_json: bytes = b""  # schema 1.1.1 and later
+    ioinfo: bytes = b""
+    ioinfo_size: int = 0
+
+    @classmethod
+    def from_json(cls, values_json: Any = b"", shapes_json: Any = b"", types_json: Any = b"",
+                  strides_json: Any = b"") -> IOValues:
+        """From the JSON texts (bytes-like); empty strides: none recorded."""
+        body = ioinfo_body(values_json, shapes_json, types_json, strides_json)
+        return cls(body, len(body) - len(strides_json))
 
     @classmethod
     def of(cls, values: list[Any] | None = None, shapes: list[Any] | None = None,
            types: list[str] | None = None, strides: list[Any] | None = None) -> IOValues:
         """Build from Python lists (tests, hand-made traces)."""
         enc = msgspec.json.encode
-        return cls(enc(values or []), enc(shapes or []), enc(types or []),
-                   b"" if strides is None else enc(strides))
+        return cls.from_json(enc(values or []), enc(shapes or []), enc(types or []),
+                             b"" if strides is None else enc(strides))
+
+    def _texts(self) -> tuple[bytes, bytes, bytes]:
+        return ioinfo_texts(memoryview(self.ioinfo)[:self.ioinfo_size])
+
+    @property
+    def values_json(self) -> bytes:
+        return self._texts()[0]
+
+    @property
+    def shapes_json(self) -> bytes:
+        return self._texts()[1]
+
+    @property
+    def types_json(self) -> bytes:
+        return self._texts()[2]
+
+    @property
+    def strides_json(self) -> bytes:
+        """b"" when the trace predates strides (schema < 1.1.1)."""
+        return self.ioinfo[self.ioinfo_size:]
 
     @property
     def values(self) -> list[Any]:
@@ -55,7 +86,8 @@ class IOValues(msgspec.Struct, gc=False, frozen=True):
     @property
     def strides(self) -> list[Any] | None:
         """None when the trace predates strides (schema < 1.1.1)."""
-        return _parse(self.strides_json) if len(self.strides_json) else None
+        strides = self.strides_json
+        return _parse(strides) if len(strides) else None
 
 
 class HostOp(msgspec.Struct, gc=False):
