@@ -22,7 +22,7 @@ from pt2chakra.simulation.engine import (
     what_if,
 )
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
-from pt2chakra.simulation.views import _COLORS, _lane_tids, measured_span
+from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
 
 from .downsample import Bar, downsample, share_budget
 
@@ -196,7 +196,7 @@ def fitted_timeline(schedule: Schedule, budget: int = BAR_BUDGET,
 def _lane_bars(schedule: Schedule, names: _Names) -> list[_LaneBars]:
     """Every node as a bar on its lane, simulated and (timed ranks) measured;
     lanes in the order views use (per rank, CPU threads then GPU streams)."""
-    tids = _lane_tids(schedule)
+    tids = lane_tids(schedule)
     sim: dict[int, list[Bar]] = defaultdict(list)
     meas: dict[int, list[Bar]] = defaultdict(list)
     crit: dict[int, list[Bar]] = defaultdict(list)
@@ -248,7 +248,7 @@ def timeline(schedule: Schedule, lanes: list[_LaneBars], names: list[str], budge
                        rows=by_rank[r])
              for r in sorted(by_rank)]
     return Timeline(start_us=lo, end_us=hi, categories=list(CATEGORY_NAMES),
-                    colors=[_COLORS[c] for c in CATEGORY_NAMES], names=names, ranks=ranks,
+                    colors=[CATEGORY_COLORS[c] for c in CATEGORY_NAMES], names=names, ranks=ranks,
                     bars=drawn, merged_below_us=round(coarsest, 3))
 
 

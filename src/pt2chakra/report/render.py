@@ -15,7 +15,7 @@ from pt2chakra import __version__
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.simulation.collectives import CollectiveRow
 from pt2chakra.simulation.engine import CriticalPath, SimulationResult
-from pt2chakra.simulation.views import _COLORS
+from pt2chakra.simulation.views import CATEGORY_COLORS
 
 from .gather import CollectiveGroup, OpRow, ReportData, WhatIfRow
 
@@ -24,7 +24,7 @@ from .gather import CollectiveGroup, OpRow, ReportData, WhatIfRow
 OPEN_RANKS = 8
 # Colours of what the critical path is made of beyond node categories, and
 # of edge kinds (cycled).
-_PART_COLORS = {**_COLORS, "wait": "#e377c2"}
+_PART_COLORS = {**CATEGORY_COLORS, "wait": "#e377c2"}
 _KIND_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf",
                  "#bcbd22", "#7f7f7f", "#e377c2", "#d62728")
 # Geometry of the per-rank summary chart (pixels), and how many ranks

@@ -24,11 +24,12 @@ MEASURED_PID_BASE = 10000
 
 Event = dict[str, Any]  # one Chrome trace event
 
-_COLORS = {"cpu_op": "#4c72b0", "gpu_compute": "#55a868", "gpu_memcpy": "#8172b2",
-           "communication": "#dd8452", "cpu_gap": "#c8c8c8"}
+# One colour per node category: the plot, the Chrome trace and the HTML report.
+CATEGORY_COLORS = {"cpu_op": "#4c72b0", "gpu_compute": "#55a868", "gpu_memcpy": "#8172b2",
+                   "communication": "#dd8452", "cpu_gap": "#c8c8c8"}
 
 
-def _lane_tids(schedule: Schedule) -> dict[int, int]:
+def lane_tids(schedule: Schedule) -> dict[int, int]:
     """Lane -> tid: CPU threads first, then GPU streams, per rank."""
     order = sorted(range(len(schedule.lane_names)),
                    key=lambda k: (schedule.lane_names[k][0], schedule.lane_names[k][1] != "cpu",
@@ -37,7 +38,7 @@ def _lane_tids(schedule: Schedule) -> dict[int, int]:
 
 
 def chrome_trace(schedule: Schedule, measured: bool = True) -> dict[str, Any]:
-    tids = _lane_tids(schedule)
+    tids = lane_tids(schedule)
     ranks = sorted(set(schedule.rank))
     # Untimed ranks (no recorded start times) have no measured schedule to show.
     timed = {r: schedule.rank_timed[r] if r < len(schedule.rank_timed) else True for r in ranks}
@@ -194,7 +195,7 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    tids = _lane_tids(schedule)
+    tids = lane_tids(schedule)
     lanes = sorted(tids, key=lambda lane: tids[lane])
     row = {lane: len(lanes) - 1 - k for k, lane in enumerate(lanes)}
     bars, crit, t_max = _plot_spans(schedule)
@@ -203,7 +204,7 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     for (lane, cat), spans in bars.items():
         name = CATEGORY_NAMES[cat]
         ax.broken_barh([(s / scale, max(w / scale, t_max / scale * 2e-4)) for s, w in spans],
-                       (row[lane] - 0.4, 0.8), facecolors=_COLORS[name], linewidth=0)
+                       (row[lane] - 0.4, 0.8), facecolors=CATEGORY_COLORS[name], linewidth=0)
     for lane, spans in crit.items():
         ax.broken_barh([(s / scale, max(w / scale, t_max / scale * 2e-4)) for s, w in spans],
                        (row[lane] - 0.45, 0.9), facecolors="none", edgecolors="#d62728",
@@ -213,7 +214,7 @@ def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     ax.set_xlabel(f"simulated time ({unit})")
     ax.set_xlim(0, t_max / scale * 1.01 if t_max else 1)
     ax.set_title(title or "pt2chakra simulate: per-lane timeline (critical path in red)")
-    handles = [Patch(facecolor=c, label=n) for n, c in _COLORS.items()]
+    handles = [Patch(facecolor=c, label=n) for n, c in CATEGORY_COLORS.items()]
     handles.append(Patch(facecolor="none", edgecolor="#d62728", label="critical path"))
     ax.legend(handles=handles, loc="upper right", fontsize=8, ncol=5)
     ax.grid(axis="x", alpha=0.3)
