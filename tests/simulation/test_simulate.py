@@ -355,3 +355,11 @@ def test_plot_is_written_atomically(tmp_path, monkeypatch):
         main(["simulate", str(trace), "-q", "--plot", str(out)])
     assert out.read_bytes() == b"previous"  # the old plot is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.svg", "r.et"]
+
+
+def test_no_files_is_refused_not_a_zero_step():
+    from pt2chakra.errors import InputError
+    from pt2chakra.simulation.api import simulate
+
+    with pytest.raises(InputError, match="no .et file"):
+        simulate([])

@@ -71,6 +71,8 @@ class SimulationOptions(msgspec.Struct, frozen=True):
 def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     """Refuse bad settings and unusable output paths before the (possibly
     long) replay, naming the option at fault."""
+    if not inputs:
+        raise InputError("simulate", "no .et file given: nothing to replay")
     if (options.bandwidth_gbps is None) != (options.latency_us is None):
         raise InputError("--bandwidth/--latency", "the network model needs both")
     if options.bandwidth_gbps is not None and not 0 < options.bandwidth_gbps < math.inf:
