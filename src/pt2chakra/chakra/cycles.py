@@ -42,7 +42,12 @@ def find_cycle_in(ids: Iterable[int], deps: Mapping[int, Sequence[tuple[int, obj
     """One cycle over ``deps`` (destination -> ``[(source, kind)]``), or [].
 
     Kahn's algorithm removes everything not on or behind a cycle; a walk
-    along remaining predecessors then closes a loop. No recursion."""
+    along remaining predecessors then closes a loop. No recursion. When every
+    edge runs from a smaller id to a larger one (converted CPU traces: ids
+    are handed out in start order) there is no cycle, and that one pass
+    spares Kahn's tables (about 140 MB for a million nodes)."""
+    if _ascending(deps):
+        return []
     indegree = dict.fromkeys(ids, 0)
     children: dict[int, list[int]] = {i: [] for i in indegree}
     for dst, srcs in deps.items():
@@ -79,6 +84,15 @@ def find_cycle_in(ids: Iterable[int], deps: Mapping[int, Sequence[tuple[int, obj
         kind = next(k for s, k in deps[dst] if s == src)
         edges.append(CycleEdge(src=src, dst=dst, kind=_kind_name(kind)))
     return edges
+
+
+def _ascending(deps: Mapping[int, Sequence[tuple[int, object]]]) -> bool:
+    """Every edge's source id is below its destination's: no cycle can close."""
+    for dst, srcs in deps.items():
+        for src, _kind in srcs:
+            if src >= dst:
+                return False
+    return True
 
 
 def _dep_map(nodes: Sequence[ChakraNode]) -> dict[int, list[tuple[int, str]]]:
