@@ -437,6 +437,10 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
         if codes is None:
             codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
                                      for name in dep_kinds_of(deps, a)]
+        if len(deps) == 1 and codes:  # most nodes: the same as the loop below, unrolled
+            src = get(deps[0])
+            parents.append([(src, codes[0])] if src is not None and src != i else [])
+            continue
         mine = []
         for d, code in zip(deps, codes):
             src = get(d)
@@ -472,7 +476,9 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
             start = float(starts[i])
             stop = start + incl[i - base]
             if q + 1 < len(ops):
-                stop = min(stop, float(starts[ops[q + 1]]))
+                callee = float(starts[ops[q + 1]])  # min(stop, callee), inline
+                if callee < stop:
+                    stop = callee
             held = stop - start  # max(0.0, stop - start), inline (a million ops)
             dur[i] = held if held > 0.0 else 0.0
 
