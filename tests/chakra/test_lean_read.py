@@ -13,7 +13,7 @@ from test_wire import nodes_strategy
 
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.lean_read import read_et_lean
+from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
@@ -106,3 +106,55 @@ def test_gzip_of_plain(tmp_path: Path) -> None:
     gz = tmp_path / "a.bin"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     assert list(read_et_lean(gz, SIM_ATTRS)[1]) == list(read_et_lean(plain, SIM_ATTRS)[1])
+
+
+INCL = "inclusive_duration_micros"
+
+
+def _same_apart(path: Path, names: frozenset[str]) -> None:
+    """``read_et_apart`` = ``read_et_lean`` with the inclusive time moved to
+    the column, where every copy on the node is a usable number."""
+    _md, lean = read_et_lean(path, names)
+    lean_nodes = list(lean)
+    _md, apart = read_et_apart(path, names, INCL)
+    assert len(apart) == len(apart.apart) == len(lean_nodes)
+    for node, whole, value in zip(apart, lean_nodes, apart.apart):
+        assert msgspec.structs.replace(node, attrs=[]) == msgspec.structs.replace(whole, attrs=[])
+        assert [a for a in node.attrs if a[0] != INCL] == [a for a in whole.attrs if a[0] != INCL]
+        incl = [a for a in whole.attrs if a[0] == INCL]
+        if value == value:
+            assert incl and float(incl[-1][2]) == value
+            assert all(a[0] != INCL for a in node.attrs)
+        else:
+            assert [a for a in node.attrs if a[0] == INCL] == incl
+
+
+def test_apart_column(tmp_path: Path) -> None:
+    kinds = [[], [(INCL, "int64_val", 7)], [(INCL, "double_val", 2.5)],
+             [(INCL, "double_val", float("nan"))], [(INCL, "string_val", "x")],
+             [(INCL, "int64_val", 3), (INCL, "uint64_val", 4)],
+             [(INCL, "int64_val", 3), (INCL, "string_val", "y")], [(INCL, "bool_val", True)]]
+    nodes = [ChakraNode(i, "op", NodeType.COMP_NODE, 10 * i, 5, [], [],
+                        None, None, [("tid", "int64_val", 1), *kinds[i % len(kinds)],
+                                     ("rf_id", "int64_val", i)])
+             for i in range(3000)]
+    path = tmp_path / "n.et"
+    write_et(path, META, nodes)
+    _same_apart(path, SIM_ATTRS)
+    _md, apart = read_et_apart(path, SIM_ATTRS, INCL)
+    assert apart.apart[1] == 7.0 and apart.apart[2] == 2.5 and apart.apart[5] == 4.0
+    assert len({id(n.attrs) for n in apart[::len(kinds)]}) == 1  # equal sets: one shared list
+
+
+@pytest.mark.parametrize("name", ["dlrm_rank0", "gpt2_host"])
+def test_apart_real_traces(converted: dict[str, Path], name: str) -> None:
+    _same_apart(converted[name], SIM_ATTRS)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
+def test_apart_any_nodes(tmp_path: Path, nodes: list[ChakraNode]) -> None:
+    path = tmp_path / "n.et"
+    write_et(path, META, nodes)
+    names = frozenset(a[0] for n in nodes for a in n.attrs)
+    _same_apart(path, names | {INCL})

@@ -22,7 +22,9 @@ checked (``validate`` checks the whole file).
 
 from __future__ import annotations
 
+import math
 import os
+from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
@@ -62,6 +64,27 @@ _SEEN_MAX = 1 << 14
 _MISS = object()
 # One shared empty ``ctrl_deps`` (a tuple: nothing can append to it by mistake).
 _NO_DEPS = cast(list[int], ())
+_NAN = math.nan
+
+
+class LeanNodes(list[ChakraNode]):
+    """Nodes of ``read_et_apart``: the attribute ``apart_name`` is held apart,
+    ``apart[k]`` being node k's value as a float (NaN where it is absent, or
+    where the node's ``attrs`` hold it instead: a value that is not a finite
+    int or float). The nodes' attribute lists are shared between nodes with
+    equal attributes (read only)."""
+
+    __slots__ = ("apart_name", "apart")
+
+    def __init__(self, apart_name: str) -> None:
+        super().__init__()
+        self.apart_name = apart_name
+        self.apart = array("d")
+
+
+def _usable_number(value: object) -> bool:
+    """An int or float value, not bool, not NaN/inf (what a column holds)."""
+    return type(value) is int or (type(value) is float and math.isfinite(value))
 
 
 def _batch_class() -> type[Message]:
@@ -89,11 +112,17 @@ _LeanBatch = _batch_class()
 class _Lean:
     """The attribute filter and the name pool of one read."""
 
-    def __init__(self, attr_names: Iterable[str]) -> None:
+    def __init__(self, attr_names: Iterable[str], apart: str | None = None) -> None:
         self.wanted_str = frozenset(attr_names)
         self.wanted = frozenset(n.encode() for n in self.wanted_str)
         self.names: dict[str, str] = {}  # one str per distinct node name
         self.seen: dict[bytes, Attr | None] = {}  # body -> its attr, None: not wanted
+        # The attribute held apart: its body prefix (name tag, length, name).
+        self.apart_name = apart
+        self.apart_head = b"" if apart is None else bytes([_NAME_TAG, len(apart.encode())]) + \
+            apart.encode()
+        self.apart_seen: dict[bytes, Attr] = {}  # its bodies (durations repeat too)
+        self.lists: dict[tuple[int, ...], list[Attr]] = {}  # attr ids -> one shared list
 
     def attrs(self, bodies: list[bytes]) -> list[Attr]:
         """The wanted attributes, decoded as ``read_et`` decodes them. Equal
@@ -127,16 +156,84 @@ class _Lean:
         self.seen[body] = attr
         return attr
 
-    def nodes(self, data: bytes) -> list[ChakraNode]:
-        """Every node of one joined buffer fill; raises one of
-        ``_FAST_FAILURES`` where the exact path must decide."""
+    def attrs_apart(self, bodies: list[bytes], column: array[float]) -> list[Attr]:
+        """``attrs`` less the attribute held apart, whose value goes to
+        ``column`` (NaN: absent; all its copies stay in the list, and NaN goes
+        to the column, when one is not a usable number). Equal lists are one
+        shared list."""
+        out: list[Attr] = []
+        apart: list[Attr] | None = None
+        seen, apart_seen, head, name = self.seen, self.apart_seen, self.apart_head, self.apart_name
+        for body in bodies:
+            got: Any = seen.get(body, _MISS)
+            if got is _MISS:  # bodies of the attribute held apart are never in ``seen``
+                got = apart_seen.get(body)
+                if got is None:
+                    got = self.apart_sight(body) if body.startswith(head) else \
+                        self.first_sight(body)
+                if got is not None and got[0] == name:
+                    seen.pop(body, None)
+                    if apart is None:
+                        apart = [got]
+                    else:
+                        apart.append(got)
+                    continue
+            if got is not None:
+                out.append(got)
+        if apart is None:
+            column.append(_NAN)
+        elif len(apart) == 1 and type(apart[0][2]) is int:  # the common case
+            column.append(float(apart[0][2]))
+        elif all(_usable_number(a[2]) for a in apart):
+            column.append(float(apart[-1][2]))
+        else:
+            column.append(_NAN)
+            out.extend(apart)
+        key = tuple(map(id, out))
+        shared = self.lists.get(key)
+        if shared is None:
+            shared = self.lists[key] = out
+        return shared
+
+    def apart_sight(self, body: bytes) -> Attr | None:
+        """A body named as the attribute held apart (its value differs per
+        node: not remembered); None if its name is not wanted after all."""
+        attr = _ATTR_CACHE.get(body) or _decode_attr(body)
+        if type(attr[2]) is list:
+            attr = (attr[0], attr[1], attr[2][:])
+        if attr[0] not in self.wanted_str:
+            return None
+        if attr[0] == self.apart_name:
+            if len(self.apart_seen) >= _SEEN_MAX:
+                self.apart_seen.clear()
+            self.apart_seen[body] = attr
+        return attr
+
+    def nodes(self, data: bytes, column: array[float] | None = None) -> list[ChakraNode]:
+        """Every node of one joined buffer fill (the attribute held apart
+        going to ``column``); raises one of ``_FAST_FAILURES`` where the
+        exact path must decide."""
         out = []
-        types, names, attrs = _NODE_TYPE_BY_INT, self.names, self.attrs
-        for m in _LeanBatch.FromString(data).node:
-            name = m.name
-            out.append(ChakraNode(m.id, names.setdefault(name, name), types[m.type],
-                                  m.start_time_micros, m.duration_micros, _NO_DEPS, m.data_deps[:],
-                                  None, None, attrs(m.attr[:])))
+        types, names = _NODE_TYPE_BY_INT, self.names
+        batch = _LeanBatch.FromString(data).node
+        if column is None:
+            attrs = self.attrs
+            for m in batch:
+                name = m.name
+                out.append(ChakraNode(m.id, names.setdefault(name, name), types[m.type],
+                                      m.start_time_micros, m.duration_micros, _NO_DEPS,
+                                      m.data_deps[:], None, None, attrs(m.attr[:])))
+            return out
+        apart, mark = self.attrs_apart, len(column)
+        try:
+            for m in batch:
+                name = m.name
+                out.append(ChakraNode(m.id, names.setdefault(name, name), types[m.type],
+                                      m.start_time_micros, m.duration_micros, _NO_DEPS,
+                                      m.data_deps[:], None, None, apart(m.attr[:], column)))
+        except BaseException:
+            del column[mark:]  # the exact path redoes this batch
+            raise
         return out
 
 
@@ -155,13 +252,40 @@ def _lean_nodes(path: str, unit: str, lean: _Lean,
         except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
             nodes = None  # outside the except block: no chained traceback
         if nodes is None:  # the exact path: its result or its error
-            for node in _nodes_from_batches(path, unit, [batch]):
-                node.attrs = [a for a in node.attrs if a[0] in lean.wanted_str]
-                node.inputs = node.outputs = None
-                node.ctrl_deps = _NO_DEPS
-                yield node
+            yield from _exact_nodes(path, unit, lean, batch)
             continue
         yield from nodes
+
+
+def _exact_nodes(path: str, unit: str, lean: _Lean, batch: _Batch) -> Iterator[ChakraNode]:
+    """One batch through ``read_et``'s path, trimmed to what ``lean`` keeps."""
+    for node in _nodes_from_batches(path, unit, [batch]):
+        node.attrs = [a for a in node.attrs if a[0] in lean.wanted_str]
+        node.inputs = node.outputs = None
+        node.ctrl_deps = _NO_DEPS
+        yield node
+
+
+def read_et_apart(path: str | os.PathLike[str], attr_names: Iterable[str], apart: str,
+                  ) -> tuple[GlobalMetadata, LeanNodes]:
+    """``read_et_lean``, all nodes at once, with the attribute ``apart`` (one
+    of ``attr_names``, a number that differs on most nodes) held in a column
+    (see ``LeanNodes``): a million per-node attribute tuples cost seconds."""
+    path = os.fspath(path)
+    unit, metadata, batches = open_et_frames(path)
+    lean = _Lean(attr_names, apart)
+    out = LeanNodes(apart)
+    column = out.apart
+    for batch in batches:
+        try:
+            nodes: list[ChakraNode] | None = lean.nodes(_joined(batch), column)
+        except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
+            nodes = None  # outside the except block: no chained traceback
+        if nodes is None:  # the exact path: its result or its error; attributes kept
+            nodes = list(_exact_nodes(path, unit, lean, batch))
+            column.extend([_NAN] * len(nodes))
+        out.extend(nodes)
+    return metadata, out
 
 
 def read_et_lean(path: str | os.PathLike[str], attr_names: Iterable[str],

@@ -40,7 +40,7 @@ from typing import Any
 import msgspec
 
 from pt2chakra.chakra.conventions import StepWindow, rank_origins
-from pt2chakra.chakra.lean_read import read_et_lean
+from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.json_input import gc_paused
@@ -53,6 +53,7 @@ from pt2chakra.simulation.calibration import (
 )
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
+    _INCL,
     CATEGORY_NAMES,
     COMM,
     COMM_TYPES,
@@ -189,6 +190,7 @@ class Schedule(msgspec.Struct):
     align: str
     rank_label: list[int]
     rank_timed: list[bool] = []  # per rank: recorded start times (else no measured schedule)
+    inclusive: list[float] = []  # per node: recorded inclusive time (else its duration)
 
 
 # --------------------------------------------------------------------------
@@ -492,10 +494,20 @@ class _Replay:
         self.lane_prev[lane] = i
         cs = self.child_start
         first, last = cs[i], cs[i + 1]
-        if first != last:
-            release, child, kind = self.release, self.child, self.child_kind
+        if first != last:  # ``release`` of each child, inline (a million edges)
+            child, kind = self.child, self.child_kind
+            ready_t, ready_pred, ready_kind = self.ready_t, self.ready_pred, self.ready_kind
+            waiting, lane_of, lane_heap, order = self.waiting, self.lane_of, self.lane_heap, \
+                self.order
             for j in range(first, last):
-                release(i, child[j], kind[j], t)
+                c = child[j]
+                if t >= ready_t[c]:
+                    ready_t[c], ready_pred[c], ready_kind[c] = t, i, kind[j]
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    c_lane = lane_of[c]
+                    _heappush(lane_heap[c_lane], (order[c], c))
+                    self.try_lane(c_lane)
         gated = self.sync_producers.get(i)
         if gated:
             self.open_gates(i, t, gated)
@@ -625,12 +637,16 @@ def _bound_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int,
     time is the issue time either way."""
     start = run.start[cur]
     end = run.end[cur]
-    node_part = max(0.0, min(t, end) - start)
+    node_part = (end if end < t else t) - start  # max(0.0, min(t, end) - start), inline
+    if not node_part > 0.0:
+        node_part = 0.0
     by_type, by_kind = tally.by_type, tally.by_kind
     cat = p.cat[cur]
     by_type[CATEGORY_NAMES[cat]] += node_part
     bt = run.bind_time[cur]
-    wait = max(0.0, start - bt)
+    wait = start - bt  # max(0.0, start - bt), inline (a million calls)
+    if not wait > 0.0:
+        wait = 0.0
     if cat == CPU_OP:
         by_type[CPU_GAP] += wait
     elif wait:
@@ -720,7 +736,8 @@ def _idle_gaps(spans: list[tuple[float, float]], origin: float, predicted: float
     for s, e in sorted(spans):
         if s > cursor + 1e-9:
             gaps += 1
-        cursor = max(cursor, e)
+        if e > cursor:  # max(cursor, e), inline
+            cursor = e
     if cursor < origin + predicted - 1e-9:
         gaps += 1
     return gaps
@@ -789,7 +806,8 @@ class Simulator:
         schedule = Schedule(nodes=p.nodes, rank=p.rank, lane=p.lane, lane_names=p.lane_names,
                             start=run.start, end=run.end, category=p.cat, critical=on_path,
                             rank_origin=run.origin, step_start=p.step_start, align=align,
-                            rank_label=p.rank_label, rank_timed=p.rank_timed)
+                            rank_label=p.rank_label, rank_timed=p.rank_timed,
+                            inclusive=p.incl)
         return result, schedule
 
 
@@ -820,12 +838,12 @@ def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequ
 
 def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     """Each file's metadata and nodes, with only what the simulator reads
-    (``SIM_ATTRS``; no inputs, outputs or control dependencies)."""
-    graphs = []
+    (``SIM_ATTRS``; no inputs, outputs or control dependencies; the inclusive
+    time held apart, see ``LeanNodes``)."""
+    graphs: list[tuple[GlobalMetadata, list[ChakraNode]]] = []
     with gc_paused():  # millions of containers, no cycles: see gc_paused
         for path in paths:
-            metadata, nodes = read_et_lean(path, SIM_ATTRS)
-            graphs.append((metadata, list(nodes)))
+            graphs.append(read_et_apart(path, SIM_ATTRS, _INCL))
     return graphs
 
 

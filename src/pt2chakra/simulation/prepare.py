@@ -30,6 +30,7 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
+from pt2chakra.chakra.lean_read import LeanNodes
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import (
     CommOp,
@@ -158,6 +159,7 @@ class _Prepared:
         self.lane_index: dict[tuple[Any, ...], int] = {}
         self.order: list[int] = []  # recorded start order within the rank
         self.dur: list[float] = []
+        self.incl: list[float] = []  # recorded inclusive time (CPU ops: callees included)
         self.cat: list[int] = []
         self.delay: list[float] = []
         # Children of node i: child[child_start[i]:child_start[i + 1]], with the
@@ -292,23 +294,11 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     base = len(p.nodes)
     count = len(nodes)
     dur = [float(n.duration_micros) for n in nodes]
-    # Nodes from the lean reader share their attribute objects: one checked
-    # dict, category and lane per distinct set (all alive here, so ids are
-    # stable). ``inclusive_duration_micros`` differs on almost every node, so
-    # it is kept out of the set and read into ``incl`` instead.
-    checked: dict[tuple[int, ...], Attrs] = {}
-    attrs_of = []
-    incl = dur[:]
-    for k, n in enumerate(nodes):
-        at = n.attrs
-        key = tuple([id(x) if x[0] != _INCL else 0 for x in at])
-        a = checked.get(key)
-        if a is None:
-            a = checked[key] = _attrs(n, bad)
-            a.pop(_INCL, None)
-        attrs_of.append(a)
-        if 0 in key:
-            _own_inclusive(at, incl, k, bad)
+    if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
+        attrs_of, incl = _apart_attrs(nodes, dur, bad)
+    else:
+        attrs_of, incl = _shared_attrs(nodes, dur, bad)
+    p.incl.extend(incl)
     index = {n.id: base + k for k, n in enumerate(nodes)}
     p.nodes.extend(nodes)
     p.ids.extend([n.id for n in nodes])
@@ -330,6 +320,51 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
         cat.append(got[0])
         lanes.append(got[1])
     return index, attrs_of, incl
+
+
+def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
+                  ) -> tuple[list[Attrs], list[float]]:
+    """Each node's checked attributes and inclusive time. Nodes from the lean
+    reader share their attribute objects: one checked dict per distinct set
+    (all alive here, so ids are stable). ``inclusive_duration_micros``
+    differs on almost every node, so it is kept out of the set and read into
+    ``incl`` instead."""
+    checked: dict[tuple[int, ...], Attrs] = {}
+    attrs_of = []
+    incl = dur[:]
+    for k, n in enumerate(nodes):
+        at = n.attrs
+        key = tuple([id(x) if x[0] != _INCL else 0 for x in at])
+        a = checked.get(key)
+        if a is None:
+            a = checked[key] = _attrs(n, bad)
+            a.pop(_INCL, None)
+        attrs_of.append(a)
+        if 0 in key:
+            _own_inclusive(at, incl, k, bad)
+    return attrs_of, incl
+
+
+def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
+                 ) -> tuple[list[Attrs], list[float]]:
+    """``_shared_attrs`` for nodes read with the inclusive time held apart
+    (``read_et_apart``): equal attribute sets are one list, and the few
+    nodes whose list still holds the inclusive time (a value of another
+    type, a batch read the exact way) read it as ``_shared_attrs`` does."""
+    incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
+    checked: dict[int, tuple[Attrs, bool]] = {}  # id(attr list) -> (checked, holds _INCL)
+    attrs_of = []
+    for k, n in enumerate(nodes):
+        at = n.attrs
+        got = checked.get(id(at))
+        if got is None:
+            a = _attrs(n, bad)
+            got = checked[id(at)] = (a, any(x[0] == _INCL for x in at))
+            a.pop(_INCL, None)
+        attrs_of.append(got[0])
+        if got[1]:
+            _own_inclusive(at, incl, k, bad)
+    return attrs_of, incl
 
 
 def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[str] | None,
@@ -402,6 +437,10 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
         if codes is None:
             codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
                                      for name in dep_kinds_of(deps, a)]
+        if len(deps) == 1 and codes:  # most nodes: the same as the loop below, unrolled
+            src = get(deps[0])
+            parents.append([(src, codes[0])] if src is not None and src != i else [])
+            continue
         mine = []
         for d, code in zip(deps, codes):
             src = get(d)
@@ -437,8 +476,11 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
             start = float(starts[i])
             stop = start + incl[i - base]
             if q + 1 < len(ops):
-                stop = min(stop, float(starts[ops[q + 1]]))
-            dur[i] = max(0.0, stop - start)
+                callee = float(starts[ops[q + 1]])  # min(stop, callee), inline
+                if callee < stop:
+                    stop = callee
+            held = stop - start  # max(0.0, stop - start), inline (a million ops)
+            dur[i] = held if held > 0.0 else 0.0
 
 
 def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
@@ -466,8 +508,11 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
                 e = starts[src] + dur[src]
                 if ready < e <= start:
                     ready = e
-            delay[i] = max(0.0, start - ready)
-            cursor = max(cursor, start + dur[i])
+            gap = start - ready  # max(0.0, ...) and max(cursor, ...), inline
+            delay[i] = gap if gap > 0.0 else 0.0
+            held_to = start + dur[i]
+            if held_to > cursor:
+                cursor = held_to
         last = max([starts[i] + incl[i - base] for i in ops], default=cursor)
         p.lane_tail[lane] = max(0.0, last - cursor)
 

@@ -18,7 +18,7 @@ import orjson
 
 from pt2chakra.atomic import atomic_path, write_atomic
 from pt2chakra.simulation.engine import Schedule, measured_offset
-from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP, _attrs
+from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP
 
 MEASURED_PID_BASE = 10000
 
@@ -118,9 +118,7 @@ def measured_span(schedule: Schedule, i: int, offset: float) -> tuple[float, flo
         return None
     dur = float(node.duration_micros)
     if schedule.category[i] == CPU_OP:
-        incl = _attrs(node).get("inclusive_duration_micros")
-        if incl is not None:
-            dur = float(incl)
+        dur = schedule.inclusive[i]  # the inclusive time, else the duration
     return node.start_time_micros - offset, dur
 
 
