@@ -68,6 +68,18 @@ class SimulationOptions(msgspec.Struct, frozen=True):
         return any(list(k) != [d] for k, d in zip(knobs, (1.0, 1.0, 1.0, 0)))
 
 
+def check_network_and_scales(options: SimulationOptions | AstraSimOptions) -> None:
+    """The knobs both replays take: bandwidth positive and finite, latency
+    finite and not negative, every what-if scale positive and finite."""
+    if options.bandwidth_gbps is not None and not 0 < options.bandwidth_gbps < math.inf:
+        raise InputError("--bandwidth", "must be a positive finite number")
+    if options.latency_us is not None and not 0 <= options.latency_us < math.inf:
+        raise InputError("--latency", "must be a finite number, 0 or more")
+    for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
+        if not all(0 < v < math.inf for v in getattr(options, name)):
+            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
+
+
 def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     """Refuse bad settings and unusable output paths before the (possibly
     long) replay, naming the option at fault."""
@@ -75,17 +87,11 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError("simulate", "no .et file given: nothing to replay")
     if (options.bandwidth_gbps is None) != (options.latency_us is None):
         raise InputError("--bandwidth/--latency", "the network model needs both")
-    if options.bandwidth_gbps is not None and not 0 < options.bandwidth_gbps < math.inf:
-        raise InputError("--bandwidth", "must be a positive finite number")
-    if options.latency_us is not None and not 0 <= options.latency_us < math.inf:
-        raise InputError("--latency", "must be a finite number, 0 or more")
+    check_network_and_scales(options)
     if options.algorithm not in ALGORITHMS:
         raise InputError("--algorithm", f"must be one of {', '.join(ALGORITHMS)}")
     if options.align not in ALIGNMENTS:
         raise InputError("--align", f"must be one of {', '.join(ALIGNMENTS)}")
-    for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
-        if not all(0 < v < math.inf for v in getattr(options, name)):
-            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
     if any(n < 0 for n in options.comm_streams):
         raise InputError("--comm-streams", "must be 0 (as recorded) or more")
     if options.plot:
@@ -194,15 +200,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     options = options or AstraSimOptions()
     names = [os.fspath(p) for p in paths]
     _refuse_replay_only(options)
-    for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
-        if any(not (math.isfinite(v) and v > 0) for v in getattr(options, name)):
-            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
-    if options.bandwidth_gbps is not None and not (
-            math.isfinite(options.bandwidth_gbps) and options.bandwidth_gbps > 0):
-        raise InputError("--bandwidth", "must be a positive finite number")
-    if options.latency_us is not None and not (
-            math.isfinite(options.latency_us) and options.latency_us >= 0):
-        raise InputError("--latency", "must be a finite number, 0 or more")
+    check_network_and_scales(options)
     refuse_repeated_inputs(names)
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
     try:
