@@ -123,7 +123,6 @@ class _Rank:
         self.rank = rank
         self.source = source
         self.nodes = nodes
-        self.index = {n.id: k for k, n in enumerate(nodes)}
         self.ready: list[list[tuple[int, int]]] = [[], [], [], []]  # (id, index) heaps
         self.busy = [False, False, False, False]
         self.left = len(nodes)
