@@ -2,7 +2,7 @@
 
 Records a 2-rank DDP step over gloo on CPU with ``pt2chakra collect --ddp
 gloo`` at several loopback bandwidths (``tc qdisc ... tbf``, root only) and
-at two batch sizes (compute x2, gradients unchanged), converts every
+at two batch sizes (256 and 512: compute x2, gradients unchanged), converts every
 recording, predicts every setting from every other one with ``simulate
 --calibrate --bandwidth-scale`` / ``--cpu-scale`` (and without
 ``--calibrate``, for comparison), and prints predicted against measured,
@@ -41,7 +41,13 @@ PT2CHAKRA = [sys.executable, "-m", "pt2chakra"]
 # communication is half to most of the step.
 HIDDEN, LAYERS, BUCKET_MB = 1024, 4, 4.0
 BATCH = 64
-COMPUTE_FACTOR = 2  # the compute setting: batch x2 (matmul work x2, gradients unchanged)
+# The compute settings: batch 256 and 512 (gradients unchanged). From batch
+# 256 up a rank's matmuls are compute-bound (64 -> 128 was not: the step's
+# CPU time hardly moved), so the batch ratio is the compute ratio a user
+# would assume a priori; and the matmuls are then ~90 % of the CPU time, so
+# scaling every CPU op by it (the optimizer and DDP copies included) errs
+# by little.
+COMPUTE_BATCHES = (256, 512)
 # Rates at which the shaped link, not the hosts' copying, limits a gloo
 # transfer: at 8 Gbit/s a 4 MB all-reduce already runs at ~0.4 of the
 # 0.5 GB/s the link allows each rank (README, "What-ifs checked").
@@ -59,6 +65,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 QUIET_PATIENCE_S = 20.0
 QUIET_WINDOW_S = 1.0
 ACCEPT_PCT = 10.0
+MEASURED_KNOB = "(measured)"  # marks a what-if whose factor came from the target run
 RUN_NOTE = "run.json"
 MIN_CLEAN_RUNS = 2  # fewer clean runs than this: the least contaminated fill in, flagged  # per run folder: setting and the neighbours' CPU
 
@@ -277,8 +284,19 @@ def _keep(s: Setting, clean: list[tuple[float, list[list[Path]]]],
         m.flagged = True
     for other, hosts_per_step in chosen:
         m.other_cores.append(other)
-        m.recordings += [convert_step(h) for h in hosts_per_step]
+        m.recordings += [r for r in map(_usable_step, hosts_per_step) if r is not None]
     return m
+
+
+def _usable_step(hosts: list[Path]) -> Recording | None:
+    """``convert_step``, or None (with one line) for a step pt2chakra refuses."""
+    from pt2chakra import InputError
+
+    try:
+        return convert_step(hosts)
+    except InputError as e:
+        print(f"  left out: {e}", flush=True)
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -325,7 +343,8 @@ def rows(results: list[Measured]) -> list[Row]:
     directions of the compute pair (nominal batch ratio, then the measured
     compute ratio)."""
     net = [m for m in results if m.setting.batch == BATCH]
-    comp = [m for m in results if m.setting.rate_gbit == COMPUTE_RATE_GBIT]
+    comp = [m for m in results if m.setting.rate_gbit == COMPUTE_RATE_GBIT
+            and m.setting.batch in COMPUTE_BATCHES]
     out = []
     for a in net:
         for b in net:
@@ -339,7 +358,7 @@ def rows(results: list[Measured]) -> list[Row]:
             nominal = b.setting.batch / a.setting.batch
             measured_ratio = _compute_us(b) / _compute_us(a)
             for label, x in ((f"cpu x{nominal:g} (batch)", nominal),
-                             (f"cpu x{measured_ratio:.2f} (measured)", measured_ratio)):
+                             (f"cpu x{measured_ratio:.2f} {MEASURED_KNOB}", measured_ratio)):
                 out.append(Row("compute", a.setting, b.setting, label, b.median(), b.spread(),
                                predict(a, 1.0, x, True), predict(a, 1.0, x, False)))
     return out
@@ -368,11 +387,16 @@ def print_table(results: list[Measured], table: list[Row]) -> None:
               f"{statistics.median(plain) / 1e3:9.1f} [{min(plain) / 1e3:.0f}-"
               f"{max(plain) / 1e3:.0f}] {r.err(plain):+6.1f}%")
     for kind in ("network", "compute"):
-        errs = [abs(r.err(r.calibrated)) for r in table if r.kind == kind and r.src != r.dst]
-        if errs:
-            inside = sum(e <= ACCEPT_PCT for e in errs)
-            print(f"{kind}: calibrated what-ifs within {ACCEPT_PCT:g} %: {inside} of "
-                  f"{len(errs)} (worst {max(errs):.1f} %)")
+        # The a-priori what-ifs only: a measured-ratio row restates its target.
+        chosen = [r for r in table if r.kind == kind and r.src != r.dst
+                  and MEASURED_KNOB not in r.knob]
+        for model, pick in (("calibrated", lambda r: r.calibrated),
+                            ("uncalibrated", lambda r: r.plain)):
+            errs = [abs(r.err(pick(r))) for r in chosen]
+            if errs:
+                inside = sum(e <= ACCEPT_PCT for e in errs)
+                print(f"{kind}: {model} what-ifs within {ACCEPT_PCT:g} %: {inside} of "
+                      f"{len(errs)} (worst {max(errs):.1f} %)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,9 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                     metavar="GBIT", help="loopback rates for the network settings")
     args = ap.parse_args(argv)
     settings = [Setting(r, BATCH) for r in args.rates] + \
-        [Setting(COMPUTE_RATE_GBIT, BATCH * COMPUTE_FACTOR)]
-    if COMPUTE_RATE_GBIT not in args.rates:
-        settings.append(Setting(COMPUTE_RATE_GBIT, BATCH))
+        [Setting(COMPUTE_RATE_GBIT, b) for b in COMPUTE_BATCHES]
     if args.reuse:
         results = reuse(args.reuse, settings, args.runs, args.max_other)
         print_table(results, rows(results))

@@ -108,7 +108,7 @@ _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without
 _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "data_dep_kinds": lambda v: isinstance(v, (list, tuple)) and all(map(_is_str, v)),
     "comm_seq": is_int, "comm_size": is_int, "comm_type": is_int,
-    "tid": is_int, "stream": is_int, "device": is_int, "rank": is_int,
+    "tid": is_int, "stream": is_int, "device": is_int, "rank": is_int, "comm_channel": is_int,
     "is_cpu_op": lambda v: isinstance(v, (bool, int)),
     "category": lambda v: isinstance(v, str),
     "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),

@@ -1,0 +1,47 @@
+"""Gloo runs a group's transfers on several worker threads at once; the
+converter names each one's worker as ``comm_channel`` and the replay gives
+each channel its own lane. Read from a file (the simulator's lean reader),
+the attribute must survive: on one shared lane, two ranks that reach their
+collectives in opposite orders each hold the lane for the one the other has
+not reached, and the replay never ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_simulate import MD, cpu  # the suite's node builders
+
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
+from pt2chakra.simulation.api import simulate
+
+CHANNELS = (101, 102)  # two gloo worker threads
+
+
+def _gloo(nid: int, start: int, seq: int, channel: int, issued_by: int) -> ChakraNode:
+    attrs = [("is_cpu_op", "bool_val", False), ("tid", "int64_val", 1),
+             ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
+             ("comm_size", "int64_val", 1 << 20), ("pg_name", "string_val", "0"),
+             ("comm_seq", "int64_val", seq), ("comm_channel", "int64_val", channel),
+             ("data_dep_kinds", "string_list", ["inter_thread"])]
+    return ChakraNode(id=nid, name="gloo:all_reduce", type=NodeType.COMM_COLL_NODE,
+                      start_time_micros=start, duration_micros=1000, data_deps=[issued_by],
+                      attrs=attrs)
+
+
+def _rank(path: Path, first_ready_seq: int) -> str:
+    """Collective ``first_ready_seq`` is issued at 10 us, the other at 500 us."""
+    late = 3 - first_ready_seq
+    nodes = [cpu(1, 0, 10), cpu(2, 500, 10, deps=[1]),
+             _gloo(3, 10, first_ready_seq, CHANNELS[first_ready_seq - 1], issued_by=1),
+             _gloo(4, 510, late, CHANNELS[late - 1], issued_by=2)]
+    write_et(path, MD, nodes)
+    return str(path)
+
+
+def test_collectives_reached_in_opposite_orders_run_on_their_channels(tmp_path: Path) -> None:
+    paths = [_rank(tmp_path / "r0.et", 1), _rank(tmp_path / "r1.et", 2)]
+    result = simulate(paths)
+    assert [r.unfinished for r in result.ranks] == [0, 0]
+    labels = sorted(lane.lane for lane in result.ranks[0].lanes if "comm" in lane.lane)
+    assert labels == [f"gpu comm 0 channel {c}" for c in CHANNELS]
