@@ -2,7 +2,8 @@
 
 Records a 2-rank DDP step over gloo on CPU with ``pt2chakra collect --ddp
 gloo`` at several loopback bandwidths (``tc qdisc ... tbf``, root only) and
-at two batch sizes (256 and 512: compute x2, gradients unchanged), converts every
+at two compute settings (1 and 2 micro-batches of 256 per step: the same
+ops twice, gradients all-reduced once), converts every
 recording, predicts every setting from every other one with ``simulate
 --calibrate --bandwidth-scale`` / ``--cpu-scale`` (and without
 ``--calibrate``, for comparison), and prints predicted against measured,
@@ -41,18 +42,25 @@ PT2CHAKRA = [sys.executable, "-m", "pt2chakra"]
 # communication is half to most of the step.
 HIDDEN, LAYERS, BUCKET_MB = 1024, 4, 4.0
 BATCH = 64
-# The compute settings: batch 256 and 512 (gradients unchanged). From batch
-# 256 up a rank's matmuls are compute-bound (64 -> 128 was not: the step's
-# CPU time hardly moved), so the batch ratio is the compute ratio a user
-# would assume a priori; and the matmuls are then ~90 % of the CPU time, so
-# scaling every CPU op by it (the optimizer and DDP copies included) errs
-# by little.
-COMPUTE_BATCHES = (256, 512)
+# The compute settings: 1 and 2 micro-batches per step (gradient
+# accumulation), communication unchanged. The second micro-batch runs the
+# same ops on the same shapes, so the factor is known before measuring
+# (a batch change is not: at 64 -> 128 the step's CPU time hardly moved,
+# at 256 -> 512 the matmuls took 1.79x). At batch 256 the micro-batches are
+# ~95 % of the CPU time, so scaling every CPU op (the optimizer and DDP's
+# copies, which do not repeat, included) errs by little.
+COMPUTE_BATCH = 256
+COMPUTE_ACCUMULATE = (1, 2)
 # Rates at which the shaped link, not the hosts' copying, limits a gloo
 # transfer: at 8 Gbit/s a 4 MB all-reduce already runs at ~0.4 of the
 # 0.5 GB/s the link allows each rank (README, "What-ifs checked").
 RATES_GBIT = (4.0, 2.0, 1.0)
-COMPUTE_RATE_GBIT = 4.0  # the bandwidth the compute settings are recorded at
+UNSHAPED = 0.0  # a rate of 0: loopback as it is (no qdisc)
+# The compute settings are recorded on unshaped loopback: the transfers are
+# then short, so gloo's worker threads (which copy, reduce and run the TCP
+# stack on the same 2 cores) steal little from the matmuls. At 4 Gbit/s they
+# overlap the whole backward pass and slow it unevenly (README).
+COMPUTE_RATE_GBIT = UNSHAPED
 # tbf as the issue found it to work here (netem does not): a burst above
 # loopback's 64 KB packets, a queue long enough never to drop.
 TBF = ("burst", "256kb", "latency", "100ms")
@@ -74,10 +82,18 @@ MIN_CLEAN_RUNS = 2  # fewer clean runs than this: the least contaminated fill in
 class Setting:
     rate_gbit: float
     batch: int
+    accumulate: int = 1  # micro-batches per step
+
+    @property
+    def work(self) -> int:
+        """Samples per step: compute is proportional to it."""
+        return self.batch * self.accumulate
 
     @property
     def label(self) -> str:
-        return f"{self.rate_gbit:g} Gbit/s, batch {self.batch}"
+        rate = f"{self.rate_gbit:g} Gbit/s" if self.rate_gbit != UNSHAPED else "unshaped"
+        micro = f" x{self.accumulate}" if self.accumulate > 1 else ""
+        return f"{rate}, batch {self.batch}{micro}"
 
 
 @dataclass(slots=True)
@@ -86,7 +102,7 @@ class Recording:
 
     ets: list[str]
     measured_us: float
-    compute_us: float  # CPU-op time on the ranks' threads (replayed busy time)
+    compute_us: float  # the ranks' CPU ops' own time, summed
 
 
 @dataclass(slots=True)
@@ -137,7 +153,11 @@ def _unshape() -> None:
 
 @contextmanager
 def shaped(rate_gbit: float) -> Iterator[None]:
-    """Loopback limited to ``rate_gbit`` inside the block; removed on every exit."""
+    """Loopback limited to ``rate_gbit`` inside the block; removed on every
+    exit. ``UNSHAPED``: loopback left alone."""
+    if rate_gbit == UNSHAPED:
+        yield
+        return
     subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate",
                     f"{rate_gbit:g}gbit", *TBF], check=True, capture_output=True)
     try:
@@ -169,6 +189,7 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
     the cores other processes used on average meanwhile."""
     cmd = [*PT2CHAKRA, "collect", "--ddp", "gloo", "--out-dir", str(out), "--name", "w",
            "--hidden", str(HIDDEN), "--layers", str(LAYERS), "--batch", str(setting.batch),
+           "--accumulate", str(setting.accumulate),
            "--bucket-mb", str(BUCKET_MB), "--steps", str(steps), "-q"]
     busy0, ours0, t0 = _busy_seconds(), _children_seconds(), time.monotonic()
     with shaped(setting.rate_gbit):
@@ -179,7 +200,9 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
         tail = stderr.strip().splitlines()[-1:] or ["no output"]
         raise RuntimeError(f"collect failed at {setting.label}: {tail[0]}")
     (out / RUN_NOTE).write_text(json.dumps({"rate_gbit": setting.rate_gbit,
-                                            "batch": setting.batch, "other_cores": other}))
+                                            "batch": setting.batch,
+                                            "accumulate": setting.accumulate,
+                                            "other_cores": other}))
     return recorded_steps(out), other
 
 
@@ -213,7 +236,7 @@ def reuse(folder: Path, settings: list[Setting], runs: int, max_other: float,
     found: dict[Setting, list[tuple[float, list[list[Path]]]]] = {s: [] for s in settings}
     for note in sorted(folder.glob(f"*/{RUN_NOTE}")):
         d = json.loads(note.read_text())
-        s = Setting(float(d["rate_gbit"]), int(d["batch"]))
+        s = Setting(float(d["rate_gbit"]), int(d["batch"]), int(d.get("accumulate", 1)))
         if s in found:
             found[s].append((float(d["other_cores"]), recorded_steps(note.parent)))
     return [_keep(s, [r for r in found[s] if r[0] <= max_other],
@@ -232,9 +255,17 @@ def convert_step(hosts: list[Path]) -> Recording:
             convert(host, str(host).replace(".host_et.", ".kineto."), et)
         ets.append(et)
     result = simulate(ets)
-    compute = sum(lane.busy_us for rank in result.ranks for lane in rank.lanes
-                  if "cpu" in lane.lane)
-    return Recording(ets=ets, measured_us=result.measured_step_us, compute_us=compute)
+    return Recording(ets=ets, measured_us=result.measured_step_us,
+                     compute_us=sum(map(_cpu_op_time, ets)))
+
+
+def _cpu_op_time(et: str) -> float:
+    """The rank's CPU ops' own (exclusive) time: what compute costs it."""
+    from pt2chakra.chakra.io import read_et
+    from pt2chakra.chakra.records import NodeType
+
+    _meta, nodes = read_et(et)
+    return float(sum(n.duration_micros for n in nodes if n.type == NodeType.COMP_NODE))
 
 
 def wait_quiet(max_other: float, patience_s: float) -> float:
@@ -263,7 +294,7 @@ def measure_all(settings: list[Setting], work: Path, args: argparse.Namespace,
             if len(kept[s]) == args.runs or len(spare[s]) > args.retries:
                 continue
             wait_quiet(args.max_other, args.patience)
-            out = work / f"r{s.rate_gbit:g}_b{s.batch}_{attempt}"
+            out = work / f"r{s.rate_gbit:g}_b{s.batch}x{s.accumulate}_{attempt}"
             hosts, other = record(s, out, args.steps)
             clean = other <= args.max_other
             (kept if clean else spare)[s].append((other, hosts))
@@ -338,13 +369,12 @@ def _compute_us(m: Measured) -> float:
     return statistics.median(r.compute_us for r in m.recordings)
 
 
-def rows(results: list[Measured]) -> list[Row]:
+def rows(results: list[Measured], compute: list[Setting]) -> list[Row]:
     """Every network pair (each direction) at the base batch, and both
-    directions of the compute pair (nominal batch ratio, then the measured
+    directions of each compute pair (nominal work ratio, then the measured
     compute ratio)."""
-    net = [m for m in results if m.setting.batch == BATCH]
-    comp = [m for m in results if m.setting.rate_gbit == COMPUTE_RATE_GBIT
-            and m.setting.batch in COMPUTE_BATCHES]
+    net = [m for m in results if m.setting.batch == BATCH and m.setting not in compute]
+    comp = [m for m in results if m.setting in compute]
     out = []
     for a in net:
         for b in net:
@@ -355,9 +385,9 @@ def rows(results: list[Measured]) -> list[Row]:
         for b in comp:
             if a is b:
                 continue
-            nominal = b.setting.batch / a.setting.batch
+            nominal = b.setting.work / a.setting.work
             measured_ratio = _compute_us(b) / _compute_us(a)
-            for label, x in ((f"cpu x{nominal:g} (batch)", nominal),
+            for label, x in ((f"cpu x{nominal:g} (work)", nominal),
                              (f"cpu x{measured_ratio:.2f} {MEASURED_KNOB}", measured_ratio)):
                 out.append(Row("compute", a.setting, b.setting, label, b.median(), b.spread(),
                                predict(a, 1.0, x, True), predict(a, 1.0, x, False)))
@@ -413,14 +443,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", type=Path, metavar="DIR",
                     help="print the table from the runs an earlier --out DIR kept "
                     "(no recording, no root needed)")
-    ap.add_argument("--rates", type=float, nargs="+", default=list(RATES_GBIT),
-                    metavar="GBIT", help="loopback rates for the network settings")
+    ap.add_argument("--rates", type=float, nargs="*", default=list(RATES_GBIT),
+                    metavar="GBIT", help="loopback rates for the network settings "
+                    "(none: the compute settings only)")
+    ap.add_argument("--accumulate", type=int, nargs="*", default=list(COMPUTE_ACCUMULATE),
+                    metavar="K", help="micro-batches per step of the compute settings "
+                    "(none: the network settings only)")
+    ap.add_argument("--compute-batch", type=int, default=COMPUTE_BATCH, metavar="B",
+                    help="batch size of the compute settings")
+    ap.add_argument("--compute-rate", type=float, default=COMPUTE_RATE_GBIT, metavar="GBIT",
+                    help="loopback rate for the compute settings (0: unshaped)")
     args = ap.parse_args(argv)
-    settings = [Setting(r, BATCH) for r in args.rates] + \
-        [Setting(COMPUTE_RATE_GBIT, b) for b in COMPUTE_BATCHES]
+    compute = [Setting(args.compute_rate, args.compute_batch, k) for k in args.accumulate]
+    settings = [Setting(r, BATCH) for r in args.rates] + compute
     if args.reuse:
         results = reuse(args.reuse, settings, args.runs, args.max_other)
-        print_table(results, rows(results))
+        print_table(results, rows(results, compute))
         return 0
     reason = why_not()
     if reason:
@@ -440,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
         finally:
             _unshape()
-        print_table(results, rows(results))
+        print_table(results, rows(results, compute))
     print(f"\n{time.monotonic() - t0:.0f} s")
     return 0
 

@@ -96,6 +96,23 @@ def test_collect_records_a_two_rank_gloo_pair(tmp_path) -> None:
         assert report.nodes_by_type.get("COMM_COLL_NODE", 0) >= 3
 
 
+def test_accumulate_repeats_the_passes_not_the_communication(tmp_path) -> None:
+    """``--accumulate 2``: two forward/backward passes per step (the compute
+    what-if's known factor), the gradients all-reduced once."""
+    pytest.importorskip("torch")
+    from pt2chakra.collect.distributed import DdpConfig, collect_gloo_ddp
+
+    counts = []
+    for k in (1, 2):
+        cfg = DdpConfig(hidden=16, layers=1, batch=2, warmup=1, accumulate=k)
+        host, kineto = collect_gloo_ddp(tmp_path / str(k), cfg, name="acc")[0]
+        convert(host, kineto, tmp_path / f"acc{k}.et")
+        names = [n.name for n in read_et(tmp_path / f"acc{k}.et")[1]]
+        counts.append((names.count("aten::mse_loss"), names.count("gloo:all_reduce")))
+    assert counts[0] == (1, counts[0][1]) and counts[0][1] >= 1
+    assert counts[1] == (2, counts[0][1])
+
+
 def test_ddp_config_refuses_one_rank() -> None:
     from pt2chakra.collect.distributed import DdpConfig
 

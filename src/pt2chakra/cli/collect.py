@@ -44,7 +44,7 @@ def _collect_ddp(args: argparse.Namespace) -> int:
                         warmup=_given(args.steps_warmup, DdpConfig.warmup),
                         hidden=args.hidden, layers=_given(args.layers, DdpConfig.layers),
                         batch=_given(args.batch, DdpConfig.batch), bucket_mb=args.bucket_mb,
-                        steps=args.steps)
+                        steps=args.steps, accumulate=args.accumulate)
     except ValueError as exc:
         raise InputError("collect --ddp", str(exc)) from None
     pairs = collect_gloo_ddp(args.out_dir, cfg, name=args.name)
@@ -92,4 +92,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--steps", type=int, default=DdpConfig.steps,
                    help="with --ddp: recorded steps, one pair per step and rank "
                         "(NAME.stepS.rankN.* when more than one)")
+    p.add_argument("--accumulate", type=int, default=DdpConfig.accumulate, metavar="K",
+                   help="with --ddp: micro-batches per step (gradient accumulation; the "
+                        "gradients are all-reduced once)")
     p.set_defaults(func=_cmd_collect)

@@ -42,9 +42,14 @@ class DdpConfig:
     warmup: int = 2  # DDP rebuilds its buckets on the 2nd step: record a steady one
     bucket_mb: float = DDP_BUCKET_MB
     steps: int = 1  # recorded steps, one host ET + Kineto pair each
+    # Micro-batches per step (gradient accumulation: all but the last under
+    # ``no_sync``): the same ops K times, the communication unchanged; a
+    # compute change whose factor is known before measuring.
+    accumulate: int = 1
 
     def __post_init__(self) -> None:
-        if self.world_size < 2 or min(self.hidden, self.layers, self.batch, self.steps) < 1 \
+        if self.world_size < 2 or \
+                min(self.hidden, self.layers, self.batch, self.steps, self.accumulate) < 1 \
                 or self.warmup < 0 or not self.bucket_mb > 0:
             raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
 
@@ -116,7 +121,11 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, port: int) ->
 
 def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
     """A small MLP under DDP, one broadcast of a flag and one all_gather of
-    the loss per step: the collectives a CPU training loop typically runs."""
+    the loss per step: the collectives a CPU training loop typically runs.
+    With ``cfg.accumulate`` K > 1, K forward/backward passes per step, the
+    first K-1 under ``no_sync`` (DDP all-reduces the gradients once)."""
+    from contextlib import nullcontext
+
     import torch as t
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -136,8 +145,11 @@ def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
     def step() -> None:
         dist.broadcast(flag, src=0)
         opt.zero_grad(set_to_none=True)
-        loss = t.nn.functional.mse_loss(model(x), y)
-        loss.backward()
+        for micro in range(cfg.accumulate):
+            last = micro == cfg.accumulate - 1
+            with nullcontext() if last else model.no_sync():
+                loss = t.nn.functional.mse_loss(model(x), y)
+                loss.backward()
         opt.step()
         dist.all_gather(losses, loss.detach().reshape(1))
 
