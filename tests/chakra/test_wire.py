@@ -424,6 +424,8 @@ GOOD_HEAD = _frame(encode_metadata(METADATA)) + _frame(encode_node(sample_nodes(
         (GOOD_HEAD[len(_frame(encode_metadata(METADATA))) :], "message #0 .* not a GlobalMetadata"),
         (_frame(b"\x0a\x09abc") + GOOD_HEAD, "message #0 .* not a GlobalMetadata"),
         (GOOD_HEAD + _frame(b"\x18\x63"), "message #2 .*99 is not a valid NodeType"),
+        (b'{\n  "schema": "1.1.1-chakra.0.0.4", "nodes": []}', "this is JSON .*pt2chakra convert"),
+        (b' [{"ph": "X"}]', "this is JSON .*pt2chakra convert"),
     ],
     ids=[
         "empty",
@@ -436,6 +438,8 @@ GOOD_HEAD = _frame(encode_metadata(METADATA)) + _frame(encode_node(sample_nodes(
         "node-first",
         "garbage-first",
         "unknown-node-type",
+        "host-et-json",
+        "kineto-json-list",
     ],
 )
 @pytest.mark.parametrize("gz", [False, True])

@@ -652,18 +652,42 @@ def decode_et_file(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterat
     return metadata, _nodes_from_batches(path, unit, batches)
 
 
+# A file whose first message is no GlobalMetadata and that starts with '{' or
+# '[' (after whitespace) is the JSON a user passed by mistake.
+JSON_OPENERS = (b"{", b"[")
+JSON_LOOKAHEAD = 64  # bytes of leading whitespace a JSON writer may put first
+
+
 def open_et_frames(path: str) -> tuple[str, GlobalMetadata, Iterator[_Batch]]:
     """(offset unit, metadata, the batches of node frames after it): the
     framing every ``.et`` reader starts with (``read_et``, the lean reader)."""
     stream, gzipped = open_input(path)
     unit = _unit(gzipped)
     batches = _frame_batches(stream, path, unit)
-    first = next(batches, None)
-    if first is None:
-        raise InputError(path, "empty file: expected a GlobalMetadata message first")
-    buf, base, _index, pos, bodies, ends = first
-    metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0] : ends[0]])
+    try:
+        first = next(batches, None)
+        if first is None:
+            raise InputError(path, "empty file: expected a GlobalMetadata message first")
+        buf, base, _index, pos, bodies, ends = first
+        metadata = _decode_metadata(path, _where(unit, 0, base + pos), buf[bodies[0] : ends[0]])
+    except InputError:
+        _refuse_json(path)
+        raise
     return unit, metadata, _rest_of(first, batches)
+
+
+def _refuse_json(path: str) -> None:
+    """A file that is no .et from its first message and starts like JSON is
+    the host ET or Kineto trace a user passed by mistake: say so."""
+    try:
+        stream, _gzipped = open_input(path)
+        with stream:
+            head = stream.read(JSON_LOOKAHEAD)
+    except (InputError, OSError, EOFError, zlib.error):
+        return  # the first error stands
+    if head.lstrip()[:1] in JSON_OPENERS:
+        raise InputError(path, "this is JSON (a host ET or Kineto trace?), not a Chakra .et: "
+                         "convert it first with pt2chakra convert") from None
 
 
 # --------------------------------------------------------------------------
