@@ -10,7 +10,7 @@ inclusive duration is kept as an attribute.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -26,6 +26,7 @@ from pt2chakra.chakra.encode import (
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.conversion import collective as coll
+from pt2chakra.conversion.dep_table import Deps, DepTable
 from pt2chakra.conversion.deps import (
     CpuSpan,
     Edge,
@@ -33,17 +34,14 @@ from pt2chakra.conversion.deps import (
     StreamLookup,
     gpu_sync_edges,
     inter_thread_edges,
+    iter_thread_order_edges,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
-    thread_order_edges,
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, is_container
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
-
-# A node's dependencies: (source id, kind of edge), in first-seen order.
-Deps = list[tuple[int, EdgeKind]]
 
 
 class CpuNodeSources(NamedTuple):
@@ -55,7 +53,7 @@ class CpuNodeSources(NamedTuple):
 
     events: dict[int, CpuEvent]  # the linked Kineto event
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
-    deps: dict[int, Deps]
+    deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
     dropped: frozenset[int]  # ... unless dropped (see build_graph)
 
@@ -69,7 +67,7 @@ class ChakraGraph:
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
                  callee_time: dict[int, float], gpu_nodes: list[ChakraNode],
-                 deps: dict[int, Deps],
+                 deps: DepTable,
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
                  comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
                  ) -> None:
@@ -229,17 +227,16 @@ def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContex
 
 
 def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
-                 gpu_spans: list[GpuSpan]) -> Iterator[list[Edge]]:
-    """Each rule's edges in turn, made only when the last are merged, and
-    the CPU spans dropped before any is: on a million-op trace the spans, the
-    merged table and the edges of every rule at once were the peak (about
-    250 MB above the traces)."""
+                 gpu_spans: list[GpuSpan]) -> Iterator[Iterable[Edge]]:
+    """Each rule's edges in turn, made only when the last are merged, the
+    thread-order ones one at a time, and the CPU spans dropped before any
+    later rule runs: on a million-op trace the spans, the merged table and
+    the edges of every rule at once were the peak (about 250 MB above the
+    traces)."""
     cpu_spans = _cpu_spans(linked, kept_ops, comm)
-    thread = thread_order_edges(cpu_spans)
-    inter = inter_thread_edges(cpu_spans)
+    inter = inter_thread_edges(cpu_spans)  # merged after the thread order
+    yield iter_thread_order_edges(cpu_spans)
     del cpu_spans
-    yield thread
-    del thread
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -266,37 +263,16 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
     return frozenset(op.id for op in ops if op.id not in kept_ids)
 
 
-def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
+def merge_edges(edges: Sequence[Edge]) -> DepTable:
     """Per destination, its sources in first-seen order; an edge found by
     several rules keeps its most reliable kind."""
     return merge_edge_groups([edges])
 
 
-def merge_edge_groups(groups: Iterable[Sequence[Edge]]) -> dict[int, Deps]:
+def merge_edge_groups(groups: Iterable[Iterable[Edge]]) -> DepTable:
     """``merge_edges`` of the groups' edges in order, each group dropped once
     merged (``groups`` may make them one at a time)."""
-    per_dst: dict[int, Deps] = {}
-    crowded: list[int] = []  # destinations that got more than one edge
-    for edges in groups:
-        for src, dst, kind in edges:
-            if src == dst:
-                continue
-            srcs = per_dst.get(dst)
-            if srcs is None:
-                per_dst[dst] = [(src, kind)]
-            else:
-                if len(srcs) == 1:
-                    crowded.append(dst)
-                srcs.append((src, kind))
-        del edges
-    for dst in crowded:  # most nodes have one source: dedupe only the rest
-        best: dict[int, EdgeKind] = {}
-        for src, kind in per_dst[dst]:
-            old = best.get(src)
-            if old is None or kind > old:
-                best[src] = kind
-        per_dst[dst] = list(best.items())
-    return per_dst
+    return DepTable.merged(groups)
 
 
 # --------------------------------------------------------------------------
