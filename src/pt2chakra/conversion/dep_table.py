@@ -17,6 +17,7 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping
+from operator import lt
 from typing import TypeVar
 
 from pt2chakra.chakra.dep_kinds import EdgeKind
@@ -55,9 +56,17 @@ class DepTable(MutableMapping[int, Deps]):
         (``groups`` may make them one at a time); self-edges are left out."""
         table = cls()
         dsts, srcs, kinds, rest = table._dsts, table._srcs, table._kinds, table._rest
+        add_dst, add_src, add_kind = dsts.append, srcs.append, kinds.append
         crowded: list[int] = []  # destinations that got more than one edge
+        last = -1  # the highest destination in the arrays (ids are not negative)
         for edges in groups:
             for src, dst, kind in edges:
+                if dst > last and src != dst:  # above every array entry: in none, nor in the dict
+                    add_dst(dst)
+                    add_src(src)
+                    add_kind(kind)
+                    last = dst
+                    continue
                 if src == dst:
                     continue
                 found = rest.get(dst)
@@ -65,17 +74,13 @@ class DepTable(MutableMapping[int, Deps]):
                     if len(found) == 1:
                         crowded.append(dst)
                     found.append((src, kind))
-                elif not dsts or dst > dsts[-1]:
-                    dsts.append(dst)
-                    srcs.append(src)
-                    kinds.append(kind)
+                    continue
+                first = table._take(dst)
+                if first is None:
+                    rest[dst] = [(src, kind)]
                 else:
-                    first = table._take(dst)
-                    if first is None:
-                        rest[dst] = [(src, kind)]
-                    else:
-                        rest[dst] = [first, (src, kind)]
-                        crowded.append(dst)
+                    rest[dst] = [first, (src, kind)]
+                    crowded.append(dst)
             del edges
         for dst in crowded:  # most nodes have one source: dedupe only the rest
             best: dict[int, EdgeKind] = {}
@@ -116,6 +121,33 @@ class DepTable(MutableMapping[int, Deps]):
                 return found
         i = self._index(dst)
         return default if i < 0 else [(self._srcs[i], _KINDS[self._kinds[i]])]
+
+    def in_order(self, dsts: Iterable[int]) -> Iterator[Deps | None]:
+        """``get`` of each of ``dsts``, given in ascending order, in one walk
+        over the arrays (as the writer asks: a lookup per node cost more)."""
+        rest = self._rest
+        table_dsts, srcs, kinds = self._dsts, self._srcs, self._kinds
+        i, end = 0, len(table_dsts)
+        for dst in dsts:
+            if rest:
+                found = rest.get(dst)
+                if found is not None:
+                    yield found
+                    continue
+            while i < end and table_dsts[i] < dst:
+                i += 1
+            if i < end and table_dsts[i] == dst and kinds[i] != _MOVED:
+                yield [(srcs[i], _KINDS[kinds[i]])]
+            else:
+                yield None
+
+    def ascending(self) -> bool:
+        """Every edge's source id is below its destination's, so no cycle can
+        close (``find_cycle_in``'s first question, answered on the arrays).
+        An entry moved out of the arrays is still checked there: a False can
+        be wrong, a True cannot."""
+        return all(map(lt, self._srcs, self._dsts)) and all(
+            src < dst for dst, deps in self._rest.items() for src, _ in deps)
 
     def __getitem__(self, dst: int) -> Deps:
         found = self.get(dst)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -122,9 +123,10 @@ class ChakraGraph:
         encode_cpu = cpu_node_writer().encode
         sources, comm = self._sources, self._comm
         comp = NodeType.COMP_NODE
-        for op in self._cpu_ops:
+        ops = self._cpu_ops
+        for op, deps in zip(ops, self.deps.in_order(map(_op_id, ops))):
             if _is_plain_cpu_op(op, comm.transfers):
-                yield encode_cpu(_cpu_fields(op, sources, comp, True))
+                yield encode_cpu(_cpu_fields(op, sources, comp, True, deps))
             else:
                 yield encode_node(_cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
@@ -140,6 +142,9 @@ class ChakraGraph:
                                          [EDGE_KIND_NAMES[k] for _, k in node_deps])])
             else:
                 yield node
+
+
+_op_id = attrgetter("id")
 
 
 def _is_plain_cpu_op(op: HostOp, transfers: frozenset[int]) -> bool:
@@ -362,12 +367,12 @@ CPU_ATTRS: tuple[AttrSpec, ...] = (
 
 
 def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
-                is_cpu: bool) -> tuple[Any, ...]:
+                is_cpu: bool, deps: Deps | None) -> tuple[Any, ...]:
     """Every field of a CPU node as a raw value, in NodeWriter's layout: the
     Node fields (``NODE_FIELDS``), then the values of ``CPU_ATTRS`` in table
     order. None leaves a field out. Both paths start here, so a field's
-    value is defined once."""
-    events, callee_time, deps_of, ops_by_id, dropped = sources
+    value is defined once. ``deps``: the op's in ``sources.deps``."""
+    events, callee_time, _deps, ops_by_id, dropped = sources
     op_id, parent = op.id, op.parent
     ev = events.get(op_id)
     if ev is None:
@@ -376,7 +381,6 @@ def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
         dur = ev.dur
         start, inclusive = round(ev.ts), round(dur)
         duration = round(max(0.0, dur - callee_time.get(op_id, 0.0)))  # exclusive
-    deps = deps_of.get(op_id)
     if not deps:
         kinds = None
     else:  # a hashable key: most nodes have one dependency
@@ -396,7 +400,7 @@ def _cpu_node(op: HostOp, sources: CpuNodeSources, comm: CommContext) -> ChakraN
     """The generic path: ``_cpu_fields`` as a ChakraNode, with the collective
     attributes first when the op stands for one."""
     node_type, ctype = _cpu_node_type(op, comm.transfers)
-    fields = _cpu_fields(op, sources, node_type, ctype is None)
+    fields = _cpu_fields(op, sources, node_type, ctype is None, sources.deps.get(op.id))
     node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
         fields[:len(NODE_FIELDS)])
     attrs = _comm_attrs(ctype, None, op, comm) if ctype is not None else []
