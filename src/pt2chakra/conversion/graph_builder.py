@@ -210,11 +210,12 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
     dropped = _dropped_ids(host.ops, kept_ops)
 
-    callee_time = _callee_time(kept_ops, linked, ops_by_id)
     comm = comm_context(linked, ops_by_id)
     next_id = max((op.id for op in host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
     deps = merge_edge_groups(_edge_groups(linked, kept_ops, comm, gpu_spans))
+    # After the edges: the spans they are found from were the peak of memory.
+    callee_time = _callee_time(kept_ops, linked, ops_by_id)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, callee_time, gpu_nodes, deps,
                        dict(dropped_host), ops_by_id, comm, dropped)
 

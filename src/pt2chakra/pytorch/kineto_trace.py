@@ -264,9 +264,12 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
 
     ``ignored``, when given, is incremented per category (or ``ph=M`` style
     key when an event has none) for every event not kept, so callers can
-    report what was skipped. ``inputs=False`` leaves CPU events' per-argument
-    inputs (``input_dims``, ``input_types``, ``concrete_inputs``) None: the
-    decoder skips them (see ``_ArgsWithInputs``).
+    report what was skipped. ``inputs=False`` keeps of CPU events what
+    linking them to a host ET reads: their per-argument inputs
+    (``input_dims``, ``input_types``, ``concrete_inputs``) are None, as the
+    decoder skips them (see ``_ArgsWithInputs``), and their ``external_id``,
+    ``seq_num`` and ``fwd_thread_id`` -1 (a Kineto-only conversion reads
+    them; a million linked events held about 30 MB of them).
     """
     from pt2chakra.pytorch.kineto_stream import load_streamed  # it imports this module
 
@@ -364,10 +367,9 @@ def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
     name, pid, tid = e.name, _int_id(e.pid), _int_id(e.tid)
     name, pid, tid = share(name, name), share(pid, pid), share(tid, tid)
     collective = None if a.collective_name is None else _collective(a, lists)
-    if type(a) is not _ArgsWithInputs:
-        return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
-                        _or(a.record_function_id, -1), _or(a.seq_num, -1),
-                        _or(a.fwd_thread_id, -1), collective)
+    if type(a) is not _ArgsWithInputs:  # what linking reads (see load_kineto_trace)
+        return CpuEvent(name, cat, ts, dur, pid, tid, -1, _or(a.record_function_id, -1), -1, -1,
+                        collective)
     return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
                     _or(a.record_function_id, -1), _or(a.seq_num, -1),
                     _or(a.fwd_thread_id, -1), collective,
