@@ -72,7 +72,7 @@ def _load(where: str) -> HostTrace:
 
     def on_slice(nodes: memoryview) -> None:
         layout = layouts[0]
-        raw = _decode_nodes(where, nodes, "", layout, sliced=True)
+        raw = _decode_nodes(where, nodes, "", layout)
         ops.extend(_normalise(where, raw, layout, shared))
 
     head, trailer = read_sliced(where, b"nodes", check_head, on_slice)

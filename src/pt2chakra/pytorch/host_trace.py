@@ -107,14 +107,6 @@ class _NestedNode(msgspec.Struct, gc=False):
     attrs: msgspec.Raw = msgspec.Raw()
 
 
-class _SlicedNestedNode(_NestedNode, gc=False):
-    """``_NestedNode`` for a slice of nodes (see ``host_stream``): the few
-    thousand nodes of a slice may hold their attrs decoded at once, which
-    spares a decoder call per op."""
-
-    attrs: list[_Attr] = []  # type: ignore[assignment]
-
-
 class _Header(msgspec.Struct, gc=False):
     # ``nodes`` stays undecoded until ``schema`` has chosen the node layout.
     schema: str | None = None
@@ -167,7 +159,6 @@ class Layout(NamedTuple):
     node_type: type[Any]
     to_op: Callable[[Any, SharedIO], tuple[HostOp, dict[str, Any]]]
     known_attrs: frozenset[str]
-    sliced_type: type[Any] | None = None  # node_type for a slice of nodes, if another
 
 
 # One IOValues per distinct value while a trace loads: ops repeat each
@@ -206,10 +197,9 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
     # share one empty dict, and repeated names and schemas share one string:
     # on large traces that halves the memory the ops take. Runs once per op:
     # module-level lookups are bound as locals.
-    attrs: Any = n.attrs  # msgspec.Raw, or decoded already (see _SlicedNestedNode)
-    if type(attrs) is not list:
-        attrs = _decode_attr_list(attrs) if len(attrs) else ()
-    extras = {a.name: a.value for a in attrs if a.value != ""}
+    raw = n.attrs
+    extras = {a.name: a.value for a in (_decode_attr_list(raw) if len(raw) else ())
+              if a.value != ""}
     pop = extras.pop
     name = n.name
     name = _SHARED_STRINGS.get(name) or _shared(name)
@@ -273,11 +263,11 @@ _NESTED_FIELDS = "`ctrl_deps`, `inputs` as {values, shapes, types}, `attrs`"
 
 SCHEMA_LAYOUTS: dict[tuple[int, int, int], Layout] = {
     (1, 0, 1): FLAT,
-    (1, 0, 2): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE, _SlicedNestedNode),
-    (1, 0, 3): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE, _SlicedNestedNode),
-    (1, 0, 4): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS, _SlicedNestedNode),
-    (1, 1, 0): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS | COMM_ATTRS, _SlicedNestedNode),
-    (1, 1, 1): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS | COMM_ATTRS, _SlicedNestedNode),
+    (1, 0, 2): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE),
+    (1, 0, 3): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE),
+    (1, 0, 4): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS),
+    (1, 1, 0): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS | COMM_ATTRS),
+    (1, 1, 1): Layout("nested", _NESTED_FIELDS, _NestedNode, _nested_to_op, _NESTED_BASE | KERNEL_ATTRS | COMM_ATTRS),
 }
 SUPPORTED_MAJOR = 1
 
@@ -445,11 +435,9 @@ def _decode_doc(where: str, data: bytes, layout: Layout) -> Any:
 
 
 def _decode_nodes(where: str, nodes: msgspec.Raw | memoryview, schema: str, layout: Layout,
-                  sliced: bool = False) -> list[Any]:
-    """``sliced``: ``nodes`` is a slice of the trace's (see ``Layout.sliced_type``)."""
-    node_type = (layout.sliced_type or layout.node_type) if sliced else layout.node_type
+                  ) -> list[Any]:
     try:
-        return decode(where, nodes, GenericAlias(list, (node_type,)), where="$.nodes")
+        return decode(where, nodes, GenericAlias(list, (layout.node_type,)), where="$.nodes")
     except InputError as e:
         if not e.problem.startswith("unexpected content"):
             raise
