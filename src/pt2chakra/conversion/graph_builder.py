@@ -211,7 +211,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     dropped = _dropped_ids(host.ops, kept_ops)
 
     comm = comm_context(linked, ops_by_id)
-    next_id = max((op.id for op in host.ops), default=0) + 1
+    next_id = max(map(_op_id, host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
     deps = merge_edge_groups(_edge_groups(linked, kept_ops, comm, gpu_spans))
     # After the edges: the spans they are found from were the peak of memory.
