@@ -219,11 +219,11 @@ def test_cpu_fields_follow_the_attribute_table():
     deps = [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
     sources = CpuNodeSources({3: event}, {3: 1.1}, {3: deps}, {1: caller, 3: host_op},
                              frozenset())
-    fields = _cpu_fields(host_op, sources, NodeType.COMP_NODE, True)
+    fields = _cpu_fields(host_op, sources, NodeType.COMP_NODE, True, deps)
     assert len(fields) == len(NODE_FIELDS) + len(CPU_ATTRS)
     assert fields[3] == 1 and fields[5:7] == (10, 4)  # caller kept; start, exclusive duration
     assert _cpu_fields(host_op, sources._replace(dropped=frozenset({1})),
-                       NodeType.COMP_NODE, True)[3] is None  # a dropped caller is no ctrl dep
+                       NodeType.COMP_NODE, True, deps)[3] is None  # a dropped caller is no ctrl dep
     node = _cpu_node(host_op, sources, CommContext({}, frozenset(), "", 0))
     assert [name for name, _, _ in node.attrs] == [attr.name for attr in CPU_ATTRS]
     assert node.attrs[-1] == (DEP_KINDS_ATTR, "string_list", ["thread_order", "caller"])

@@ -98,3 +98,29 @@ def test_a_second_nodes_key_is_left_to_the_whole_file_loader(tmp_path: Path) -> 
     path.write_bytes(text[:-2] + b',\n  "nodes": []\n}')
     assert load_streamed(path) is None
     assert load_host_trace(path).ops == []
+
+
+@pytest.mark.parametrize("keep_views", [False, True])
+def test_slices_are_the_array_in_order_even_when_a_view_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_views: bool) -> None:
+    # Slices are views of the read buffer; one still held when the buffer
+    # moves on (as a decoded msgspec.Raw would hold it) makes it be copied.
+    doc = {"schema": "1.1.1", "pid": 1, "finish_ts": 2,
+           "nodes": [{"id": i, "name": f"op{i}", "text": "x" * (i % 50)} for i in range(300)]}
+    path = tmp_path / "et.json"
+    path.write_bytes(_observer_text(doc))
+    monkeypatch.setattr(json_slices, "READ_CHUNK", 500)
+    kept: list[memoryview] = []
+    nodes: list[Any] = []
+
+    def on_slice(view: memoryview) -> None:
+        nodes.extend(json.loads(bytes(view)))
+        if keep_views:
+            kept.append(view)
+
+    head, trailer = json_slices.read_sliced(str(path), b"nodes", lambda _first: None, on_slice)
+    assert nodes == doc["nodes"]
+    assert (len(kept) > 1) == keep_views
+    # A view kept is left as it was handed out: the buffer moved on as a copy.
+    assert [n for view in kept for n in json.loads(bytes(view))] == (nodes if keep_views else [])
+    assert json.loads(head + b'"nodes": []' + trailer) == {**doc, "nodes": []}

@@ -5,7 +5,7 @@ the reference's recursive check overflowed the stack."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 
 import msgspec
 
@@ -126,7 +126,7 @@ def describe_cycle(cycle: Sequence[CycleEdge], names: Mapping[int, str] | None =
     return " ".join(parts)
 
 
-def break_cycles_in(ids: Sequence[int], deps: dict[int, list[tuple[int, EdgeKind]]],
+def break_cycles_in(ids: Sequence[int], deps: MutableMapping[int, list[tuple[int, EdgeKind]]],
                     ) -> list[CycleEdge]:
     """Remove edges from ``deps`` until acyclic, each time dropping the edge
     of the least reliable kind (see ``EdgeKind``) on the cycle found. Returns

@@ -233,6 +233,8 @@ def _check_outputs(host_trace: str | os.PathLike[str] | None,
 
 
 def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
+    if graph.deps.ascending():  # the usual case, answered without a pass per node
+        return []
     ids = graph.node_ids()  # unique by construction (host ids, then fresh GPU ids)
     cycle = find_cycle_in(ids, graph.deps)
     if not cycle:
@@ -246,7 +248,7 @@ def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
 
 def _report(graph: ChakraGraph, host_trace: str | None, device_trace: object, output: str,
             broken: list[str], seconds: float) -> ConversionReport:
-    by_kind = Counter([k for srcs in graph.deps.values() for _, k in srcs])
+    by_kind = graph.deps.kind_counts()
     return ConversionReport(
         host_trace=host_trace, device_trace=str(device_trace) if device_trace is not None else None,
         output=output, link_method=graph.link_method, host_ops_in=graph.host_ops_in,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
 
 import msgspec
@@ -43,24 +43,28 @@ class GpuSpan(msgspec.Struct, gc=False):
     launcher: int = -1  # host op id, -1 when unknown
 
 
+_span_id = attrgetter("id")
+_span_start = attrgetter("start")
+_span_end = attrgetter("end")
+
+
 def thread_order_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
     """Execution order within each CPU thread: every op after the one that
     started just before it (its caller, or the previous op's last callee).
     ET ids are handed out at op start, so id order is start order."""
-    edges: list[Edge] = []
+    return list(iter_thread_order_edges(cpu))
+
+
+def iter_thread_order_edges(cpu: Sequence[CpuSpan]) -> Iterator[Edge]:
+    """``thread_order_edges`` one at a time (a list is about 70 MB for a
+    million ops), by destination id."""
     last: dict[int, int] = {}
-    for span in sorted(cpu, key=lambda s: s.id):
+    caller, thread = EdgeKind.CALLER, EdgeKind.THREAD_ORDER
+    for span in sorted(cpu, key=_span_id):
         prev = last.get(span.tid)
         if prev is not None:
-            kind = EdgeKind.CALLER if prev == span.parent else EdgeKind.THREAD_ORDER
-            edges.append((prev, span.id, kind))
+            yield prev, span.id, caller if prev == span.parent else thread
         last[span.tid] = span.id
-    return edges
-
-
-_span_id = attrgetter("id")
-_span_start = attrgetter("start")
-_span_end = attrgetter("end")
 
 
 def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:

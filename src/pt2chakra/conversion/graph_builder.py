@@ -10,7 +10,8 @@ inclusive duration is kept as an attribute.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import msgspec
@@ -26,6 +27,7 @@ from pt2chakra.chakra.encode import (
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.conversion import collective as coll
+from pt2chakra.conversion.dep_table import Deps, DepTable
 from pt2chakra.conversion.deps import (
     CpuSpan,
     Edge,
@@ -33,17 +35,14 @@ from pt2chakra.conversion.deps import (
     StreamLookup,
     gpu_sync_edges,
     inter_thread_edges,
+    iter_thread_order_edges,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
-    thread_order_edges,
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, is_container
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
-
-# A node's dependencies: (source id, kind of edge), in first-seen order.
-Deps = list[tuple[int, EdgeKind]]
 
 
 class CpuNodeSources(NamedTuple):
@@ -55,7 +54,7 @@ class CpuNodeSources(NamedTuple):
 
     events: dict[int, CpuEvent]  # the linked Kineto event
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
-    deps: dict[int, Deps]
+    deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
     dropped: frozenset[int]  # ... unless dropped (see build_graph)
 
@@ -69,7 +68,7 @@ class ChakraGraph:
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
                  callee_time: dict[int, float], gpu_nodes: list[ChakraNode],
-                 deps: dict[int, Deps],
+                 deps: DepTable,
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
                  comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
                  ) -> None:
@@ -124,9 +123,10 @@ class ChakraGraph:
         encode_cpu = cpu_node_writer().encode
         sources, comm = self._sources, self._comm
         comp = NodeType.COMP_NODE
-        for op in self._cpu_ops:
+        ops = self._cpu_ops
+        for op, deps in zip(ops, self.deps.in_order(map(_op_id, ops))):
             if _is_plain_cpu_op(op, comm.transfers):
-                yield encode_cpu(_cpu_fields(op, sources, comp, True))
+                yield encode_cpu(_cpu_fields(op, sources, comp, True, deps))
             else:
                 yield encode_node(_cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
@@ -142,6 +142,9 @@ class ChakraGraph:
                                          [EDGE_KIND_NAMES[k] for _, k in node_deps])])
             else:
                 yield node
+
+
+_op_id = attrgetter("id")
 
 
 def _is_plain_cpu_op(op: HostOp, transfers: frozenset[int]) -> bool:
@@ -207,11 +210,12 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
         dropped_host["observer container (process/thread root, no work)"] = n_containers
     dropped = _dropped_ids(host.ops, kept_ops)
 
-    callee_time = _callee_time(kept_ops, linked, ops_by_id)
     comm = comm_context(linked, ops_by_id)
-    next_id = max((op.id for op in host.ops), default=0) + 1
+    next_id = max(map(_op_id, host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
     deps = merge_edge_groups(_edge_groups(linked, kept_ops, comm, gpu_spans))
+    # After the edges: the spans they are found from were the peak of memory.
+    callee_time = _callee_time(kept_ops, linked, ops_by_id)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, callee_time, gpu_nodes, deps,
                        dict(dropped_host), ops_by_id, comm, dropped)
 
@@ -229,17 +233,16 @@ def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContex
 
 
 def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
-                 gpu_spans: list[GpuSpan]) -> Iterator[list[Edge]]:
-    """Each rule's edges in turn, made only when the last are merged, and
-    the CPU spans dropped before any is: on a million-op trace the spans, the
-    merged table and the edges of every rule at once were the peak (about
-    250 MB above the traces)."""
+                 gpu_spans: list[GpuSpan]) -> Iterator[Iterable[Edge]]:
+    """Each rule's edges in turn, made only when the last are merged, the
+    thread-order ones one at a time, and the CPU spans dropped before any
+    later rule runs: on a million-op trace the spans, the merged table and
+    the edges of every rule at once were the peak (about 250 MB above the
+    traces)."""
     cpu_spans = _cpu_spans(linked, kept_ops, comm)
-    thread = thread_order_edges(cpu_spans)
-    inter = inter_thread_edges(cpu_spans)
+    inter = inter_thread_edges(cpu_spans)  # merged after the thread order
+    yield iter_thread_order_edges(cpu_spans)
     del cpu_spans
-    yield thread
-    del thread
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -266,37 +269,16 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
     return frozenset(op.id for op in ops if op.id not in kept_ids)
 
 
-def merge_edges(edges: Sequence[Edge]) -> dict[int, Deps]:
+def merge_edges(edges: Sequence[Edge]) -> DepTable:
     """Per destination, its sources in first-seen order; an edge found by
     several rules keeps its most reliable kind."""
     return merge_edge_groups([edges])
 
 
-def merge_edge_groups(groups: Iterable[Sequence[Edge]]) -> dict[int, Deps]:
+def merge_edge_groups(groups: Iterable[Iterable[Edge]]) -> DepTable:
     """``merge_edges`` of the groups' edges in order, each group dropped once
     merged (``groups`` may make them one at a time)."""
-    per_dst: dict[int, Deps] = {}
-    crowded: list[int] = []  # destinations that got more than one edge
-    for edges in groups:
-        for src, dst, kind in edges:
-            if src == dst:
-                continue
-            srcs = per_dst.get(dst)
-            if srcs is None:
-                per_dst[dst] = [(src, kind)]
-            else:
-                if len(srcs) == 1:
-                    crowded.append(dst)
-                srcs.append((src, kind))
-        del edges
-    for dst in crowded:  # most nodes have one source: dedupe only the rest
-        best: dict[int, EdgeKind] = {}
-        for src, kind in per_dst[dst]:
-            old = best.get(src)
-            if old is None or kind > old:
-                best[src] = kind
-        per_dst[dst] = list(best.items())
-    return per_dst
+    return DepTable.merged(groups)
 
 
 # --------------------------------------------------------------------------
@@ -386,12 +368,12 @@ CPU_ATTRS: tuple[AttrSpec, ...] = (
 
 
 def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
-                is_cpu: bool) -> tuple[Any, ...]:
+                is_cpu: bool, deps: Deps | None) -> tuple[Any, ...]:
     """Every field of a CPU node as a raw value, in NodeWriter's layout: the
     Node fields (``NODE_FIELDS``), then the values of ``CPU_ATTRS`` in table
     order. None leaves a field out. Both paths start here, so a field's
-    value is defined once."""
-    events, callee_time, deps_of, ops_by_id, dropped = sources
+    value is defined once. ``deps``: the op's in ``sources.deps``."""
+    events, callee_time, _deps, ops_by_id, dropped = sources
     op_id, parent = op.id, op.parent
     ev = events.get(op_id)
     if ev is None:
@@ -400,7 +382,6 @@ def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
         dur = ev.dur
         start, inclusive = round(ev.ts), round(dur)
         duration = round(max(0.0, dur - callee_time.get(op_id, 0.0)))  # exclusive
-    deps = deps_of.get(op_id)
     if not deps:
         kinds = None
     else:  # a hashable key: most nodes have one dependency
@@ -420,7 +401,7 @@ def _cpu_node(op: HostOp, sources: CpuNodeSources, comm: CommContext) -> ChakraN
     """The generic path: ``_cpu_fields`` as a ChakraNode, with the collective
     attributes first when the op stands for one."""
     node_type, ctype = _cpu_node_type(op, comm.transfers)
-    fields = _cpu_fields(op, sources, node_type, ctype is None)
+    fields = _cpu_fields(op, sources, node_type, ctype is None, sources.deps.get(op.id))
     node_id, name, _, ctrl_dep, data_deps, start, duration, inputs, outputs = (
         fields[:len(NODE_FIELDS)])
     attrs = _comm_attrs(ctype, None, op, comm) if ctype is not None else []

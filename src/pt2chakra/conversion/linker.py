@@ -20,6 +20,7 @@ import bisect
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import msgspec
 
@@ -143,13 +144,16 @@ class LinkedTrace(msgspec.Struct):
     step_end: float = 0.0
 
 
+_op_id = attrgetter("id")
+
+
 def is_container(op: HostOp) -> bool:
     return is_observer_node(op.name)
 
 
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
-    ops = sorted((op for op in host.ops if not is_container(op)), key=lambda op: op.id)
+    ops = sorted((op for op in host.ops if not is_container(op)), key=_op_id)
     if kineto is None:
         return LinkedTrace(host=host, kineto=None, method="none", ops=ops, cpu_event={},
                            gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})

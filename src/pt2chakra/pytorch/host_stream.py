@@ -28,6 +28,7 @@ from pt2chakra.pytorch.host_trace import (
     SCHEMA_LAYOUTS,
     SCHEMA_PEEK_BYTES,
     Layout,
+    SharedIO,
     _check_structure,
     _decode_doc,
     _decode_nodes,
@@ -67,12 +68,15 @@ def _load(where: str) -> HostTrace:
         layouts.append(layout)
 
     ops: list[HostOp] = []
+    shared: SharedIO = {}
 
-    def on_slice(nodes: bytes) -> None:
+    def on_slice(nodes: memoryview) -> None:
         layout = layouts[0]
-        ops.extend(_normalise(where, _decode_nodes(where, msgspec.Raw(nodes), "", layout), layout))
+        raw = _decode_nodes(where, nodes, "", layout)
+        ops.extend(_normalise(where, raw, layout, shared))
 
     head, trailer = read_sliced(where, b"nodes", check_head, on_slice)
+    shared.clear()  # each op keeps the values it shares
     doc = _decode_doc(where, head + b'"nodes": []' + trailer, layouts[0])
     if doc.schema is None:
         raise NotSliceable

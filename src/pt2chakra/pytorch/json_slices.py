@@ -31,13 +31,18 @@ class NotSliceable(Exception):
 
 
 def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
-                on_slice: Callable[[bytes], None]) -> tuple[bytes, bytes]:
+                on_slice: Callable[[memoryview], None]) -> tuple[bytes, bytes]:
     """Read ``path`` (plain or gzip), calling ``check_head`` with its first
     chunk (it raises NotSliceable to refuse) and ``on_slice`` with each run of
     whole elements of the array under ``key`` as JSON (``[{...},{...}]``);
     returns the text before ``"key": [`` and the text after the array's ``]``.
     Standard input is not sliced: a refused layout falls back to reading the
-    whole file, which a pipe read once cannot give again."""
+    whole file, which a pipe read once cannot give again.
+
+    A slice is a view of the read buffer, valid during the call only: its
+    brackets are written over the space before its first element and the
+    comma after its last (copying each slice out, with brackets added, cost
+    four copies of a trace's text)."""
     if path == STDIN:
         raise NotSliceable(path)
     chunk = READ_CHUNK
@@ -56,19 +61,41 @@ def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
         head = buf[:found.start()]
         indent = first.group(1)
         sep = b"\n" + indent + b"},\n" + indent + b"{"
-        data = buf[first.end() - 1:]  # from the first element's "{"
+        # From the indent's last space before the first element's "{".
+        data = bytearray(memoryview(buf)[first.end() - 2:])
         del buf
         while more := stream.read(chunk):
             data += more
             cut = data.rfind(sep)
             if cut >= 0:  # elements up to their "}", the rest from the next "{"
-                on_slice(b"[" + data[:cut + len(indent) + 2] + b"]")
-                data = data[cut + len(sep) - 1:]
+                _hand_out(data, cut + len(indent) + 2, on_slice)
+                data = _drop_front(data, cut + len(sep) - 2)
     last = re.compile(rb"\n" + re.escape(indent) + rb"\}\s*\]").search(data)
     if last is None:
         raise NotSliceable
-    trailer = data[last.end():]
+    trailer = bytes(data[last.end():])
     if opening.search(trailer):
         raise NotSliceable  # the key twice: a whole-file decoder keeps the last
-    on_slice(b"[" + data[:last.start() + len(indent) + 2] + b"]")
+    _hand_out(data, last.start() + len(indent) + 2, on_slice)
     return head, trailer
+
+
+def _hand_out(data: bytearray, end: int, on_slice: Callable[[memoryview], None]) -> None:
+    """``on_slice`` of ``data[:end + 1]`` as a JSON array: ``data`` starts
+    with the space before an element's "{" and ``end`` is the byte after an
+    element's "}" (a comma or a space), both overwritten with brackets."""
+    data[0] = _OPEN
+    data[end] = _CLOSE
+    on_slice(memoryview(data)[:end + 1])
+
+
+def _drop_front(data: bytearray, count: int) -> bytearray:
+    """``data`` without its first ``count`` bytes, in place when it can be."""
+    try:
+        del data[:count]
+    except BufferError:  # something decoded from the last slice still views it
+        return data[count:]
+    return data
+
+
+_OPEN, _CLOSE = ord("["), ord("]")

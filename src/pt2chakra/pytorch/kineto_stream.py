@@ -60,7 +60,7 @@ def _load(where: str, ignored: Counter[str], inputs: bool) -> KinetoTrace:
         if first.lstrip()[:1] != b"{":  # Chrome's array format: read whole
             raise NotSliceable
 
-    def on_slice(events: bytes) -> None:
+    def on_slice(events: memoryview) -> None:
         parts.append(_classify(where, decode(where, events, events_type), ignored))
 
     head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)

@@ -264,9 +264,12 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
 
     ``ignored``, when given, is incremented per category (or ``ph=M`` style
     key when an event has none) for every event not kept, so callers can
-    report what was skipped. ``inputs=False`` leaves CPU events' per-argument
-    inputs (``input_dims``, ``input_types``, ``concrete_inputs``) None: the
-    decoder skips them (see ``_ArgsWithInputs``).
+    report what was skipped. ``inputs=False`` keeps of CPU events what
+    linking them to a host ET reads: their per-argument inputs
+    (``input_dims``, ``input_types``, ``concrete_inputs``) are None, as the
+    decoder skips them (see ``_ArgsWithInputs``), and their ``external_id``,
+    ``seq_num`` and ``fwd_thread_id`` -1 (a Kineto-only conversion reads
+    them; a million linked events held about 30 MB of them).
     """
     from pt2chakra.pytorch.kineto_stream import load_streamed  # it imports this module
 
@@ -310,6 +313,9 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
     lists = _ListParser(where)
     shared: dict[Any, Any] = {}  # see _cpu_event
     kinds = CATEGORY_KINDS
+    # Bound once: an enum member lookup costs more than the rest of a test.
+    cpu_kind, python_kind, runtime_kind, gpu_kind, flow_kind = (
+        Kind.CPU, Kind.PYTHON, Kind.RUNTIME, Kind.GPU, Kind.FLOW)
     for index, e in enumerate(events):
         found = kinds.get(e.cat) or kinds.get(e.cat.lower())
         if found is None:
@@ -318,12 +324,12 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
         kind, cat = found
         ts, dur = e.ts, e.dur
         if ts is None or (dur is None and e.ph == COMPLETE):
-            if kind is Kind.FLOW or e.ph != COMPLETE:
+            if kind is flow_kind or e.ph != COMPLETE:
                 ignored[f"{e.cat}:ph={e.ph}:no ts"] += 1
                 continue
             raise InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a complete "
                              "event without `ts` or `dur`; the trace is corrupt")
-        if kind is Kind.FLOW:
+        if kind is flow_kind:
             if e.ph == FLOW_START:
                 flows[_to_int(e.id)] = (ts, _int_id(e.tid))
             else:  # an end is found again through its GPU activity's correlation
@@ -333,13 +339,13 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
             ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
         a = e.args or _NO_ARGS
-        if kind is Kind.CPU:
+        if kind is cpu_kind:
             cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
-        elif kind is Kind.PYTHON:
+        elif kind is python_kind:
             python.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
-        elif kind is Kind.RUNTIME:
+        elif kind is runtime_kind:
             runtime.append(_runtime_event(e, ts, dur, a))
-        elif kind is Kind.GPU:
+        elif kind is gpu_kind:
             gpu.append(_gpu_activity(e, ts, dur, a, cat, lists))
         else:
             sync.append(_sync_event(e, ts, dur, a))
@@ -361,13 +367,17 @@ def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
     out one object per value (about 120 bytes less per event; a million-op
     trace keeps every CPU event until it is written)."""
     share = shared.setdefault
-    name, pid, tid = e.name, _int_id(e.pid), _int_id(e.tid)
+    name, pid, tid = e.name, e.pid, e.tid
+    if type(pid) is not int:  # _int_id inlined: this runs once per event
+        pid = _to_int(pid)
+    if type(tid) is not int:
+        tid = _to_int(tid)
     name, pid, tid = share(name, name), share(pid, pid), share(tid, tid)
     collective = None if a.collective_name is None else _collective(a, lists)
-    if type(a) is not _ArgsWithInputs:
-        return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
-                        _or(a.record_function_id, -1), _or(a.seq_num, -1),
-                        _or(a.fwd_thread_id, -1), collective)
+    if type(a) is not _ArgsWithInputs:  # what linking reads (see load_kineto_trace)
+        rf_id = a.record_function_id
+        return CpuEvent(name, cat, ts, dur, pid, tid, -1, -1 if rf_id is None else rf_id, -1, -1,
+                        collective)
     return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
                     _or(a.record_function_id, -1), _or(a.seq_num, -1),
                     _or(a.fwd_thread_id, -1), collective,

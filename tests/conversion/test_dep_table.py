@@ -1,0 +1,64 @@
+"""DepTable: the merged dependency table behaves as the dict it replaces."""
+
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pt2chakra.chakra.dep_kinds import EdgeKind
+from pt2chakra.conversion.dep_table import DepTable
+
+K = EdgeKind
+
+_edge = st.tuples(st.integers(0, 30), st.integers(0, 30), st.sampled_from(list(EdgeKind)))
+_groups = st.lists(st.lists(_edge, max_size=40), max_size=4)
+
+
+def _reference(groups: list[list[tuple[int, int, EdgeKind]]]) -> dict[int, list[tuple[int, EdgeKind]]]:
+    """The merge rule written plainly: per destination, sources in first-seen
+    order, each keeping its most reliable kind; self-edges left out."""
+    merged: dict[int, dict[int, EdgeKind]] = {}
+    for edges in groups:
+        for src, dst, kind in edges:
+            if src != dst:
+                best = merged.setdefault(dst, {})
+                best[src] = max(kind, best.get(src, kind))
+    return {dst: list(best.items()) for dst, best in merged.items()}
+
+
+@given(_groups)
+def test_merged_is_the_plain_merge(groups: list[list[tuple[int, int, EdgeKind]]]) -> None:
+    table = DepTable.merged(iter([iter(edges) for edges in groups]))
+    expected = _reference(groups)
+    assert dict(table.items()) == expected
+    assert len(table) == len(expected) and sorted(table) == sorted(expected)
+    for dst in range(32):
+        assert table.get(dst) == expected.get(dst)
+        assert (dst in table) == (dst in expected)
+    assert list(table.in_order(range(32))) == [expected.get(dst) for dst in range(32)]
+    assert table.kind_counts() == Counter(k for deps in expected.values() for _, k in deps)
+    ascending = all(src < dst for dst, deps in expected.items() for src, _ in deps)
+    assert table.ascending() == ascending
+
+
+def test_thread_order_edges_are_held_in_the_arrays() -> None:
+    # Ascending destinations with one edge each: nothing in the dict.
+    table = DepTable.merged([[(1, 2, K.CALLER), (2, 3, K.THREAD_ORDER), (3, 5, K.CALLER)]])
+    assert table._rest == {} and list(table._dsts) == [2, 3, 5]
+    assert table[3] == [(2, K.THREAD_ORDER)] and table.ascending()
+
+
+def test_changes_stick_as_in_a_dict() -> None:
+    table = DepTable.merged([[(1, 2, K.CALLER), (2, 3, K.THREAD_ORDER), (3, 4, K.CALLER)]])
+    table.setdefault(3, []).append((9, K.INTER_THREAD))  # an array entry, changed in place
+    assert table[3] == [(2, K.THREAD_ORDER), (9, K.INTER_THREAD)]
+    assert not table.ascending()
+    table.setdefault(7, []).append((1, K.LAUNCH))  # a new one
+    assert table[7] == [(1, K.LAUNCH)]
+    table[2] = []
+    assert table[2] == [] and 2 in table
+    del table[4]
+    assert 4 not in table and table.get(4) is None
+    assert dict(table.items()) == {2: [], 3: [(2, K.THREAD_ORDER), (9, K.INTER_THREAD)],
+                                   7: [(1, K.LAUNCH)]}
+    assert len(table) == 3
