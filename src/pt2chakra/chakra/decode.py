@@ -11,7 +11,6 @@ Writing lives in :mod:`pt2chakra.chakra_wire` (re-exported here).
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
@@ -40,7 +39,7 @@ from pt2chakra.chakra.encode import (
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.files import open_input
+from pt2chakra.files import GZIP_ERRORS, open_input
 
 assert pb.ATTR_MEMBERS == ATTR_MEMBERS, "chakra_wire.ATTR_MEMBERS out of sync with et_def.proto"
 
@@ -157,7 +156,7 @@ def from_proto(msg: Message) -> ChakraNode | GlobalMetadata:
 def _read(stream: BinaryIO, size: int, path: str, offset: int) -> bytes:
     try:
         return stream.read(size)
-    except (OSError, EOFError, zlib.error) as exc:
+    except GZIP_ERRORS as exc:
         raise InputError(
             path, f"corrupt gzip data after decompressed byte {offset}: {exc}"
         ) from exc
@@ -683,7 +682,7 @@ def _refuse_json(path: str) -> None:
         stream, _gzipped = open_input(path)
         with stream:
             head = stream.read(JSON_LOOKAHEAD)
-    except (InputError, OSError, EOFError, zlib.error):
+    except (InputError, OSError):  # GZIP_ERRORS are InputErrors or OSErrors here
         return  # the first error stands
     if head.lstrip()[:1] in JSON_OPENERS:
         raise InputError(path, "this is JSON (a host ET or Kineto trace?), not a Chakra .et: "

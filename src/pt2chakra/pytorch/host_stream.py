@@ -17,12 +17,12 @@ problem as always.
 
 from __future__ import annotations
 
-import zlib
 from os import PathLike
 
 import msgspec
 
 from pt2chakra.errors import InputError
+from pt2chakra.files import GZIP_ERRORS, ErrorTypes
 from pt2chakra.pytorch.host_trace import (
     _SCHEMA_PEEK,
     SCHEMA_LAYOUTS,
@@ -40,6 +40,9 @@ from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.json_slices import NotSliceable, read_sliced
 from pt2chakra.pytorch.records import HostOp, HostTrace
 
+# Whatever sends the file to the whole-file loader (which names the problem).
+_NOT_STREAMABLE: ErrorTypes = (NotSliceable, InputError, *GZIP_ERRORS, ValueError, msgspec.MsgspecError)
+
 
 def load_streamed(path: str | PathLike[str]) -> HostTrace | None:
     """The host trace at ``path``, read a slice of nodes at a time; None when
@@ -49,8 +52,7 @@ def load_streamed(path: str | PathLike[str]) -> HostTrace | None:
     try:
         with gc_paused():
             return _load(where)
-    except (NotSliceable, InputError, OSError, EOFError, zlib.error, ValueError,
-            msgspec.MsgspecError):
+    except _NOT_STREAMABLE:
         return None
 
 
