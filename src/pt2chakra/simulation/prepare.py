@@ -15,6 +15,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from itertools import accumulate
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
@@ -100,6 +101,8 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
+_node_type = attrgetter("type")
+_first, _second = itemgetter(0), itemgetter(1)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
 # Attributes the simulator reads, and the values it can use. Other tools'
@@ -308,17 +311,20 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     p.delay.extend([0.0] * count)
     p.nwait.extend([0] * count)
     p.order.extend([0] * count)
+    # Category and lane per distinct (type, attribute dict), worked out in the
+    # order nodes first show them (lanes are numbered in that order), then
+    # handed to every node by C-level maps (a million nodes).
+    wheres = list(zip(map(_node_type, nodes), map(id, attrs_of)))
+    first = dict(zip(reversed(wheres), range(count - 1, -1, -1)))  # where -> first node
     placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
-    cat, lanes = p.cat, p.lane
-    for n, a in zip(nodes, attrs_of):
-        where = (n.type, id(a))
-        got = placed.get(where)
-        if got is None:
-            lane = lane_of(n.type, a)
-            got = placed[where] = (_category(n, a), p.lane_id(
-                (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-        cat.append(got[0])
-        lanes.append(got[1])
+    for where in dict.fromkeys(wheres):
+        n, a = nodes[first[where]], attrs_of[first[where]]
+        lane = lane_of(n.type, a)
+        placed[where] = (_category(n, a), p.lane_id(
+            (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+    got = list(map(placed.__getitem__, wheres))
+    p.cat.extend(map(_first, got))
+    p.lane.extend(map(_second, got))
     return index, attrs_of, incl
 
 
