@@ -101,7 +101,9 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
-_node_type = attrgetter("type")
+# Node fields read by C-level maps (a million nodes: no Python call per node).
+_node_type, _node_id = attrgetter("type"), attrgetter("id")
+_node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
 _first, _second = itemgetter(0), itemgetter(1)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
@@ -258,7 +260,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, nodes, incl)
     by_start = _recorded_order(p, base, end)
-    parents = _parents(nodes, base, index, attrs_of)
+    parents, gpu_syncs = _parents(nodes, base, index, attrs_of)
     del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
@@ -277,7 +279,8 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     for x, src in host_waits:  # the gap before X was the wait: only the rest stays
         end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
-    _sync_ops(p, base, parents, cpu_lane_ops)
+    if gpu_syncs:  # else no node has a gpu_sync edge, and none is added before
+        _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
 
 
@@ -296,16 +299,17 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
     count = len(nodes)
-    dur = [float(n.duration_micros) for n in nodes]
+    dur = list(map(float, map(_node_duration, nodes)))
     if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
         attrs_of, incl = _apart_attrs(nodes, dur, bad)
     else:
         attrs_of, incl = _shared_attrs(nodes, dur, bad)
     p.incl.extend(incl)
-    index = {n.id: base + k for k, n in enumerate(nodes)}
+    ids = list(map(_node_id, nodes))
+    index = dict(zip(ids, range(base, base + count)))  # a repeated id: its last node
     p.nodes.extend(nodes)
-    p.ids.extend([n.id for n in nodes])
-    p.start.extend([n.start_time_micros for n in nodes])
+    p.ids.extend(ids)
+    p.start.extend(map(_node_start, nodes))
     p.rank.extend([rank] * count)
     p.dur.extend(dur)
     p.delay.extend([0.0] * count)
@@ -427,10 +431,11 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
 
 
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
-             attrs_of: list[Attrs]) -> Parents:
+             attrs_of: list[Attrs]) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices; unknown ids and self-edges are dropped (they could never be met).
-    Kind codes are worked out once per shared attribute dict and dep count."""
+    Kind codes are worked out once per shared attribute dict and dep count.
+    Also says whether any dependency is recorded as a ``gpu_sync``."""
     parents: Parents = []
     codes_of: dict[tuple[int, int], list[int]] = {}
     get = index.get
@@ -453,7 +458,7 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
             if src is not None and src != i:
                 mine.append((src, code))
         parents.append(mine)
-    return parents
+    return parents, any(K_GPU_SYNC in codes for codes in codes_of.values())
 
 
 def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
