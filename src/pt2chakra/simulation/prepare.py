@@ -104,7 +104,7 @@ SYNC_LOOKBACK = 64
 # Node fields read by C-level maps (a million nodes: no Python call per node).
 _node_type, _node_id = attrgetter("type"), attrgetter("id")
 _node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
-_first, _second = itemgetter(0), itemgetter(1)
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
 # Attributes the simulator reads, and the values it can use. Other tools'
@@ -423,8 +423,10 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     lanes in recorded start order. Returns the rank's nodes by recorded start."""
     ids, cat, order = p.ids, p.cat, p.order
     # (start, id, index): ties keep node order, as a stable sort by (start, id) does
-    by_start = [i for _s, _id, i in sorted(zip(p.start[base:end], ids[base:end],
-                                                 range(base, end)))]
+    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
+    if cat[base:end].count(CPU_OP) == end - base:  # a CPU-only rank: ids throughout
+        order[base:end] = ids[base:end]
+        return by_start
     for pos, i in enumerate(by_start):
         order[i] = ids[i] if cat[i] == CPU_OP else pos
     return by_start
