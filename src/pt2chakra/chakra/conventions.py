@@ -162,9 +162,9 @@ def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode
     """``step_window`` with each node's ``inclusive_micros`` already worked out
     (the simulator has them, and a million attribute lookups cost seconds)."""
     window: StepWindow | None = None
-    starts = [n.start_time_micros for n in nodes]
+    starts = list(map(operator.attrgetter("start_time_micros"), nodes))
     if any(starts):
-        durations = [n.duration_micros for n in nodes]
+        durations = list(map(operator.attrgetter("duration_micros"), nodes))
         # each node's end: start + max(float(duration), inclusive), as C-level
         # maps (a million nodes); a node with neither start nor duration is untimed
         ends = map(operator.add, starts, map(max, map(float, durations), inclusive))

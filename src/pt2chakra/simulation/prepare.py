@@ -14,7 +14,7 @@ import math
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from itertools import accumulate
+from itertools import accumulate, compress
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -104,6 +104,7 @@ SYNC_LOOKBACK = 64
 # Node fields read by C-level maps (a million nodes: no Python call per node).
 _node_type, _node_id = attrgetter("type"), attrgetter("id")
 _node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
+_node_attrs = attrgetter("attrs")
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
@@ -288,7 +289,7 @@ def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
     """A rank without any start time (other tools' graphs, ``microbench``) is
     untimed: nodes keep their whole duration, in dependency order, with no
     replayed gaps and no measured step."""
-    timed_rank = any(n.start_time_micros for n in nodes)
+    timed_rank = any(map(_node_start, nodes))
     p.rank_timed.append(timed_rank)
     return timed_rank
 
@@ -362,18 +363,23 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     nodes whose list still holds the inclusive time (a value of another
     type, a batch read the exact way) read it as ``_shared_attrs`` does."""
     incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
-    checked: dict[int, tuple[Attrs, bool]] = {}  # id(attr list) -> (checked, holds _INCL)
-    attrs_of = []
-    for k, n in enumerate(nodes):
-        at = n.attrs
-        got = checked.get(id(at))
-        if got is None:
-            a = _attrs(n, bad)
-            got = checked[id(at)] = (a, any(x[0] == _INCL for x in at))
-            a.pop(_INCL, None)
-        attrs_of.append(got[0])
-        if got[1]:
-            _own_inclusive(at, incl, k, bad)
+    # One checked dict per distinct list (in node order, so that ``bad`` and
+    # any warning come out as a per-node pass gives them), handed out by
+    # C-level maps; only nodes whose list still holds the inclusive time are visited.
+    lists = list(map(_node_attrs, nodes))
+    keys = list(map(id, lists))
+    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # id -> first node
+    checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
+    holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
+    for key in dict.fromkeys(keys):
+        at = lists[first[key]]
+        a = checked[key] = _checked(at, bad)
+        a.pop(_INCL, None)
+        holding[key] = any(x[0] == _INCL for x in at)
+    attrs_of = list(map(checked.__getitem__, keys))
+    if any(holding.values()):
+        for k in compress(range(len(keys)), map(holding.__getitem__, keys)):
+            _own_inclusive(lists[k], incl, k, bad)
     return attrs_of, incl
 
 
