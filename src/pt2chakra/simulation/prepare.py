@@ -265,7 +265,8 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
-    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
+    orphans = [] if _only_cpu_ops(p, base, end) else \
+        [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
     if comm_streams > 0 and comm_by_order:
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
     cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
@@ -283,6 +284,12 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     if gpu_syncs:  # else no node has a gpu_sync edge, and none is added before
         _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
+
+
+def _only_cpu_ops(p: _Prepared, base: int, end: int) -> bool:
+    """The rank has no device op (a C-level count: the per-node scans for
+    device ops can be skipped)."""
+    return p.cat[base:end].count(CPU_OP) == end - base
 
 
 def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
@@ -430,7 +437,7 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     ids, cat, order = p.ids, p.cat, p.order
     # (start, id, index): ties keep node order, as a stable sort by (start, id) does
     by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
-    if cat[base:end].count(CPU_OP) == end - base:  # a CPU-only rank: ids throughout
+    if _only_cpu_ops(p, base, end):  # ids throughout
         order[base:end] = ids[base:end]
         return by_start
     for pos, i in enumerate(by_start):
@@ -576,6 +583,8 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
     predecessor's end and its launcher's issue, and within ``INFER_TOL_US``
     after the end of an op on another stream of the same rank, gets a
     ``stream_wait`` edge from that op (the latest such)."""
+    if _only_cpu_ops(p, base, end):
+        return 0
     gpu = [i for i in range(base, end) if p.cat[i] != CPU_OP and
            (p.nodes[i].start_time_micros or p.nodes[i].duration_micros)]
     if not gpu:
@@ -625,8 +634,9 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
     ``WAKE_TOL_FRACTION`` of the gap after it, that fraction before it) gets
     a ``stream_wait`` edge from that collective (the latest such). Returns
     the (X, collective) pairs."""
-    if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
-        return []
+    cats = p.cat[base:end]
+    if GPU_COMPUTE in cats or COMM not in cats:
+        return []  # the GPU's own waits are inferred elsewhere; or no collective to wait on
     node = p.nodes
     comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
     if not comm:
