@@ -13,7 +13,7 @@ import logging
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, compress
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -325,19 +325,21 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     p.order.extend([0] * count)
     # Category and lane per distinct (type, attribute dict), worked out in the
     # order nodes first show them (lanes are numbered in that order), then
-    # handed to every node by C-level maps (a million nodes).
-    wheres = list(zip(map(_node_type, nodes), map(id, attrs_of)))
-    first = dict(zip(reversed(wheres), range(count - 1, -1, -1)))  # where -> first node
+    # handed to every node by lazy C-level maps (a million nodes).
     placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
-    for where in dict.fromkeys(wheres):
-        n, a = nodes[first[where]], attrs_of[first[where]]
+    for where, (n, a) in dict(zip(_wheres(nodes, attrs_of), zip(nodes, attrs_of))).items():
         lane = lane_of(n.type, a)
         placed[where] = (_category(n, a), p.lane_id(
             (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-    got = list(map(placed.__getitem__, wheres))
+    got = list(map(placed.__getitem__, _wheres(nodes, attrs_of)))
     p.cat.extend(map(_first, got))
     p.lane.extend(map(_second, got))
     return index, attrs_of, incl
+
+
+def _wheres(nodes: Sequence[ChakraNode], attrs_of: list[Attrs]) -> Iterator[tuple[int, int]]:
+    """Each node's (type, id of its checked attributes): what its category and lane depend on."""
+    return zip(map(_node_type, nodes), map(id, attrs_of))
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
@@ -372,20 +374,18 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
     # One checked dict per distinct list (in node order, so that ``bad`` and
     # any warning come out as a per-node pass gives them), handed out by
-    # C-level maps; only nodes whose list still holds the inclusive time are visited.
+    # C-level maps; only nodes whose list still holds the inclusive time are
+    # visited. Lazy maps: no million-entry temporaries.
     lists = list(map(_node_attrs, nodes))
-    keys = list(map(id, lists))
-    first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))  # id -> first node
     checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
     holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
-    for key in dict.fromkeys(keys):
-        at = lists[first[key]]
+    for key, at in dict(zip(map(id, lists), lists)).items():  # distinct, in node order
         a = checked[key] = _checked(at, bad)
         a.pop(_INCL, None)
         holding[key] = any(x[0] == _INCL for x in at)
-    attrs_of = list(map(checked.__getitem__, keys))
+    attrs_of = list(map(checked.__getitem__, map(id, lists)))
     if any(holding.values()):
-        for k in compress(range(len(keys)), map(holding.__getitem__, keys)):
+        for k in compress(range(len(lists)), map(holding.__getitem__, map(id, lists))):
             _own_inclusive(lists[k], incl, k, bad)
     return attrs_of, incl
 
