@@ -9,8 +9,10 @@ Each rule lives here once; the simulator, ``validate``, ``timeline``,
 from __future__ import annotations
 
 import math
+import operator
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
@@ -160,13 +162,17 @@ def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode
     """``step_window`` with each node's ``inclusive_micros`` already worked out
     (the simulator has them, and a million attribute lookups cost seconds)."""
     window: StepWindow | None = None
-    starts = [n.start_time_micros for n in nodes]
+    starts = list(map(operator.attrgetter("start_time_micros"), nodes))
     if any(starts):
-        timed = [k for k, (s, n) in enumerate(zip(starts, nodes)) if s or n.duration_micros]
-        window = StepWindow(
-            float(min([starts[k] for k in timed])),
-            max([starts[k] + max(float(nodes[k].duration_micros), inclusive[k])
-                 for k in timed]))
+        durations = list(map(operator.attrgetter("duration_micros"), nodes))
+        # each node's end: start + max(float(duration), inclusive), as C-level
+        # maps (a million nodes); a node with neither start nor duration is untimed
+        ends = map(operator.add, starts, map(max, map(float, durations), inclusive))
+        if all(starts):
+            window = StepWindow(float(min(starts)), max(ends))
+        else:
+            timed = list(map(operator.or_, starts, durations))
+            window = StepWindow(float(min(compress(starts, timed))), max(compress(ends, timed)))
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_finite_number(s0) and is_finite_number(s1):
         if window is None:

@@ -32,9 +32,12 @@ from __future__ import annotations
 import heapq
 import logging
 import math
+import operator
 import os
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import reduce
+from itertools import compress, repeat
 from typing import Any
 
 import msgspec
@@ -80,6 +83,8 @@ log = logging.getLogger(__name__)
 _EV_COMPLETE, _EV_CPU_DONE, _EV_ISSUE, _EV_START = 0, 1, 2, 3
 
 _heappush, _heappop = heapq.heappush, heapq.heappop
+
+TOP_NODES = 10  # longest nodes of the critical path listed in the report
 
 
 # --------------------------------------------------------------------------
@@ -604,14 +609,47 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
     cur, t = last, run.end[last]
     guard = len(p.nodes) + 5
     gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.on_path.add
+    # A bound step, inline (a million steps on a million-node path): the
+    # node's own time up to ``t`` plus its wait before starting (a CPU gap on
+    # a thread, else a wait for a peer or a sync lag), charged to the edge that
+    # bound its start; then the path goes on from that edge's source. A child
+    # released at a sync op's issue point joins it mid-op: the binding time is
+    # the issue time either way. The tally's fields are held in locals.
+    cat_of, rank_of, bind_time, bind_kind, bind_pred = p.cat, p.rank, run.bind_time, \
+        run.bind_kind, run.bind_pred
+    by_type, by_kind = tally.by_type, tally.by_kind
+    total, crossings = tally.total, tally.crossings
     while cur >= 0 and guard:
         guard -= 1
         add(cur)
         gp = gate_pred[cur]
         if gp >= 0 and t >= end[cur] and end[gp] > start[cur]:
+            tally.total, tally.crossings = total, crossings
             cur, t = _gated_step(p, run, tally, cur, gp, t)
-        else:
-            cur, t = _bound_step(p, run, tally, cur, t)
+            total, crossings = tally.total, tally.crossings
+            continue
+        s, e = start[cur], end[cur]
+        node_part = (e if e < t else t) - s  # max(0.0, min(t, end) - start)
+        if not node_part > 0.0:
+            node_part = 0.0
+        cat = cat_of[cur]
+        by_type[CATEGORY_NAMES[cat]] += node_part
+        bt = bind_time[cur]
+        wait = s - bt  # max(0.0, start - bind time)
+        if not wait > 0.0:
+            wait = 0.0
+        if cat == CPU_OP:
+            by_type[CPU_GAP] += wait
+        elif wait:
+            by_type[WAIT] += wait
+        share = node_part + wait
+        by_kind[EDGE_KIND_NAMES[bind_kind[cur]]] += share
+        total += share
+        pred = bind_pred[cur]
+        if pred >= 0 and rank_of[pred] != rank_of[cur]:
+            crossings += 1
+        cur, t = pred, bt
+    tally.total, tally.crossings = total, crossings
     return tally
 
 
@@ -628,41 +666,15 @@ def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
     return gp, run.end[gp]
 
 
-def _bound_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int,
-                t: float) -> tuple[int, float]:
-    """The node's own time up to ``t`` plus its wait before starting (a CPU
-    gap on a thread, else a wait for a peer or a sync lag), charged to the
-    edge that bound its start; then the path goes on from that edge's source.
-    A child released at a sync op's issue point joins it mid-op: the binding
-    time is the issue time either way."""
-    start = run.start[cur]
-    end = run.end[cur]
-    node_part = (end if end < t else t) - start  # max(0.0, min(t, end) - start), inline
-    if not node_part > 0.0:
-        node_part = 0.0
-    by_type, by_kind = tally.by_type, tally.by_kind
-    cat = p.cat[cur]
-    by_type[CATEGORY_NAMES[cat]] += node_part
-    bt = run.bind_time[cur]
-    wait = start - bt  # max(0.0, start - bt), inline (a million calls)
-    if not wait > 0.0:
-        wait = 0.0
-    if cat == CPU_OP:
-        by_type[CPU_GAP] += wait
-    elif wait:
-        by_type[WAIT] += wait
-    share = node_part + wait
-    by_kind[EDGE_KIND_NAMES[run.bind_kind[cur]]] += share
-    tally.total += share
-    pred = run.bind_pred[cur]
-    if pred >= 0 and p.rank[pred] != p.rank[cur]:
-        tally.crossings += 1
-    return pred, bt
-
-
 def _path_summary(p: _Prepared, run: _Run, tally: _PathTally) -> CriticalPath:
     """Shares sorted largest first, and the ten longest nodes on the path."""
-    top = sorted(tally.on_path, key=lambda i: -(run.end[i] - run.start[i]))[:10]
+    # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
+    # without a Python key call per node
+    on_path = list(tally.on_path)
+    minus_duration = [s - e for s, e in zip(map(run.start.__getitem__, on_path),
+                                            map(run.end.__getitem__, on_path))]
+    top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
+                                               key=minus_duration.__getitem__)]
     return CriticalPath(
         length_us=tally.total, nodes=len(tally.on_path), rank_crossings=tally.crossings,
         by_node_type=dict(sorted(tally.by_type.items(), key=lambda kv: -kv[1])),
@@ -676,9 +688,10 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     results = []
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
+        by_lane = _ran_by_lane(p, run, rng)
         ends = [e for e in run.end[rng.start:rng.stop] if e == e]  # NaN: never ran
         unfinished = len(rng) - len(ends)
-        ends += _thread_ends(p, run, rng)
+        ends += _thread_ends(p, run, by_lane)
         predicted = (max(ends) - origin) if ends else 0.0
         run.rank_end.append(max(ends) if ends else origin)
         measured = p.step_end[rank] - p.step_start[rank]
@@ -689,43 +702,62 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
             rank=p.rank_label[rank], source=p.sources[rank], nodes=len(rng), predicted_step_us=predicted,
             measured_step_us=measured,
             error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
-            start_offset_us=origin, lanes=_lane_stats(p, run, rng, origin, predicted),
+            start_offset_us=origin, lanes=_lane_stats(p, by_lane, origin, predicted),
             unfinished=unfinished))
     return results
 
 
-def _thread_ends(p: _Prepared, run: _Run, rng: range) -> list[float]:
+# Up to this many lanes in a rank, its nodes are split by lane with one
+# C-level pass per lane; past it, one Python pass over the nodes is cheaper.
+_MASK_PASSES_MAX = 8
+
+
+def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
+                 ) -> dict[int, tuple[list[float], list[float]]]:
+    """Each lane of the rank (in the order of its first node that ran): the
+    starts and ends of its nodes that ran, in node order."""
+    a, b = rng.start, rng.stop
+    ends = run.end[a:b]
+    ran = list(map(operator.eq, ends, ends))  # NaN: never ran
+    lanes = list(compress(p.lane[a:b], ran))
+    starts, ends = list(compress(run.start[a:b], ran)), list(compress(ends, ran))
+    order = dict.fromkeys(lanes)
+    if len(order) == 1:
+        return {lane: (starts, ends) for lane in order}
+    out: dict[int, tuple[list[float], list[float]]] = {lane: ([], []) for lane in order}
+    if len(order) <= _MASK_PASSES_MAX:
+        for lane in order:
+            mine = list(map(operator.eq, lanes, repeat(lane)))
+            out[lane] = (list(compress(starts, mine)), list(compress(ends, mine)))
+        return out
+    for lane, start, end in zip(lanes, starts, ends):
+        lane_starts, lane_ends = out[lane]
+        lane_starts.append(start)
+        lane_ends.append(end)
+    return out
+
+
+def _thread_ends(p: _Prepared, run: _Run,
+                 by_lane: dict[int, tuple[list[float], list[float]]]) -> list[float]:
     """Each CPU thread's end: its recorded time after its last op started
     (callers returning) still belongs to the step."""
-    lane_end: dict[int, float] = {}
     tail = p.lane_tail
-    for lane, end in zip(p.lane[rng.start:rng.stop], run.end[rng.start:rng.stop]):
-        if lane in tail and end == end:  # not NaN: it ran
-            if end > lane_end.get(lane, -math.inf):
-                lane_end[lane] = end
-    return [t + p.lane_tail[lane] * run.cpu_scale for lane, t in lane_end.items()]
+    return [max(ends) + tail[lane] * run.cpu_scale for lane, (_s, ends) in by_lane.items()
+            if lane in tail]
 
 
-def _lane_stats(p: _Prepared, run: _Run, rng: range, origin: float,
-                predicted: float) -> list[LaneStats]:
+def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]],
+                origin: float, predicted: float) -> list[LaneStats]:
     """Busy and idle time of each lane of the rank over its predicted step,
-    CPU threads and GPU streams by name."""
-    busy: dict[int, float] = defaultdict(float)
-    count: dict[int, int] = defaultdict(int)
-    spans: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    a, b = rng.start, rng.stop
-    for lane, start, end in zip(p.lane[a:b], run.start[a:b], run.end[a:b]):
-        if end != end:  # NaN: never ran
-            continue
-        busy[lane] += end - start
-        count[lane] += 1
-        spans[lane].append((start, end))
+    CPU threads and GPU streams by name (busy time summed in node order)."""
     lanes = []
-    for lane in sorted(busy, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
+    for lane in sorted(by_lane, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
         _r, kind, label = p.lane_names[lane]
-        lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy[lane],
-                               idle_us=max(0.0, predicted - busy[lane]), nodes=count[lane],
-                               idle_gaps=_idle_gaps(spans[lane], origin, predicted)))
+        starts, ends = by_lane[lane]
+        busy = reduce(operator.add, map(operator.sub, ends, starts), 0.0)
+        lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
+                               idle_us=max(0.0, predicted - busy), nodes=len(starts),
+                               idle_gaps=_idle_gaps(list(zip(starts, ends)), origin, predicted)))
     return lanes
 
 

@@ -13,8 +13,9 @@ import logging
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from itertools import accumulate
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate, compress
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
@@ -100,6 +101,11 @@ SYNC_LOOKBACK = 64
 # --------------------------------------------------------------------------
 
 
+# Node fields read by C-level maps (a million nodes: no Python call per node).
+_node_type, _node_id = attrgetter("type"), attrgetter("id")
+_node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
+_node_attrs = attrgetter("attrs")
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
 # Attributes the simulator reads, and the values it can use. Other tools'
@@ -255,11 +261,12 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, nodes, incl)
     by_start = _recorded_order(p, base, end)
-    parents = _parents(nodes, base, index, attrs_of)
+    parents, gpu_syncs = _parents(nodes, base, index, attrs_of)
     del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
-    orphans = [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
+    orphans = [] if _only_cpu_ops(p, base, end) else \
+        [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
     if comm_streams > 0 and comm_by_order:
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
     cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
@@ -274,15 +281,22 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     for x, src in host_waits:  # the gap before X was the wait: only the rest stays
         end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
-    _sync_ops(p, base, parents, cpu_lane_ops)
+    if gpu_syncs:  # else no node has a gpu_sync edge, and none is added before
+        _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
+
+
+def _only_cpu_ops(p: _Prepared, base: int, end: int) -> bool:
+    """The rank has no device op (a C-level count: the per-node scans for
+    device ops can be skipped)."""
+    return p.cat[base:end].count(CPU_OP) == end - base
 
 
 def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
     """A rank without any start time (other tools' graphs, ``microbench``) is
     untimed: nodes keep their whole duration, in dependency order, with no
     replayed gaps and no measured step."""
-    timed_rank = any(n.start_time_micros for n in nodes)
+    timed_rank = any(map(_node_start, nodes))
     p.rank_timed.append(timed_rank)
     return timed_rank
 
@@ -293,33 +307,39 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
     base = len(p.nodes)
     count = len(nodes)
-    dur = [float(n.duration_micros) for n in nodes]
+    dur = list(map(float, map(_node_duration, nodes)))
     if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
         attrs_of, incl = _apart_attrs(nodes, dur, bad)
     else:
         attrs_of, incl = _shared_attrs(nodes, dur, bad)
     p.incl.extend(incl)
-    index = {n.id: base + k for k, n in enumerate(nodes)}
+    ids = list(map(_node_id, nodes))
+    index = dict(zip(ids, range(base, base + count)))  # a repeated id: its last node
     p.nodes.extend(nodes)
-    p.ids.extend([n.id for n in nodes])
-    p.start.extend([n.start_time_micros for n in nodes])
+    p.ids.extend(ids)
+    p.start.extend(map(_node_start, nodes))
     p.rank.extend([rank] * count)
     p.dur.extend(dur)
     p.delay.extend([0.0] * count)
     p.nwait.extend([0] * count)
     p.order.extend([0] * count)
+    # Category and lane per distinct (type, attribute dict), worked out in the
+    # order nodes first show them (lanes are numbered in that order), then
+    # handed to every node by lazy C-level maps (a million nodes).
     placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
-    cat, lanes = p.cat, p.lane
-    for n, a in zip(nodes, attrs_of):
-        where = (n.type, id(a))
-        got = placed.get(where)
-        if got is None:
-            lane = lane_of(n.type, a)
-            got = placed[where] = (_category(n, a), p.lane_id(
-                (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-        cat.append(got[0])
-        lanes.append(got[1])
+    for where, (n, a) in dict(zip(_wheres(nodes, attrs_of), zip(nodes, attrs_of))).items():
+        lane = lane_of(n.type, a)
+        placed[where] = (_category(n, a), p.lane_id(
+            (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
+    got = list(map(placed.__getitem__, _wheres(nodes, attrs_of)))
+    p.cat.extend(map(_first, got))
+    p.lane.extend(map(_second, got))
     return index, attrs_of, incl
+
+
+def _wheres(nodes: Sequence[ChakraNode], attrs_of: list[Attrs]) -> Iterator[tuple[int, int]]:
+    """Each node's (type, id of its checked attributes): what its category and lane depend on."""
+    return zip(map(_node_type, nodes), map(id, attrs_of))
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
@@ -352,18 +372,21 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     nodes whose list still holds the inclusive time (a value of another
     type, a batch read the exact way) read it as ``_shared_attrs`` does."""
     incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
-    checked: dict[int, tuple[Attrs, bool]] = {}  # id(attr list) -> (checked, holds _INCL)
-    attrs_of = []
-    for k, n in enumerate(nodes):
-        at = n.attrs
-        got = checked.get(id(at))
-        if got is None:
-            a = _attrs(n, bad)
-            got = checked[id(at)] = (a, any(x[0] == _INCL for x in at))
-            a.pop(_INCL, None)
-        attrs_of.append(got[0])
-        if got[1]:
-            _own_inclusive(at, incl, k, bad)
+    # One checked dict per distinct list (in node order, so that ``bad`` and
+    # any warning come out as a per-node pass gives them), handed out by
+    # C-level maps; only nodes whose list still holds the inclusive time are
+    # visited. Lazy maps: no million-entry temporaries.
+    lists = list(map(_node_attrs, nodes))
+    checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
+    holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
+    for key, at in dict(zip(map(id, lists), lists)).items():  # distinct, in node order
+        a = checked[key] = _checked(at, bad)
+        a.pop(_INCL, None)
+        holding[key] = any(x[0] == _INCL for x in at)
+    attrs_of = list(map(checked.__getitem__, map(id, lists)))
+    if any(holding.values()):
+        for k in compress(range(len(lists)), map(holding.__getitem__, map(id, lists))):
+            _own_inclusive(lists[k], incl, k, bad)
     return attrs_of, incl
 
 
@@ -413,18 +436,21 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     lanes in recorded start order. Returns the rank's nodes by recorded start."""
     ids, cat, order = p.ids, p.cat, p.order
     # (start, id, index): ties keep node order, as a stable sort by (start, id) does
-    by_start = [i for _s, _id, i in sorted(zip(p.start[base:end], ids[base:end],
-                                                 range(base, end)))]
+    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
+    if _only_cpu_ops(p, base, end):  # ids throughout
+        order[base:end] = ids[base:end]
+        return by_start
     for pos, i in enumerate(by_start):
         order[i] = ids[i] if cat[i] == CPU_OP else pos
     return by_start
 
 
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
-             attrs_of: list[Attrs]) -> Parents:
+             attrs_of: list[Attrs]) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices; unknown ids and self-edges are dropped (they could never be met).
-    Kind codes are worked out once per shared attribute dict and dep count."""
+    Kind codes are worked out once per shared attribute dict and dep count.
+    Also says whether any dependency is recorded as a ``gpu_sync``."""
     parents: Parents = []
     codes_of: dict[tuple[int, int], list[int]] = {}
     get = index.get
@@ -447,7 +473,7 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
             if src is not None and src != i:
                 mine.append((src, code))
         parents.append(mine)
-    return parents
+    return parents, any(K_GPU_SYNC in codes for codes in codes_of.values())
 
 
 def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
@@ -557,6 +583,8 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
     predecessor's end and its launcher's issue, and within ``INFER_TOL_US``
     after the end of an op on another stream of the same rank, gets a
     ``stream_wait`` edge from that op (the latest such)."""
+    if _only_cpu_ops(p, base, end):
+        return 0
     gpu = [i for i in range(base, end) if p.cat[i] != CPU_OP and
            (p.nodes[i].start_time_micros or p.nodes[i].duration_micros)]
     if not gpu:
@@ -606,8 +634,9 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
     ``WAKE_TOL_FRACTION`` of the gap after it, that fraction before it) gets
     a ``stream_wait`` edge from that collective (the latest such). Returns
     the (X, collective) pairs."""
-    if any(p.cat[i] == GPU_COMPUTE for i in range(base, end)):
-        return []
+    cats = p.cat[base:end]
+    if GPU_COMPUTE in cats or COMM not in cats:
+        return []  # the GPU's own waits are inferred elsewhere; or no collective to wait on
     node = p.nodes
     comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
     if not comm:
