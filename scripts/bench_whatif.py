@@ -50,6 +50,9 @@ BATCH = 64
 # ~95 % of the CPU time, so scaling every CPU op (the optimizer and DDP's
 # copies, which do not repeat, included) errs by little.
 COMPUTE_BATCH = 256
+# Compute steps vary by +-20 % from one to the next on this shared machine
+# (neighbours' load the guest cannot see): twice the steps per run there.
+COMPUTE_STEPS = 8
 COMPUTE_ACCUMULATE = (1, 2)
 # Rates at which the shaped link, not the hosts' copying, limits a gloo
 # transfer: at 8 Gbit/s a 4 MB all-reduce already runs at ~0.4 of the
@@ -73,7 +76,11 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 QUIET_PATIENCE_S = 20.0
 QUIET_WINDOW_S = 1.0
 ACCEPT_PCT = 10.0
-MEASURED_KNOB = "(measured)"  # marks a what-if whose factor came from the target run
+# The ops one micro-batch runs (its forward, loss and backward), which the
+# compute settings repeat: ``simulate --cpu-scale X --cpu-scale-ops`` scales
+# the time inside them and leaves the optimizer step, DDP's bucket copies and
+# the gaps around them alone. Chosen from what the model does, not fitted.
+MODEL_OPS = r"DistributedDataParallel\.forward|aten::mse_loss|autograd::engine::evaluate_function"
 RUN_NOTE = "run.json"
 MIN_CLEAN_RUNS = 2  # fewer clean runs than this: the least contaminated fill in, flagged  # per run folder: setting and the neighbours' CPU
 
@@ -281,7 +288,8 @@ def wait_quiet(max_other: float, patience_s: float) -> float:
             return other
 
 
-def measure_all(settings: list[Setting], work: Path, args: argparse.Namespace,
+def measure_all(settings: list[Setting], compute: list[Setting], work: Path,
+                args: argparse.Namespace,
                 ) -> list[Measured]:
     """``args.runs`` clean runs of ``args.steps`` recorded steps per setting.
     Settings take turns, run by run, so that a slow drift of the machine's
@@ -295,7 +303,8 @@ def measure_all(settings: list[Setting], work: Path, args: argparse.Namespace,
                 continue
             wait_quiet(args.max_other, args.patience)
             out = work / f"r{s.rate_gbit:g}_b{s.batch}x{s.accumulate}_{attempt}"
-            hosts, other = record(s, out, args.steps)
+            steps = args.compute_steps if s in compute else args.steps
+            hosts, other = record(s, out, steps)
             clean = other <= args.max_other
             (kept if clean else spare)[s].append((other, hosts))
             print(f"  {s.label}: run {attempt}: others used {other:.2f} cores"
@@ -336,14 +345,14 @@ def _usable_step(hosts: list[Path]) -> Recording | None:
 
 
 def predict(src: Measured, bandwidth_scale: float, cpu_scale: float,
-            calibrate: bool) -> list[float]:
+            calibrate: bool, cpu_scale_ops: str | None = None) -> list[float]:
     """The predicted step of every recording of ``src`` under the what-if."""
     from pt2chakra.simulation.api import SimulationOptions, simulate
 
     out = []
     for rec in src.recordings:
         options = SimulationOptions(calibrate=calibrate, bandwidth_scale=[bandwidth_scale],
-                                    cpu_scale=[cpu_scale])
+                                    cpu_scale=[cpu_scale], cpu_scale_ops=cpu_scale_ops)
         result = simulate(rec.ets, options)
         row = result.what_if[0] if result.what_if else None
         out.append(row.predicted_step_us if row else result.predicted_step_us)
@@ -385,41 +394,39 @@ def rows(results: list[Measured], compute: list[Setting]) -> list[Row]:
         for b in comp:
             if a is b:
                 continue
-            nominal = b.setting.work / a.setting.work
-            measured_ratio = _compute_us(b) / _compute_us(a)
-            for label, x in ((f"cpu x{nominal:g} (work)", nominal),
-                             (f"cpu x{measured_ratio:.2f} {MEASURED_KNOB}", measured_ratio)):
-                out.append(Row("compute", a.setting, b.setting, label, b.median(), b.spread(),
-                               predict(a, 1.0, x, True), predict(a, 1.0, x, False)))
+            x = b.setting.work / a.setting.work
+            for kind, label, ops in (("compute", f"cpu x{x:g}, model ops", MODEL_OPS),
+                                     ("compute-all", f"cpu x{x:g}, every CPU op", None)):
+                out.append(Row(kind, a.setting, b.setting, label, b.median(), b.spread(),
+                               predict(a, 1.0, x, True, ops), predict(a, 1.0, x, False, ops)))
     return out
 
 
 def print_table(results: list[Measured], table: list[Row]) -> None:
     print("\nmeasured step per setting (median over recorded steps, [min - max], n; "
-          "others' CPU per kept run)")
+          "both ranks' CPU ops' own time, median; others' CPU per kept run)")
     for m in results:
         lo, hi = m.spread()
         cores = ", ".join(f"{c:.2f}" for c in m.other_cores)
         print(f"  {m.setting.label:26s} {m.median() / 1e3:8.1f} ms  [{lo / 1e3:.1f} - "
-              f"{hi / 1e3:.1f}]  n={len(m.recordings)}  others {cores} cores"
+              f"{hi / 1e3:.1f}]  n={len(m.recordings)}  cpu ops {_compute_us(m) / 1e3:.1f} ms"
+              f"  others {cores} cores"
               + ("  (contaminated runs kept)" if m.flagged else ""))
     print("\npredicted from -> measured at: medians over the source's recorded steps "
           "[min - max]; error of the median vs the measured median")
-    print(f"  {'kind':8s} {'from':26s} {'to':26s} {'what-if':24s} {'measured ms':>18s} "
+    print(f"  {'kind':11s} {'from':26s} {'to':26s} {'what-if':24s} {'measured ms':>18s} "
           f"{'calibrated ms':>22s} {'err':>7s} {'uncalibrated ms':>22s} {'err':>7s}")
     for r in table:
         cal, plain = r.calibrated, r.plain
-        print(f"  {r.kind:8s} {r.src.label:26s} {r.dst.label:26s} {r.knob:24s} "
+        print(f"  {r.kind:11s} {r.src.label:26s} {r.dst.label:26s} {r.knob:24s} "
               f"{r.measured / 1e3:7.1f} [{r.measured_spread[0] / 1e3:.0f}-"
               f"{r.measured_spread[1] / 1e3:.0f}] "
               f"{statistics.median(cal) / 1e3:9.1f} [{min(cal) / 1e3:.0f}-{max(cal) / 1e3:.0f}] "
               f"{r.err(cal):+6.1f}% "
               f"{statistics.median(plain) / 1e3:9.1f} [{min(plain) / 1e3:.0f}-"
               f"{max(plain) / 1e3:.0f}] {r.err(plain):+6.1f}%")
-    for kind in ("network", "compute"):
-        # The a-priori what-ifs only: a measured-ratio row restates its target.
-        chosen = [r for r in table if r.kind == kind and r.src != r.dst
-                  and MEASURED_KNOB not in r.knob]
+    for kind in ("network", "compute", "compute-all"):
+        chosen = [r for r in table if r.kind == kind and r.src != r.dst]
         for model, pick in (("calibrated", lambda r: r.calibrated),
                             ("uncalibrated", lambda r: r.plain)):
             errs = [abs(r.err(pick(r))) for r in chosen]
@@ -434,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="keep the recordings here (default: a temp dir)")
     ap.add_argument("--runs", type=int, default=3, help="clean collect runs per setting")
     ap.add_argument("--steps", type=int, default=4, help="recorded steps per run")
+    ap.add_argument("--compute-steps", type=int, default=COMPUTE_STEPS,
+                    help="recorded steps per run of the compute settings")
     ap.add_argument("--retries", type=int, default=1, help="extra runs per setting when "
                     "contaminated")
     ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
@@ -472,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_whatif.") as tmp:
         work = args.out or Path(tmp)
         try:
-            results = measure_all(settings, work, args)
+            results = measure_all(settings, compute, work, args)
         except KeyboardInterrupt:
             print("bench-whatif: interrupted; loopback unshaped")
             return 130

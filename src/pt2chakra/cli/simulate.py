@@ -63,6 +63,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="what-if: scale GPU kernel durations (several values: one row each)")
     p.add_argument("--cpu-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale CPU op durations and CPU gaps")
+    p.add_argument("--cpu-scale-ops", metavar="REGEX",
+                   help="with --cpu-scale: scale only the CPU time inside ops whose name "
+                        "matches (their callees and the gaps between them included), e.g. "
+                        "the model's forward and backward but not the optimizer")
     p.add_argument("--bandwidth-scale", type=options.scale, nargs="+", default=[1.0], metavar="X",
                    help="what-if: scale network bandwidth (collective time / X without a model)")
     p.add_argument("--comm-streams", type=options.comm_streams, nargs="+", default=[0], metavar="N",
@@ -94,6 +98,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
     return SimulationOptions(
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
+        cpu_scale_ops=args.cpu_scale_ops,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
         infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
         timeline=getattr(args, "timeline", None),
@@ -126,10 +131,12 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
     from pt2chakra.simulation.api import AstraSimOptions, simulate_astra_sim
 
-    if args.calibrate:
-        from pt2chakra.errors import InputError
+    for flag, given in (("--calibrate", args.calibrate),
+                        ("--cpu-scale-ops", args.cpu_scale_ops is not None)):
+        if given:
+            from pt2chakra.errors import InputError
 
-        raise InputError("--calibrate", "applies to our own replay, not to --consumer astra-sim")
+            raise InputError(flag, "applies to our own replay, not to --consumer astra-sim")
     from pt2chakra.simulation.consumer import format_consumer_report
 
     options = AstraSimOptions(

@@ -37,6 +37,7 @@ from pt2chakra.simulation.engine import (
     what_if,
 )
 from pt2chakra.simulation.network import ALGORITHMS
+from pt2chakra.simulation.op_scale import compile_ops
 from pt2chakra.tools.validate import refuse_unsound, replay_problems
 
 
@@ -51,6 +52,7 @@ class SimulationOptions(msgspec.Struct, frozen=True):
     align: str = "auto"
     compute_scale: Sequence[float] = (1.0,)
     cpu_scale: Sequence[float] = (1.0,)
+    cpu_scale_ops: str | None = None  # --cpu-scale only inside ops matching this (op_scale.py)
     bandwidth_scale: Sequence[float] = (1.0,)
     comm_streams: Sequence[int] = (0,)
     infer_waits: bool = True
@@ -61,7 +63,8 @@ class SimulationOptions(msgspec.Struct, frozen=True):
 
     def base_config(self) -> SimConfig:
         return SimConfig(bandwidth_gbps=self.bandwidth_gbps, latency_us=self.latency_us,
-                         algorithm=self.algorithm, align=self.align, calibrate=self.calibrate)
+                         algorithm=self.algorithm, align=self.align, calibrate=self.calibrate,
+                         cpu_scale_ops=self.cpu_scale_ops)
 
     def asks_what_if(self) -> bool:
         knobs = (self.compute_scale, self.cpu_scale, self.bandwidth_scale, self.comm_streams)
@@ -94,6 +97,11 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError("--align", f"must be one of {', '.join(ALIGNMENTS)}")
     if any(n < 0 for n in options.comm_streams):
         raise InputError("--comm-streams", "must be 0 (as recorded) or more")
+    if options.cpu_scale_ops is not None:
+        compile_ops(options.cpu_scale_ops)
+        if list(options.cpu_scale) == [1.0]:
+            raise InputError("--cpu-scale-ops", "says which ops --cpu-scale scales: give "
+                             "--cpu-scale too")
     if options.plot:
         from pt2chakra.simulation.views import check_plot_path
 

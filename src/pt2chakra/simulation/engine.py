@@ -55,6 +55,7 @@ from pt2chakra.simulation.calibration import (
     link_shares,
 )
 from pt2chakra.simulation.network import collective_time
+from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
     _INCL,
     CATEGORY_NAMES,
@@ -97,6 +98,8 @@ class SimConfig(msgspec.Struct, frozen=True):
 
     compute_scale: float = 1.0  # GPU kernel durations (not memcpy, not comm)
     cpu_scale: float = 1.0  # CPU op durations and replayed gaps
+    # Scale only the CPU time inside ops whose name matches (op_scale.py); None: all of it.
+    cpu_scale_ops: str | None = None
     bandwidth_scale: float = 1.0  # network bandwidth (comm durations / this)
     comm_streams: int = 0  # 0: as recorded; N: collectives round-robin on N streams
     bandwidth_gbps: float | None = None  # with latency_us: network model
@@ -108,7 +111,8 @@ class SimConfig(msgspec.Struct, frozen=True):
     calibrate: bool = False
 
     def label(self) -> str:
-        parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}",
+        cpu_ops = f" (ops /{self.cpu_scale_ops}/)" if self.cpu_scale_ops else ""
+        parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}{cpu_ops}",
                  f"bandwidth x{self.bandwidth_scale:g}",
                  f"comm streams {self.comm_streams or 'as recorded'}"]
         return ", ".join(parts)
@@ -234,15 +238,45 @@ def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
     dur = list(p.dur)
     delay = list(p.delay)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
+    covered = _covered(p, cfg)
     for i, cat in enumerate(p.cat):
         if cat == GPU_COMPUTE and cs != 1.0:
             dur[i] *= cs
         elif cat == CPU_OP and cpu != 1.0:
-            dur[i] *= cpu
-            delay[i] *= cpu
-        elif cat == GPU_CPU_GAP and cpu != 1.0:
+            if covered is None:
+                dur[i] *= cpu
+                delay[i] *= cpu
+            else:  # only the share of the slice / the delay inside matching ops
+                start, lane = float(p.start[i]), p.lane[i]
+                dur[i] += (cpu - 1.0) * covered.within(lane, start, start + p.dur[i])
+                delay[i] += (cpu - 1.0) * covered.within(lane, start - p.delay[i], start)
+        elif cat == GPU_CPU_GAP and cpu != 1.0 and covered is None:  # unnamed CPU time
             dur[i] *= cpu
     return dur, delay
+
+
+def _covered(p: _Prepared, cfg: SimConfig) -> CoveredTime | None:
+    """The time ``cfg.cpu_scale_ops`` selects (None: all CPU time scales),
+    worked out once per pattern."""
+    pattern = cfg.cpu_scale_ops
+    if pattern is None or cfg.cpu_scale == 1.0:
+        return None
+    got = p.covered.get(pattern)
+    if got is None:
+        got = p.covered[pattern] = covered_time(
+            (n.name for n in p.nodes), p.lane, p.start, p.incl,
+            (c == CPU_OP for c in p.cat), compile_ops(pattern))
+    return got
+
+
+def _scaled_tails(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
+    """Each CPU thread's recorded tail (callers returning) under the CPU knob."""
+    covered = _covered(p, cfg)
+    if covered is None:
+        return {lane: t * cfg.cpu_scale for lane, t in p.lane_tail.items()}
+    return {lane: t + (cfg.cpu_scale - 1.0) * covered.within(lane, p.lane_tail_end[lane] - t,
+                                                               p.lane_tail_end[lane])
+            for lane, t in p.lane_tail.items()}
 
 
 def _collective_us(p: _Prepared, cfg: SimConfig, key: RendezvousKey, members: list[int],
@@ -313,6 +347,7 @@ class _Run:
         self.origin: list[float] = []
         self.rank_end: list[float] = []
         self.cpu_scale = 1.0
+        self.tails: dict[int, float] = {}  # CPU lane: its recorded tail, scaled
 
 
 def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
@@ -338,6 +373,7 @@ def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str
     run = _Run(len(p.nodes))
     run.origin = origin
     run.cpu_scale = cfg.cpu_scale
+    run.tails = _scaled_tails(p, cfg)
     _Replay(p, run, dur, delay, participants, verbose).replay()
     return run, align, model
 
@@ -741,9 +777,8 @@ def _thread_ends(p: _Prepared, run: _Run,
                  by_lane: dict[int, tuple[list[float], list[float]]]) -> list[float]:
     """Each CPU thread's end: its recorded time after its last op started
     (callers returning) still belongs to the step."""
-    tail = p.lane_tail
-    return [max(ends) + tail[lane] * run.cpu_scale for lane, (_s, ends) in by_lane.items()
-            if lane in tail]
+    tail = run.tails
+    return [max(ends) + tail[lane] for lane, (_s, ends) in by_lane.items() if lane in tail]
 
 
 def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]],

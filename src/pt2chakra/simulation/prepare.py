@@ -44,6 +44,7 @@ from pt2chakra.chakra.rendezvous import (
     rendezvous_keys,
 )
 from pt2chakra.errors import InputError
+from pt2chakra.simulation.op_scale import CoveredTime
 
 log = logging.getLogger("pt2chakra.simulation")
 
@@ -188,6 +189,9 @@ class _Prepared:
         self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
+        self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
+        # --cpu-scale-ops: per pattern, the time the matching ops cover (op_scale.py)
+        self.covered: dict[str, CoveredTime] = {}
         self.rank_nodes: list[range] = []
         self.rank_timed: list[bool] = []  # per rank: some node has a start time
         self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order
@@ -541,6 +545,7 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
                 cursor = held_to
         last = max([starts[i] + incl[i - base] for i in ops], default=cursor)
         p.lane_tail[lane] = max(0.0, last - cursor)
+        p.lane_tail_end[lane] = last
 
 
 def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
