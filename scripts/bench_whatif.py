@@ -53,6 +53,12 @@ COMPUTE_BATCH = 256
 # Compute steps vary by +-20 % from one to the next on this shared machine
 # (neighbours' load the guest cannot see): twice the steps per run there.
 COMPUTE_STEPS = 8
+# One DDP bucket for the compute settings (more than the 16.8 MB of
+# gradients): the all-reduce then follows the backward pass instead of
+# running beside it. Gloo's transfer threads copy and reduce on the same 2
+# cores as the matmuls, a contention the replay does not model (each thread
+# is its own core there), and which varied the step by +-20 % run to run.
+COMPUTE_BUCKET_MB = 32.0
 COMPUTE_ACCUMULATE = (1, 2)
 # Rates at which the shaped link, not the hosts' copying, limits a gloo
 # transfer: at 8 Gbit/s a 4 MB all-reduce already runs at ~0.4 of the
@@ -69,7 +75,7 @@ COMPUTE_RATE_GBIT = UNSHAPED
 TBF = ("burst", "256kb", "latency", "100ms")
 # Neighbours using more than this many cores on average (of the machine's)
 # during a run make it contaminated.
-MAX_OTHER_CORES = 0.3
+MAX_OTHER_CORES = 0.1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Before each run, wait this long at most for a quiet second (sampled over
 # QUIET_WINDOW_S): on a shared machine the neighbours' load comes and goes.
@@ -90,6 +96,7 @@ class Setting:
     rate_gbit: float
     batch: int
     accumulate: int = 1  # micro-batches per step
+    bucket_mb: float = BUCKET_MB
 
     @property
     def work(self) -> int:
@@ -197,7 +204,7 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
     cmd = [*PT2CHAKRA, "collect", "--ddp", "gloo", "--out-dir", str(out), "--name", "w",
            "--hidden", str(HIDDEN), "--layers", str(LAYERS), "--batch", str(setting.batch),
            "--accumulate", str(setting.accumulate),
-           "--bucket-mb", str(BUCKET_MB), "--steps", str(steps), "-q"]
+           "--bucket-mb", str(setting.bucket_mb), "--steps", str(steps), "-q"]
     busy0, ours0, t0 = _busy_seconds(), _children_seconds(), time.monotonic()
     with shaped(setting.rate_gbit):
         returncode, stderr = _run_group(cmd)
@@ -209,6 +216,7 @@ def record(setting: Setting, out: Path, steps: int) -> tuple[list[list[Path]], f
     (out / RUN_NOTE).write_text(json.dumps({"rate_gbit": setting.rate_gbit,
                                             "batch": setting.batch,
                                             "accumulate": setting.accumulate,
+                                            "bucket_mb": setting.bucket_mb,
                                             "other_cores": other}))
     return recorded_steps(out), other
 
@@ -243,7 +251,8 @@ def reuse(folder: Path, settings: list[Setting], runs: int, max_other: float,
     found: dict[Setting, list[tuple[float, list[list[Path]]]]] = {s: [] for s in settings}
     for note in sorted(folder.glob(f"*/{RUN_NOTE}")):
         d = json.loads(note.read_text())
-        s = Setting(float(d["rate_gbit"]), int(d["batch"]), int(d.get("accumulate", 1)))
+        s = Setting(float(d["rate_gbit"]), int(d["batch"]), int(d.get("accumulate", 1)),
+                    float(d.get("bucket_mb", BUCKET_MB)))
         if s in found:
             found[s].append((float(d["other_cores"]), recorded_steps(note.parent)))
     return [_keep(s, [r for r in found[s] if r[0] <= max_other],
@@ -443,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4, help="recorded steps per run")
     ap.add_argument("--compute-steps", type=int, default=COMPUTE_STEPS,
                     help="recorded steps per run of the compute settings")
-    ap.add_argument("--retries", type=int, default=1, help="extra runs per setting when "
+    ap.add_argument("--retries", type=int, default=2, help="extra runs per setting when "
                     "contaminated")
     ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
                     help="cores other processes may use during a clean run")
@@ -463,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compute-rate", type=float, default=COMPUTE_RATE_GBIT, metavar="GBIT",
                     help="loopback rate for the compute settings (0: unshaped)")
     args = ap.parse_args(argv)
-    compute = [Setting(args.compute_rate, args.compute_batch, k) for k in args.accumulate]
+    compute = [Setting(args.compute_rate, args.compute_batch, k, COMPUTE_BUCKET_MB)
+               for k in args.accumulate]
     settings = [Setting(r, BATCH) for r in args.rates] + compute
     if args.reuse:
         results = reuse(args.reuse, settings, args.runs, args.max_other)
