@@ -73,3 +73,20 @@ def test_covered_time_is_the_union_measure(raw, a, width) -> None:  # type: igno
     counted = sum(step for t in grid if any(s <= t < e for s, e in intervals))
     assert got == pytest.approx(counted, abs=2 * step * (2 * len(intervals) + 1))
     assert covered.within(LANE + 1, a, b) == 0.0
+
+
+def test_gpu_sync_ops_follow_the_pattern_too(converted) -> None:  # type: ignore[no-untyped-def]
+    """DLRM rank 0 holds GPU-sync ops, whose CPU parts the replay times
+    apart: a pattern matching no op leaves the step exactly as recorded, and
+    one matching every op moves it almost as far as scaling everything (the
+    idle gaps between top-level ops stay)."""
+    from pt2chakra.simulation.engine import load
+
+    sim = Simulator(load([str(converted["dlrm_rank0"])]))
+    assert sim.prepared(0).sync  # the premise: sync ops are there
+    base = sim.predict(SimConfig())
+    assert sim.predict(SimConfig(cpu_scale=2.0, cpu_scale_ops="^no such op$")) == base
+    every_op = sim.predict(SimConfig(cpu_scale=2.0, cpu_scale_ops="."))
+    everything = sim.predict(SimConfig(cpu_scale=2.0))
+    assert base < every_op <= everything
+    assert every_op > 0.9 * everything

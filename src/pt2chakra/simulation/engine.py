@@ -269,6 +269,21 @@ def _covered(p: _Prepared, cfg: SimConfig) -> CoveredTime | None:
     return got
 
 
+def _sync_scales(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
+    """Under ``--cpu-scale-ops``, a sync op's CPU parts (its own work, the
+    time after its wait, the time before it issues) scale by the share of
+    its recorded span the matching ops cover; empty otherwise."""
+    covered = _covered(p, cfg)
+    if covered is None:
+        return {}
+    out = {}
+    for i in p.sync:
+        start, span = float(p.start[i]), p.incl[i]
+        share = covered.within(p.lane[i], start, start + span) / span if span > 0 else 0.0
+        out[i] = 1.0 + (cfg.cpu_scale - 1.0) * share
+    return out
+
+
 def _scaled_tails(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
     """Each CPU thread's recorded tail (callers returning) under the CPU knob."""
     covered = _covered(p, cfg)
@@ -348,6 +363,7 @@ class _Run:
         self.rank_end: list[float] = []
         self.cpu_scale = 1.0
         self.tails: dict[int, float] = {}  # CPU lane: its recorded tail, scaled
+        self.sync_scale: dict[int, float] = {}  # sync op: its CPU parts' scale, where not cpu_scale
 
 
 def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
@@ -374,6 +390,7 @@ def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str
     run.origin = origin
     run.cpu_scale = cfg.cpu_scale
     run.tails = _scaled_tails(p, cfg)
+    run.sync_scale = _sync_scales(p, cfg)
     _Replay(p, run, dur, delay, participants, verbose).replay()
     return run, align, model
 
@@ -387,7 +404,7 @@ class _Replay:
     Slots keep attribute reads fast (a plain instance with this many
     attributes loses CPython's specialised attribute access)."""
 
-    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "multi",
+    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale", "multi",
                  "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
                  "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
                  "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
@@ -404,6 +421,7 @@ class _Replay:
         self.participants = participants
         self.verbose = verbose
         self.cpu_scale = run.cpu_scale
+        self.sync_scale = run.sync_scale
         self.multi = len(p.step_start) > 1
         # Per lane: free since, busy, last node that held it, ready nodes by recorded order.
         self.lane_free = [origin[r] if origin else 0.0 for r, _, _ in p.lane_names]
@@ -561,7 +579,7 @@ class _Replay:
         sync, gate_t, gate_left = self.sync, self.gate_t, self.gate_left
         cpu_done_at = self.cpu_done_at
         for s in gated:
-            g = t + sync[s][1] * self.cpu_scale
+            g = t + sync[s][1] * self.sync_scale.get(s, self.cpu_scale)
             if g >= gate_t.get(s, -math.inf):
                 gate_t[s] = g
                 self.run.gate_pred[s] = i
@@ -573,9 +591,10 @@ class _Replay:
         """Sync op ``i`` starts: it runs its own CPU part (then waits for its
         gate), and issues the GPU work it launched at its issue offset."""
         own, _post, pre = s
-        self.push(t + own * self.cpu_scale, _EV_CPU_DONE, i)
+        scale = self.sync_scale.get(i, self.cpu_scale)
+        self.push(t + own * scale, _EV_CPU_DONE, i)
         if i in self.issue_children:
-            self.push(t + pre * self.cpu_scale, _EV_ISSUE, i)
+            self.push(t + pre * scale, _EV_ISSUE, i)
 
     def cpu_done(self, i: int, t: float) -> None:
         """A sync op's own CPU part is done: with its producers all ended it
