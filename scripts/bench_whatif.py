@@ -445,6 +445,15 @@ def print_table(results: list[Measured], table: list[Row]) -> None:
                       f"{len(errs)} (worst {max(errs):.1f} %)")
 
 
+def _recorded(results: list[Measured], folder: Path) -> list[Measured]:
+    """The settings ``folder`` holds recordings of; one line for the others
+    (recorded by another version of this benchmark, or not at all)."""
+    missing = [m.setting.label for m in results if not m.recordings]
+    if missing:
+        print(f"bench-whatif: {folder} has no recordings of: {'; '.join(missing)}")
+    return [m for m in results if m.recordings]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="keep the recordings here (default: a temp dir)")
@@ -476,7 +485,9 @@ def main(argv: list[str] | None = None) -> int:
                for k in args.accumulate]
     settings = [Setting(r, BATCH) for r in args.rates] + compute
     if args.reuse:
-        results = reuse(args.reuse, settings, args.runs, args.max_other)
+        results = _recorded(reuse(args.reuse, settings, args.runs, args.max_other), args.reuse)
+        if not results:
+            return 2
         print_table(results, rows(results, compute))
         return 0
     reason = why_not()
