@@ -19,10 +19,6 @@ from __future__ import annotations
 
 from os import PathLike
 
-import msgspec
-
-from pt2chakra.errors import InputError
-from pt2chakra.files import GZIP_ERRORS, ErrorTypes
 from pt2chakra.pytorch.host_trace import (
     _SCHEMA_PEEK,
     SCHEMA_LAYOUTS,
@@ -37,11 +33,8 @@ from pt2chakra.pytorch.host_trace import (
     schema_version,
 )
 from pt2chakra.pytorch.json_input import gc_paused
-from pt2chakra.pytorch.json_slices import NotSliceable, read_sliced
+from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
 from pt2chakra.pytorch.records import HostOp, HostTrace
-
-# Whatever sends the file to the whole-file loader (which names the problem).
-_NOT_STREAMABLE: ErrorTypes = (NotSliceable, InputError, *GZIP_ERRORS, ValueError, msgspec.MsgspecError)
 
 
 def load_streamed(path: str | PathLike[str]) -> HostTrace | None:
@@ -52,7 +45,7 @@ def load_streamed(path: str | PathLike[str]) -> HostTrace | None:
     try:
         with gc_paused():
             return _load(where)
-    except _NOT_STREAMABLE:
+    except NOT_STREAMABLE:
         return None
 
 

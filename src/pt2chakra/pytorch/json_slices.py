@@ -16,7 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pt2chakra.files import STDIN, open_input
+import msgspec
+
+from pt2chakra.errors import InputError
+from pt2chakra.files import GZIP_ERRORS, STDIN, ErrorTypes, open_input
 
 # Decompressed bytes read at a time: large enough that decoding a slice
 # costs what decoding the whole would per element, small next to a big trace.
@@ -28,6 +31,12 @@ _FIRST_ELEMENT = re.compile(rb"\s*\n( +)\{")  # the line that opens the first el
 
 class NotSliceable(Exception):
     """Not laid out one element per block: read the file whole instead."""
+
+
+# What a streamed loader gives up on, leaving the file to its whole-file
+# loader (which names any problem in its own words).
+NOT_STREAMABLE: ErrorTypes = (NotSliceable, InputError, *GZIP_ERRORS, ValueError,
+                              msgspec.MsgspecError)
 
 
 def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],

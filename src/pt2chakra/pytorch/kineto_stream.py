@@ -23,17 +23,10 @@ from operator import attrgetter
 from os import PathLike
 from types import GenericAlias
 
-import msgspec
-
-from pt2chakra.errors import InputError
-from pt2chakra.files import GZIP_ERRORS, ErrorTypes
 from pt2chakra.pytorch.json_input import decode, gc_paused
-from pt2chakra.pytorch.json_slices import NotSliceable, read_sliced
+from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
 from pt2chakra.pytorch.kineto_trace import _classify, _Doc, _with_distributed_info, event_types
 from pt2chakra.pytorch.records import KinetoTrace
-
-# Whatever sends the file to the whole-file loader (which names the problem).
-_NOT_STREAMABLE: ErrorTypes = (NotSliceable, InputError, *GZIP_ERRORS, ValueError, msgspec.MsgspecError)
 
 
 def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None, *,
@@ -47,7 +40,7 @@ def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None
     try:
         with gc_paused():
             trace = _load(where, counts, inputs)
-    except _NOT_STREAMABLE:
+    except NOT_STREAMABLE:
         return None
     if ignored is not None:
         ignored.update(counts)
