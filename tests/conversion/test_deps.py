@@ -7,10 +7,10 @@ from pt2chakra.conversion.deps import (
     StreamLookup,
     gpu_sync_edges,
     inter_thread_edges,
+    iter_thread_order_edges,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
-    thread_order_edges,
 )
 
 
@@ -18,7 +18,7 @@ def test_thread_order_caller_before_callee_and_siblings_in_order():
     # 10 calls 11 (which calls 12), then 13; thread 2 runs 20 alone.
     spans = [CpuSpan(13, 10, 1), CpuSpan(10, 0, 1), CpuSpan(12, 11, 1), CpuSpan(11, 10, 1),
              CpuSpan(20, 0, 2)]
-    assert thread_order_edges(spans) == [
+    assert list(iter_thread_order_edges(spans)) == [
         (10, 11, K.CALLER), (11, 12, K.CALLER), (12, 13, K.THREAD_ORDER)]
 
 

@@ -48,16 +48,11 @@ _span_start = attrgetter("start")
 _span_end = attrgetter("end")
 
 
-def thread_order_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
+def iter_thread_order_edges(cpu: Sequence[CpuSpan]) -> Iterator[Edge]:
     """Execution order within each CPU thread: every op after the one that
     started just before it (its caller, or the previous op's last callee).
-    ET ids are handed out at op start, so id order is start order."""
-    return list(iter_thread_order_edges(cpu))
-
-
-def iter_thread_order_edges(cpu: Sequence[CpuSpan]) -> Iterator[Edge]:
-    """``thread_order_edges`` one at a time (a list is about 70 MB for a
-    million ops), by destination id."""
+    ET ids are handed out at op start, so id order is start order. One edge
+    at a time, by destination id (a list is about 70 MB for a million ops)."""
     last: dict[int, int] = {}
     caller, thread = EdgeKind.CALLER, EdgeKind.THREAD_ORDER
     for span in sorted(cpu, key=_span_id):
