@@ -2,7 +2,7 @@
 
 from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.dep_kinds import EdgeKind
-from pt2chakra.conversion.graph_builder import merge_edge_groups, merge_edges
+from pt2chakra.conversion.dep_table import DepTable
 
 K = EdgeKind
 
@@ -24,4 +24,4 @@ def test_a_self_edge_is_a_cycle():
 
 def test_merging_groups_is_merging_their_concatenation():
     groups = [[(1, 2, K.THREAD_ORDER), (3, 2, K.LAUNCH)], [], [(1, 2, K.CALLER), (2, 4, K.LAUNCH)]]
-    assert merge_edge_groups(iter(groups)) == merge_edges([e for g in groups for e in g])
+    assert DepTable.merged(iter(groups)) == DepTable.merged([[e for g in groups for e in g]])

@@ -74,8 +74,8 @@ def test_gpu_sync_device_waits_all_streams_stream_waits_one():
 
 
 def test_merge_edges_keeps_most_reliable_kind_and_first_seen_order():
-    from pt2chakra.conversion.graph_builder import merge_edges
+    from pt2chakra.conversion.dep_table import DepTable
 
-    merged = merge_edges([(1, 2, K.THREAD_ORDER), (3, 2, K.LAUNCH), (1, 2, K.CALLER),
-                          (4, 4, K.LAUNCH), (5, 6, K.GPU_SYNC)])
+    merged = DepTable.merged([[(1, 2, K.THREAD_ORDER), (3, 2, K.LAUNCH), (1, 2, K.CALLER),
+                               (4, 4, K.LAUNCH), (5, 6, K.GPU_SYNC)]])
     assert merged == {2: [(1, K.CALLER), (3, K.LAUNCH)], 6: [(5, K.GPU_SYNC)]}

@@ -1,8 +1,8 @@
 """The dependency table of a converted graph: destination -> its sources.
 
 Per destination, its sources ``[(source id, kind)]`` in first-seen order, an
-edge found by several rules keeping its most reliable kind (see
-``merge_edge_groups``). Held as a dict of lists of tuples this cost about
+edge found by several rules keeping its most reliable kind
+(``DepTable.merged``). Held as a dict of lists of tuples this cost about
 200 bytes a node, 200 MB for a million-op trace: the largest structure a
 conversion built. Yet nearly every node has one source (its predecessor on
 its thread), found while destinations arrive in ascending id order. So a
@@ -53,7 +53,9 @@ class DepTable(MutableMapping[int, Deps]):
     @classmethod
     def merged(cls, groups: Iterable[Iterable[Edge]]) -> DepTable:
         """The edges of ``groups`` in order, each group dropped once merged
-        (``groups`` may make them one at a time); self-edges are left out."""
+        (``groups`` may make them one at a time): per destination its sources
+        in first-seen order, an edge found by several rules keeping its most
+        reliable kind; self-edges are left out."""
         table = cls()
         dsts, srcs, kinds, rest = table._dsts, table._srcs, table._kinds, table._rest
         add_dst, add_src, add_kind = dsts.append, srcs.append, kinds.append

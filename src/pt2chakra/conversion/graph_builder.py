@@ -213,7 +213,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     comm = comm_context(linked, ops_by_id)
     next_id = max(map(_op_id, host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
-    deps = merge_edge_groups(_edge_groups(linked, kept_ops, comm, gpu_spans))
+    deps = DepTable.merged(_edge_groups(linked, kept_ops, comm, gpu_spans))
     # After the edges: the spans they are found from were the peak of memory.
     callee_time = _callee_time(kept_ops, linked, ops_by_id)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, callee_time, gpu_nodes, deps,
@@ -267,18 +267,6 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
         return containers
     kept_ids = {op.id for op in kept}
     return frozenset(op.id for op in ops if op.id not in kept_ids)
-
-
-def merge_edges(edges: Sequence[Edge]) -> DepTable:
-    """Per destination, its sources in first-seen order; an edge found by
-    several rules keeps its most reliable kind."""
-    return merge_edge_groups([edges])
-
-
-def merge_edge_groups(groups: Iterable[Iterable[Edge]]) -> DepTable:
-    """``merge_edges`` of the groups' edges in order, each group dropped once
-    merged (``groups`` may make them one at a time)."""
-    return DepTable.merged(groups)
 
 
 # --------------------------------------------------------------------------
