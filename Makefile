@@ -10,7 +10,8 @@ OUT    := out
 
 .PHONY: setup demo test lint bench bench-convert bench-sim bench-whatif clean
 
-$(BIN)/pt2chakra: pyproject.toml
+# setup.py and the C source: the compiled reader is rebuilt when they change.
+$(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_lean_et.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,plot]'

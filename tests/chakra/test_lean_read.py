@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wire import nodes_strategy
 
+from pt2chakra.chakra import decode
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
@@ -19,6 +20,16 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
 META = GlobalMetadata("0.0.4", [("rank", "int64_val", 3)])
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on the compiled fast path and on the pure-Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(decode, "FAST", None)
+    elif decode.FAST is None:
+        pytest.skip("the compiled fast path is not built here (no C compiler at install)")
+    return str(request.param)
 
 
 def _lean_view(node: ChakraNode, names: frozenset[str]) -> ChakraNode:

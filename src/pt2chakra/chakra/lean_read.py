@@ -38,6 +38,8 @@ from pt2chakra.chakra.decode import (
     _Batch,
     _decode_attr,
     _nodes_from_batches,
+    _varint_at,
+    fast_path,
     open_et_frames,
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
@@ -65,6 +67,8 @@ _MISS = object()
 # One shared empty ``ctrl_deps`` (a tuple: nothing can append to it by mistake).
 _NO_DEPS = cast(list[int], ())
 _NAN = math.nan
+# NodeType by value, as the compiled path indexes it (values 0..7, contiguous).
+_NODE_TYPES = tuple(_NODE_TYPE_BY_INT[v] for v in range(len(_NODE_TYPE_BY_INT)))
 
 
 class LeanNodes(list[ChakraNode]):
@@ -123,6 +127,43 @@ class _Lean:
             apart.encode()
         self.apart_seen: dict[bytes, Attr] = {}  # its bodies (durations repeat too)
         self.lists: dict[tuple[int, ...], list[Attr]] = {}  # attr ids -> one shared list
+        # The compiled path's keys (a node's wanted bodies less the one held
+        # apart, each after its length varint) -> one shared list.
+        self.keyed: dict[bytes, list[Attr]] = {}
+        self.wanted_tuple = tuple(sorted(self.wanted))
+        self.apart_bytes = b"" if apart is None else apart.encode()
+
+    def fast_nodes(self, batch: _Batch, column: array[float] | None) -> list[ChakraNode] | None:
+        """The batch's nodes by the compiled path (the attribute held apart
+        going to ``column``); None where it is not built
+        or leaves the batch to the Python path. Raises one of
+        ``_FAST_FAILURES`` where the exact path must decide."""
+        fast = fast_path()
+        if fast is None:
+            return None
+        buf, _base, _index, _pos, bodies, ends = batch
+        got = fast.lean_nodes(buf, bodies, ends, self.wanted_tuple, self.apart_bytes, ChakraNode,
+                              _NODE_TYPES, _NO_DEPS, self.names, self.keyed, self.key_miss)
+        if got is None:
+            return None
+        nodes, values = got
+        if column is not None:
+            column.frombytes(values)
+        return nodes
+
+    def key_miss(self, key: bytes) -> list[Attr]:
+        """The attribute list of a key the compiled path has not met yet,
+        decoded as ``attrs`` decodes the same bodies, and remembered."""
+        bodies = []
+        pos = 0
+        while pos < len(key):
+            length, pos = _varint_at(key, pos)
+            bodies.append(key[pos:pos + length])
+            pos += length
+        if len(self.keyed) >= _SEEN_MAX:
+            self.keyed.clear()
+        out = self.keyed[key] = self.attrs(bodies)
+        return out
 
     def attrs(self, bodies: list[bytes]) -> list[Attr]:
         """The wanted attributes, decoded as ``read_et`` decodes them. Equal
@@ -244,13 +285,21 @@ def _joined(batch: _Batch) -> bytes:
     return _FRAME_TAG + _FRAME_TAG.join([buf[s:e] for s, e in zip(starts, ends)])
 
 
+def _batch_nodes(lean: _Lean, batch: _Batch, column: array[float] | None,
+                 ) -> list[ChakraNode] | None:
+    """The batch's nodes by the compiled path, else by protobuf's parser;
+    None where the exact path must decide."""
+    try:
+        nodes = lean.fast_nodes(batch, column)
+        return nodes if nodes is not None else lean.nodes(_joined(batch), column)
+    except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
+        return None
+
+
 def _lean_nodes(path: str, unit: str, lean: _Lean,
                 batches: Iterable[_Batch]) -> Iterator[ChakraNode]:
     for batch in batches:
-        try:
-            nodes: list[ChakraNode] | None = lean.nodes(_joined(batch))
-        except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
-            nodes = None  # outside the except block: no chained traceback
+        nodes = _batch_nodes(lean, batch, None)
         if nodes is None:  # the exact path: its result or its error
             yield from _exact_nodes(path, unit, lean, batch)
             continue
@@ -277,10 +326,7 @@ def read_et_apart(path: str | os.PathLike[str], attr_names: Iterable[str], apart
     out = LeanNodes(apart)
     column = out.apart
     for batch in batches:
-        try:
-            nodes: list[ChakraNode] | None = lean.nodes(_joined(batch), column)
-        except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
-            nodes = None  # outside the except block: no chained traceback
+        nodes = _batch_nodes(lean, batch, column)
         if nodes is None:  # the exact path: its result or its error; attributes kept
             nodes = list(_exact_nodes(path, unit, lean, batch))
             column.extend([_NAN] * len(nodes))

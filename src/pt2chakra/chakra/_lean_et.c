@@ -1,0 +1,515 @@
+/*
+ * The compiled fast path of pt2chakra.chakra.lean_read (and of decode's
+ * frame scan): the simulator reads a million-node .et in about a second
+ * instead of six.
+ *
+ * It only ever takes the common case. Anything it does not handle exactly
+ * (an unnamed attribute, a group field, a wire type the lean schema would
+ * read differently, a node type NodeType lacks, invalid UTF-8, a value of the
+ * held-apart attribute that is not a plain integer, a varint that runs off
+ * its buffer ...) makes it return None, and the caller decodes that batch
+ * with the pure-Python path, which gives its result or its error. Both paths
+ * give equal nodes: tests/chakra/test_lean_fast.py compares them.
+ *
+ * Wire format: et_def.proto (Node: 1 id, 2 name, 3 type, 5 data_deps,
+ * 6 start_time_micros, 7 duration_micros, 10 attr; AttributeProto: 1 name).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Wanted attribute bodies of one node, concatenated (each with its length
+ * varint) into the key of its shared attribute list; longer sets take the
+ * Python path. */
+#define KEY_MAX 4096
+#define MAX_WANTED 64
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+enum { F_ID = 1, F_NAME = 2, F_TYPE = 3, F_DATA_DEPS = 5, F_START = 6, F_DURATION = 7,
+       F_ATTR = 10 };
+/* AttributeProto: the name's tag, and the integer members the held-apart
+ * value may use (int64_val = 9, uint64_val = 13, varint wire type). */
+#define ATTR_NAME_TAG 0x0A
+#define INT64_VAL_TAG 0x48
+#define UINT64_VAL_TAG 0x68
+
+typedef const unsigned char *cursor;
+
+/* One varint; 0 where it is truncated or longer than 64 bits. */
+static inline int
+read_varint(cursor *p, cursor end, uint64_t *out)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    cursor q = *p;
+    while (q < end) {
+        unsigned char b = *q++;
+        if (shift == 63 && b > 1)
+            return 0;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *p = q;
+            *out = v;
+            return 1;
+        }
+        shift += 7;
+        if (shift > 63)
+            return 0;
+    }
+    return 0;
+}
+
+/* Skip one field of wire type ``wt``; 0 where it cannot be skipped exactly. */
+static inline int
+skip_field(cursor *p, cursor end, unsigned wt)
+{
+    uint64_t n;
+    switch (wt) {
+    case WT_VARINT:
+        return read_varint(p, end, &n);
+    case WT_I64:
+        if (end - *p < 8)
+            return 0;
+        *p += 8;
+        return 1;
+    case WT_LEN:
+        if (!read_varint(p, end, &n) || n > (uint64_t)(end - *p))
+            return 0;
+        *p += n;
+        return 1;
+    case WT_I32:
+        if (end - *p < 4)
+            return 0;
+        *p += 4;
+        return 1;
+    default: /* groups (3, 4) and invalid wire types */
+        return 0;
+    }
+}
+
+static inline int
+put_varint(unsigned char *buf, Py_ssize_t *len, uint64_t v)
+{
+    if (*len + 10 > KEY_MAX)
+        return 0;
+    while (v >= 0x80) {
+        buf[(*len)++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    buf[(*len)++] = (unsigned char)v;
+    return 1;
+}
+
+/* What one read asks for: wanted attribute names, the one held apart. */
+typedef struct {
+    Py_ssize_t n_wanted;
+    const char *wanted[MAX_WANTED];
+    Py_ssize_t wanted_len[MAX_WANTED];
+    const char *apart;
+    Py_ssize_t apart_len; /* 0: none held apart */
+} Filter;
+
+static int
+is_wanted(const Filter *f, cursor name, Py_ssize_t len)
+{
+    for (Py_ssize_t k = 0; k < f->n_wanted; k++)
+        if (f->wanted_len[k] == len && memcmp(f->wanted[k], name, (size_t)len) == 0)
+            return 1;
+    return 0;
+}
+
+/* The held-apart body's value, where it is ``name`` plus one int64/uint64
+ * member; 0 otherwise (the Python path decides). */
+static int
+apart_value(cursor p, cursor end, double *out)
+{
+    uint64_t v;
+    unsigned char tag;
+    if (p >= end)
+        return 0;
+    tag = *p++;
+    if ((tag != INT64_VAL_TAG && tag != UINT64_VAL_TAG) || !read_varint(&p, end, &v) || p != end)
+        return 0;
+    *out = tag == INT64_VAL_TAG ? (double)(int64_t)v : (double)v;
+    return 1;
+}
+
+/* One node's fields; returns 0 where the Python path must decide. ``deps``
+ * gets the data dependencies; ``key``/``key_len`` the wanted attributes
+ * (less the one held apart, whose value goes to ``apart``, NaN if absent);
+ * ``bodies`` their count. */
+typedef struct {
+    uint64_t id, start, duration;
+    long type;
+    cursor name;
+    Py_ssize_t name_len;
+    double apart;
+    int apart_seen;
+    unsigned char key[KEY_MAX];
+    Py_ssize_t key_len;
+} NodeFields;
+
+static int
+attr_field(const Filter *f, NodeFields *nf, cursor body, cursor end)
+{
+    Py_ssize_t len = end - body, name_len;
+    if (len < 2 || body[0] != ATTR_NAME_TAG || body[1] >= 0x80 || 2 + body[1] > len)
+        return 0; /* unnamed first: the Python path decodes it whole */
+    name_len = body[1];
+    if (f->apart_len && name_len == f->apart_len &&
+        memcmp(body + 2, f->apart, (size_t)name_len) == 0) {
+        if (nf->apart_seen++)
+            return 0; /* twice: the Python path keeps the rule for that */
+        return apart_value(body + 2 + name_len, end, &nf->apart);
+    }
+    if (!is_wanted(f, body + 2, name_len))
+        return 1;
+    if (!put_varint(nf->key, &nf->key_len, (uint64_t)len) || nf->key_len + len > KEY_MAX)
+        return 0;
+    memcpy(nf->key + nf->key_len, body, (size_t)len);
+    nf->key_len += len;
+    return 1;
+}
+
+static int
+data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
+{
+    uint64_t v, n;
+    PyObject *item;
+    if (wt == WT_VARINT) {
+        if (!read_varint(p, end, &v))
+            return 0;
+        item = PyLong_FromUnsignedLongLong(v);
+        if (item == NULL || PyList_Append(deps, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+        return 1;
+    }
+    if (wt != WT_LEN || !read_varint(p, end, &n) || n > (uint64_t)(end - *p))
+        return 0;
+    end = *p + n; /* packed */
+    while (*p < end) {
+        if (!read_varint(p, end, &v))
+            return 0;
+        item = PyLong_FromUnsignedLongLong(v);
+        if (item == NULL || PyList_Append(deps, item) < 0) {
+            Py_XDECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    return 1;
+}
+
+/* 1: parsed; 0: not handled here; -1: a Python error is set. */
+static int
+node_fields(const Filter *f, NodeFields *nf, PyObject *deps, cursor p, cursor end)
+{
+    uint64_t tag, v;
+    nf->id = nf->start = nf->duration = 0;
+    nf->type = 0;
+    nf->name = NULL; /* absent: "" */
+    nf->name_len = 0;
+    nf->apart = Py_NAN;
+    nf->apart_seen = 0;
+    nf->key_len = 0;
+    while (p < end) {
+        unsigned field, wt;
+        if (!read_varint(&p, end, &tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1FFFFFFF)
+            return 0;
+        field = (unsigned)(tag >> 3);
+        wt = (unsigned)(tag & 7);
+        switch (field) {
+        case F_ID:
+        case F_TYPE:
+        case F_START:
+        case F_DURATION:
+            if (wt != WT_VARINT || !read_varint(&p, end, &v))
+                return 0;
+            if (field == F_ID)
+                nf->id = v;
+            else if (field == F_START)
+                nf->start = v;
+            else if (field == F_DURATION)
+                nf->duration = v;
+            else
+                nf->type = (long)(int32_t)(uint32_t)v; /* int32 on the wire */
+            break;
+        case F_NAME:
+        case F_ATTR: {
+            cursor body;
+            if (wt != WT_LEN || !read_varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return 0;
+            body = p;
+            p += v;
+            if (field == F_NAME) {
+                if (nf->name != NULL)
+                    return 0; /* twice: protobuf checks each one's UTF-8 */
+                nf->name = body;
+                nf->name_len = (Py_ssize_t)v;
+            }
+            else if (!attr_field(f, nf, body, p))
+                return 0;
+            break;
+        }
+        case F_DATA_DEPS: {
+            int got = data_deps_field(deps, &p, end, wt);
+            if (got <= 0)
+                return got;
+            break;
+        }
+        default: /* fields the simulator does not read */
+            if (!skip_field(&p, end, wt))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1: read; 0: more names than it holds (the Python path reads); -1: error. */
+static int
+read_filter(Filter *f, PyObject *wanted, PyObject *apart)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(wanted);
+    if (n > MAX_WANTED)
+        return 0;
+    f->n_wanted = n;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *name = PyTuple_GET_ITEM(wanted, k);
+        if (!PyBytes_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "wanted names must be bytes");
+            return -1;
+        }
+        f->wanted[k] = PyBytes_AS_STRING(name);
+        f->wanted_len[k] = PyBytes_GET_SIZE(name);
+    }
+    f->apart = PyBytes_AS_STRING(apart);
+    f->apart_len = PyBytes_GET_SIZE(apart);
+    return 1;
+}
+
+/* The node built from parsed fields (a new reference), or NULL with an
+ * error set, or Py_None (borrowed) where the Python path must decide. */
+static PyObject *
+make_node(NodeFields *nf, PyObject *deps, PyObject *node_cls, PyObject *types,
+          PyObject *no_deps, PyObject *names, PyObject *lists, PyObject *miss)
+{
+    PyObject *args[10] = {NULL};
+    PyObject *name, *key, *attrs, *node = NULL;
+    if (nf->type < 0 || nf->type >= PyTuple_GET_SIZE(types))
+        return Py_None;
+    name = PyUnicode_DecodeUTF8(nf->name ? (const char *)nf->name : "", nf->name_len, NULL);
+    if (name == NULL) {
+        PyErr_Clear();
+        return Py_None; /* upb refuses it too: the Python path gives its error */
+    }
+    args[1] = PyDict_SetDefault(names, name, name); /* borrowed */
+    Py_DECREF(name);
+    if (args[1] == NULL)
+        return NULL;
+    key = PyBytes_FromStringAndSize((const char *)nf->key, nf->key_len);
+    if (key == NULL)
+        return NULL;
+    attrs = PyDict_GetItemWithError(lists, key); /* borrowed */
+    if (attrs != NULL)
+        Py_INCREF(attrs);
+    else if (!PyErr_Occurred())
+        attrs = PyObject_CallOneArg(miss, key); /* decodes and remembers it */
+    Py_DECREF(key);
+    if (attrs == NULL)
+        return NULL;
+    args[0] = PyLong_FromUnsignedLongLong(nf->id);
+    args[2] = PyTuple_GET_ITEM(types, nf->type);
+    args[3] = PyLong_FromUnsignedLongLong(nf->start);
+    args[4] = PyLong_FromUnsignedLongLong(nf->duration);
+    args[5] = no_deps;
+    args[6] = deps;
+    args[7] = Py_None;
+    args[8] = Py_None;
+    args[9] = attrs;
+    if (args[0] != NULL && args[3] != NULL && args[4] != NULL)
+        node = PyObject_Vectorcall(node_cls, args, 10, NULL);
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[3]);
+    Py_XDECREF(args[4]);
+    Py_DECREF(attrs);
+    return node;
+}
+
+PyDoc_STRVAR(lean_nodes_doc,
+"lean_nodes(buf, bodies, ends, wanted, apart, node_cls, types, no_deps, names, lists, miss)\n"
+"-> (nodes, apart_values) or None\n\n"
+"The nodes of buf[bodies[k]:ends[k]] as lean_read builds them, with the\n"
+"held-apart attribute's values as packed doubles (NaN: absent). None where\n"
+"a node needs the Python path. lists maps an attribute key to its shared\n"
+"list; miss(key) decodes a new one (and remembers it).");
+
+static PyObject *
+lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *buf_obj, *bodies, *ends, *wanted, *apart, *node_cls, *types, *no_deps, *names,
+        *lists, *miss;
+    PyObject *nodes = NULL, *values = NULL, *result = NULL;
+    NodeFields *nf = NULL;
+    Filter filter;
+    Py_ssize_t n, size;
+    cursor buf;
+    double *column;
+    (void)self;
+    if (argc != 11) {
+        PyErr_SetString(PyExc_TypeError, "lean_nodes takes 11 arguments");
+        return NULL;
+    }
+    buf_obj = argv[0], bodies = argv[1], ends = argv[2], wanted = argv[3], apart = argv[4];
+    node_cls = argv[5], types = argv[6], no_deps = argv[7], names = argv[8], lists = argv[9];
+    miss = argv[10];
+    if (!PyBytes_Check(buf_obj) || !PyList_Check(bodies) || !PyList_Check(ends) ||
+        !PyTuple_Check(wanted) || !PyBytes_Check(apart) || !PyTuple_Check(types) ||
+        !PyDict_Check(names) || !PyDict_Check(lists)) {
+        PyErr_SetString(PyExc_TypeError, "lean_nodes: unexpected argument types");
+        return NULL;
+    }
+    switch (read_filter(&filter, wanted, apart)) {
+    case -1:
+        return NULL;
+    case 0:
+        Py_RETURN_NONE;
+    }
+    buf = (cursor)PyBytes_AS_STRING(buf_obj);
+    size = PyBytes_GET_SIZE(buf_obj);
+    n = PyList_GET_SIZE(bodies);
+    if (PyList_GET_SIZE(ends) != n) {
+        PyErr_SetString(PyExc_ValueError, "lean_nodes: bodies and ends differ in length");
+        return NULL;
+    }
+    nf = PyMem_Malloc(sizeof(NodeFields));
+    nodes = PyList_New(n);
+    values = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+    if (nf == NULL || nodes == NULL || values == NULL)
+        goto fail;
+    column = (double *)PyBytes_AS_STRING(values);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(bodies, k));
+        Py_ssize_t stop = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
+        PyObject *deps, *node;
+        int got;
+        if ((start == -1 || stop == -1) && PyErr_Occurred())
+            goto fail;
+        if (start < 0 || stop < start || stop > size) {
+            PyErr_SetString(PyExc_ValueError, "lean_nodes: a frame outside the buffer");
+            goto fail;
+        }
+        deps = PyList_New(0);
+        if (deps == NULL)
+            goto fail;
+        got = node_fields(&filter, nf, deps, buf + start, buf + stop);
+        if (got <= 0) {
+            Py_DECREF(deps);
+            if (got < 0)
+                goto fail;
+            goto python_path;
+        }
+        node = make_node(nf, deps, node_cls, types, no_deps, names, lists, miss);
+        Py_DECREF(deps);
+        if (node == NULL)
+            goto fail;
+        if (node == Py_None)
+            goto python_path;
+        PyList_SET_ITEM(nodes, k, node);
+        column[k] = nf->apart;
+    }
+    result = PyTuple_Pack(2, nodes, values);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+    goto done;
+fail:
+    result = NULL;
+done:
+    PyMem_Free(nf);
+    Py_XDECREF(nodes);
+    Py_XDECREF(values);
+    return result;
+}
+
+PyDoc_STRVAR(scan_frames_doc,
+"scan_frames(buf, pos, limit) -> (bodies, ends, pos)\n\n"
+"Frames the length-prefixed messages of buf from pos while they start at or\n"
+"before limit and have a non-zero 1- or 2-byte length that fits the buffer;\n"
+"stops (returning where) at the first other one, which decode's Python loop\n"
+"then handles with its checks and errors.");
+
+static PyObject *
+scan_frames(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *bodies = NULL, *ends = NULL, *result = NULL;
+    Py_ssize_t pos, limit, size;
+    cursor buf;
+    (void)self;
+    if (argc != 3 || !PyBytes_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames(buf: bytes, pos: int, limit: int)");
+        return NULL;
+    }
+    buf = (cursor)PyBytes_AS_STRING(argv[0]);
+    size = PyBytes_GET_SIZE(argv[0]);
+    pos = PyLong_AsSsize_t(argv[1]);
+    limit = PyLong_AsSsize_t(argv[2]);
+    if ((pos == -1 || limit == -1) && PyErr_Occurred())
+        return NULL;
+    bodies = PyList_New(0);
+    ends = PyList_New(0);
+    if (bodies == NULL || ends == NULL)
+        goto done;
+    while (pos >= 0 && pos <= limit && pos < size) {
+        Py_ssize_t length = buf[pos], body, end;
+        PyObject *b, *e;
+        if (0 < length && length < 0x80)
+            body = pos + 1;
+        else if (pos + 1 < size && length >= 0x80 && buf[pos + 1] < 0x80 &&
+                 ((length & 0x7F) | (buf[pos + 1] << 7)) != 0) {
+            length = (length & 0x7F) | ((Py_ssize_t)buf[pos + 1] << 7);
+            body = pos + 2;
+        }
+        else
+            break;
+        end = body + length;
+        if (end > size)
+            break;
+        b = PyLong_FromSsize_t(body);
+        e = PyLong_FromSsize_t(end);
+        if (b == NULL || e == NULL || PyList_Append(bodies, b) < 0 || PyList_Append(ends, e) < 0) {
+            Py_XDECREF(b);
+            Py_XDECREF(e);
+            goto done;
+        }
+        Py_DECREF(b);
+        Py_DECREF(e);
+        pos = end;
+    }
+    result = Py_BuildValue("(OOn)", bodies, ends, pos);
+done:
+    Py_XDECREF(bodies);
+    Py_XDECREF(ends);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
+    {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_lean_et",
+    "Compiled fast path of pt2chakra.chakra.lean_read (see lean_read.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__lean_et(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,21 @@
+"""Types of the compiled fast path (``_lean_et.c``)."""
+
+from collections.abc import Callable
+
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
+
+def scan_frames(buf: bytes, pos: int, limit: int, /) -> tuple[list[int], list[int], int]: ...
+def lean_nodes(
+    buf: bytes,
+    bodies: list[int],
+    ends: list[int],
+    wanted: tuple[bytes, ...],
+    apart: bytes,
+    node_cls: type[ChakraNode],
+    types: tuple[NodeType, ...],
+    no_deps: list[int],
+    names: dict[str, str],
+    lists: dict[bytes, list[Attr]],
+    miss: Callable[[bytes], list[Attr]],
+    /,
+) -> tuple[list[ChakraNode], bytes] | None: ...
