@@ -11,7 +11,7 @@ OUT    := out
 .PHONY: setup demo test lint bench bench-convert bench-sim bench-whatif clean
 
 # setup.py and the C source: the compiled reader is rebuilt when they change.
-$(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_lean_et.c
+$(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,plot]'

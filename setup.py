@@ -10,8 +10,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "pt2chakra.chakra._lean_et",
-            sources=["src/pt2chakra/chakra/_lean_et.c"],
+            "pt2chakra.chakra._fast",
+            sources=["src/pt2chakra/chakra/_fast.c"],
             optional=True,
         )
     ]

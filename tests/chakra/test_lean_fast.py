@@ -1,4 +1,4 @@
-"""The compiled fast path (``_lean_et.c``) gives what the pure-Python path
+"""The compiled fast path (``_fast.c``) gives what the pure-Python path
 gives: the same nodes, the same held-apart column, or the same error, for
 any bytes a node frame may hold, and the same framing of any buffer."""
 
@@ -10,14 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import decode
+from pt2chakra.chakra import compiled, decode
 from pt2chakra.chakra.encode import encode_metadata, uvarint
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
-pytestmark = pytest.mark.skipif(decode.FAST is None,
+pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
 
 INCL = "inclusive_duration_micros"
@@ -100,11 +100,11 @@ def _outcome(path: Path, names: frozenset[str], apart: bool) -> str:
 
 def _both(path: Path, names: frozenset[str], apart: bool, monkeypatch: pytest.MonkeyPatch,
           ) -> tuple[str, str]:
-    compiled = _outcome(path, names, apart)
+    fast = _outcome(path, names, apart)
     with monkeypatch.context() as m:
-        m.setattr(decode, "FAST", None)
+        m.setattr(compiled, "FAST", None)
         python = _outcome(path, names, apart)
-    return compiled, python
+    return fast, python
 
 
 @settings(max_examples=300, deadline=None,
@@ -114,8 +114,8 @@ def test_any_node_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frames:
                         apart: bool) -> None:
     path = tmp_path / "n.et"
     path.write_bytes(b"".join(uvarint(len(m)) + m for m in [encode_metadata(META), *frames]))
-    compiled, python = _both(path, SIM_ATTRS, apart, monkeypatch)
-    assert compiled == python
+    fast, python = _both(path, SIM_ATTRS, apart, monkeypatch)
+    assert fast == python
 
 
 def test_many_names_take_the_python_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,8 +125,8 @@ def test_many_names_take_the_python_path(tmp_path: Path, monkeypatch: pytest.Mon
     path = tmp_path / "n.et"
     path.write_bytes(b"".join(uvarint(len(m)) + m for m in [encode_metadata(META), node]))
     names = frozenset(f"n{k}" for k in range(100))
-    compiled, python = _both(path, names, False, monkeypatch)
-    assert compiled == python and "'n70', 'int64_val', 5" in compiled
+    fast, python = _both(path, names, False, monkeypatch)
+    assert fast == python and "'n70', 'int64_val', 5" in fast
 
 
 @st.composite
@@ -156,8 +156,8 @@ def test_frame_scan(monkeypatch: pytest.MonkeyPatch, buf: bytes, limit_back: int
         past = (got.body, got.end, got.length) if got.end > len(buf) else None
         return got.bodies, got.ends, got.pos, past, str(got.error)
 
-    compiled = scan()
+    fast = scan()
     with monkeypatch.context() as m:
-        m.setattr(decode, "FAST", None)
+        m.setattr(compiled, "FAST", None)
         python = scan()
-    assert compiled == python
+    assert fast == python

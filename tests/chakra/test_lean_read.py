@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_wire import nodes_strategy
 
-from pt2chakra.chakra import decode
+from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
@@ -26,8 +26,8 @@ META = GlobalMetadata("0.0.4", [("rank", "int64_val", 3)])
 def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test here runs on the compiled fast path and on the pure-Python one."""
     if request.param == "python":
-        monkeypatch.setattr(decode, "FAST", None)
-    elif decode.FAST is None:
+        monkeypatch.setattr(compiled, "FAST", None)
+    elif compiled.FAST is None:
         pytest.skip("the compiled fast path is not built here (no C compiler at install)")
     return str(request.param)
 

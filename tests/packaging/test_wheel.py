@@ -11,7 +11,8 @@ import zipfile
 import pytest
 from helpers import ROOT
 
-from pt2chakra.chakra.decode import PURE_PYTHON_ENV
+from pt2chakra.chakra import compiled
+from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
 
 SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "export", "collect",
                "cli", "report")
@@ -51,20 +52,16 @@ def test_wheel_layout_is_subpackages_with_few_top_level_modules(wheel):
 def test_wheel_ships_the_compiled_reader_where_it_builds(wheel):
     """The fast path's stub always; its extension where this machine
     compiled it (the build goes on without a C compiler)."""
-    from pt2chakra.chakra import decode
-
     names = wheel.namelist()
-    assert "pt2chakra/chakra/_lean_et.pyi" in names
-    built = [n for n in names if n.startswith("pt2chakra/chakra/_lean_et.") and
+    assert "pt2chakra/chakra/_fast.pyi" in names
+    built = [n for n in names if n.startswith("pt2chakra/chakra/_fast.") and
              n.endswith((".so", ".pyd"))]
-    assert bool(built) == (decode.FAST is not None) or os.environ.get(PURE_PYTHON_ENV)
+    assert bool(built) == (compiled.FAST is not None) or os.environ.get(PURE_PYTHON_ENV)
 
 
 def test_compiled_reader_is_built_where_required():
     """CI sets PT2CHAKRA_REQUIRE_COMPILED: there the fast path must have been
     built and used, so its tests do not skip unnoticed."""
-    from pt2chakra.chakra import decode
-
     if not os.environ.get("PT2CHAKRA_REQUIRE_COMPILED"):
         pytest.skip("PT2CHAKRA_REQUIRE_COMPILED is not set")
-    assert decode.FAST is not None
+    assert compiled.FAST is not None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from types import ModuleType
 from typing import Any, BinaryIO, NamedTuple
 
 # No type stubs for protobuf here: its message classes are Any to mypy.
@@ -24,6 +23,7 @@ from google.protobuf import (
 from google.protobuf.message import DecodeError, Message
 
 from pt2chakra.chakra import schema as pb
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.encode import (
     _MAX_MESSAGE_BYTES,
     _MAX_VARINT_BYTES,
@@ -41,24 +41,6 @@ from pt2chakra.chakra.encode import (
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.files import GZIP_ERRORS, open_input
-
-# The compiled fast path (``_lean_et.c``: frame scan, the simulator's lean
-# node decode), which setup.py builds where a C compiler is available; the
-# pure-Python path gives the same results, slower. Setting this variable
-# (to anything but "" or "0") uses the pure-Python path alone.
-PURE_PYTHON_ENV = "PT2CHAKRA_PURE_PYTHON"
-FAST: ModuleType | None
-try:
-    from pt2chakra.chakra import _lean_et as FAST
-except ImportError:  # built without a C compiler
-    FAST = None
-if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-    FAST = None
-
-
-def fast_path() -> ModuleType | None:
-    """The compiled fast path, or None (read at call time: tests switch it off)."""
-    return FAST
 
 assert pb.ATTR_MEMBERS == ATTR_MEMBERS, "chakra_wire.ATTR_MEMBERS out of sync with et_def.proto"
 

@@ -31,6 +31,7 @@ from typing import Any, cast
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.decode import (
     _ATTR_CACHE,
     _FAST_FAILURES,
@@ -39,7 +40,6 @@ from pt2chakra.chakra.decode import (
     _decode_attr,
     _nodes_from_batches,
     _varint_at,
-    fast_path,
     open_et_frames,
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata

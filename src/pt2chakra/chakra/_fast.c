@@ -503,13 +503,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_lean_et",
+    PyModuleDef_HEAD_INIT, "_fast",
     "Compiled fast path of pt2chakra.chakra.lean_read (see lean_read.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
-PyInit__lean_et(void)
+PyInit__fast(void)
 {
     return PyModule_Create(&module);
 }

@@ -1,4 +1,4 @@
-"""Types of the compiled fast path (``_lean_et.c``)."""
+"""Types of the compiled fast path (``_fast.c``)."""
 
 from collections.abc import Callable
 
