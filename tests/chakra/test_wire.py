@@ -297,7 +297,8 @@ def test_node_writer_matches_encode_node(pairs: list[tuple[tuple, ChakraNode]]) 
             expected = encode_node(node)
         except ValueError:
             continue  # an all-default node
-        assert writer.encode(raw) == expected
+        assert writer.encode(raw) == expected  # compiled where built
+        assert writer.encode_python(raw) == expected
 
 
 def test_node_writer_refuses_what_it_cannot_cache() -> None:

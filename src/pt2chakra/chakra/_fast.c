@@ -1,18 +1,23 @@
 /*
- * The compiled fast path of pt2chakra.chakra.lean_read (and of decode's
- * frame scan): the simulator reads a million-node .et in about a second
- * instead of six.
+ * pt2chakra's compiled fast path (see chakra/compiled.py), three pieces:
  *
- * It only ever takes the common case. Anything it does not handle exactly
+ * - scan_frames: decode's frame scan of a buffer fill;
+ * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
+ *   million-node .et read in about a second instead of six;
+ * - encode_node: the converter's CPU-node encoder (encode.NodeWriter).
+ *
+ * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
  * read differently, a node type NodeType lacks, invalid UTF-8, a value of the
  * held-apart attribute that is not a plain integer, a varint that runs off
- * its buffer ...) makes it return None, and the caller decodes that batch
- * with the pure-Python path, which gives its result or its error. Both paths
- * give equal nodes: tests/chakra/test_lean_fast.py compares them.
+ * its buffer, a value the encoder's tables have not met ...) goes to the
+ * pure-Python path, which gives its result or its error. Both paths give the
+ * same nodes and bytes: tests/chakra/test_lean_fast.py and
+ * tests/chakra/test_encode_fast.py compare them on arbitrary input.
  *
- * Wire format: et_def.proto (Node: 1 id, 2 name, 3 type, 5 data_deps,
- * 6 start_time_micros, 7 duration_micros, 10 attr; AttributeProto: 1 name).
+ * Wire format: et_def.proto (Node: 1 id, 2 name, 3 type, 4 ctrl_deps,
+ * 5 data_deps, 6 start_time_micros, 7 duration_micros, 8 inputs, 9 outputs,
+ * 10 attr; AttributeProto: 1 name).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -496,7 +501,307 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * encode_node: encode.NodeWriter's encoder of a node given as a flat tuple
+ * ------------------------------------------------------------------------ */
+
+/* Node field tags (field << 3 | wire type). */
+#define TAG_ID 0x08
+#define TAG_CTRL_DEPS 0x22
+#define TAG_DATA_DEPS 0x2A
+#define TAG_START 0x30
+#define TAG_DURATION 0x38
+#define TAG_INPUTS 0x42
+#define TAG_OUTPUTS 0x4A
+/* The Node fields before the attribute values in a node tuple (NODE_FIELDS). */
+#define NODE_FIELD_COUNT 9
+#define INT64_PREFIXES 11 /* by varint length, 0..10 */
+#define OUT_STACK 2048
+
+/* The message being built: on the stack, on the heap past OUT_STACK. */
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len, cap;
+    unsigned char stack[OUT_STACK];
+} Out;
+
+static int
+out_reserve(Out *o, Py_ssize_t more)
+{
+    unsigned char *grown;
+    Py_ssize_t cap;
+    if (o->len + more <= o->cap)
+        return 1;
+    cap = (o->len + more) * 2;
+    if (o->data == o->stack) {
+        grown = PyMem_Malloc((size_t)cap);
+        if (grown != NULL)
+            memcpy(grown, o->stack, (size_t)o->len);
+    }
+    else
+        grown = PyMem_Realloc(o->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    o->data = grown;
+    o->cap = cap;
+    return 1;
+}
+
+static inline int
+out_bytes(Out *o, const void *data, Py_ssize_t len)
+{
+    if (!out_reserve(o, len))
+        return 0;
+    memcpy(o->data + o->len, data, (size_t)len);
+    o->len += len;
+    return 1;
+}
+
+static inline int
+varint_len(uint64_t v)
+{
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline int
+out_varint(Out *o, uint64_t v)
+{
+    if (!out_reserve(o, 10))
+        return 0;
+    while (v >= 0x80) {
+        o->data[o->len++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    o->data[o->len++] = (unsigned char)v;
+    return 1;
+}
+
+static inline int
+out_byte(Out *o, unsigned char b)
+{
+    if (!out_reserve(o, 1))
+        return 0;
+    o->data[o->len++] = b;
+    return 1;
+}
+
+/* A non-negative int that fits 64 bits: 1 and *v; 0 (no error set) otherwise. */
+static int
+as_u64(PyObject *x, uint64_t *v)
+{
+    if (!PyLong_Check(x))
+        return 0;
+    *v = PyLong_AsUnsignedLongLong(x);
+    if (*v == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* Each field writer returns 1 (written, or absent), 0 (the Python path
+ * encodes this node) or -1 (a Python error is set). */
+
+/* A truthy value's field (tag, varint); a falsy one is left out. */
+static int
+varint_field(Out *o, unsigned char tag, PyObject *x)
+{
+    uint64_t v;
+    int truth = PyObject_IsTrue(x);
+    if (truth <= 0)
+        return truth < 0 ? -1 : 1;
+    if (!as_u64(x, &v))
+        return 0;
+    return out_byte(o, tag) && out_varint(o, v) ? 1 : -1;
+}
+
+/* Data dependencies: (source id, kind) pairs, packed. */
+static int
+deps_field(Out *o, PyObject *deps)
+{
+    unsigned char packed[OUT_STACK];
+    Py_ssize_t n, len = 0;
+    int truth = PyObject_IsTrue(deps);
+    if (truth <= 0)
+        return truth < 0 ? -1 : 1;
+    if (!PyList_Check(deps) && !PyTuple_Check(deps))
+        return 0;
+    n = PySequence_Fast_GET_SIZE(deps);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(deps, k);
+        uint64_t source;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !as_u64(PyTuple_GET_ITEM(pair, 0), &source) || len + 10 > OUT_STACK)
+            return 0;
+        while (source >= 0x80) {
+            packed[len++] = (unsigned char)(source | 0x80);
+            source >>= 7;
+        }
+        packed[len++] = (unsigned char)source;
+    }
+    return out_byte(o, TAG_DATA_DEPS) && out_varint(o, (uint64_t)len) &&
+        out_bytes(o, packed, len) ? 1 : -1;
+}
+
+/* IOInfo given as its encoded body (``ioinfo``, first ``ioinfo_size`` bytes). */
+static int
+ioinfo_field(Out *o, unsigned char tag, PyObject *info)
+{
+    PyObject *body, *size_obj;
+    uint64_t size;
+    int ok;
+    if (info == Py_None)
+        return 1;
+    body = PyObject_GetAttrString(info, "ioinfo");
+    size_obj = body ? PyObject_GetAttrString(info, "ioinfo_size") : NULL;
+    if (body == NULL || size_obj == NULL) {
+        Py_XDECREF(body);
+        PyErr_Clear();
+        return 0;
+    }
+    ok = PyBytes_Check(body) && as_u64(size_obj, &size) &&
+        size <= (uint64_t)PyBytes_GET_SIZE(body);
+    if (ok)
+        ok = out_byte(o, tag) && out_varint(o, size) &&
+            out_bytes(o, PyBytes_AS_STRING(body), (Py_ssize_t)size) ? 1 : -1;
+    Py_DECREF(body);
+    Py_DECREF(size_obj);
+    return ok;
+}
+
+/* One attribute value: a repeating one through its table (a dict that
+ * encodes a new value on a miss), an int64 one with its prefix by length. */
+static int
+attr_value(Out *o, PyObject *spec, PyObject *value)
+{
+    if (value == Py_None)
+        return 1;
+    if (PyTuple_Check(spec)) {
+        int overflow = 0;
+        long long v;
+        uint64_t u;
+        PyObject *prefix;
+        if (!PyLong_Check(value) || PyTuple_GET_SIZE(spec) != INT64_PREFIXES)
+            return 0;
+        v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        u = (uint64_t)v;
+        prefix = PyTuple_GET_ITEM(spec, varint_len(u));
+        if (!PyBytes_Check(prefix))
+            return 0;
+        return out_bytes(o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) &&
+            out_varint(o, u) ? 1 : -1;
+    }
+    else {
+        PyObject *field = PyObject_GetItem(spec, value);
+        int ok;
+        if (field == NULL) {
+            PyErr_Clear(); /* the Python path raises it again, or encodes */
+            return 0;
+        }
+        ok = PyBytes_Check(field) ?
+            (out_bytes(o, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field)) ? 1 : -1) : 0;
+        Py_DECREF(field);
+        return ok;
+    }
+}
+
+/* The fields of one node tuple: 1 encoded, 0 the Python path, -1 error. */
+static int
+node_message(Out *o, PyObject *names, PyObject *types, PyObject *attrs, PyObject *values)
+{
+    PyObject *const *item = &PyTuple_GET_ITEM(values, 0);
+    PyObject *field;
+    uint64_t v;
+    int got, truth;
+    Py_ssize_t n_attrs = PyTuple_GET_SIZE(attrs);
+    if (PyTuple_GET_SIZE(values) < NODE_FIELD_COUNT + n_attrs)
+        return 0;
+    if ((got = varint_field(o, TAG_ID, item[0])) <= 0)
+        return got;
+    field = PyDict_GetItemWithError(names, item[1]); /* name -> its field (b"" for none) */
+    if (field == NULL || !PyBytes_Check(field))
+        return PyErr_Occurred() ? -1 : 0;
+    if (!out_bytes(o, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field)))
+        return -1;
+    truth = PyObject_IsTrue(item[2]);
+    if (truth < 0)
+        return -1;
+    if (truth) {
+        field = PyDict_GetItemWithError(types, item[2]);
+        if (field == NULL || !PyBytes_Check(field))
+            return PyErr_Occurred() ? -1 : 0;
+        if (!out_bytes(o, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field)))
+            return -1;
+    }
+    if (item[3] != Py_None) { /* one control dependency, packed */
+        if (!as_u64(item[3], &v))
+            return 0;
+        if (!out_byte(o, TAG_CTRL_DEPS) || !out_varint(o, (uint64_t)varint_len(v)) ||
+            !out_varint(o, v))
+            return -1;
+    }
+    if ((got = deps_field(o, item[4])) <= 0 || (got = varint_field(o, TAG_START, item[5])) <= 0 ||
+        (got = varint_field(o, TAG_DURATION, item[6])) <= 0)
+        return got;
+    if ((got = ioinfo_field(o, TAG_INPUTS, item[7])) <= 0 ||
+        (got = ioinfo_field(o, TAG_OUTPUTS, item[8])) <= 0)
+        return got;
+    for (Py_ssize_t k = 0; k < n_attrs; k++)
+        if ((got = attr_value(o, PyTuple_GET_ITEM(attrs, k), item[NODE_FIELD_COUNT + k])) <= 0)
+            return got;
+    return 1;
+}
+
+PyDoc_STRVAR(encode_node_doc,
+"encode_node(tables, fallback, values) -> bytes\n\n"
+"NodeWriter.encode in C: tables = (name -> name field, node type -> type\n"
+"field, per attribute its value table (a dict) or its int64 prefixes by\n"
+"varint length). A node it does not take goes to fallback(values).");
+
+static PyObject *
+encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *tables, *fallback, *values, *result;
+    Out o;
+    int got;
+    (void)self;
+    if (argc != 3 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_node(tables, fallback, values)");
+        return NULL;
+    }
+    tables = argv[0], fallback = argv[1], values = argv[2];
+    if (!PyTuple_Check(values) || !PyDict_Check(PyTuple_GET_ITEM(tables, 0)) ||
+        !PyDict_Check(PyTuple_GET_ITEM(tables, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(tables, 2)))
+        return PyObject_CallOneArg(fallback, values);
+    o.data = o.stack;
+    o.len = 0;
+    o.cap = OUT_STACK;
+    got = node_message(&o, PyTuple_GET_ITEM(tables, 0), PyTuple_GET_ITEM(tables, 1),
+                       PyTuple_GET_ITEM(tables, 2), values);
+    if (got > 0)
+        result = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+    else if (got == 0 && !PyErr_Occurred())
+        result = PyObject_CallOneArg(fallback, values);
+    else
+        result = NULL;
+    if (o.data != o.stack)
+        PyMem_Free(o.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
     {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},
     {NULL, NULL, 0, NULL},
@@ -504,7 +809,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fast",
-    "Compiled fast path of pt2chakra.chakra.lean_read (see lean_read.py).", -1, methods,
+    "pt2chakra's compiled fast path (see pt2chakra/chakra/compiled.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -1,6 +1,7 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 
@@ -19,3 +20,9 @@ def lean_nodes(
     miss: Callable[[bytes], list[Attr]],
     /,
 ) -> tuple[list[ChakraNode], bytes] | None: ...
+def encode_node(
+    tables: tuple[dict[str, bytes], dict[int, bytes], tuple[Any, ...]],
+    fallback: Callable[[Sequence[Any]], bytes],
+    values: Sequence[Any],
+    /,
+) -> bytes: ...

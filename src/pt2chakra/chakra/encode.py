@@ -16,9 +16,11 @@ import gzip
 import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, BinaryIO, NamedTuple, Protocol
 
 from pt2chakra.atomic import atomic_output
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 
 # AttributeProto's oneof members in field order (3..32): ``<kind>_val`` then
@@ -618,7 +620,18 @@ _INT64_ATTR_CODE = """
         parts += (prefixes_{i}[len(varint)], varint)"""
 
 
-def _compile_attrs(attrs: Sequence[AttrSpec], first: int,
+# Per attribute of a NodeWriter: its encoded fields by value (repeating), or
+# its int64 prefixes by varint length (new on every node).
+AttrTable = _RepeatedAttr | tuple[bytes, ...]
+
+
+def _attr_tables(attrs: Sequence[AttrSpec]) -> tuple[AttrTable, ...]:
+    """Each attribute's table, shared by the compiled Python encoder and the C one."""
+    return tuple(_RepeatedAttr(spec) if spec.repeats else _int64_prefixes(spec)
+                 for spec in attrs)
+
+
+def _compile_attrs(tables: Sequence[AttrTable], first: int,
                    ) -> Callable[[list[bytes], Sequence[Any]], None]:
     """The attributes' encoder, compiled from their table into one
     straight-line function (as ``dataclasses`` compiles ``__init__``): it
@@ -632,12 +645,12 @@ def _compile_attrs(attrs: Sequence[AttrSpec], first: int,
                              "high_bits": _VARINT_CONTINUED, "LOW_BITS": _LOW_14_BITS,
                              "FOUR_BYTES": _FOUR_BYTE_LIMIT, "int64": _int64}
     source = ["def encode_attrs(parts, values):", "    pass"]
-    for i, spec in enumerate(attrs):
-        if spec.repeats:
-            scope[f"fields_{i}"] = _RepeatedAttr(spec)
+    for i, table in enumerate(tables):
+        if isinstance(table, _RepeatedAttr):
+            scope[f"fields_{i}"] = table
             source.append(_REPEATED_ATTR_CODE.format(i=i, index=first + i))
         else:
-            scope[f"prefixes_{i}"] = _int64_prefixes(spec)
+            scope[f"prefixes_{i}"] = table
             source.append(_INT64_ATTR_CODE.format(i=i, index=first + i))
     exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), scope)
     encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = scope["encode_attrs"]
@@ -657,12 +670,19 @@ class NodeWriter:
     """
 
     def __init__(self, attrs: Iterable[AttrSpec]) -> None:
-        self._encode_attrs = _compile_attrs(tuple(attrs), len(NODE_FIELDS))
+        tables = _attr_tables(tuple(attrs))
+        self._encode_attrs = _compile_attrs(tables, len(NODE_FIELDS))
         self._names: dict[str, bytes] = {}
         # ``ts >> 14`` -> its varint: timestamps share their high bits.
         self._time_high: dict[int, bytes] = {}
+        fast = fast_path()
+        # One node's message (unframed): the compiled encoder where built (it
+        # reads the same tables, and hands any node it does not take, such as
+        # one with a name not yet in ``_names``, to ``encode_python``).
+        self.encode: Callable[[Sequence[Any]], bytes] = self.encode_python if fast is None \
+            else partial(fast.encode_node, (self._names, _NODE_TYPES, tables), self.encode_python)
 
-    def encode(self, values: Sequence[Any]) -> bytes:
+    def encode_python(self, values: Sequence[Any]) -> bytes:
         """One node's message (unframed). Written flat, ``_uvarint`` inlined
         as table lookups (one below 2**14, two below 2**28): this runs once
         per node, and a call costs more than encoding a field."""
