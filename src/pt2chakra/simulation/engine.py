@@ -30,12 +30,13 @@ The model (docs/SIMULATE.md has the long form):
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import math
 import operator
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
 from itertools import compress, repeat
 from typing import Any
@@ -400,17 +401,18 @@ class _Replay:
     gates, the event heap) and one method per event, so that each rule of the
     model reads on its own. Writes its times into ``run``.
 
-    Hot paths alias attributes to locals: the loop handles every node.
-    Slots keep attribute reads fast (a plain instance with this many
-    attributes loses CPython's specialised attribute access)."""
+    The two events every node has (taking a lane, completing) are closures
+    over the state (``_lane_taker``, ``_completer``): they run millions of
+    times, and a closure's variables are read faster than attributes, even
+    slotted ones. Events are numbered by one shared counter (``next_seq``)."""
 
-    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale", "multi",
-                 "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
-                 "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
-                 "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
-                 "nodes", "lane_of", "order", "cat", "child_start", "child", "child_kind", "start_t",
-                 "end_t",
-                 "bind_pred", "bind_kind", "bind_time")
+    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale",
+                 "multi", "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting",
+                 "ready_t", "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t",
+                 "cpu_done_at", "events", "next_seq", "sync", "sync_producers",
+                 "issue_children", "comm_key", "nodes", "lane_of", "order", "cat",
+                 "child_start", "child", "child_kind", "start_t", "end_t", "bind_pred",
+                 "bind_kind", "bind_time", "try_lane", "take", "complete")
 
     def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
                  participants: dict[RendezvousKey, list[int]], verbose: bool) -> None:
@@ -430,7 +432,7 @@ class _Replay:
         self.lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
         # Per node: dependencies left, and the latest one so far (time, node, edge kind).
         self.waiting = list(p.nwait)
-        self.ready_t = [origin[r] for r in p.rank]
+        self.ready_t = list(map(origin.__getitem__, p.rank))
         self.ready_pred = [-1] * n
         self.ready_kind = [K_START] * n
         # Collective -> participants arrived: (start, node, bound by, edge kind, bound at).
@@ -441,27 +443,29 @@ class _Replay:
         self.gate_t: dict[int, float] = {}
         self.cpu_done_at: dict[int, float] = {}
         self.events: list[tuple[float, int, int, int]] = []  # (time, event type, seq, node)
-        self.seq = 0  # events pushed so far: ties at equal time and type go in push order
+        # events pushed so far: ties at equal time and type go in push order
+        self.next_seq = itertools.count(1).__next__
         self.sync, self.sync_producers = p.sync, p.sync_producers
         self.issue_children, self.comm_key = p.issue_children, p.comm_key
         self.nodes, self.lane_of, self.order, self.cat = p.nodes, p.lane, p.order, p.cat
         self.child_start, self.child, self.child_kind = p.child_start, p.child, p.child_kind
         self.start_t, self.end_t = run.start, run.end
         self.bind_pred, self.bind_kind, self.bind_time = run.bind_pred, run.bind_kind, run.bind_time
+        self.try_lane, self.take = self._lane_taker()
+        self.complete = self._completer()
 
     def replay(self) -> None:
         """Queue the nodes that wait on nothing, start what the lanes allow,
         then handle events in (time, type, sequence) order until none is left."""
         lane_of, order, lane_heap = self.lane_of, self.order, self.lane_heap
-        for i, left in enumerate(self.waiting):
-            if left == 0:
-                _heappush(lane_heap[lane_of[i]], (order[i], i))
+        for i in compress(range(len(self.waiting)), map(operator.not_, self.waiting)):
+            _heappush(lane_heap[lane_of[i]], (order[i], i))
         for lane in range(len(lane_heap)):
             self.try_lane(lane)
         events, heappop, heappush = self.events, _heappop, _heappush
-        start_t, dur, sync_get, verbose = self.start_t, self.dur, self.sync.get, self.verbose
+        start_t, dur, sync, verbose = self.start_t, self.dur, self.sync, self.verbose
         complete, cpu_done, issue = self.complete, self.cpu_done, self.issue
-        start_sync, log_issue = self.start_sync, self.log_issue
+        start_sync, log_issue, next_seq = self.start_sync, self.log_issue, self.next_seq
         while events:
             t, ev, _, i = heappop(events)
             if ev == _EV_COMPLETE:
@@ -470,12 +474,10 @@ class _Replay:
                 start_t[i] = t
                 if verbose:
                     log_issue(i, t)
-                s = sync_get(i)
-                if s is None:  # a plain node holds its lane for its duration
-                    seq = self.seq = self.seq + 1
-                    heappush(events, (t + dur[i], _EV_COMPLETE, seq, i))
-                else:
-                    start_sync(i, t, s)
+                if sync and i in sync:
+                    start_sync(i, t, sync[i])
+                else:  # a plain node holds its lane for its duration
+                    heappush(events, (t + dur[i], _EV_COMPLETE, next_seq(), i))
             elif ev == _EV_CPU_DONE:
                 cpu_done(i, t)
             else:
@@ -483,36 +485,96 @@ class _Replay:
 
     def push(self, t: float, ev: int, i: int) -> None:
         """Queue event ``ev`` of node ``i`` at ``t`` (ties: by type, then in push order)."""
-        seq = self.seq = self.seq + 1
-        _heappush(self.events, (t, ev, seq, i))
+        _heappush(self.events, (t, ev, self.next_seq(), i))
 
-    def try_lane(self, lane: int) -> None:
-        """A free lane takes its first ready node. The node starts after its
+    def _lane_taker(self) -> tuple[Callable[[int], None], Callable[[int, int], None]]:
+        """``try_lane(lane)``: a free lane takes its first ready node, and
+        ``take(lane, i)``: the free lane takes node ``i`` (the one ready node,
+        without a pass through the lane's queue). The node starts after its
         replayed delay, counted from whichever came last, the lane freeing or
         its last dependency (that one bound the start, for the critical path)."""
-        lane_busy = self.lane_busy
-        if lane_busy[lane]:
-            return
-        heap = self.lane_heap[lane]
-        if not heap:
-            return
-        _, i = _heappop(heap)
-        lane_busy[lane] = True
-        free, ready = self.lane_free[lane], self.ready_t[i]
-        if free > ready:
-            bp, bk, bt = self.lane_prev[lane], K_LANE, free
-            if bp < 0:
-                bk = K_START
-        else:
-            bp, bk, bt = self.ready_pred[i], self.ready_kind[i], ready
-        at = bt + self.delay[i]
-        key = self.comm_key.get(i)
-        if key is not None and key in self.participants:
-            self.arrive(key, i, at, bp, bk, bt)
-            return
-        self.bind_pred[i], self.bind_kind[i], self.bind_time[i] = bp, bk, bt
-        seq = self.seq = self.seq + 1
-        _heappush(self.events, (at, _EV_START, seq, i))
+        lane_busy, lane_heap, lane_free, lane_prev = self.lane_busy, self.lane_heap, \
+            self.lane_free, self.lane_prev
+        ready_t, ready_pred, ready_kind, delay = self.ready_t, self.ready_pred, \
+            self.ready_kind, self.delay
+        comm_key, participants, arrive = self.comm_key, self.participants, self.arrive
+        bind_pred, bind_kind, bind_time = self.bind_pred, self.bind_kind, self.bind_time
+        events, next_seq, heappop, heappush = self.events, self.next_seq, _heappop, _heappush
+
+        def take(lane: int, i: int) -> None:
+            lane_busy[lane] = True
+            free, ready = lane_free[lane], ready_t[i]
+            if free > ready:
+                bp, bk, bt = lane_prev[lane], K_LANE, free
+                if bp < 0:
+                    bk = K_START
+            else:
+                bp, bk, bt = ready_pred[i], ready_kind[i], ready
+            at = bt + delay[i]
+            if participants:  # else no collective waits for its peers
+                key = comm_key.get(i)
+                if key is not None and key in participants:
+                    arrive(key, i, at, bp, bk, bt)
+                    return
+            bind_pred[i], bind_kind[i], bind_time[i] = bp, bk, bt
+            heappush(events, (at, _EV_START, next_seq(), i))
+
+        def try_lane(lane: int) -> None:
+            if lane_busy[lane]:
+                return
+            heap = lane_heap[lane]
+            if heap:
+                take(lane, heappop(heap)[1])
+
+        return try_lane, take
+
+    def _completer(self) -> Callable[[int, float], None]:
+        """``complete(i, t)``: node ``i`` ends. It frees its lane, meets its
+        children's dependencies (the latest one met binds a child, which
+        joins its lane's queue once all are met: ``release``, inline) and
+        moves the gates of the sync ops waiting on it. A lane that is
+        already busy is not offered a node."""
+        end_t, verbose, cat, nodes = self.end_t, self.verbose, self.cat, self.nodes
+        lane_of, lane_busy, lane_free, lane_prev = self.lane_of, self.lane_busy, \
+            self.lane_free, self.lane_prev
+        cs, child, kind = self.child_start, self.child, self.child_kind
+        ready_t, ready_pred, ready_kind = self.ready_t, self.ready_pred, self.ready_kind
+        waiting, lane_heap, order = self.waiting, self.lane_heap, self.order
+        sync_producers, open_gates = self.sync_producers, self.open_gates
+        try_lane, take, heappush = self.try_lane, self.take, _heappush
+
+        def complete(i: int, t: float) -> None:
+            end_t[i] = t
+            if verbose:
+                log.info("%s node %d completed at %.0fus",
+                         "CPU" if cat[i] == CPU_OP else "GPU", nodes[i].id, t)
+            lane = lane_of[i]
+            lane_busy[lane] = False
+            lane_free[lane] = t
+            lane_prev[lane] = i
+            for j in range(cs[i], cs[i + 1]):
+                c = child[j]
+                if t >= ready_t[c]:
+                    ready_t[c], ready_pred[c], ready_kind[c] = t, i, kind[j]
+                left = waiting[c] - 1
+                waiting[c] = left
+                if not left:
+                    c_lane = lane_of[c]
+                    if lane_busy[c_lane]:
+                        heappush(lane_heap[c_lane], (order[c], c))
+                    elif lane_heap[c_lane]:
+                        heappush(lane_heap[c_lane], (order[c], c))
+                        try_lane(c_lane)
+                    else:
+                        take(c_lane, c)
+            if sync_producers:
+                gated = sync_producers.get(i)
+                if gated:
+                    open_gates(i, t, gated)
+            if not lane_busy[lane]:
+                try_lane(lane)
+
+        return complete
 
     def arrive(self, key: RendezvousKey, i: int, at: float, bp: int, bk: int, bt: float) -> None:
         """A collective starts when its last participant arrives, on every
@@ -539,38 +601,6 @@ class _Replay:
             lane = self.lane_of[child]
             _heappush(self.lane_heap[lane], (self.order[child], child))
             self.try_lane(lane)
-
-    def complete(self, i: int, t: float) -> None:
-        """Node ``i`` ends: it frees its lane, meets its children's
-        dependencies and moves the gates of the sync ops waiting on it."""
-        self.end_t[i] = t
-        if self.verbose:
-            log.info("%s node %d completed at %.0fus", "CPU" if self.cat[i] == CPU_OP else "GPU",
-                     self.nodes[i].id, t)
-        lane = self.lane_of[i]
-        self.lane_busy[lane] = False
-        self.lane_free[lane] = t
-        self.lane_prev[lane] = i
-        cs = self.child_start
-        first, last = cs[i], cs[i + 1]
-        if first != last:  # ``release`` of each child, inline (a million edges)
-            child, kind = self.child, self.child_kind
-            ready_t, ready_pred, ready_kind = self.ready_t, self.ready_pred, self.ready_kind
-            waiting, lane_of, lane_heap, order = self.waiting, self.lane_of, self.lane_heap, \
-                self.order
-            for j in range(first, last):
-                c = child[j]
-                if t >= ready_t[c]:
-                    ready_t[c], ready_pred[c], ready_kind[c] = t, i, kind[j]
-                waiting[c] -= 1
-                if waiting[c] == 0:
-                    c_lane = lane_of[c]
-                    _heappush(lane_heap[c_lane], (order[c], c))
-                    self.try_lane(c_lane)
-        gated = self.sync_producers.get(i)
-        if gated:
-            self.open_gates(i, t, gated)
-        self.try_lane(lane)
 
     def open_gates(self, i: int, t: float, gated: list[int]) -> None:
         """Producer ``i`` ended: a sync op it gates may end no earlier than
