@@ -165,14 +165,19 @@ def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode
     starts = list(map(operator.attrgetter("start_time_micros"), nodes))
     if any(starts):
         durations = list(map(operator.attrgetter("duration_micros"), nodes))
-        # each node's end: start + max(float(duration), inclusive), as C-level
-        # maps (a million nodes); a node with neither start nor duration is untimed
-        ends = map(operator.add, starts, map(max, map(float, durations), inclusive))
+        # the last node end: start + max(float(duration), inclusive), taken as
+        # the larger of the last start + duration and the last start +
+        # inclusive (the same number: rounded addition keeps order), as
+        # C-level maps (a million nodes); a node with neither start nor
+        # duration is untimed
+        ends = map(operator.add, starts, map(float, durations))
+        ends_incl = map(operator.add, starts, inclusive)
         if all(starts):
-            window = StepWindow(float(min(starts)), max(ends))
+            window = StepWindow(float(min(starts)), max(max(ends), max(ends_incl)))
         else:
             timed = list(map(operator.or_, starts, durations))
-            window = StepWindow(float(min(compress(starts, timed))), max(compress(ends, timed)))
+            window = StepWindow(float(min(compress(starts, timed))),
+                                max(max(compress(ends, timed)), max(compress(ends_incl, timed))))
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_finite_number(s0) and is_finite_number(s1):
         if window is None:

@@ -71,6 +71,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     K_LANE,
     K_LAUNCH,
     K_START,
+    MASK_PASSES_MAX,
     SIM_ATTRS,
     WAIT,
     _meta,
@@ -239,6 +240,8 @@ def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
     dur = list(p.dur)
     delay = list(p.delay)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
+    if cs == 1.0 and cpu == 1.0:
+        return dur, delay  # nothing scales: no pass over a million nodes
     covered = _covered(p, cfg)
     for i, cat in enumerate(p.cat):
         if cat == GPU_COMPUTE and cs != 1.0:
@@ -774,9 +777,11 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
         by_lane = _ran_by_lane(p, run, rng)
-        ends = [e for e in run.end[rng.start:rng.stop] if e == e]  # NaN: never ran
-        unfinished = len(rng) - len(ends)
-        ends += _thread_ends(p, run, by_lane)
+        # the last end of each lane's nodes that ran (the same largest end as
+        # over all of them: no pass over a million nodes) and of each thread
+        last = {lane: max(lane_ends) for lane, (_s, lane_ends) in by_lane.items()}
+        ends = list(last.values()) + _thread_ends(run, last)
+        unfinished = len(rng) - sum(len(lane_ends) for _s, lane_ends in by_lane.values())
         predicted = (max(ends) - origin) if ends else 0.0
         run.rank_end.append(max(ends) if ends else origin)
         measured = p.step_end[rank] - p.step_start[rank]
@@ -792,11 +797,6 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     return results
 
 
-# Up to this many lanes in a rank, its nodes are split by lane with one
-# C-level pass per lane; past it, one Python pass over the nodes is cheaper.
-_MASK_PASSES_MAX = 8
-
-
 def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
                  ) -> dict[int, tuple[list[float], list[float]]]:
     """Each lane of the rank (in the order of its first node that ran): the
@@ -810,7 +810,7 @@ def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
     if len(order) == 1:
         return {lane: (starts, ends) for lane in order}
     out: dict[int, tuple[list[float], list[float]]] = {lane: ([], []) for lane in order}
-    if len(order) <= _MASK_PASSES_MAX:
+    if len(order) <= MASK_PASSES_MAX:  # one C-level pass per lane
         for lane in order:
             mine = list(map(operator.eq, lanes, repeat(lane)))
             out[lane] = (list(compress(starts, mine)), list(compress(ends, mine)))
@@ -822,12 +822,11 @@ def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
     return out
 
 
-def _thread_ends(p: _Prepared, run: _Run,
-                 by_lane: dict[int, tuple[list[float], list[float]]]) -> list[float]:
-    """Each CPU thread's end: its recorded time after its last op started
-    (callers returning) still belongs to the step."""
+def _thread_ends(run: _Run, last: dict[int, float]) -> list[float]:
+    """Each CPU thread's end (from the last end of each lane): its recorded
+    time after its last op started (callers returning) still belongs to the step."""
     tail = run.tails
-    return [max(ends) + tail[lane] for lane, (_s, ends) in by_lane.items() if lane in tail]
+    return [end + tail[lane] for lane, end in last.items() if lane in tail]
 
 
 def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]],

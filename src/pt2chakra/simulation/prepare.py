@@ -14,8 +14,8 @@ import math
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress
-from operator import attrgetter, itemgetter
+from itertools import accumulate, compress, islice, repeat
+from operator import and_, attrgetter, eq, itemgetter, le, or_
 from typing import Any
 
 from pt2chakra.chakra.conventions import (
@@ -437,13 +437,15 @@ def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
 def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     """Set the order in which ready nodes of one lane run: CPU lanes in ET id
     order (ids are handed out at op start, and untimed ops have none), GPU
-    lanes in recorded start order. Returns the rank's nodes by recorded start."""
+    lanes in recorded start order. Returns the rank's nodes by recorded start
+    where it has device ops; a rank of CPU ops only has no use for it (its
+    callers look for communication nodes there) and skips the sort."""
     ids, cat, order = p.ids, p.cat, p.order
-    # (start, id, index): ties keep node order, as a stable sort by (start, id) does
-    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
     if _only_cpu_ops(p, base, end):  # ids throughout
         order[base:end] = ids[base:end]
-        return by_start
+        return []
+    # (start, id, index): ties keep node order, as a stable sort by (start, id) does
+    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
     for pos, i in enumerate(by_start):
         order[i] = ids[i] if cat[i] == CPU_OP else pos
     return by_start
@@ -487,10 +489,42 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
     if not timed_rank:
         return cpu_lane_ops
     ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
-    for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
-        if start[i] or nodes[i].duration_micros:
-            cpu_lane_ops[lane[i]].append(i)
+    if not _ascending(ids[base:end]):
+        for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
+            if start[i] or nodes[i].duration_micros:
+                cpu_lane_ops[lane[i]].append(i)
+        return cpu_lane_ops
+    # Ids ascend in node order (converters hand them out so): node order is
+    # id order, and C-level passes pick the ops (a million nodes).
+    timed = map(or_, map(bool, start[base:end]), map(bool, map(_node_duration, nodes[base:end])))
+    ops = list(compress(range(base, end), map(and_, map(eq, cat[base:end], repeat(CPU_OP)),
+                                              timed)))
+    cpu_lane_ops.update(_split_by(list(map(lane.__getitem__, ops)), ops))
     return cpu_lane_ops
+
+
+def _ascending(values: list[int]) -> bool:
+    """``values`` never decrease (then a stable sort keeps them in place)."""
+    return all(map(le, values, islice(values, 1, None)))
+
+
+# Up to this many groups, items are split by group with one C-level pass per
+# group; past it, one Python pass over the items is cheaper.
+MASK_PASSES_MAX = 8
+
+
+def _split_by(groups: list[int], items: list[int]) -> dict[int, list[int]]:
+    """``items`` split by their ``groups`` (in the order groups first show,
+    items in their order)."""
+    order = dict.fromkeys(groups)
+    if len(order) == 1:
+        return {g: items for g in order}
+    if len(order) <= MASK_PASSES_MAX:
+        return {g: list(compress(items, map(eq, groups, repeat(g)))) for g in order}
+    out: dict[int, list[int]] = {g: [] for g in order}
+    for g, item in zip(groups, items):
+        out[g].append(item)
+    return out
 
 
 def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
