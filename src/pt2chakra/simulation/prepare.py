@@ -27,7 +27,7 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     lane_of,
-    step_window_of,
+    step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
@@ -263,7 +263,7 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     index, attrs_of, incl = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
-    t0 = _add_step(p, rank, mda, nodes, incl)
+    t0 = _add_step(p, rank, mda, incl)
     by_start = _recorded_order(p, base, end)
     parents, gpu_syncs = _parents(nodes, base, index, attrs_of)
     del index  # the largest map of all, not needed past this point
@@ -330,20 +330,19 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     # Category and lane per distinct (type, attribute dict), worked out in the
     # order nodes first show them (lanes are numbered in that order), then
     # handed to every node by lazy C-level maps (a million nodes).
-    placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
-    for where, (n, a) in dict(zip(_wheres(nodes, attrs_of), zip(nodes, attrs_of))).items():
-        lane = lane_of(n.type, a)
-        placed[where] = (_category(n, a), p.lane_id(
-            (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-    got = list(map(placed.__getitem__, _wheres(nodes, attrs_of)))
-    p.cat.extend(map(_first, got))
-    p.lane.extend(map(_second, got))
+    types, attr_ids = list(map(_node_type, nodes)), list(map(id, attrs_of))
+    by_id = dict(zip(attr_ids, attrs_of))  # the distinct attribute dicts
+    category: dict[tuple[int, int], int] = {}  # (type, id of attrs) -> category
+    lanes: dict[tuple[int, int], int] = {}  # (type, id of attrs) -> lane
+    for where in dict.fromkeys(zip(types, attr_ids)):
+        node_type, a = where[0], by_id[where[1]]
+        lane = lane_of(node_type, a)
+        category[where] = _category(node_type, a)
+        lanes[where] = p.lane_id((rank, *lane.key), rank,
+                                 "cpu" if lane.kind == CPU_LANE else "gpu", lane.label)
+    p.cat.extend(map(category.__getitem__, zip(types, attr_ids)))
+    p.lane.extend(map(lanes.__getitem__, zip(types, attr_ids)))
     return index, attrs_of, incl
-
-
-def _wheres(nodes: Sequence[ChakraNode], attrs_of: list[Attrs]) -> Iterator[tuple[int, int]]:
-    """Each node's (type, id of its checked attributes): what its category and lane depend on."""
-    return zip(map(_node_type, nodes), map(id, attrs_of))
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
@@ -407,12 +406,12 @@ def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[st
                 bad.add(_INCL)
 
 
-def _category(n: ChakraNode, a: Attrs) -> int:
+def _category(node_type: int, a: Attrs) -> int:
     """The node's category, which decides the knob that scales it and its
     share of the critical path. ``is_cpu_op`` absent means a device op
     (FORMATS.md), stream or not."""
     is_cpu = not is_gpu(a)
-    if n.type in COMM_TYPES and not is_cpu:
+    if node_type in COMM_TYPES and not is_cpu:
         return COMM
     if is_cpu:
         return CPU_OP
@@ -423,11 +422,13 @@ def _category(n: ChakraNode, a: Attrs) -> int:
     return GPU_COMPUTE
 
 
-def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
-              incl: list[float]) -> float:
+def _add_step(p: _Prepared, rank: int, mda: Attrs, incl: list[float]) -> float:
     """Record the measured step (what the prediction is compared with) and
-    the rank's label; returns the step start, the origin of replayed delays."""
-    window = step_window_of(mda, nodes, incl) or StepWindow(0.0, 0.0)
+    the rank's label; returns the step start, the origin of replayed delays.
+    Runs right after ``_add_nodes``, while ``p.dur`` holds the recorded durations."""
+    nodes = p.rank_nodes[rank]
+    window = step_window_from(mda, p.start[nodes.start:nodes.stop], p.dur[nodes.start:nodes.stop],
+                              incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.step_end.append(window.end)
@@ -495,11 +496,21 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
                 cpu_lane_ops[lane[i]].append(i)
         return cpu_lane_ops
     # Ids ascend in node order (converters hand them out so): node order is
-    # id order, and C-level passes pick the ops (a million nodes).
-    timed = map(or_, map(bool, start[base:end]), map(bool, map(_node_duration, nodes[base:end])))
-    ops = list(compress(range(base, end), map(and_, map(eq, cat[base:end], repeat(CPU_OP)),
-                                              timed)))
-    cpu_lane_ops.update(_split_by(list(map(lane.__getitem__, ops)), ops))
+    # id order, and C-level passes pick the ops (a million nodes), none where
+    # every node is a timed CPU op.
+    picked: Iterator[Any] | None = None  # per node: a timed CPU op
+    if not all(start[base:end]):
+        picked = map(or_, map(bool, start[base:end]),
+                     map(bool, map(_node_duration, nodes[base:end])))
+    if not _only_cpu_ops(p, base, end):
+        cpu = map(eq, cat[base:end], repeat(CPU_OP))
+        picked = cpu if picked is None else map(and_, cpu, picked)
+    if picked is None:
+        ops, lanes = list(range(base, end)), lane[base:end]
+    else:
+        ops = list(compress(range(base, end), picked))
+        lanes = list(map(lane.__getitem__, ops))
+    cpu_lane_ops.update(_split_by(lanes, ops))
     return cpu_lane_ops
 
 
