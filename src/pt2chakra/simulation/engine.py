@@ -39,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import reduce
 from itertools import compress, repeat
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -68,6 +68,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     GPU_COMPUTE,
     GPU_CPU_GAP,
     GPU_MEMCPY,
+    K_GPU_SYNC,
     K_LANE,
     K_LAUNCH,
     K_START,
@@ -670,24 +671,57 @@ class _Replay:
 # --------------------------------------------------------------------------
 
 
+# What the critical path's time is charged to, by code: the node categories,
+# then the two kinds of time no node's duration holds.
+_PATH_TYPES = (*CATEGORY_NAMES, CPU_GAP, WAIT)
+_T_GAP, _T_WAIT = len(CATEGORY_NAMES), len(CATEGORY_NAMES) + 1
+
+
 class _PathTally:
-    """What the critical path is made of, gathered while walking it back."""
+    """What the critical path is made of, gathered while walking it back:
+    time per node type and per edge kind, by code (list slots: cheaper than
+    a dict update on each of a million steps; None until first charged),
+    with the codes in the order first charged (the report's order at equal times)."""
 
     def __init__(self) -> None:
-        self.by_type: dict[str, float] = defaultdict(float)
-        self.by_kind: dict[str, float] = defaultdict(float)
-        self.on_path: set[int] = set()
+        self.type_us: list[float | None] = [None] * len(_PATH_TYPES)
+        self.kind_us: list[float | None] = [None] * len(EDGE_KIND_NAMES)
+        self.type_order: list[int] = []
+        self.kind_order: list[int] = []
+        self.path: list[int] = []  # the nodes walked, last first
         self.crossings = 0  # moves to another rank (collectives)
         self.total = 0.0
 
+    def charge_type(self, code: int, us: float) -> None:
+        got = self.type_us[code]
+        if got is None:
+            self.type_order.append(code)
+            got = 0.0
+        self.type_us[code] = got + us
+
+    def charge_kind(self, code: int, us: float) -> None:
+        got = self.kind_us[code]
+        if got is None:
+            self.kind_order.append(code)
+            got = 0.0
+        self.kind_us[code] = got + us
+
+    def by_type(self) -> dict[str, float]:
+        return {_PATH_TYPES[c]: cast(float, self.type_us[c]) for c in self.type_order}
+
+    def by_kind(self) -> dict[str, float]:
+        return {EDGE_KIND_NAMES[c]: cast(float, self.kind_us[c]) for c in self.kind_order}
+
 
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
-    ended = [e for e in run.end if e == e]  # NaN: never ran
-    if not ended:
+    end = run.end
+    latest = max(compress(end, map(operator.eq, end, end)), default=None)  # NaN: never ran
+    if latest is None:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
-    last = run.end.index(max(ended))  # the first node to end last
+    last = end.index(latest)  # the first node to end last
     tally = _walk_back(p, run, last)
-    return _path_summary(p, run, tally), tally.on_path
+    on_path = set(tally.path)
+    return _path_summary(p, run, tally, on_path), on_path
 
 
 def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
@@ -696,17 +730,21 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
     tally = _PathTally()
     cur, t = last, run.end[last]
     guard = len(p.nodes) + 5
-    gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.on_path.add
+    gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.path.append
     # A bound step, inline (a million steps on a million-node path): the
     # node's own time up to ``t`` plus its wait before starting (a CPU gap on
     # a thread, else a wait for a peer or a sync lag), charged to the edge that
     # bound its start; then the path goes on from that edge's source. A child
     # released at a sync op's issue point joins it mid-op: the binding time is
-    # the issue time either way. The tally's fields are held in locals.
+    # the issue time either way. The tally's fields are held in locals (the
+    # CPU gap and wait sums too: only these steps charge them).
     cat_of, rank_of, bind_time, bind_kind, bind_pred = p.cat, p.rank, run.bind_time, \
         run.bind_kind, run.bind_pred
-    by_type, by_kind = tally.by_type, tally.by_kind
-    total, crossings = tally.total, tally.crossings
+    type_us, kind_us, type_order, kind_order = tally.type_us, tally.kind_us, \
+        tally.type_order, tally.kind_order
+    total, crossings, multi = tally.total, tally.crossings, len(p.rank_nodes) > 1
+    gap: float | None = None
+    waited: float | None = None
     while cur >= 0 and guard:
         guard -= 1
         add(cur)
@@ -721,23 +759,39 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
         if not node_part > 0.0:
             node_part = 0.0
         cat = cat_of[cur]
-        by_type[CATEGORY_NAMES[cat]] += node_part
+        got = type_us[cat]
+        if got is None:
+            type_order.append(cat)
+            got = 0.0
+        type_us[cat] = got + node_part
         bt = bind_time[cur]
         wait = s - bt  # max(0.0, start - bind time)
         if not wait > 0.0:
             wait = 0.0
         if cat == CPU_OP:
-            by_type[CPU_GAP] += wait
+            if gap is None:
+                type_order.append(_T_GAP)
+                gap = 0.0
+            gap += wait
         elif wait:
-            by_type[WAIT] += wait
+            if waited is None:
+                type_order.append(_T_WAIT)
+                waited = 0.0
+            waited += wait
         share = node_part + wait
-        by_kind[EDGE_KIND_NAMES[bind_kind[cur]]] += share
+        kind = bind_kind[cur]
+        got = kind_us[kind]
+        if got is None:
+            kind_order.append(kind)
+            got = 0.0
+        kind_us[kind] = got + share
         total += share
         pred = bind_pred[cur]
-        if pred >= 0 and rank_of[pred] != rank_of[cur]:
+        if multi and pred >= 0 and rank_of[pred] != rank_of[cur]:
             crossings += 1
         cur, t = pred, bt
     tally.total, tally.crossings = total, crossings
+    type_us[_T_GAP], type_us[_T_WAIT] = gap, waited
     return tally
 
 
@@ -746,27 +800,27 @@ def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
     """A sync op whose end waited on the GPU: its post-return part counts as
     CPU time on a ``gpu_sync`` edge, then the path goes on from the producer."""
     seg = t - run.end[gp]
-    tally.by_type[CATEGORY_NAMES[CPU_OP]] += seg
-    tally.by_kind["gpu_sync"] += seg
+    tally.charge_type(CPU_OP, seg)
+    tally.charge_kind(K_GPU_SYNC, seg)
     tally.total += seg
     if p.rank[gp] != p.rank[cur]:
         tally.crossings += 1
     return gp, run.end[gp]
 
 
-def _path_summary(p: _Prepared, run: _Run, tally: _PathTally) -> CriticalPath:
+def _path_summary(p: _Prepared, run: _Run, tally: _PathTally, nodes: set[int]) -> CriticalPath:
     """Shares sorted largest first, and the ten longest nodes on the path."""
     # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
     # without a Python key call per node
-    on_path = list(tally.on_path)
+    on_path = list(nodes)
     minus_duration = [s - e for s, e in zip(map(run.start.__getitem__, on_path),
                                             map(run.end.__getitem__, on_path))]
     top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
                                                key=minus_duration.__getitem__)]
     return CriticalPath(
-        length_us=tally.total, nodes=len(tally.on_path), rank_crossings=tally.crossings,
-        by_node_type=dict(sorted(tally.by_type.items(), key=lambda kv: -kv[1])),
-        by_edge_kind=dict(sorted(tally.by_kind.items(), key=lambda kv: -kv[1])),
+        length_us=tally.total, nodes=len(on_path), rank_crossings=tally.crossings,
+        by_node_type=dict(sorted(tally.by_type().items(), key=lambda kv: -kv[1])),
+        by_edge_kind=dict(sorted(tally.by_kind().items(), key=lambda kv: -kv[1])),
         top_nodes=[{"rank": p.rank[i], "id": p.nodes[i].id, "name": p.nodes[i].name,
                     "category": CATEGORY_NAMES[p.cat[i]],
                     "duration_us": run.end[i] - run.start[i]} for i in top])
