@@ -14,9 +14,9 @@ import math
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress, islice, repeat
-from operator import and_, attrgetter, eq, itemgetter, le, or_
-from typing import Any
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
+from typing import Any, TypeVar
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
@@ -47,6 +47,8 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
 
 log = logging.getLogger("pt2chakra.simulation")
+
+_T = TypeVar("_T")
 
 COMM_TYPES = COMM_NODE_TYPES
 
@@ -545,17 +547,26 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     (idle gaps, a caller's time between and after its callees) is replayed
     as a delay before the next op. Replaying an op's whole exclusive time
     up front instead would launch its callees' GPU work late."""
-    starts, dur = p.start, p.dur
+    dur = p.dur
     for ops in cpu_lane_ops.values():
-        for q, i in enumerate(ops):
-            start = float(starts[i])
-            stop = start + incl[i - base]
-            if q + 1 < len(ops):
-                callee = float(starts[ops[q + 1]])  # min(stop, callee), inline
-                if callee < stop:
-                    stop = callee
+        starts = _float_starts(p, ops)
+        callees = chain(islice(starts, 1, None), (math.inf,))  # the next op's start; none last
+        for i, start, callee, inclusive in zip(ops, starts, callees, _of_rank(incl, ops, base)):
+            stop = start + inclusive
+            if callee < stop:  # min(stop, callee), inline
+                stop = callee
             held = stop - start  # max(0.0, stop - start), inline (a million ops)
             dur[i] = held if held > 0.0 else 0.0
+
+
+def _float_starts(p: _Prepared, ops: list[int]) -> list[float]:
+    """The ops' recorded starts as floats (C-level maps: a million ops)."""
+    return list(map(float, map(p.start.__getitem__, ops)))
+
+
+def _of_rank(values: Sequence[_T], ops: list[int], base: int) -> Iterator[_T]:
+    """The ops' entries of a list indexed from the rank's first node (``base``)."""
+    return map(values.__getitem__, ops if not base else map(sub, ops, repeat(base)))
 
 
 def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
@@ -576,10 +587,11 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     starts, dur, delay = p.start, p.dur, p.delay
     for lane, ops in cpu_lane_ops.items():
         cursor = t0
-        for i in ops:
-            start = float(starts[i])
+        last = -math.inf  # the latest recorded end (start + inclusive time)
+        for i, start, inclusive, plist in zip(ops, _float_starts(p, ops), _of_rank(incl, ops, base),
+                                              _of_rank(parents, ops, base)):
             ready = cursor
-            for src, _kind in parents[i - base]:
+            for src, _kind in plist:
                 e = starts[src] + dur[src]
                 if ready < e <= start:
                     ready = e
@@ -588,7 +600,9 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
             held_to = start + dur[i]
             if held_to > cursor:
                 cursor = held_to
-        last = max([starts[i] + incl[i - base] for i in ops], default=cursor)
+            end = start + inclusive
+            if end > last:
+                last = end
         p.lane_tail[lane] = max(0.0, last - cursor)
         p.lane_tail_end[lane] = last
 
