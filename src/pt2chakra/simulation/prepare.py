@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
@@ -107,7 +107,7 @@ SYNC_LOOKBACK = 64
 # Node fields read by C-level maps (a million nodes: no Python call per node).
 _node_type, _node_id = attrgetter("type"), attrgetter("id")
 _node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
-_node_attrs = attrgetter("attrs")
+_node_attrs, _node_deps = attrgetter("attrs"), attrgetter("data_deps")
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
@@ -262,12 +262,12 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     base = len(p.nodes)
     mda = _meta(md, bad)
     timed_rank = _note_timed(p, nodes)
-    index, attrs_of, incl = _add_nodes(p, rank, nodes, bad)
+    index, attrs_of, incl, sets = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, incl)
     by_start = _recorded_order(p, base, end)
-    parents, gpu_syncs = _parents(nodes, base, index, attrs_of)
+    parents, gpu_syncs = _parents(nodes, base, index, sets)
     del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
@@ -308,16 +308,17 @@ def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
 
 
 def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
-               ) -> tuple[dict[int, int], list[Attrs], list[float]]:
+               ) -> tuple[dict[int, int], list[Attrs], list[float], _AttrSets]:
     """Append the rank's nodes to the flat arrays, each in its category and on
-    its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
+    its lane; returns what later steps read (id -> index, attributes,
+    inclusive times, attribute sets)."""
     base = len(p.nodes)
     count = len(nodes)
     dur = list(map(float, map(_node_duration, nodes)))
     if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
-        attrs_of, incl = _apart_attrs(nodes, dur, bad)
+        attrs_of, incl, sets = _apart_attrs(nodes, dur, bad)
     else:
-        attrs_of, incl = _shared_attrs(nodes, dur, bad)
+        attrs_of, incl, sets = _shared_attrs(nodes, dur, bad)
     p.incl.extend(incl)
     ids = list(map(_node_id, nodes))
     index = dict(zip(ids, range(base, base + count)))  # a repeated id: its last node
@@ -332,23 +333,30 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     # Category and lane per distinct (type, attribute dict), worked out in the
     # order nodes first show them (lanes are numbered in that order), then
     # handed to every node by lazy C-level maps (a million nodes).
-    types, attr_ids = list(map(_node_type, nodes)), list(map(id, attrs_of))
-    by_id = dict(zip(attr_ids, attrs_of))  # the distinct attribute dicts
-    category: dict[tuple[int, int], int] = {}  # (type, id of attrs) -> category
-    lanes: dict[tuple[int, int], int] = {}  # (type, id of attrs) -> lane
-    for where in dict.fromkeys(zip(types, attr_ids)):
-        node_type, a = where[0], by_id[where[1]]
+    types = list(map(_node_type, nodes))
+    category: dict[tuple[int, int], int] = {}  # (type, attribute set) -> category
+    lanes: dict[tuple[int, int], int] = {}  # (type, attribute set) -> lane
+    for where in dict.fromkeys(zip(types, sets.of_node)):
+        node_type, a = where[0], sets.checked[where[1]]
         lane = lane_of(node_type, a)
         category[where] = _category(node_type, a)
         lanes[where] = p.lane_id((rank, *lane.key), rank,
                                  "cpu" if lane.kind == CPU_LANE else "gpu", lane.label)
-    p.cat.extend(map(category.__getitem__, zip(types, attr_ids)))
-    p.lane.extend(map(lanes.__getitem__, zip(types, attr_ids)))
-    return index, attrs_of, incl
+    p.cat.extend(map(category.__getitem__, zip(types, sets.of_node)))
+    p.lane.extend(map(lanes.__getitem__, zip(types, sets.of_node)))
+    return index, attrs_of, incl, sets
+
+
+class _AttrSets(NamedTuple):
+    """The distinct attribute sets of a rank: each node's set (a key: the id
+    of a shared object, all alive here) and each set's checked attributes."""
+
+    of_node: list[int]
+    checked: dict[int, Attrs]
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
-                  ) -> tuple[list[Attrs], list[float]]:
+                  ) -> tuple[list[Attrs], list[float], _AttrSets]:
     """Each node's checked attributes and inclusive time. Nodes from the lean
     reader share their attribute objects: one checked dict per distinct set
     (all alive here, so ids are stable). ``inclusive_duration_micros``
@@ -367,11 +375,11 @@ def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] |
         attrs_of.append(a)
         if 0 in key:
             _own_inclusive(at, incl, k, bad)
-    return attrs_of, incl
+    return attrs_of, incl, _AttrSets(list(map(id, attrs_of)), {id(a): a for a in checked.values()})
 
 
 def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
-                 ) -> tuple[list[Attrs], list[float]]:
+                 ) -> tuple[list[Attrs], list[float], _AttrSets]:
     """``_shared_attrs`` for nodes read with the inclusive time held apart
     (``read_et_apart``): equal attribute sets are one list, and the few
     nodes whose list still holds the inclusive time (a value of another
@@ -382,17 +390,18 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     # C-level maps; only nodes whose list still holds the inclusive time are
     # visited. Lazy maps: no million-entry temporaries.
     lists = list(map(_node_attrs, nodes))
+    list_ids = list(map(id, lists))
     checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
     holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
-    for key, at in dict(zip(map(id, lists), lists)).items():  # distinct, in node order
+    for key, at in dict(zip(list_ids, lists)).items():  # distinct, in node order
         a = checked[key] = _checked(at, bad)
         a.pop(_INCL, None)
         holding[key] = any(x[0] == _INCL for x in at)
-    attrs_of = list(map(checked.__getitem__, map(id, lists)))
+    attrs_of = list(map(checked.__getitem__, list_ids))
     if any(holding.values()):
-        for k in compress(range(len(lists)), map(holding.__getitem__, map(id, lists))):
+        for k in compress(range(len(lists)), map(holding.__getitem__, list_ids)):
             _own_inclusive(lists[k], incl, k, bad)
-    return attrs_of, incl
+    return attrs_of, incl, _AttrSets(list_ids, checked)
 
 
 def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[str] | None,
@@ -455,34 +464,42 @@ def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
 
 
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
-             attrs_of: list[Attrs]) -> tuple[Parents, bool]:
+             sets: _AttrSets) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices; unknown ids and self-edges are dropped (they could never be met).
-    Kind codes are worked out once per shared attribute dict and dep count.
-    Also says whether any dependency is recorded as a ``gpu_sync``."""
+    Kind codes are worked out once per attribute set and dep count (most
+    nodes have one dependency: looked up by the set alone). Also says
+    whether any dependency is recorded as a ``gpu_sync``."""
     parents: Parents = []
-    codes_of: dict[tuple[int, int], list[int]] = {}
+    append = parents.append
+    lone: dict[int, int] = {}  # attribute set -> kind code of a lone dependency
+    codes_of: dict[tuple[int, int], list[int]] = {}  # (attribute set, deps) -> kind codes
     get = index.get
-    for k, n in enumerate(nodes):
-        i = base + k
-        deps = n.data_deps
-        a = attrs_of[k]
-        key = (id(a), len(deps))
-        codes = codes_of.get(key)
-        if codes is None:
-            codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
-                                     for name in dep_kinds_of(deps, a)]
-        if len(deps) == 1 and codes:  # most nodes: the same as the loop below, unrolled
+    for i, deps, key in zip(range(base, base + len(nodes)), map(_node_deps, nodes),
+                            sets.of_node):
+        if len(deps) == 1:
+            code = lone.get(key)
+            if code is None:
+                code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
             src = get(deps[0])
-            parents.append([(src, codes[0])] if src is not None and src != i else [])
+            append([(src, code)] if src is not None and src != i else [])
             continue
+        codes = codes_of.get((key, len(deps)))
+        if codes is None:
+            codes = codes_of[key, len(deps)] = _kind_codes(sets.checked[key], len(deps))
         mine = []
         for d, code in zip(deps, codes):
             src = get(d)
             if src is not None and src != i:
                 mine.append((src, code))
-        parents.append(mine)
-    return parents, any(K_GPU_SYNC in codes for codes in codes_of.values())
+        append(mine)
+    return parents, K_GPU_SYNC in lone.values() or \
+        any(K_GPU_SYNC in codes for codes in codes_of.values())
+
+
+def _kind_codes(attrs: Attrs, count: int) -> list[int]:
+    """The kind codes of a node's ``count`` dependencies (by its attributes)."""
+    return [_KIND_CODE.get(name, K_DATA) for name in dep_kinds_of([0] * count, attrs)]
 
 
 def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
