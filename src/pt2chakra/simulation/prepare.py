@@ -94,7 +94,10 @@ WAKE_TOL_FRACTION = 0.1
 
 # Attributes by name, and each node's dependencies as (index, kind code).
 Attrs = dict[str, Any]
-Parents = list[list[tuple[int, int]]]
+# (A tuple per node, the shared empty one where there is none: a million
+# small lists would cost an allocation each; the few edges added later
+# replace a node's tuple.)
+Parents = list[tuple[tuple[int, int], ...]]
 
 # How far back on a thread to look for the op that held a GPU sync.
 SYNC_LOOKBACK = 64
@@ -482,7 +485,7 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
             if code is None:
                 code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
             src = get(deps[0])
-            append([(src, code)] if src is not None and src != i else [])
+            append(((src, code),) if src is not None and src != i else ())
             continue
         codes = codes_of.get((key, len(deps)))
         if codes is None:
@@ -492,7 +495,7 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
             src = get(d)
             if src is not None and src != i:
                 mine.append((src, code))
-        append(mine)
+        append(tuple(mine))
     return parents, K_GPU_SYNC in lone.values() or \
         any(K_GPU_SYNC in codes for codes in codes_of.values())
 
@@ -694,7 +697,7 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
         while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
             src = ends[k][1]
             if p.lane[src] != p.lane[i] and end_t[k] > explained:
-                parents[i - base].append((src, K_STREAM_WAIT))
+                parents[i - base] += ((src, K_STREAM_WAIT),)
                 added += 1
                 break
             k -= 1
@@ -738,7 +741,7 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
                 src = _waited_collective(node, ends, end_t, s_x, cursor, explained,
                                          max(CPU_WAKE_TOL_US, share), share)
             if src is not None:
-                parents[x - base].append((src, K_STREAM_WAIT))
+                parents[x - base] += ((src, K_STREAM_WAIT),)
                 added.append((x, src))
             cursor = max(cursor, s_x + p.dur[x])
     return added
@@ -771,10 +774,10 @@ def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
         p.lane[i] = p.lane_id(("gpu", rank, dev, f"comm{pos % streams}"), rank, "gpu",
                               f"comm stream {pos % streams}")
         k = i - base
-        parents[k] = [(s, kind) for s, kind in parents[k]
-                      if not (kind == K_STREAM_ORDER and s in comm_set)]
+        parents[k] = tuple([(s, kind) for s, kind in parents[k]
+                            if not (kind == K_STREAM_ORDER and s in comm_set)])
         if pos >= streams:
-            parents[k].append((comm[pos - streams], K_STREAM_ORDER))
+            parents[k] += ((comm[pos - streams], K_STREAM_ORDER),)
 
 
 def _sync_ops(p: _Prepared, base: int, parents: Parents,
@@ -835,7 +838,7 @@ def _wait_in_gap(p: _Prepared, base: int, parents: Parents, x: int, x_start: flo
     """In the gap before X: X waited for the producers (its delay is then
     measured from their end)."""
     for s in producers:
-        parents[x - base].append((s, K_GPU_SYNC))
+        parents[x - base] += ((s, K_GPU_SYNC),)
         end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
 
@@ -873,6 +876,6 @@ def _make_sync_op(p: _Prepared, base: int, parents: Parents, holder: int, t_ret:
         p.issue_children[holder] = launched
         for s in launched:
             sk = s - base
-            parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
-                           for src, kind in parents[sk]]
+            parents[sk] = tuple([(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
+                                 for src, kind in parents[sk]])
             p.nwait[s] += 1  # released by the issue event
