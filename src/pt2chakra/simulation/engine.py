@@ -75,6 +75,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     MASK_PASSES_MAX,
     SIM_ATTRS,
     WAIT,
+    _ascending,
     _meta,
     _prepare,
     _Prepared,
@@ -894,15 +895,18 @@ def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]
         busy = reduce(operator.add, map(operator.sub, ends, starts), 0.0)
         lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
                                idle_us=max(0.0, predicted - busy), nodes=len(starts),
-                               idle_gaps=_idle_gaps(list(zip(starts, ends)), origin, predicted)))
+                               idle_gaps=_idle_gaps(starts, ends, origin, predicted)))
     return lanes
 
 
-def _idle_gaps(spans: list[tuple[float, float]], origin: float, predicted: float) -> int:
-    """Idle intervals of a lane between the rank's start and its predicted end."""
+def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted: float) -> int:
+    """Idle intervals of a lane between the rank's start and its predicted end
+    (its spans in start order: as they are when starts and ends both ascend,
+    as on most lanes, else sorted)."""
     gaps = 0
     cursor = origin
-    for s, e in sorted(spans):
+    spans = zip(starts, ends)
+    for s, e in (spans if _ascending(starts) and _ascending(ends) else sorted(spans)):
         if s > cursor + 1e-9:
             gaps += 1
         if e > cursor:  # max(cursor, e), inline

@@ -13,7 +13,7 @@ import logging
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, chain, compress, islice, repeat
 from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
 from typing import Any, NamedTuple, TypeVar
@@ -351,11 +351,19 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
 
 
 class _AttrSets(NamedTuple):
-    """The distinct attribute sets of a rank: each node's set (a key: the id
-    of a shared object, all alive here) and each set's checked attributes."""
+    """The distinct attribute sets of a rank: each node's set, numbered in
+    the order sets first show (small ints, shared: no object per node), and
+    each set's checked attributes."""
 
     of_node: list[int]
-    checked: dict[int, Attrs]
+    checked: list[Attrs]
+
+
+def _numbered(keys: Iterable[int], checked: dict[int, Attrs]) -> _AttrSets:
+    """``_AttrSets`` from each node's key (the id of a shared object, all
+    alive here) and the checked attributes of each key, in first-shown order."""
+    number = {key: n for n, key in enumerate(checked)}
+    return _AttrSets(list(map(number.__getitem__, keys)), list(checked.values()))
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
@@ -378,7 +386,7 @@ def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] |
         attrs_of.append(a)
         if 0 in key:
             _own_inclusive(at, incl, k, bad)
-    return attrs_of, incl, _AttrSets(list(map(id, attrs_of)), {id(a): a for a in checked.values()})
+    return attrs_of, incl, _numbered(map(id, attrs_of), {id(a): a for a in checked.values()})
 
 
 def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
@@ -393,18 +401,18 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     # C-level maps; only nodes whose list still holds the inclusive time are
     # visited. Lazy maps: no million-entry temporaries.
     lists = list(map(_node_attrs, nodes))
-    list_ids = list(map(id, lists))
     checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
     holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
-    for key, at in dict(zip(list_ids, lists)).items():  # distinct, in node order
+    for key, at in dict(zip(map(id, lists), lists)).items():  # distinct, in node order
         a = checked[key] = _checked(at, bad)
         a.pop(_INCL, None)
         holding[key] = any(x[0] == _INCL for x in at)
-    attrs_of = list(map(checked.__getitem__, list_ids))
+    sets = _numbered(map(id, lists), checked)
+    attrs_of = list(map(sets.checked.__getitem__, sets.of_node))
     if any(holding.values()):
-        for k in compress(range(len(lists)), map(holding.__getitem__, list_ids)):
+        for k in compress(range(len(lists)), map(holding.__getitem__, map(id, lists))):
             _own_inclusive(lists[k], incl, k, bad)
-    return attrs_of, incl, _AttrSets(list_ids, checked)
+    return attrs_of, incl, sets
 
 
 def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[str] | None,
@@ -536,7 +544,7 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
     return cpu_lane_ops
 
 
-def _ascending(values: list[int]) -> bool:
+def _ascending(values: list[int] | list[float]) -> bool:
     """``values`` never decrease (then a stable sort keeps them in place)."""
     return all(map(le, values, islice(values, 1, None)))
 
