@@ -649,13 +649,13 @@ def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
     child = array("q", [0]) * offsets[-1]
     child_kind = array("b", [0]) * offsets[-1]
     nwait = p.nwait
-    for k, plist in enumerate(parents):
-        i = base + k
+    for i, plist in zip(range(base, base + len(parents)), parents):
         for src, kind in plist:
             if kind == -1:
                 continue  # moved to an issue release
-            at = fill[src - base]
-            fill[src - base] = at + 1
+            k = src - base
+            at = fill[k]
+            fill[k] = at + 1
             child[at] = i
             child_kind[at] = kind
             nwait[i] += 1
