@@ -161,18 +161,29 @@ def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode
                    inclusive: Sequence[float]) -> StepWindow | None:
     """``step_window`` with each node's ``inclusive_micros`` already worked out
     (the simulator has them, and a million attribute lookups cost seconds)."""
+    return step_window_from(metadata_attrs, list(map(operator.attrgetter("start_time_micros"), nodes)),
+                            list(map(float, map(operator.attrgetter("duration_micros"), nodes))),
+                            inclusive)
+
+
+def step_window_from(metadata_attrs: Mapping[str, Any], starts: Sequence[int],
+                     durations: Sequence[float], inclusive: Sequence[float]) -> StepWindow | None:
+    """``step_window_of`` from the nodes' columns: start times, durations (as
+    floats) and inclusive times (the simulator holds them as lists)."""
     window: StepWindow | None = None
-    starts = list(map(operator.attrgetter("start_time_micros"), nodes))
     if any(starts):
-        durations = list(map(operator.attrgetter("duration_micros"), nodes))
-        # each node's end: start + max(float(duration), inclusive), as C-level
-        # maps (a million nodes); a node with neither start nor duration is untimed
-        ends = map(operator.add, starts, map(max, map(float, durations), inclusive))
+        # the last node end: start + max(duration, inclusive), taken as the
+        # larger of the last start + duration and the last start + inclusive
+        # (the same number: rounded addition keeps order), as C-level maps (a
+        # million nodes); a node with neither start nor duration is untimed
+        ends = map(operator.add, starts, durations)
+        ends_incl = map(operator.add, starts, inclusive)
         if all(starts):
-            window = StepWindow(float(min(starts)), max(ends))
+            window = StepWindow(float(min(starts)), max(max(ends), max(ends_incl)))
         else:
-            timed = list(map(operator.or_, starts, durations))
-            window = StepWindow(float(min(compress(starts, timed))), max(compress(ends, timed)))
+            timed = list(map(operator.or_, map(bool, starts), map(bool, durations)))
+            window = StepWindow(float(min(compress(starts, timed))),
+                                max(max(compress(ends, timed)), max(compress(ends_incl, timed))))
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_finite_number(s0) and is_finite_number(s1):
         if window is None:

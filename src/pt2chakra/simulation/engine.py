@@ -30,15 +30,16 @@ The model (docs/SIMULATE.md has the long form):
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import math
 import operator
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
 from itertools import compress, repeat
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -67,11 +68,14 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     GPU_COMPUTE,
     GPU_CPU_GAP,
     GPU_MEMCPY,
+    K_GPU_SYNC,
     K_LANE,
     K_LAUNCH,
     K_START,
+    MASK_PASSES_MAX,
     SIM_ATTRS,
     WAIT,
+    _ascending,
     _meta,
     _prepare,
     _Prepared,
@@ -238,6 +242,8 @@ def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
     dur = list(p.dur)
     delay = list(p.delay)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
+    if cs == 1.0 and cpu == 1.0:
+        return dur, delay  # nothing scales: no pass over a million nodes
     covered = _covered(p, cfg)
     for i, cat in enumerate(p.cat):
         if cat == GPU_COMPUTE and cs != 1.0:
@@ -400,17 +406,18 @@ class _Replay:
     gates, the event heap) and one method per event, so that each rule of the
     model reads on its own. Writes its times into ``run``.
 
-    Hot paths alias attributes to locals: the loop handles every node.
-    Slots keep attribute reads fast (a plain instance with this many
-    attributes loses CPython's specialised attribute access)."""
+    The two events every node has (taking a lane, completing) are closures
+    over the state (``_lane_taker``, ``_completer``): they run millions of
+    times, and a closure's variables are read faster than attributes, even
+    slotted ones. Events are numbered by one shared counter (``next_seq``)."""
 
-    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale", "multi",
-                 "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting", "ready_t",
-                 "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t", "cpu_done_at",
-                 "events", "seq", "sync", "sync_producers", "issue_children", "comm_key",
-                 "nodes", "lane_of", "order", "cat", "child_start", "child", "child_kind", "start_t",
-                 "end_t",
-                 "bind_pred", "bind_kind", "bind_time")
+    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale",
+                 "multi", "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting",
+                 "ready_t", "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t",
+                 "cpu_done_at", "events", "next_seq", "sync", "sync_producers",
+                 "issue_children", "comm_key", "nodes", "lane_of", "order", "cat",
+                 "child_start", "child", "child_kind", "start_t", "end_t", "bind_pred",
+                 "bind_kind", "bind_time", "try_lane", "take", "complete")
 
     def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
                  participants: dict[RendezvousKey, list[int]], verbose: bool) -> None:
@@ -430,7 +437,7 @@ class _Replay:
         self.lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
         # Per node: dependencies left, and the latest one so far (time, node, edge kind).
         self.waiting = list(p.nwait)
-        self.ready_t = [origin[r] for r in p.rank]
+        self.ready_t = list(map(origin.__getitem__, p.rank))
         self.ready_pred = [-1] * n
         self.ready_kind = [K_START] * n
         # Collective -> participants arrived: (start, node, bound by, edge kind, bound at).
@@ -441,27 +448,29 @@ class _Replay:
         self.gate_t: dict[int, float] = {}
         self.cpu_done_at: dict[int, float] = {}
         self.events: list[tuple[float, int, int, int]] = []  # (time, event type, seq, node)
-        self.seq = 0  # events pushed so far: ties at equal time and type go in push order
+        # events pushed so far: ties at equal time and type go in push order
+        self.next_seq = itertools.count(1).__next__
         self.sync, self.sync_producers = p.sync, p.sync_producers
         self.issue_children, self.comm_key = p.issue_children, p.comm_key
         self.nodes, self.lane_of, self.order, self.cat = p.nodes, p.lane, p.order, p.cat
         self.child_start, self.child, self.child_kind = p.child_start, p.child, p.child_kind
         self.start_t, self.end_t = run.start, run.end
         self.bind_pred, self.bind_kind, self.bind_time = run.bind_pred, run.bind_kind, run.bind_time
+        self.try_lane, self.take = self._lane_taker()
+        self.complete = self._completer()
 
     def replay(self) -> None:
         """Queue the nodes that wait on nothing, start what the lanes allow,
         then handle events in (time, type, sequence) order until none is left."""
         lane_of, order, lane_heap = self.lane_of, self.order, self.lane_heap
-        for i, left in enumerate(self.waiting):
-            if left == 0:
-                _heappush(lane_heap[lane_of[i]], (order[i], i))
+        for i in compress(range(len(self.waiting)), map(operator.not_, self.waiting)):
+            _heappush(lane_heap[lane_of[i]], (order[i], i))
         for lane in range(len(lane_heap)):
             self.try_lane(lane)
         events, heappop, heappush = self.events, _heappop, _heappush
-        start_t, dur, sync_get, verbose = self.start_t, self.dur, self.sync.get, self.verbose
+        start_t, dur, sync, verbose = self.start_t, self.dur, self.sync, self.verbose
         complete, cpu_done, issue = self.complete, self.cpu_done, self.issue
-        start_sync, log_issue = self.start_sync, self.log_issue
+        start_sync, log_issue, next_seq = self.start_sync, self.log_issue, self.next_seq
         while events:
             t, ev, _, i = heappop(events)
             if ev == _EV_COMPLETE:
@@ -470,12 +479,10 @@ class _Replay:
                 start_t[i] = t
                 if verbose:
                     log_issue(i, t)
-                s = sync_get(i)
-                if s is None:  # a plain node holds its lane for its duration
-                    seq = self.seq = self.seq + 1
-                    heappush(events, (t + dur[i], _EV_COMPLETE, seq, i))
-                else:
-                    start_sync(i, t, s)
+                if sync and i in sync:
+                    start_sync(i, t, sync[i])
+                else:  # a plain node holds its lane for its duration
+                    heappush(events, (t + dur[i], _EV_COMPLETE, next_seq(), i))
             elif ev == _EV_CPU_DONE:
                 cpu_done(i, t)
             else:
@@ -483,36 +490,96 @@ class _Replay:
 
     def push(self, t: float, ev: int, i: int) -> None:
         """Queue event ``ev`` of node ``i`` at ``t`` (ties: by type, then in push order)."""
-        seq = self.seq = self.seq + 1
-        _heappush(self.events, (t, ev, seq, i))
+        _heappush(self.events, (t, ev, self.next_seq(), i))
 
-    def try_lane(self, lane: int) -> None:
-        """A free lane takes its first ready node. The node starts after its
+    def _lane_taker(self) -> tuple[Callable[[int], None], Callable[[int, int], None]]:
+        """``try_lane(lane)``: a free lane takes its first ready node, and
+        ``take(lane, i)``: the free lane takes node ``i`` (the one ready node,
+        without a pass through the lane's queue). The node starts after its
         replayed delay, counted from whichever came last, the lane freeing or
         its last dependency (that one bound the start, for the critical path)."""
-        lane_busy = self.lane_busy
-        if lane_busy[lane]:
-            return
-        heap = self.lane_heap[lane]
-        if not heap:
-            return
-        _, i = _heappop(heap)
-        lane_busy[lane] = True
-        free, ready = self.lane_free[lane], self.ready_t[i]
-        if free > ready:
-            bp, bk, bt = self.lane_prev[lane], K_LANE, free
-            if bp < 0:
-                bk = K_START
-        else:
-            bp, bk, bt = self.ready_pred[i], self.ready_kind[i], ready
-        at = bt + self.delay[i]
-        key = self.comm_key.get(i)
-        if key is not None and key in self.participants:
-            self.arrive(key, i, at, bp, bk, bt)
-            return
-        self.bind_pred[i], self.bind_kind[i], self.bind_time[i] = bp, bk, bt
-        seq = self.seq = self.seq + 1
-        _heappush(self.events, (at, _EV_START, seq, i))
+        lane_busy, lane_heap, lane_free, lane_prev = self.lane_busy, self.lane_heap, \
+            self.lane_free, self.lane_prev
+        ready_t, ready_pred, ready_kind, delay = self.ready_t, self.ready_pred, \
+            self.ready_kind, self.delay
+        comm_key, participants, arrive = self.comm_key, self.participants, self.arrive
+        bind_pred, bind_kind, bind_time = self.bind_pred, self.bind_kind, self.bind_time
+        events, next_seq, heappop, heappush = self.events, self.next_seq, _heappop, _heappush
+
+        def take(lane: int, i: int) -> None:
+            lane_busy[lane] = True
+            free, ready = lane_free[lane], ready_t[i]
+            if free > ready:
+                bp, bk, bt = lane_prev[lane], K_LANE, free
+                if bp < 0:
+                    bk = K_START
+            else:
+                bp, bk, bt = ready_pred[i], ready_kind[i], ready
+            at = bt + delay[i]
+            if participants:  # else no collective waits for its peers
+                key = comm_key.get(i)
+                if key is not None and key in participants:
+                    arrive(key, i, at, bp, bk, bt)
+                    return
+            bind_pred[i], bind_kind[i], bind_time[i] = bp, bk, bt
+            heappush(events, (at, _EV_START, next_seq(), i))
+
+        def try_lane(lane: int) -> None:
+            if lane_busy[lane]:
+                return
+            heap = lane_heap[lane]
+            if heap:
+                take(lane, heappop(heap)[1])
+
+        return try_lane, take
+
+    def _completer(self) -> Callable[[int, float], None]:
+        """``complete(i, t)``: node ``i`` ends. It frees its lane, meets its
+        children's dependencies (the latest one met binds a child, which
+        joins its lane's queue once all are met: ``release``, inline) and
+        moves the gates of the sync ops waiting on it. A lane that is
+        already busy is not offered a node."""
+        end_t, verbose, cat, nodes = self.end_t, self.verbose, self.cat, self.nodes
+        lane_of, lane_busy, lane_free, lane_prev = self.lane_of, self.lane_busy, \
+            self.lane_free, self.lane_prev
+        cs, child, kind = self.child_start, self.child, self.child_kind
+        ready_t, ready_pred, ready_kind = self.ready_t, self.ready_pred, self.ready_kind
+        waiting, lane_heap, order = self.waiting, self.lane_heap, self.order
+        sync_producers, open_gates = self.sync_producers, self.open_gates
+        try_lane, take, heappush = self.try_lane, self.take, _heappush
+
+        def complete(i: int, t: float) -> None:
+            end_t[i] = t
+            if verbose:
+                log.info("%s node %d completed at %.0fus",
+                         "CPU" if cat[i] == CPU_OP else "GPU", nodes[i].id, t)
+            lane = lane_of[i]
+            lane_busy[lane] = False
+            lane_free[lane] = t
+            lane_prev[lane] = i
+            for j in range(cs[i], cs[i + 1]):
+                c = child[j]
+                if t >= ready_t[c]:
+                    ready_t[c], ready_pred[c], ready_kind[c] = t, i, kind[j]
+                left = waiting[c] - 1
+                waiting[c] = left
+                if not left:
+                    c_lane = lane_of[c]
+                    if lane_busy[c_lane]:
+                        heappush(lane_heap[c_lane], (order[c], c))
+                    elif lane_heap[c_lane]:
+                        heappush(lane_heap[c_lane], (order[c], c))
+                        try_lane(c_lane)
+                    else:
+                        take(c_lane, c)
+            if sync_producers:
+                gated = sync_producers.get(i)
+                if gated:
+                    open_gates(i, t, gated)
+            if not lane_busy[lane]:
+                try_lane(lane)
+
+        return complete
 
     def arrive(self, key: RendezvousKey, i: int, at: float, bp: int, bk: int, bt: float) -> None:
         """A collective starts when its last participant arrives, on every
@@ -539,38 +606,6 @@ class _Replay:
             lane = self.lane_of[child]
             _heappush(self.lane_heap[lane], (self.order[child], child))
             self.try_lane(lane)
-
-    def complete(self, i: int, t: float) -> None:
-        """Node ``i`` ends: it frees its lane, meets its children's
-        dependencies and moves the gates of the sync ops waiting on it."""
-        self.end_t[i] = t
-        if self.verbose:
-            log.info("%s node %d completed at %.0fus", "CPU" if self.cat[i] == CPU_OP else "GPU",
-                     self.nodes[i].id, t)
-        lane = self.lane_of[i]
-        self.lane_busy[lane] = False
-        self.lane_free[lane] = t
-        self.lane_prev[lane] = i
-        cs = self.child_start
-        first, last = cs[i], cs[i + 1]
-        if first != last:  # ``release`` of each child, inline (a million edges)
-            child, kind = self.child, self.child_kind
-            ready_t, ready_pred, ready_kind = self.ready_t, self.ready_pred, self.ready_kind
-            waiting, lane_of, lane_heap, order = self.waiting, self.lane_of, self.lane_heap, \
-                self.order
-            for j in range(first, last):
-                c = child[j]
-                if t >= ready_t[c]:
-                    ready_t[c], ready_pred[c], ready_kind[c] = t, i, kind[j]
-                waiting[c] -= 1
-                if waiting[c] == 0:
-                    c_lane = lane_of[c]
-                    _heappush(lane_heap[c_lane], (order[c], c))
-                    self.try_lane(c_lane)
-        gated = self.sync_producers.get(i)
-        if gated:
-            self.open_gates(i, t, gated)
-        self.try_lane(lane)
 
     def open_gates(self, i: int, t: float, gated: list[int]) -> None:
         """Producer ``i`` ended: a sync op it gates may end no earlier than
@@ -637,24 +672,57 @@ class _Replay:
 # --------------------------------------------------------------------------
 
 
+# What the critical path's time is charged to, by code: the node categories,
+# then the two kinds of time no node's duration holds.
+_PATH_TYPES = (*CATEGORY_NAMES, CPU_GAP, WAIT)
+_T_GAP, _T_WAIT = len(CATEGORY_NAMES), len(CATEGORY_NAMES) + 1
+
+
 class _PathTally:
-    """What the critical path is made of, gathered while walking it back."""
+    """What the critical path is made of, gathered while walking it back:
+    time per node type and per edge kind, by code (list slots: cheaper than
+    a dict update on each of a million steps; None until first charged),
+    with the codes in the order first charged (the report's order at equal times)."""
 
     def __init__(self) -> None:
-        self.by_type: dict[str, float] = defaultdict(float)
-        self.by_kind: dict[str, float] = defaultdict(float)
-        self.on_path: set[int] = set()
+        self.type_us: list[float | None] = [None] * len(_PATH_TYPES)
+        self.kind_us: list[float | None] = [None] * len(EDGE_KIND_NAMES)
+        self.type_order: list[int] = []
+        self.kind_order: list[int] = []
+        self.path: list[int] = []  # the nodes walked, last first
         self.crossings = 0  # moves to another rank (collectives)
         self.total = 0.0
 
+    def charge_type(self, code: int, us: float) -> None:
+        got = self.type_us[code]
+        if got is None:
+            self.type_order.append(code)
+            got = 0.0
+        self.type_us[code] = got + us
+
+    def charge_kind(self, code: int, us: float) -> None:
+        got = self.kind_us[code]
+        if got is None:
+            self.kind_order.append(code)
+            got = 0.0
+        self.kind_us[code] = got + us
+
+    def by_type(self) -> dict[str, float]:
+        return {_PATH_TYPES[c]: cast(float, self.type_us[c]) for c in self.type_order}
+
+    def by_kind(self) -> dict[str, float]:
+        return {EDGE_KIND_NAMES[c]: cast(float, self.kind_us[c]) for c in self.kind_order}
+
 
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
-    ended = [e for e in run.end if e == e]  # NaN: never ran
-    if not ended:
+    end = run.end
+    latest = max(compress(end, map(operator.eq, end, end)), default=None)  # NaN: never ran
+    if latest is None:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
-    last = run.end.index(max(ended))  # the first node to end last
+    last = end.index(latest)  # the first node to end last
     tally = _walk_back(p, run, last)
-    return _path_summary(p, run, tally), tally.on_path
+    on_path = set(tally.path)
+    return _path_summary(p, run, tally, on_path), on_path
 
 
 def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
@@ -663,17 +731,21 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
     tally = _PathTally()
     cur, t = last, run.end[last]
     guard = len(p.nodes) + 5
-    gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.on_path.add
+    gate_pred, end, start, add = run.gate_pred, run.end, run.start, tally.path.append
     # A bound step, inline (a million steps on a million-node path): the
     # node's own time up to ``t`` plus its wait before starting (a CPU gap on
     # a thread, else a wait for a peer or a sync lag), charged to the edge that
     # bound its start; then the path goes on from that edge's source. A child
     # released at a sync op's issue point joins it mid-op: the binding time is
-    # the issue time either way. The tally's fields are held in locals.
+    # the issue time either way. The tally's fields are held in locals (the
+    # CPU gap and wait sums too: only these steps charge them).
     cat_of, rank_of, bind_time, bind_kind, bind_pred = p.cat, p.rank, run.bind_time, \
         run.bind_kind, run.bind_pred
-    by_type, by_kind = tally.by_type, tally.by_kind
-    total, crossings = tally.total, tally.crossings
+    type_us, kind_us, type_order, kind_order = tally.type_us, tally.kind_us, \
+        tally.type_order, tally.kind_order
+    total, crossings, multi = tally.total, tally.crossings, len(p.rank_nodes) > 1
+    gap: float | None = None
+    waited: float | None = None
     while cur >= 0 and guard:
         guard -= 1
         add(cur)
@@ -688,23 +760,39 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
         if not node_part > 0.0:
             node_part = 0.0
         cat = cat_of[cur]
-        by_type[CATEGORY_NAMES[cat]] += node_part
+        got = type_us[cat]
+        if got is None:
+            type_order.append(cat)
+            got = 0.0
+        type_us[cat] = got + node_part
         bt = bind_time[cur]
         wait = s - bt  # max(0.0, start - bind time)
         if not wait > 0.0:
             wait = 0.0
         if cat == CPU_OP:
-            by_type[CPU_GAP] += wait
+            if gap is None:
+                type_order.append(_T_GAP)
+                gap = 0.0
+            gap += wait
         elif wait:
-            by_type[WAIT] += wait
+            if waited is None:
+                type_order.append(_T_WAIT)
+                waited = 0.0
+            waited += wait
         share = node_part + wait
-        by_kind[EDGE_KIND_NAMES[bind_kind[cur]]] += share
+        kind = bind_kind[cur]
+        got = kind_us[kind]
+        if got is None:
+            kind_order.append(kind)
+            got = 0.0
+        kind_us[kind] = got + share
         total += share
         pred = bind_pred[cur]
-        if pred >= 0 and rank_of[pred] != rank_of[cur]:
+        if multi and pred >= 0 and rank_of[pred] != rank_of[cur]:
             crossings += 1
         cur, t = pred, bt
     tally.total, tally.crossings = total, crossings
+    type_us[_T_GAP], type_us[_T_WAIT] = gap, waited
     return tally
 
 
@@ -713,27 +801,27 @@ def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
     """A sync op whose end waited on the GPU: its post-return part counts as
     CPU time on a ``gpu_sync`` edge, then the path goes on from the producer."""
     seg = t - run.end[gp]
-    tally.by_type[CATEGORY_NAMES[CPU_OP]] += seg
-    tally.by_kind["gpu_sync"] += seg
+    tally.charge_type(CPU_OP, seg)
+    tally.charge_kind(K_GPU_SYNC, seg)
     tally.total += seg
     if p.rank[gp] != p.rank[cur]:
         tally.crossings += 1
     return gp, run.end[gp]
 
 
-def _path_summary(p: _Prepared, run: _Run, tally: _PathTally) -> CriticalPath:
+def _path_summary(p: _Prepared, run: _Run, tally: _PathTally, nodes: set[int]) -> CriticalPath:
     """Shares sorted largest first, and the ten longest nodes on the path."""
     # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
     # without a Python key call per node
-    on_path = list(tally.on_path)
+    on_path = list(nodes)
     minus_duration = [s - e for s, e in zip(map(run.start.__getitem__, on_path),
                                             map(run.end.__getitem__, on_path))]
     top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
                                                key=minus_duration.__getitem__)]
     return CriticalPath(
-        length_us=tally.total, nodes=len(tally.on_path), rank_crossings=tally.crossings,
-        by_node_type=dict(sorted(tally.by_type.items(), key=lambda kv: -kv[1])),
-        by_edge_kind=dict(sorted(tally.by_kind.items(), key=lambda kv: -kv[1])),
+        length_us=tally.total, nodes=len(on_path), rank_crossings=tally.crossings,
+        by_node_type=dict(sorted(tally.by_type().items(), key=lambda kv: -kv[1])),
+        by_edge_kind=dict(sorted(tally.by_kind().items(), key=lambda kv: -kv[1])),
         top_nodes=[{"rank": p.rank[i], "id": p.nodes[i].id, "name": p.nodes[i].name,
                     "category": CATEGORY_NAMES[p.cat[i]],
                     "duration_us": run.end[i] - run.start[i]} for i in top])
@@ -744,9 +832,11 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
         by_lane = _ran_by_lane(p, run, rng)
-        ends = [e for e in run.end[rng.start:rng.stop] if e == e]  # NaN: never ran
-        unfinished = len(rng) - len(ends)
-        ends += _thread_ends(p, run, by_lane)
+        # the last end of each lane's nodes that ran (the same largest end as
+        # over all of them: no pass over a million nodes) and of each thread
+        last = {lane: max(lane_ends) for lane, (_s, lane_ends) in by_lane.items()}
+        ends = list(last.values()) + _thread_ends(run, last)
+        unfinished = len(rng) - sum(len(lane_ends) for _s, lane_ends in by_lane.values())
         predicted = (max(ends) - origin) if ends else 0.0
         run.rank_end.append(max(ends) if ends else origin)
         measured = p.step_end[rank] - p.step_start[rank]
@@ -762,11 +852,6 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     return results
 
 
-# Up to this many lanes in a rank, its nodes are split by lane with one
-# C-level pass per lane; past it, one Python pass over the nodes is cheaper.
-_MASK_PASSES_MAX = 8
-
-
 def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
                  ) -> dict[int, tuple[list[float], list[float]]]:
     """Each lane of the rank (in the order of its first node that ran): the
@@ -780,7 +865,7 @@ def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
     if len(order) == 1:
         return {lane: (starts, ends) for lane in order}
     out: dict[int, tuple[list[float], list[float]]] = {lane: ([], []) for lane in order}
-    if len(order) <= _MASK_PASSES_MAX:
+    if len(order) <= MASK_PASSES_MAX:  # one C-level pass per lane
         for lane in order:
             mine = list(map(operator.eq, lanes, repeat(lane)))
             out[lane] = (list(compress(starts, mine)), list(compress(ends, mine)))
@@ -792,12 +877,11 @@ def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
     return out
 
 
-def _thread_ends(p: _Prepared, run: _Run,
-                 by_lane: dict[int, tuple[list[float], list[float]]]) -> list[float]:
-    """Each CPU thread's end: its recorded time after its last op started
-    (callers returning) still belongs to the step."""
+def _thread_ends(run: _Run, last: dict[int, float]) -> list[float]:
+    """Each CPU thread's end (from the last end of each lane): its recorded
+    time after its last op started (callers returning) still belongs to the step."""
     tail = run.tails
-    return [max(ends) + tail[lane] for lane, (_s, ends) in by_lane.items() if lane in tail]
+    return [end + tail[lane] for lane, end in last.items() if lane in tail]
 
 
 def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]],
@@ -811,15 +895,18 @@ def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]
         busy = reduce(operator.add, map(operator.sub, ends, starts), 0.0)
         lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
                                idle_us=max(0.0, predicted - busy), nodes=len(starts),
-                               idle_gaps=_idle_gaps(list(zip(starts, ends)), origin, predicted)))
+                               idle_gaps=_idle_gaps(starts, ends, origin, predicted)))
     return lanes
 
 
-def _idle_gaps(spans: list[tuple[float, float]], origin: float, predicted: float) -> int:
-    """Idle intervals of a lane between the rank's start and its predicted end."""
+def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted: float) -> int:
+    """Idle intervals of a lane between the rank's start and its predicted end
+    (its spans in start order: as they are when starts and ends both ascend,
+    as on most lanes, else sorted)."""
     gaps = 0
     cursor = origin
-    for s, e in sorted(spans):
+    spans = zip(starts, ends)
+    for s, e in (spans if _ascending(starts) and _ascending(ends) else sorted(spans)):
         if s > cursor + 1e-9:
             gaps += 1
         if e > cursor:  # max(cursor, e), inline

@@ -13,10 +13,10 @@ import logging
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from itertools import accumulate, compress
-from operator import attrgetter, itemgetter
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
+from typing import Any, NamedTuple, TypeVar
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
@@ -27,7 +27,7 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     lane_of,
-    step_window_of,
+    step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
@@ -47,6 +47,8 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
 
 log = logging.getLogger("pt2chakra.simulation")
+
+_T = TypeVar("_T")
 
 COMM_TYPES = COMM_NODE_TYPES
 
@@ -92,7 +94,10 @@ WAKE_TOL_FRACTION = 0.1
 
 # Attributes by name, and each node's dependencies as (index, kind code).
 Attrs = dict[str, Any]
-Parents = list[list[tuple[int, int]]]
+# (A tuple per node, the shared empty one where there is none: a million
+# small lists would cost an allocation each; the few edges added later
+# replace a node's tuple.)
+Parents = list[tuple[tuple[int, int], ...]]
 
 # How far back on a thread to look for the op that held a GPU sync.
 SYNC_LOOKBACK = 64
@@ -105,7 +110,7 @@ SYNC_LOOKBACK = 64
 # Node fields read by C-level maps (a million nodes: no Python call per node).
 _node_type, _node_id = attrgetter("type"), attrgetter("id")
 _node_start, _node_duration = attrgetter("start_time_micros"), attrgetter("duration_micros")
-_node_attrs = attrgetter("attrs")
+_node_attrs, _node_deps = attrgetter("attrs"), attrgetter("data_deps")
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 _is_str = str.__instancecheck__  # isinstance(x, str), callable by map() without a lambda
 
@@ -260,12 +265,12 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     base = len(p.nodes)
     mda = _meta(md, bad)
     timed_rank = _note_timed(p, nodes)
-    index, attrs_of, incl = _add_nodes(p, rank, nodes, bad)
+    index, attrs_of, incl, sets = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
-    t0 = _add_step(p, rank, mda, nodes, incl)
+    t0 = _add_step(p, rank, mda, incl)
     by_start = _recorded_order(p, base, end)
-    parents, gpu_syncs = _parents(nodes, base, index, attrs_of)
+    parents, gpu_syncs = _parents(nodes, base, index, sets)
     del index  # the largest map of all, not needed past this point
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
@@ -306,16 +311,17 @@ def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
 
 
 def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
-               ) -> tuple[dict[int, int], list[Attrs], list[float]]:
+               ) -> tuple[dict[int, int], list[Attrs], list[float], _AttrSets]:
     """Append the rank's nodes to the flat arrays, each in its category and on
-    its lane; returns what later steps read (id -> index, attributes, inclusive times)."""
+    its lane; returns what later steps read (id -> index, attributes,
+    inclusive times, attribute sets)."""
     base = len(p.nodes)
     count = len(nodes)
     dur = list(map(float, map(_node_duration, nodes)))
     if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
-        attrs_of, incl = _apart_attrs(nodes, dur, bad)
+        attrs_of, incl, sets = _apart_attrs(nodes, dur, bad)
     else:
-        attrs_of, incl = _shared_attrs(nodes, dur, bad)
+        attrs_of, incl, sets = _shared_attrs(nodes, dur, bad)
     p.incl.extend(incl)
     ids = list(map(_node_id, nodes))
     index = dict(zip(ids, range(base, base + count)))  # a repeated id: its last node
@@ -330,24 +336,38 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     # Category and lane per distinct (type, attribute dict), worked out in the
     # order nodes first show them (lanes are numbered in that order), then
     # handed to every node by lazy C-level maps (a million nodes).
-    placed: dict[tuple[int, int], tuple[int, int]] = {}  # (type, attrs) -> (category, lane)
-    for where, (n, a) in dict(zip(_wheres(nodes, attrs_of), zip(nodes, attrs_of))).items():
-        lane = lane_of(n.type, a)
-        placed[where] = (_category(n, a), p.lane_id(
-            (rank, *lane.key), rank, "cpu" if lane.kind == CPU_LANE else "gpu", lane.label))
-    got = list(map(placed.__getitem__, _wheres(nodes, attrs_of)))
-    p.cat.extend(map(_first, got))
-    p.lane.extend(map(_second, got))
-    return index, attrs_of, incl
+    types = list(map(_node_type, nodes))
+    category: dict[tuple[int, int], int] = {}  # (type, attribute set) -> category
+    lanes: dict[tuple[int, int], int] = {}  # (type, attribute set) -> lane
+    for where in dict.fromkeys(zip(types, sets.of_node)):
+        node_type, a = where[0], sets.checked[where[1]]
+        lane = lane_of(node_type, a)
+        category[where] = _category(node_type, a)
+        lanes[where] = p.lane_id((rank, *lane.key), rank,
+                                 "cpu" if lane.kind == CPU_LANE else "gpu", lane.label)
+    p.cat.extend(map(category.__getitem__, zip(types, sets.of_node)))
+    p.lane.extend(map(lanes.__getitem__, zip(types, sets.of_node)))
+    return index, attrs_of, incl, sets
 
 
-def _wheres(nodes: Sequence[ChakraNode], attrs_of: list[Attrs]) -> Iterator[tuple[int, int]]:
-    """Each node's (type, id of its checked attributes): what its category and lane depend on."""
-    return zip(map(_node_type, nodes), map(id, attrs_of))
+class _AttrSets(NamedTuple):
+    """The distinct attribute sets of a rank: each node's set, numbered in
+    the order sets first show (small ints, shared: no object per node), and
+    each set's checked attributes."""
+
+    of_node: list[int]
+    checked: list[Attrs]
+
+
+def _numbered(keys: Iterable[int], checked: dict[int, Attrs]) -> _AttrSets:
+    """``_AttrSets`` from each node's key (the id of a shared object, all
+    alive here) and the checked attributes of each key, in first-shown order."""
+    number = {key: n for n, key in enumerate(checked)}
+    return _AttrSets(list(map(number.__getitem__, keys)), list(checked.values()))
 
 
 def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] | None,
-                  ) -> tuple[list[Attrs], list[float]]:
+                  ) -> tuple[list[Attrs], list[float], _AttrSets]:
     """Each node's checked attributes and inclusive time. Nodes from the lean
     reader share their attribute objects: one checked dict per distinct set
     (all alive here, so ids are stable). ``inclusive_duration_micros``
@@ -366,11 +386,11 @@ def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] |
         attrs_of.append(a)
         if 0 in key:
             _own_inclusive(at, incl, k, bad)
-    return attrs_of, incl
+    return attrs_of, incl, _numbered(map(id, attrs_of), {id(a): a for a in checked.values()})
 
 
 def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
-                 ) -> tuple[list[Attrs], list[float]]:
+                 ) -> tuple[list[Attrs], list[float], _AttrSets]:
     """``_shared_attrs`` for nodes read with the inclusive time held apart
     (``read_et_apart``): equal attribute sets are one list, and the few
     nodes whose list still holds the inclusive time (a value of another
@@ -387,11 +407,12 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
         a = checked[key] = _checked(at, bad)
         a.pop(_INCL, None)
         holding[key] = any(x[0] == _INCL for x in at)
-    attrs_of = list(map(checked.__getitem__, map(id, lists)))
+    sets = _numbered(map(id, lists), checked)
+    attrs_of = list(map(sets.checked.__getitem__, sets.of_node))
     if any(holding.values()):
         for k in compress(range(len(lists)), map(holding.__getitem__, map(id, lists))):
             _own_inclusive(lists[k], incl, k, bad)
-    return attrs_of, incl
+    return attrs_of, incl, sets
 
 
 def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[str] | None,
@@ -407,12 +428,12 @@ def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[st
                 bad.add(_INCL)
 
 
-def _category(n: ChakraNode, a: Attrs) -> int:
+def _category(node_type: int, a: Attrs) -> int:
     """The node's category, which decides the knob that scales it and its
     share of the critical path. ``is_cpu_op`` absent means a device op
     (FORMATS.md), stream or not."""
     is_cpu = not is_gpu(a)
-    if n.type in COMM_TYPES and not is_cpu:
+    if node_type in COMM_TYPES and not is_cpu:
         return COMM
     if is_cpu:
         return CPU_OP
@@ -423,11 +444,13 @@ def _category(n: ChakraNode, a: Attrs) -> int:
     return GPU_COMPUTE
 
 
-def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
-              incl: list[float]) -> float:
+def _add_step(p: _Prepared, rank: int, mda: Attrs, incl: list[float]) -> float:
     """Record the measured step (what the prediction is compared with) and
-    the rank's label; returns the step start, the origin of replayed delays."""
-    window = step_window_of(mda, nodes, incl) or StepWindow(0.0, 0.0)
+    the rank's label; returns the step start, the origin of replayed delays.
+    Runs right after ``_add_nodes``, while ``p.dur`` holds the recorded durations."""
+    nodes = p.rank_nodes[rank]
+    window = step_window_from(mda, p.start[nodes.start:nodes.stop], p.dur[nodes.start:nodes.stop],
+                              incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.step_end.append(window.end)
@@ -437,47 +460,57 @@ def _add_step(p: _Prepared, rank: int, mda: Attrs, nodes: Sequence[ChakraNode],
 def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
     """Set the order in which ready nodes of one lane run: CPU lanes in ET id
     order (ids are handed out at op start, and untimed ops have none), GPU
-    lanes in recorded start order. Returns the rank's nodes by recorded start."""
+    lanes in recorded start order. Returns the rank's nodes by recorded start
+    where it has device ops; a rank of CPU ops only has no use for it (its
+    callers look for communication nodes there) and skips the sort."""
     ids, cat, order = p.ids, p.cat, p.order
-    # (start, id, index): ties keep node order, as a stable sort by (start, id) does
-    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
     if _only_cpu_ops(p, base, end):  # ids throughout
         order[base:end] = ids[base:end]
-        return by_start
+        return []
+    # (start, id, index): ties keep node order, as a stable sort by (start, id) does
+    by_start = list(map(_third, sorted(zip(p.start[base:end], ids[base:end], range(base, end)))))
     for pos, i in enumerate(by_start):
         order[i] = ids[i] if cat[i] == CPU_OP else pos
     return by_start
 
 
 def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
-             attrs_of: list[Attrs]) -> tuple[Parents, bool]:
+             sets: _AttrSets) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices; unknown ids and self-edges are dropped (they could never be met).
-    Kind codes are worked out once per shared attribute dict and dep count.
-    Also says whether any dependency is recorded as a ``gpu_sync``."""
+    Kind codes are worked out once per attribute set and dep count (most
+    nodes have one dependency: looked up by the set alone). Also says
+    whether any dependency is recorded as a ``gpu_sync``."""
     parents: Parents = []
-    codes_of: dict[tuple[int, int], list[int]] = {}
+    append = parents.append
+    lone: dict[int, int] = {}  # attribute set -> kind code of a lone dependency
+    codes_of: dict[tuple[int, int], list[int]] = {}  # (attribute set, deps) -> kind codes
     get = index.get
-    for k, n in enumerate(nodes):
-        i = base + k
-        deps = n.data_deps
-        a = attrs_of[k]
-        key = (id(a), len(deps))
-        codes = codes_of.get(key)
-        if codes is None:
-            codes = codes_of[key] = [_KIND_CODE.get(name, K_DATA)
-                                     for name in dep_kinds_of(deps, a)]
-        if len(deps) == 1 and codes:  # most nodes: the same as the loop below, unrolled
+    for i, deps, key in zip(range(base, base + len(nodes)), map(_node_deps, nodes),
+                            sets.of_node):
+        if len(deps) == 1:
+            code = lone.get(key)
+            if code is None:
+                code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
             src = get(deps[0])
-            parents.append([(src, codes[0])] if src is not None and src != i else [])
+            append(((src, code),) if src is not None and src != i else ())
             continue
+        codes = codes_of.get((key, len(deps)))
+        if codes is None:
+            codes = codes_of[key, len(deps)] = _kind_codes(sets.checked[key], len(deps))
         mine = []
         for d, code in zip(deps, codes):
             src = get(d)
             if src is not None and src != i:
                 mine.append((src, code))
-        parents.append(mine)
-    return parents, any(K_GPU_SYNC in codes for codes in codes_of.values())
+        append(tuple(mine))
+    return parents, K_GPU_SYNC in lone.values() or \
+        any(K_GPU_SYNC in codes for codes in codes_of.values())
+
+
+def _kind_codes(attrs: Attrs, count: int) -> list[int]:
+    """The kind codes of a node's ``count`` dependencies (by its attributes)."""
+    return [_KIND_CODE.get(name, K_DATA) for name in dep_kinds_of([0] * count, attrs)]
 
 
 def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
@@ -487,10 +520,52 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
     if not timed_rank:
         return cpu_lane_ops
     ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
-    for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
-        if start[i] or nodes[i].duration_micros:
-            cpu_lane_ops[lane[i]].append(i)
+    if not _ascending(ids[base:end]):
+        for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
+            if start[i] or nodes[i].duration_micros:
+                cpu_lane_ops[lane[i]].append(i)
+        return cpu_lane_ops
+    # Ids ascend in node order (converters hand them out so): node order is
+    # id order, and C-level passes pick the ops (a million nodes), none where
+    # every node is a timed CPU op.
+    picked: Iterator[Any] | None = None  # per node: a timed CPU op
+    if not all(start[base:end]):
+        picked = map(or_, map(bool, start[base:end]),
+                     map(bool, map(_node_duration, nodes[base:end])))
+    if not _only_cpu_ops(p, base, end):
+        cpu = map(eq, cat[base:end], repeat(CPU_OP))
+        picked = cpu if picked is None else map(and_, cpu, picked)
+    if picked is None:
+        ops, lanes = list(range(base, end)), lane[base:end]
+    else:
+        ops = list(compress(range(base, end), picked))
+        lanes = list(map(lane.__getitem__, ops))
+    cpu_lane_ops.update(_split_by(lanes, ops))
     return cpu_lane_ops
+
+
+def _ascending(values: list[int] | list[float]) -> bool:
+    """``values`` never decrease (then a stable sort keeps them in place)."""
+    return all(map(le, values, islice(values, 1, None)))
+
+
+# Up to this many groups, items are split by group with one C-level pass per
+# group; past it, one Python pass over the items is cheaper.
+MASK_PASSES_MAX = 8
+
+
+def _split_by(groups: list[int], items: list[int]) -> dict[int, list[int]]:
+    """``items`` split by their ``groups`` (in the order groups first show,
+    items in their order)."""
+    order = dict.fromkeys(groups)
+    if len(order) == 1:
+        return {g: items for g in order}
+    if len(order) <= MASK_PASSES_MAX:
+        return {g: list(compress(items, map(eq, groups, repeat(g)))) for g in order}
+    out: dict[int, list[int]] = {g: [] for g in order}
+    for g, item in zip(groups, items):
+        out[g].append(item)
+    return out
 
 
 def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
@@ -500,17 +575,26 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     (idle gaps, a caller's time between and after its callees) is replayed
     as a delay before the next op. Replaying an op's whole exclusive time
     up front instead would launch its callees' GPU work late."""
-    starts, dur = p.start, p.dur
+    dur = p.dur
     for ops in cpu_lane_ops.values():
-        for q, i in enumerate(ops):
-            start = float(starts[i])
-            stop = start + incl[i - base]
-            if q + 1 < len(ops):
-                callee = float(starts[ops[q + 1]])  # min(stop, callee), inline
-                if callee < stop:
-                    stop = callee
+        starts = _float_starts(p, ops)
+        callees = chain(islice(starts, 1, None), (math.inf,))  # the next op's start; none last
+        for i, start, callee, inclusive in zip(ops, starts, callees, _of_rank(incl, ops, base)):
+            stop = start + inclusive
+            if callee < stop:  # min(stop, callee), inline
+                stop = callee
             held = stop - start  # max(0.0, stop - start), inline (a million ops)
             dur[i] = held if held > 0.0 else 0.0
+
+
+def _float_starts(p: _Prepared, ops: list[int]) -> list[float]:
+    """The ops' recorded starts as floats (C-level maps: a million ops)."""
+    return list(map(float, map(p.start.__getitem__, ops)))
+
+
+def _of_rank(values: Sequence[_T], ops: list[int], base: int) -> Iterator[_T]:
+    """The ops' entries of a list indexed from the rank's first node (``base``)."""
+    return map(values.__getitem__, ops if not base else map(sub, ops, repeat(base)))
 
 
 def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
@@ -531,10 +615,11 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     starts, dur, delay = p.start, p.dur, p.delay
     for lane, ops in cpu_lane_ops.items():
         cursor = t0
-        for i in ops:
-            start = float(starts[i])
+        last = -math.inf  # the latest recorded end (start + inclusive time)
+        for i, start, inclusive, plist in zip(ops, _float_starts(p, ops), _of_rank(incl, ops, base),
+                                              _of_rank(parents, ops, base)):
             ready = cursor
-            for src, _kind in parents[i - base]:
+            for src, _kind in plist:
                 e = starts[src] + dur[src]
                 if ready < e <= start:
                     ready = e
@@ -543,7 +628,9 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
             held_to = start + dur[i]
             if held_to > cursor:
                 cursor = held_to
-        last = max([starts[i] + incl[i - base] for i in ops], default=cursor)
+            end = start + inclusive
+            if end > last:
+                last = end
         p.lane_tail[lane] = max(0.0, last - cursor)
         p.lane_tail_end[lane] = last
 
@@ -562,13 +649,13 @@ def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
     child = array("q", [0]) * offsets[-1]
     child_kind = array("b", [0]) * offsets[-1]
     nwait = p.nwait
-    for k, plist in enumerate(parents):
-        i = base + k
+    for i, plist in zip(range(base, base + len(parents)), parents):
         for src, kind in plist:
             if kind == -1:
                 continue  # moved to an issue release
-            at = fill[src - base]
-            fill[src - base] = at + 1
+            k = src - base
+            at = fill[k]
+            fill[k] = at + 1
             child[at] = i
             child_kind[at] = kind
             nwait[i] += 1
@@ -618,7 +705,7 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
         while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
             src = ends[k][1]
             if p.lane[src] != p.lane[i] and end_t[k] > explained:
-                parents[i - base].append((src, K_STREAM_WAIT))
+                parents[i - base] += ((src, K_STREAM_WAIT),)
                 added += 1
                 break
             k -= 1
@@ -662,7 +749,7 @@ def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
                 src = _waited_collective(node, ends, end_t, s_x, cursor, explained,
                                          max(CPU_WAKE_TOL_US, share), share)
             if src is not None:
-                parents[x - base].append((src, K_STREAM_WAIT))
+                parents[x - base] += ((src, K_STREAM_WAIT),)
                 added.append((x, src))
             cursor = max(cursor, s_x + p.dur[x])
     return added
@@ -695,10 +782,10 @@ def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
         p.lane[i] = p.lane_id(("gpu", rank, dev, f"comm{pos % streams}"), rank, "gpu",
                               f"comm stream {pos % streams}")
         k = i - base
-        parents[k] = [(s, kind) for s, kind in parents[k]
-                      if not (kind == K_STREAM_ORDER and s in comm_set)]
+        parents[k] = tuple([(s, kind) for s, kind in parents[k]
+                            if not (kind == K_STREAM_ORDER and s in comm_set)])
         if pos >= streams:
-            parents[k].append((comm[pos - streams], K_STREAM_ORDER))
+            parents[k] += ((comm[pos - streams], K_STREAM_ORDER),)
 
 
 def _sync_ops(p: _Prepared, base: int, parents: Parents,
@@ -759,7 +846,7 @@ def _wait_in_gap(p: _Prepared, base: int, parents: Parents, x: int, x_start: flo
     """In the gap before X: X waited for the producers (its delay is then
     measured from their end)."""
     for s in producers:
-        parents[x - base].append((s, K_GPU_SYNC))
+        parents[x - base] += ((s, K_GPU_SYNC),)
         end_s = p.nodes[s].start_time_micros + p.nodes[s].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
 
@@ -797,6 +884,6 @@ def _make_sync_op(p: _Prepared, base: int, parents: Parents, holder: int, t_ret:
         p.issue_children[holder] = launched
         for s in launched:
             sk = s - base
-            parents[sk] = [(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
-                           for src, kind in parents[sk]]
+            parents[sk] = tuple([(src, -1 if (src == holder and kind == K_LAUNCH) else kind)
+                                 for src, kind in parents[sk]])
             p.nwait[s] += 1  # released by the issue event
