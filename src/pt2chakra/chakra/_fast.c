@@ -4,7 +4,8 @@
  * - scan_frames: decode's frame scan of a buffer fill;
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
  *   million-node .et read in about a second instead of six;
- * - encode_node: the converter's CPU-node encoder (encode.NodeWriter).
+ * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
+ * - link_children: the simulator's children arrays (prepare._link_children).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -800,7 +801,120 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * link_children: the simulator's children arrays (prepare._link_children)
+ * ------------------------------------------------------------------------ */
+
+/* The edge kind of a dependency moved to an issue release (prepare.py). */
+#define MOVED_TO_ISSUE (-1)
+
+/* One parents entry's (source, kind) pairs, checked: 1 fine, 0 irregular. */
+static int
+pair_at(PyObject *plist, Py_ssize_t j, Py_ssize_t base, Py_ssize_t n, Py_ssize_t *src, long *kind)
+{
+    PyObject *pair = PyTuple_GET_ITEM(plist, j);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1)))
+        return 0;
+    *src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0)) - base;
+    *kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return *src >= 0 && *src < n && *kind >= -128 && *kind <= 127;
+}
+
+PyDoc_STRVAR(link_children_doc,
+"link_children(parents, base, shift, nwait) -> (starts, child, kinds) or None\n\n"
+"prepare._link_children's counting sort: parents[k] is node base+k's tuple of\n"
+"(source index, kind) pairs; returns the packed int64 child starts (plus\n"
+"shift), int64 children and int8 kinds, and adds each node's waits to\n"
+"nwait[base+k]. None (nothing changed) where an entry is irregular.");
+
+static PyObject *
+link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *parents, *nwait, *starts = NULL, *child = NULL, *kinds = NULL, *result = NULL;
+    Py_ssize_t base, shift, n, edges = 0;
+    int64_t *count = NULL, *at;
+    (void)self;
+    if (argc != 4 || !PyList_Check(argv[0]) || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "link_children(parents: list, base, shift, nwait: list)");
+        return NULL;
+    }
+    parents = argv[0], nwait = argv[3];
+    base = PyLong_AsSsize_t(argv[1]);
+    shift = PyLong_AsSsize_t(argv[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(parents);
+    if (base < 0 || PyList_GET_SIZE(nwait) < base + n)
+        Py_RETURN_NONE;
+    count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
+    if (count == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t k = 0; k < n; k++) { /* check every entry, count children */
+        PyObject *plist = PyList_GET_ITEM(parents, k);
+        Py_ssize_t src;
+        long kind;
+        if (!PyTuple_Check(plist) || !PyLong_CheckExact(PyList_GET_ITEM(nwait, base + k)))
+            goto python_path;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
+            if (!pair_at(plist, j, base, n, &src, &kind))
+                goto python_path;
+            if (kind != MOVED_TO_ISSUE) {
+                count[src + 1]++;
+                edges++;
+            }
+        }
+    }
+    starts = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    child = PyBytes_FromStringAndSize(NULL, edges * (Py_ssize_t)sizeof(int64_t));
+    kinds = PyBytes_FromStringAndSize(NULL, edges);
+    if (starts == NULL || child == NULL || kinds == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) /* offsets: where node base+k's children start */
+        count[k + 1] += count[k];
+    at = count; /* the fill cursors: count[k] until node k's children are placed */
+    for (Py_ssize_t k = 0; k < n; k++)
+        ((int64_t *)PyBytes_AS_STRING(starts))[k] = count[k] + shift;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *plist = PyList_GET_ITEM(parents, k);
+        Py_ssize_t src, waits = 0;
+        long kind;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
+            pair_at(plist, j, base, n, &src, &kind);
+            if (kind == MOVED_TO_ISSUE)
+                continue;
+            ((int64_t *)PyBytes_AS_STRING(child))[at[src]] = (int64_t)(base + k);
+            PyBytes_AS_STRING(kinds)[at[src]] = (char)kind;
+            at[src]++;
+            waits++;
+        }
+        if (waits) {
+            PyObject *old = PyList_GET_ITEM(nwait, base + k);
+            PyObject *now = PyLong_FromSsize_t(PyLong_AsSsize_t(old) + waits);
+            if (now == NULL)
+                goto done;
+            PyList_SetItem(nwait, base + k, now); /* steals now, drops old */
+        }
+    }
+    result = PyTuple_Pack(3, starts, child, kinds);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(count);
+    Py_XDECREF(starts);
+    Py_XDECREF(child);
+    Py_XDECREF(kinds);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
+     link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
     {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},

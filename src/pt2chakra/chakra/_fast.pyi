@@ -26,3 +26,6 @@ def encode_node(
     values: Sequence[Any],
     /,
 ) -> bytes: ...
+def link_children(
+    parents: list[tuple[tuple[int, int], ...]], base: int, shift: int, nwait: list[int], /,
+) -> tuple[bytes, bytes, bytes] | None: ...

@@ -18,6 +18,7 @@ from itertools import accumulate, chain, compress, islice, repeat
 from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
 from typing import Any, NamedTuple, TypeVar
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
@@ -638,7 +639,16 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
 def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
     """Turn the parent lists into the flat children arrays and wait counts the
     replay releases nodes by (each node's children in node order, as a
-    counting sort by parent); edges moved to an issue release are skipped."""
+    counting sort by parent); edges moved to an issue release are skipped.
+    The compiled fast path does the same where built."""
+    fast = fast_path()
+    got = fast.link_children(parents, base, len(p.child), p.nwait) if fast is not None else None
+    if got is not None:
+        starts, child, kinds = got
+        p.child_start.frombytes(starts)
+        p.child.frombytes(child)
+        p.child_kind.frombytes(kinds)
+        return
     counts = array("q", [0]) * (len(parents) + 1)
     for plist in parents:
         for src, kind in plist:
