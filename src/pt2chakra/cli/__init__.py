@@ -76,6 +76,7 @@ def run() -> None:
     Freeing the millions of objects of a large conversion one by one at
     interpreter shutdown takes a noticeable share of the run; the work is done
     and flushed by then, so skip it."""
+    options.exiting_without_freeing()
     rc = main()
     logging.shutdown()
     try:

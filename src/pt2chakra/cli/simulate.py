@@ -114,9 +114,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to --consumer astra-sim only")
-    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation.api import simulate_run
 
-    result = simulate(args.traces, options_from(args))
+    run = simulate_run(args.traces, options_from(args))
+    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+    result = run.result
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()
                          + "\n")

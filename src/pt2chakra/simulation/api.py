@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import msgspec
 
@@ -133,10 +134,25 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     return sim, result, schedule
 
 
+class SimulationRun(NamedTuple):
+    """``simulate``'s result with what it came from: the simulator (its
+    prepared ranks, ready for more settings) and the per-node schedule."""
+
+    simulator: Simulator
+    result: SimulationResult
+    schedule: Schedule
+
+
 def simulate(paths: Sequence[str | os.PathLike[str]],
              options: SimulationOptions | None = None) -> SimulationResult:
     """Replay the ranks' ``.et`` files together (one file per rank), run the
     what-if settings, and write the timeline / plot when asked."""
+    return simulate_run(paths, options).result
+
+
+def simulate_run(paths: Sequence[str | os.PathLike[str]],
+                 options: SimulationOptions | None = None) -> SimulationRun:
+    """``simulate``, keeping the simulator and the schedule."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
     base = options.base_config()
@@ -153,7 +169,7 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
         from pt2chakra.simulation.views import write_plot
 
         write_plot(schedule, options.plot)
-    return result
+    return SimulationRun(sim, result, schedule)
 
 
 def _refuse_unfinished(result: SimulationResult, force: bool) -> None:
