@@ -44,7 +44,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.jobs is not None or args.ray is not None:
         raise InputError("--jobs" if args.jobs is not None else "--ray",
                          "only with --ranks (several ranks in one command)")
-    from pt2chakra.conversion.api import convert
+    from pt2chakra.conversion.api import convert_run
 
     if args.host_trace is None and args.device_trace is None:
         raise InputError("convert", "give --host-trace, --device-trace, or both")
@@ -52,10 +52,12 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise InputError("--repair", "repairs a host trace: give --host-trace")
     if args.html:
         _check_html(args)
-    report = convert(args.host_trace, args.device_trace, args.output, rank=args.rank,
-                     break_cycles_=args.break_cycles, progress=args.progress,
-                     profile=args.profile, cpu=args.cpu, report_path=args.report,
-                     repair=args.repair, force=args.force)
+    run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
+                      break_cycles_=args.break_cycles, progress=args.progress,
+                      profile=args.profile, cpu=args.cpu, report_path=args.report,
+                      repair=args.repair, force=args.force)
+    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+    report = run.report
     if not args.quiet:
         print(report.summary())
     if args.simulate and args.profile is None:

@@ -10,7 +10,7 @@ import logging
 import os
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import orjson
@@ -113,12 +113,35 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
         return linked
 
 
+class ConversionRun(NamedTuple):
+    """``convert``'s report with what it was built from: the linked traces
+    and the graph (a caller about to exit may keep them from being freed
+    one object at a time; see ``cli.options.keep_until_exit``)."""
+
+    report: ConversionReport
+    linked: LinkedTrace
+    graph: ChakraGraph
+
+
 def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
             break_cycles_: bool = False, progress: bool | None = None,
             profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
             report_path: str | os.PathLike[str] | None = None,
             repair: bool = False, force: bool = False) -> ConversionReport:
+    """``convert_run``'s report."""
+    return convert_run(host_trace, device_trace, output, rank=rank, break_cycles_=break_cycles_,
+                       progress=progress, profile=profile, cpu=cpu, report_path=report_path,
+                       repair=repair, force=force).report
+
+
+def convert_run(host_trace: str | os.PathLike[str] | None,
+                device_trace: str | os.PathLike[str] | None,
+                output: str | os.PathLike[str], *, rank: int | None = None,
+                break_cycles_: bool = False, progress: bool | None = None,
+                profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
+                report_path: str | os.PathLike[str] | None = None,
+                repair: bool = False, force: bool = False) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
@@ -176,7 +199,7 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
             write_report(report, staged.stage(report_path))
         staged.commit()
         stages.step(f"wrote {output}")
-    return report
+    return ConversionRun(report, linked, graph)
 
 
 def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages,
