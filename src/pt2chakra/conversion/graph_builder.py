@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -40,7 +41,7 @@ from pt2chakra.conversion.deps import (
     stream_order_edges,
     stream_wait_edges,
 )
-from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, is_container
+from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 
@@ -173,7 +174,8 @@ def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
     host-only trace every one (the only record of it); with a Kineto trace,
     those that launched no GPU work (gloo, MPI, or UCC on CPU tensors), since
     otherwise the NCCL kernel they launched is the transfer."""
-    backend = [op.id for op in ops if is_backend_comm_op(op.name)]
+    mask = names_passing(ops, is_backend_comm_op)
+    backend = [] if mask is None else list(map(_op_id, compress(ops, mask)))
     if host_only or not backend:
         return frozenset(backend)
     launching: set[int] = set()
@@ -262,9 +264,9 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
     of every kept id costs tens of MB on a million-op trace)."""
     if len(ops) == len(kept):
         return frozenset()
-    containers = frozenset(op.id for op in ops if is_container(op))
-    if len(containers) == len(ops) - len(kept):
-        return containers
+    found = frozenset(map(_op_id, containers(ops)))
+    if len(found) == len(ops) - len(kept):
+        return found
     kept_ids = {op.id for op in kept}
     return frozenset(op.id for op in ops if op.id not in kept_ids)
 
