@@ -106,13 +106,11 @@ class ChakraGraph:
 
     def node_type_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        plain = 0
-        for op in self._cpu_ops:
-            if _is_plain_cpu_op(op, self._comm.transfers):
-                plain += 1
-            else:
+        special = self._special_ids()
+        for op in self._cpu_ops if special else ():
+            if op.id in special:
                 counts[_cpu_node_type(op, self._comm.transfers)[0].name] += 1
-        counts[NodeType.COMP_NODE.name] += plain
+        counts[NodeType.COMP_NODE.name] += len(self._cpu_ops) - len(special)
         counts.update(NodeType(n.type).name for n in self._gpu_nodes)
         return {k: v for k, v in counts.items() if v}
 
@@ -125,13 +123,25 @@ class ChakraGraph:
         sources, comm = self._sources, self._comm
         comp = NodeType.COMP_NODE
         ops = self._cpu_ops
+        special = self._special_ids()
         for op, deps in zip(ops, self.deps.in_order(map(_op_id, ops))):
-            if _is_plain_cpu_op(op, comm.transfers):
+            if op.id not in special:
                 yield encode_cpu(_cpu_fields(op, sources, comp, True, deps))
             else:
                 yield encode_node(_cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
+
+    def _special_ids(self) -> frozenset[int]:
+        """The CPU ops that are not surely plain COMP_NODEs: they may become
+        metadata or communication nodes (see ``_cpu_node_type``). A few
+        ops of the trace, found without a call per op."""
+        ops = self._cpu_ops
+        pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
+        special = set(self._comm.transfers)
+        if pg_init is not None:
+            special.update(map(_op_id, compress(ops, pg_init)))
+        return frozenset(special)
 
     def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
         for node in self._gpu_nodes:
@@ -146,12 +156,6 @@ class ChakraGraph:
 
 
 _op_id = attrgetter("id")
-
-
-def _is_plain_cpu_op(op: HostOp, transfers: frozenset[int]) -> bool:
-    """A host op that is surely a CPU COMP_NODE; the others may become
-    metadata or communication nodes (see ``_cpu_node_type``)."""
-    return op.name != PROCESS_GROUP_INIT and op.id not in transfers
 
 
 class CommContext(NamedTuple):
@@ -224,13 +228,18 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
 
 def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
                ) -> list[CpuSpan]:
-    spans = []
-    events = linked.cpu_event
-    for op in kept_ops:
-        ev = events.get(op.id)
-        spans.append(CpuSpan(op.id, op.parent, comm.channels.get(op.id, op.tid),
-                             ev.ts, ev.ts + ev.dur) if ev is not None
-                     else CpuSpan(op.id, op.parent, op.tid))
+    spans: list[CpuSpan] = []
+    append, channel = spans.append, comm.channels.get
+    # Names bound once and the events looked up by a C-level map: a loop
+    # once per op.
+    for op, ev in zip(kept_ops, map(linked.cpu_event.get, map(_op_id, kept_ops))):
+        op_id = op.id
+        tid = channel(op_id, op.tid)
+        if ev is None:
+            append(CpuSpan(op_id, op.parent, tid))
+        else:
+            ts = ev.ts
+            append(CpuSpan(op_id, op.parent, tid, ts, ts + ev.dur))
     return spans
 
 
@@ -291,12 +300,12 @@ def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int
     if not cpu_event:
         return {}
     child_time: dict[int, float] = defaultdict(float)
-    for op in ops:
-        ev = cpu_event.get(op.id)
+    get = cpu_event.get
+    for op, ev in zip(ops, map(get, map(_op_id, ops))):
         if ev is None:
             continue
         caller = op.parent
-        caller_ev = cpu_event.get(caller)
+        caller_ev = get(caller)
         hops = 0
         while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
             caller = ops_by_id[caller].parent
