@@ -612,10 +612,12 @@ _REPEATED_ATTR_CODE = """
 _INT64_ATTR_CODE = """
     value = values[{index}]
     if value is not None:
-        varint = (small[value] if 0 <= value < SMALL else
-                  high_bits[value & LOW_BITS] + small[value >> 14] if 0 < value < FOUR_BYTES
-                  else int64(value))
-        parts += (prefixes_{i}[len(varint)], varint)"""
+        if SMALL <= value < FOUR_BYTES:
+            high = small[value >> 14]
+            parts += (prefixes_{i}[2 + len(high)], high_bits[value & LOW_BITS], high)
+        else:
+            varint = small[value] if 0 <= value < SMALL else int64(value)
+            parts += (prefixes_{i}[len(varint)], varint)"""
 
 
 def _compile_attrs(attrs: Sequence[AttrSpec], first: int,
@@ -658,7 +660,7 @@ class NodeWriter:
 
     def __init__(self, attrs: Iterable[AttrSpec]) -> None:
         self._encode_attrs = _compile_attrs(tuple(attrs), len(NODE_FIELDS))
-        self._names: dict[str, bytes] = {}
+        self._names: dict[str, bytes] = _NameFields()
         # ``ts >> 14`` -> its varint: timestamps share their high bits.
         self._time_high: dict[int, bytes] = {}
 
@@ -668,34 +670,50 @@ class NodeWriter:
         per node, and a call costs more than encoding a field."""
         node_id, name, node_type, ctrl_dep, data_deps, start, duration, inputs, outputs = (
             values[:9])
-        parts = [_NODE_ID, _VARINT_CACHE[node_id] if node_id < _VARINT_CACHE_SIZE else
-                 _VARINT_CONTINUED[node_id & _LOW_14_BITS] + _VARINT_CACHE[node_id >> 14]
-                 if node_id < _FOUR_BYTE_LIMIT else _uvarint(node_id)] if node_id else []
-        name_field = self._names.get(name)
-        if name_field is None:
-            name_field = self._names[name] = _NODE_NAME + _utf8(name) if name else b""
-        parts.append(name_field)
+        # A varint of 2**14 <= v < 2**28 is two table parts, low bits then
+        # high, handed to the join as they are (concatenating them first
+        # made a bytes object more per field).
+        if not node_id:
+            parts = []
+        elif node_id < _VARINT_CACHE_SIZE:
+            parts = [_NODE_ID, _VARINT_CACHE[node_id]]
+        elif node_id < _FOUR_BYTE_LIMIT:
+            parts = [_NODE_ID, _VARINT_CONTINUED[node_id & _LOW_14_BITS],
+                     _VARINT_CACHE[node_id >> 14]]
+        else:
+            parts = [_NODE_ID, _uvarint(node_id)]
+        parts.append(self._names[name])
         if node_type:
             parts.append(_NODE_TYPES.get(node_type) or _NODE_TYPE + _int32(node_type))
         if ctrl_dep is not None:
-            packed = (_VARINT_CACHE[ctrl_dep] if ctrl_dep < _VARINT_CACHE_SIZE else
-                      _VARINT_CONTINUED[ctrl_dep & _LOW_14_BITS] + _VARINT_CACHE[ctrl_dep >> 14]
-                      if ctrl_dep < _FOUR_BYTE_LIMIT else _uvarint(ctrl_dep))
-            parts += (_NODE_CTRL_DEPS, _VARINT_CACHE[len(packed)], packed)
+            if _VARINT_CACHE_SIZE <= ctrl_dep < _FOUR_BYTE_LIMIT:  # most: a packed varint
+                high = _VARINT_CACHE[ctrl_dep >> 14]
+                parts += (_CTRL_DEPS_OF_SIZE[2 + len(high)],
+                          _VARINT_CONTINUED[ctrl_dep & _LOW_14_BITS], high)
+            else:
+                packed = (_VARINT_CACHE[ctrl_dep] if ctrl_dep < _VARINT_CACHE_SIZE
+                          else _uvarint(ctrl_dep))
+                parts += (_CTRL_DEPS_OF_SIZE[len(packed)], packed)
         if data_deps:
             if len(data_deps) == 1:  # most nodes
                 source = data_deps[0][0]
-                packed = (_VARINT_CACHE[source] if source < _VARINT_CACHE_SIZE else
-                          _VARINT_CONTINUED[source & _LOW_14_BITS] + _VARINT_CACHE[source >> 14]
-                          if source < _FOUR_BYTE_LIMIT else _uvarint(source))
-                parts += (_NODE_DATA_DEPS, _VARINT_CACHE[len(packed)], packed)
+                if _VARINT_CACHE_SIZE <= source < _FOUR_BYTE_LIMIT:
+                    high = _VARINT_CACHE[source >> 14]
+                    parts += (_DATA_DEPS_OF_SIZE[2 + len(high)],
+                              _VARINT_CONTINUED[source & _LOW_14_BITS], high)
+                else:
+                    packed = (_VARINT_CACHE[source] if source < _VARINT_CACHE_SIZE
+                              else _uvarint(source))
+                    parts += (_DATA_DEPS_OF_SIZE[len(packed)], packed)
             else:
                 packed = b"".join([_uvarint(source) for source, _ in data_deps])
                 parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
         if start:
             high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
-            parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS] + high
-                      if high is not None else self._timestamp(start))
+            if high is not None:
+                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], high)
+            else:
+                parts += (_NODE_START, self._timestamp(start))
         if duration:
             parts += (_NODE_DURATION, _VARINT_CACHE[duration] if 0 < duration < _VARINT_CACHE_SIZE
                       else _uvarint(duration))
@@ -718,6 +736,19 @@ class NodeWriter:
         if value >= _VARINT_CACHE_SIZE:
             self._time_high[value >> 14] = varint[2:]
         return varint
+
+
+class _NameFields(dict[str, bytes]):
+    """Node name -> its encoded ``name`` field (none for ""), filled on first use."""
+
+    def __missing__(self, name: str) -> bytes:
+        field = self[name] = _NODE_NAME + _utf8(name) if name else b""
+        return field
+
+
+# A packed field of one varint of 1..10 bytes: its tag and length.
+_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
+_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
 
 
 # Public names for tests and tools.
