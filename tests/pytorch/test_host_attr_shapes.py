@@ -22,9 +22,14 @@ def _op(attrs: list[dict[str, Any]], fast: bool) -> tuple[Any, Any]:
                                     "attrs": attrs}).encode())
     if fast:
         return host_trace._nested_to_op(node, {})
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(host_trace, "_observer_attrs", lambda _raw: None)
+    with pytest.MonkeyPatch.context() as m:  # no shape fits: the generic path
+        m.setattr(host_trace, "_SHAPE_DECODERS", [_refuse])
+        m.setattr(host_trace, "_observer_attrs", lambda _raw, _first=0: None)
         return host_trace._nested_to_op(node, {})
+
+
+def _refuse(_raw: Any) -> Any:
+    raise msgspec.ValidationError("not this shape")
 
 
 def _attr(name: str, value: Any) -> dict[str, Any]:

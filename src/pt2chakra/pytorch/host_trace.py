@@ -199,7 +199,10 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
     # on large traces that halves the memory the ops take. Runs once per op:
     # module-level lookups are bound as locals.
     raw = n.attrs
-    known = _observer_attrs(raw) if len(raw) else None
+    try:  # _observer_attrs' first try, inlined
+        known = _SHAPE_DECODERS[0](raw)
+    except msgspec.MsgspecError:
+        known = _observer_attrs(raw, 1) if len(raw) else None
     if known is not None:  # most ops: their attrs as the observer writes them
         rf_id, fw_parent, seq_id, scope, tid, fw_tid, schema = (
             known[0].value, known[1].value, known[2].value, known[3].value, known[4].value,
@@ -275,19 +278,17 @@ _SHAPE_DECODERS = [msgspec.json.Decoder(GenericAlias(tuple, _TAGGED[:size])).dec
                    for size in _OBSERVER_SHAPES]
 
 
-def _observer_attrs(raw: msgspec.Raw) -> tuple[Any, ...] | None:
-    """``raw`` (an op's attrs) as one of the observer's shapes, or None."""
+def _observer_attrs(raw: msgspec.Raw, first: int = 0) -> tuple[Any, ...] | None:
+    """``raw`` (an op's attrs) as one of the observer's shapes, or None;
+    ``first``: the decoders before it were tried."""
     decoders = _SHAPE_DECODERS
-    try:
-        return decoders[0](raw)
-    except msgspec.MsgspecError:
-        pass
-    for i in range(1, len(decoders)):
+    for i in range(first, len(decoders)):
         try:
             found = decoders[i](raw)
         except msgspec.MsgspecError:
             continue
-        decoders.insert(0, decoders.pop(i))
+        if i:
+            decoders.insert(0, decoders.pop(i))
         return found
     return None
 
