@@ -17,7 +17,7 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain, islice
-from typing import Any, BinaryIO, NamedTuple, Protocol
+from typing import Any, BinaryIO, NamedTuple, Protocol, cast
 
 from pt2chakra.atomic import atomic_output
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
@@ -450,10 +450,11 @@ def _framed(batch: list[ChakraNode | bytes]) -> bytes:
     under 16 KiB, as nearly all are) is framed by built-ins, with no Python
     step per node."""
     if set(map(type, batch)) == {bytes}:
-        sizes = list(map(len, batch))
+        messages = cast("list[bytes]", batch)
+        sizes = list(map(len, messages))
         if max(sizes) < _VARINT_CACHE_SIZE:
             return b"".join(chain.from_iterable(zip(map(_VARINT_CACHE.__getitem__, sizes),
-                                                    batch)))
+                                                    messages)))
     parts: list[bytes] = []
     for node in batch:
         data = node if isinstance(node, bytes) else encode_node(node)
