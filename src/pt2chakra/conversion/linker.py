@@ -149,6 +149,7 @@ _op_id = attrgetter("id")
 
 
 _op_name = attrgetter("name")
+_op_rf_id = attrgetter("rf_id")
 _ev_ts = attrgetter("ts")
 _ev_dur = attrgetter("dur")
 
@@ -253,14 +254,11 @@ def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
     by_rf = {ev.record_function_id: ev for ev in events if ev.record_function_id >= 0}
     linked: dict[int, CpuEvent] = {}
     agree = 0
-    for op in ops:
-        if op.rf_id is None:
-            continue
-        ev = by_rf.get(op.rf_id)
-        if ev is None:
-            continue
-        linked[op.id] = ev
-        agree += ev.name == op.name
+    # The events looked up by a C-level map (an op without rf_id finds None).
+    for op, ev in zip(ops, map(by_rf.get, map(_op_rf_id, ops))):
+        if ev is not None:
+            linked[op.id] = ev
+            agree += ev.name == op.name
     if linked and agree / len(linked) < MIN_NAME_AGREEMENT:
         raise InputError(
             kineto_path,
