@@ -21,7 +21,7 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from itertools import compress
-from operator import add, attrgetter, not_
+from operator import add, attrgetter
 
 import msgspec
 
@@ -174,9 +174,7 @@ def containers(ops: Sequence[HostOp]) -> list[HostOp]:
 
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
-    mask = names_passing(host.ops, is_observer_node)
-    ops = list(host.ops) if mask is None else list(compress(host.ops, map(not_, mask)))
-    ops.sort(key=_op_id)
+    ops = sorted((op for op in host.ops if not is_observer_node(op.name)), key=_op_id)
     if kineto is None:
         return LinkedTrace(host=host, kineto=None, method="none", ops=ops, cpu_event={},
                            gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
