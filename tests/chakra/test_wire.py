@@ -801,3 +801,34 @@ def test_real_trace_reads_like_protobuf(traces: Path, tmp_path: Path, name: str)
     fast = list(nodes)
     reference = [from_proto(pb.Node.FromString(m)) for m in list(iter_messages(out))[1:]]
     assert fast == reference and len(fast) > 10
+
+
+# Where a varint grows a byte, and where NodeWriter's table lookups change form.
+VARINT_EDGES = [0, 1, 127, 128, 2**14 - 1, 2**14, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**35]
+
+
+@pytest.mark.parametrize("value", VARINT_EDGES)
+def test_node_writer_at_varint_length_edges(value: int) -> None:
+    writer = NodeWriter(WRITER_ATTRS)
+    raw = (value or 1, "n", NodeType.COMP_NODE, value, [(value, 0)], value, value, None, None,
+           True, value, value, None, None, None)
+    node = ChakraNode(id=value or 1, name="n", type=NodeType.COMP_NODE, ctrl_deps=[value],
+                      data_deps=[value], start_time_micros=value, duration_micros=value,
+                      attrs=[("flag", "bool_val", True), ("per_node", "int64_val", value),
+                             ("tid", "int64_val", value)])
+    assert writer.encode(raw) == encode_node(node)
+
+
+def test_frames_of_batches_mixed_and_long_messages(tmp_path: Path) -> None:
+    # Over one batch of nodes, encoded ones among ChakraNodes, and messages
+    # whose length takes a 3-byte varint: the file is each node framed in turn.
+    nodes: list[ChakraNode | bytes] = []
+    for i in range(1, 2 * 2048 + 10):
+        node = ChakraNode(id=i, name="x" * (20_000 if i % 1000 == 0 else i % 7), type=4)
+        nodes.append(encode_node(node) if i % 3 else node)
+    path = tmp_path / "t.et"
+    metadata = GlobalMetadata(version="0.0.4")
+    assert write_et(path, metadata, nodes) == len(nodes)
+    messages = [encode_metadata(metadata)] + [
+        n if isinstance(n, bytes) else encode_node(n) for n in nodes]
+    assert path.read_bytes() == b"".join(uvarint(len(m)) + m for m in messages)

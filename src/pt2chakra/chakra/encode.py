@@ -17,7 +17,8 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, BinaryIO, NamedTuple, Protocol
+from itertools import chain, islice
+from typing import Any, BinaryIO, NamedTuple, Protocol, cast
 
 from pt2chakra.atomic import atomic_output
 from pt2chakra.chakra.compiled import fast_path
@@ -52,7 +53,8 @@ _MAX_VARINT_BYTES = 10
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # protobuf refuses to parse larger messages
 _GZIP_LEVEL = 6  # zlib's default: level 9 is several times slower for ~1% less
 _READ_CHUNK = 1 << 20
-_FLUSH_BYTES = 1 << 20
+# Nodes framed and written at a time: about 1 MiB of a typical trace's nodes.
+_FRAME_BATCH = 2048
 
 # Precomputed varints: ids, lengths and small attribute values hit this table.
 _VARINT_CACHE_SIZE = 1 << 14  # every 1- and 2-byte varint
@@ -432,24 +434,34 @@ def encode_metadata(md: GlobalMetadata) -> bytes:
 
 def _write_frames(out: BinaryIO | gzip.GzipFile, metadata: GlobalMetadata,
                   nodes: Iterable[ChakraNode | bytes]) -> int:
-    """Writes metadata then nodes, batching small frames into ~1 MiB writes."""
+    """Writes metadata then nodes, ``_FRAME_BATCH`` at a time, each batch
+    framed and joined in one write (about 1 MiB)."""
     first = encode_metadata(metadata)
-    pending = [_uvarint(len(first)), first]
-    pending_bytes = len(first)
+    out.write(_uvarint(len(first)) + first)
     count = 0
-    for node in nodes:
-        # Writers with their own fast path hand over already-encoded nodes.
-        data = node if isinstance(node, bytes) else encode_node(node)
-        size = len(data)
-        pending += (_VARINT_CACHE[size] if size < _VARINT_CACHE_SIZE else _uvarint(size), data)
-        pending_bytes += size
-        count += 1
-        if pending_bytes >= _FLUSH_BYTES:
-            out.write(b"".join(pending))
-            pending.clear()
-            pending_bytes = 0
-    out.write(b"".join(pending))
+    items = iter(nodes)
+    while batch := list(islice(items, _FRAME_BATCH)):
+        out.write(_framed(batch))
+        count += len(batch)
     return count
+
+
+def _framed(batch: list[ChakraNode | bytes]) -> bytes:
+    """``varint(len) || message`` of each node, joined. Writers with their own
+    fast path hand over already-encoded nodes: a batch of them (messages
+    under 16 KiB, as nearly all are) is framed by built-ins, with no Python
+    step per node."""
+    if set(map(type, batch)) == {bytes}:
+        messages = cast("list[bytes]", batch)
+        sizes = list(map(len, messages))
+        if max(sizes) < _VARINT_CACHE_SIZE:
+            return b"".join(chain.from_iterable(zip(map(_VARINT_CACHE.__getitem__, sizes),
+                                                    messages)))
+    parts: list[bytes] = []
+    for node in batch:
+        data = node if isinstance(node, bytes) else encode_node(node)
+        parts += (_uvarint(len(data)), data)
+    return b"".join(parts)
 
 
 def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
@@ -614,10 +626,12 @@ _REPEATED_ATTR_CODE = """
 _INT64_ATTR_CODE = """
     value = values[{index}]
     if value is not None:
-        varint = (small[value] if 0 <= value < SMALL else
-                  high_bits[value & LOW_BITS] + small[value >> 14] if 0 < value < FOUR_BYTES
-                  else int64(value))
-        parts += (prefixes_{i}[len(varint)], varint)"""
+        if SMALL <= value < FOUR_BYTES:
+            high = small[value >> 14]
+            parts += (prefixes_{i}[2 + len(high)], high_bits[value & LOW_BITS], high)
+        else:
+            varint = small[value] if 0 <= value < SMALL else int64(value)
+            parts += (prefixes_{i}[len(varint)], varint)"""
 
 
 # Per attribute of a NodeWriter: its encoded fields by value (repeating), or
@@ -672,7 +686,7 @@ class NodeWriter:
     def __init__(self, attrs: Iterable[AttrSpec]) -> None:
         tables = _attr_tables(tuple(attrs))
         self._encode_attrs = _compile_attrs(tables, len(NODE_FIELDS))
-        self._names: dict[str, bytes] = {}
+        self._names: dict[str, bytes] = _NameFields()
         # ``ts >> 14`` -> its varint: timestamps share their high bits.
         self._time_high: dict[int, bytes] = {}
         fast = fast_path()
@@ -688,34 +702,50 @@ class NodeWriter:
         per node, and a call costs more than encoding a field."""
         node_id, name, node_type, ctrl_dep, data_deps, start, duration, inputs, outputs = (
             values[:9])
-        parts = [_NODE_ID, _VARINT_CACHE[node_id] if node_id < _VARINT_CACHE_SIZE else
-                 _VARINT_CONTINUED[node_id & _LOW_14_BITS] + _VARINT_CACHE[node_id >> 14]
-                 if node_id < _FOUR_BYTE_LIMIT else _uvarint(node_id)] if node_id else []
-        name_field = self._names.get(name)
-        if name_field is None:
-            name_field = self._names[name] = _NODE_NAME + _utf8(name) if name else b""
-        parts.append(name_field)
+        # A varint of 2**14 <= v < 2**28 is two table parts, low bits then
+        # high, handed to the join as they are (concatenating them first
+        # made a bytes object more per field).
+        if not node_id:
+            parts = []
+        elif node_id < _VARINT_CACHE_SIZE:
+            parts = [_NODE_ID, _VARINT_CACHE[node_id]]
+        elif node_id < _FOUR_BYTE_LIMIT:
+            parts = [_NODE_ID, _VARINT_CONTINUED[node_id & _LOW_14_BITS],
+                     _VARINT_CACHE[node_id >> 14]]
+        else:
+            parts = [_NODE_ID, _uvarint(node_id)]
+        parts.append(self._names[name])
         if node_type:
             parts.append(_NODE_TYPES.get(node_type) or _NODE_TYPE + _int32(node_type))
         if ctrl_dep is not None:
-            packed = (_VARINT_CACHE[ctrl_dep] if ctrl_dep < _VARINT_CACHE_SIZE else
-                      _VARINT_CONTINUED[ctrl_dep & _LOW_14_BITS] + _VARINT_CACHE[ctrl_dep >> 14]
-                      if ctrl_dep < _FOUR_BYTE_LIMIT else _uvarint(ctrl_dep))
-            parts += (_NODE_CTRL_DEPS, _VARINT_CACHE[len(packed)], packed)
+            if _VARINT_CACHE_SIZE <= ctrl_dep < _FOUR_BYTE_LIMIT:  # most: a packed varint
+                high = _VARINT_CACHE[ctrl_dep >> 14]
+                parts += (_CTRL_DEPS_OF_SIZE[2 + len(high)],
+                          _VARINT_CONTINUED[ctrl_dep & _LOW_14_BITS], high)
+            else:
+                packed = (_VARINT_CACHE[ctrl_dep] if ctrl_dep < _VARINT_CACHE_SIZE
+                          else _uvarint(ctrl_dep))
+                parts += (_CTRL_DEPS_OF_SIZE[len(packed)], packed)
         if data_deps:
             if len(data_deps) == 1:  # most nodes
                 source = data_deps[0][0]
-                packed = (_VARINT_CACHE[source] if source < _VARINT_CACHE_SIZE else
-                          _VARINT_CONTINUED[source & _LOW_14_BITS] + _VARINT_CACHE[source >> 14]
-                          if source < _FOUR_BYTE_LIMIT else _uvarint(source))
-                parts += (_NODE_DATA_DEPS, _VARINT_CACHE[len(packed)], packed)
+                if _VARINT_CACHE_SIZE <= source < _FOUR_BYTE_LIMIT:
+                    high = _VARINT_CACHE[source >> 14]
+                    parts += (_DATA_DEPS_OF_SIZE[2 + len(high)],
+                              _VARINT_CONTINUED[source & _LOW_14_BITS], high)
+                else:
+                    packed = (_VARINT_CACHE[source] if source < _VARINT_CACHE_SIZE
+                              else _uvarint(source))
+                    parts += (_DATA_DEPS_OF_SIZE[len(packed)], packed)
             else:
                 packed = b"".join([_uvarint(source) for source, _ in data_deps])
                 parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
         if start:
             high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
-            parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS] + high
-                      if high is not None else self._timestamp(start))
+            if high is not None:
+                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], high)
+            else:
+                parts += (_NODE_START, self._timestamp(start))
         if duration:
             parts += (_NODE_DURATION, _VARINT_CACHE[duration] if 0 < duration < _VARINT_CACHE_SIZE
                       else _uvarint(duration))
@@ -738,6 +768,19 @@ class NodeWriter:
         if value >= _VARINT_CACHE_SIZE:
             self._time_high[value >> 14] = varint[2:]
         return varint
+
+
+class _NameFields(dict[str, bytes]):
+    """Node name -> its encoded ``name`` field (none for ""), filled on first use."""
+
+    def __missing__(self, name: str) -> bytes:
+        field = self[name] = _NODE_NAME + _utf8(name) if name else b""
+        return field
+
+
+# A packed field of one varint of 1..10 bytes: its tag and length.
+_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
+_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
 
 
 # Public names for tests and tools.

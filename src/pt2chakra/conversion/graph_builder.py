@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -40,7 +41,7 @@ from pt2chakra.conversion.deps import (
     stream_order_edges,
     stream_wait_edges,
 )
-from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, is_container
+from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 
@@ -105,13 +106,11 @@ class ChakraGraph:
 
     def node_type_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        plain = 0
-        for op in self._cpu_ops:
-            if _is_plain_cpu_op(op, self._comm.transfers):
-                plain += 1
-            else:
+        special = self._special_ids()
+        for op in self._cpu_ops if special else ():
+            if op.id in special:
                 counts[_cpu_node_type(op, self._comm.transfers)[0].name] += 1
-        counts[NodeType.COMP_NODE.name] += plain
+        counts[NodeType.COMP_NODE.name] += len(self._cpu_ops) - len(special)
         counts.update(NodeType(n.type).name for n in self._gpu_nodes)
         return {k: v for k, v in counts.items() if v}
 
@@ -124,13 +123,27 @@ class ChakraGraph:
         sources, comm = self._sources, self._comm
         comp = NodeType.COMP_NODE
         ops = self._cpu_ops
-        for op, deps in zip(ops, self.deps.in_order(map(_op_id, ops))):
-            if _is_plain_cpu_op(op, comm.transfers):
-                yield encode_cpu(_cpu_fields(op, sources, comp, True, deps))
-            else:
-                yield encode_node(_cpu_node(op, sources, comm))
+        special = self._special_ids()
+        rows = _cpu_rows(ops, self.deps.in_order(map(_op_id, ops)), sources, comp, True)
+        if not special:  # the usual case: the encoder mapped over the rows
+            yield from map(encode_cpu, rows)
+        else:
+            for op, row in zip(ops, rows):
+                yield encode_cpu(row) if op.id not in special else encode_node(
+                    _cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
+
+    def _special_ids(self) -> frozenset[int]:
+        """The CPU ops that are not surely plain COMP_NODEs: they may become
+        metadata or communication nodes (see ``_cpu_node_type``). A few
+        ops of the trace, found without a call per op."""
+        ops = self._cpu_ops
+        pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
+        special = set(self._comm.transfers)
+        if pg_init is not None:
+            special.update(map(_op_id, compress(ops, pg_init)))
+        return frozenset(special)
 
     def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
         for node in self._gpu_nodes:
@@ -145,12 +158,6 @@ class ChakraGraph:
 
 
 _op_id = attrgetter("id")
-
-
-def _is_plain_cpu_op(op: HostOp, transfers: frozenset[int]) -> bool:
-    """A host op that is surely a CPU COMP_NODE; the others may become
-    metadata or communication nodes (see ``_cpu_node_type``)."""
-    return op.name != PROCESS_GROUP_INIT and op.id not in transfers
 
 
 class CommContext(NamedTuple):
@@ -173,7 +180,8 @@ def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
     host-only trace every one (the only record of it); with a Kineto trace,
     those that launched no GPU work (gloo, MPI, or UCC on CPU tensors), since
     otherwise the NCCL kernel they launched is the transfer."""
-    backend = [op.id for op in ops if is_backend_comm_op(op.name)]
+    mask = names_passing(ops, is_backend_comm_op)
+    backend = [] if mask is None else list(map(_op_id, compress(ops, mask)))
     if host_only or not backend:
         return frozenset(backend)
     launching: set[int] = set()
@@ -222,13 +230,18 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
 
 def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
                ) -> list[CpuSpan]:
-    spans = []
-    events = linked.cpu_event
-    for op in kept_ops:
-        ev = events.get(op.id)
-        spans.append(CpuSpan(op.id, op.parent, comm.channels.get(op.id, op.tid),
-                             ev.ts, ev.ts + ev.dur) if ev is not None
-                     else CpuSpan(op.id, op.parent, op.tid))
+    spans: list[CpuSpan] = []
+    append, channel = spans.append, comm.channels.get
+    # Names bound once and the events looked up by a C-level map: a loop
+    # once per op.
+    for op, ev in zip(kept_ops, map(linked.cpu_event.get, map(_op_id, kept_ops))):
+        op_id = op.id
+        tid = channel(op_id, op.tid)
+        if ev is None:
+            append(CpuSpan(op_id, op.parent, tid))
+        else:
+            ts = ev.ts
+            append(CpuSpan(op_id, op.parent, tid, ts, ts + ev.dur))
     return spans
 
 
@@ -262,9 +275,9 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
     of every kept id costs tens of MB on a million-op trace)."""
     if len(ops) == len(kept):
         return frozenset()
-    containers = frozenset(op.id for op in ops if is_container(op))
-    if len(containers) == len(ops) - len(kept):
-        return containers
+    found = frozenset(map(_op_id, containers(ops)))
+    if len(found) == len(ops) - len(kept):
+        return found
     kept_ids = {op.id for op in kept}
     return frozenset(op.id for op in ops if op.id not in kept_ids)
 
@@ -289,12 +302,12 @@ def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int
     if not cpu_event:
         return {}
     child_time: dict[int, float] = defaultdict(float)
-    for op in ops:
-        ev = cpu_event.get(op.id)
+    get = cpu_event.get
+    for op, ev in zip(ops, map(get, map(_op_id, ops))):
         if ev is None:
             continue
         caller = op.parent
-        caller_ev = cpu_event.get(caller)
+        caller_ev = get(caller)
         hops = 0
         while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
             caller = ops_by_id[caller].parent
@@ -361,23 +374,34 @@ def _cpu_fields(op: HostOp, sources: CpuNodeSources, node_type: NodeType,
     Node fields (``NODE_FIELDS``), then the values of ``CPU_ATTRS`` in table
     order. None leaves a field out. Both paths start here, so a field's
     value is defined once. ``deps``: the op's in ``sources.deps``."""
+    return next(_cpu_rows((op,), (deps,), sources, node_type, is_cpu))
+
+
+def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNodeSources,
+              node_type: NodeType, is_cpu: bool) -> Iterator[tuple[Any, ...]]:
+    """``_cpu_fields`` of each op with its deps, in one loop: the writer's
+    fast path maps its encoder over these rows (a call per node less)."""
     events, callee_time, _deps, ops_by_id, dropped = sources
-    op_id, parent = op.id, op.parent
-    ev = events.get(op_id)
-    if ev is None:
-        start = duration = inclusive = None
-    else:
-        dur = ev.dur
-        start, inclusive = round(ev.ts), round(dur)
-        duration = round(max(0.0, dur - callee_time.get(op_id, 0.0)))  # exclusive
-    if not deps:
-        kinds = None
-    else:  # a hashable key: most nodes have one dependency
-        kinds = deps[0][1] if len(deps) == 1 else tuple([kind for _, kind in deps])
-    kept_parent = parent in ops_by_id and parent not in dropped
-    return (op_id, op.name, node_type, parent if kept_parent else None, deps, start,
-            duration, op.inputs, op.outputs,
-            is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
+    event_of, callee_time_of = events.get, callee_time.get
+    for op, op_deps in zip(ops, deps):
+        op_id, parent = op.id, op.parent
+        ev = event_of(op_id)
+        if ev is None:
+            start = duration = inclusive = None
+        else:
+            dur = ev.dur
+            start, inclusive = round(ev.ts), round(dur)
+            exclusive = dur - callee_time_of(op_id, 0.0)
+            duration = round(exclusive if exclusive > 0.0 else 0.0)  # max(0.0, ...), inlined
+        if not op_deps:
+            kinds = None
+        else:  # a hashable key: most nodes have one dependency
+            kinds = (op_deps[0][1] if len(op_deps) == 1
+                     else tuple([kind for _, kind in op_deps]))
+        kept_parent = parent in ops_by_id and parent not in dropped
+        yield (op_id, op.name, node_type, parent if kept_parent else None, op_deps, start,
+               duration, op.inputs, op.outputs,
+               is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
 
 
 def cpu_node_writer() -> NodeWriter:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from operator import attrgetter
 from os import PathLike
 from types import GenericAlias
 from typing import Annotated, Any, NamedTuple
@@ -198,12 +199,26 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
     # on large traces that halves the memory the ops take. Runs once per op:
     # module-level lookups are bound as locals.
     raw = n.attrs
-    extras = {a.name: a.value for a in (_decode_attr_list(raw) if len(raw) else ())
-              if a.value != ""}
-    pop = extras.pop
+    try:  # _observer_attrs' first try, inlined
+        known = _SHAPE_DECODERS[0](raw)
+    except msgspec.MsgspecError:
+        known = _observer_attrs(raw, 1) if len(raw) else None
+    if known is not None:  # most ops: their attrs as the observer writes them
+        rf_id, fw_parent, seq_id, scope, tid, fw_tid, schema = (
+            known[0].value, known[1].value, known[2].value, known[3].value, known[4].value,
+            known[5].value, known[6].value)
+        appended = known[_LIFTED_COUNT:]
+        extras = ({_TAG_OF[type(a)]: a.value for a in appended if a.value}
+                  if any(map(_value, appended)) else {})
+    else:
+        extras = {a.name: a.value for a in (_decode_attr_list(raw) if len(raw) else ())
+                  if a.value != ""}
+        pop = extras.pop
+        schema, tid, rf_id = pop("op_schema", ""), pop("tid", 0), pop("rf_id", None)
+        fw_parent, seq_id, scope, fw_tid = (
+            pop("fw_parent", 0), pop("seq_id", -1), pop("scope", 0), pop("fw_tid", 0))
     name = n.name
     name = _SHARED_STRINGS.get(name) or _shared(name)
-    schema = pop("op_schema", "")
     schema = _SHARED_STRINGS.get(schema) or _shared(schema)
     # IO text is copied out of the decode buffer so that it can be freed: it
     # is a fraction of the trace (attrs dominate). IOValues.from_json inlined.
@@ -221,12 +236,12 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
         n.id,
         name,
         n.ctrl_deps,
-        pop("tid", 0),
-        pop("rf_id", None),
-        pop("fw_parent", 0),
-        pop("seq_id", -1),
-        pop("scope", 0),
-        pop("fw_tid", 0),
+        tid,
+        rf_id,
+        fw_parent,
+        seq_id,
+        scope,
+        fw_tid,
         schema,
         inputs,
         outputs,
@@ -236,6 +251,46 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
 
 
 _decode_attr_list = msgspec.json.Decoder(list[_Attr]).decode
+
+
+# The attrs the observer writes on every op, in its order: the lifted ones,
+# then what later releases appended (1.0.4: kernel_*; later, tensor_range).
+# A trace's ops carry one prefix of it, so each prefix is a fixed tuple of
+# structs tagged by ``name``: decoded with the types checked, about half the
+# time of a list of ``_Attr`` turned into a dict and popped. An op whose
+# attrs are not one of them (a collective's extra attrs, another order, a
+# value of another type) raises, and takes the ``_Attr`` list.
+_OBSERVER_ATTRS: tuple[tuple[str, type], ...] = (
+    ("rf_id", int), ("fw_parent", int), ("seq_id", int), ("scope", int), ("tid", int),
+    ("fw_tid", int), ("op_schema", str), ("kernel_backend", str), ("kernel_file", str),
+    ("tensor_range", str))
+_LIFTED_COUNT = 7  # the first seven: HostOp's own fields
+_OBSERVER_SHAPES = (10, 9, 7)  # the prefixes torch writes, newest first
+_TAGGED = tuple(msgspec.defstruct(f"_Tagged_{name}", [("value", kind)], tag_field="name",
+                                  tag=name, gc=False) for name, kind in _OBSERVER_ATTRS)
+assert tuple(name for name, _ in _OBSERVER_ATTRS[:_LIFTED_COUNT]) == (
+    "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema")
+assert {name for name, _ in _OBSERVER_ATTRS} <= LIFTED_ATTRS | KERNEL_ATTRS | UNVERSIONED_ATTRS
+_TAG_OF = {cls: name for cls, (name, _) in zip(_TAGGED, _OBSERVER_ATTRS)}
+_value = attrgetter("value")
+# The shapes' decoders, the last one that fitted first (a trace has one shape).
+_SHAPE_DECODERS = [msgspec.json.Decoder(GenericAlias(tuple, _TAGGED[:size])).decode
+                   for size in _OBSERVER_SHAPES]
+
+
+def _observer_attrs(raw: msgspec.Raw, first: int = 0) -> tuple[Any, ...] | None:
+    """``raw`` (an op's attrs) as one of the observer's shapes, or None;
+    ``first``: the decoders before it were tried."""
+    decoders = _SHAPE_DECODERS
+    for i in range(first, len(decoders)):
+        try:
+            found = decoders[i](raw)
+        except msgspec.MsgspecError:
+            continue
+        if i:
+            decoders.insert(0, decoders.pop(i))
+        return found
+    return None
 
 
 def _shared_io(shared: SharedIO, io: IOValues) -> IOValues:
