@@ -5,7 +5,8 @@
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
  *   million-node .et read in about a second instead of six;
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
- * - link_children: the simulator's children arrays (prepare._link_children).
+ * - link_children: the simulator's children arrays (prepare._link_children);
+ * - shared_io: a host op's inputs/outputs as their IOInfo body (host_trace).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -912,7 +913,84 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * shared_io: a host op's inputs or outputs as the IOInfo body the writer
+ * copies (host_trace._nested_to_op; encode.ioinfo_body's layout)
+ * ------------------------------------------------------------------------ */
+
+/* IOInfo field tags: values = 1, shapes = 2, types = 3 (length-delimited). */
+static const unsigned char IOINFO_TAGS[3] = {0x0A, 0x12, 0x1A};
+static const char *IOINFO_TEXTS[3] = {"values", "shapes", "types"};
+
+/* Append ``text`` (a bytes-like JSON text) as field ``tag``, or nothing if empty. */
+static int
+append_text(Out *o, unsigned char tag, PyObject *text, Py_ssize_t *len)
+{
+    Py_buffer view;
+    int ok = 1;
+    if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0)
+        return 0;
+    if (tag == 0) /* the tail: kept after the body, not a field */
+        ok = out_bytes(o, view.buf, view.len);
+    else if (view.len)
+        ok = out_byte(o, tag) && out_varint(o, (uint64_t)view.len) &&
+            out_bytes(o, view.buf, view.len);
+    *len = view.len;
+    PyBuffer_Release(&view);
+    return ok;
+}
+
+PyDoc_STRVAR(shared_io_doc,
+"shared_io(io, cls, shared) -> cls\n\n"
+"cls(body, size) for io's values/shapes/types texts as an IOInfo body\n"
+"(encode.ioinfo_body) followed by its strides, size the body's length; the\n"
+"one equal to it in ``shared`` if any (``shared.setdefault``).");
+
+static PyObject *
+shared_io(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *io, *cls, *shared, *text, *args[2] = {NULL, NULL}, *made = NULL, *result = NULL;
+    Py_ssize_t len = 0;
+    Out o;
+    (void)self;
+    if (argc != 3 || !PyDict_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "shared_io(io, cls, shared: dict)");
+        return NULL;
+    }
+    io = argv[0], cls = argv[1], shared = argv[2];
+    o.data = o.stack;
+    o.len = 0;
+    o.cap = OUT_STACK;
+    for (int k = 0; k < 4; k++) {
+        int ok;
+        text = PyObject_GetAttrString(io, k < 3 ? IOINFO_TEXTS[k] : "strides");
+        if (text == NULL)
+            goto done;
+        ok = append_text(&o, k < 3 ? IOINFO_TAGS[k] : 0, text, &len);
+        Py_DECREF(text);
+        if (!ok)
+            goto done;
+    }
+    args[0] = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+    args[1] = PyLong_FromSsize_t(o.len - len); /* len: the strides' */
+    if (args[0] == NULL || args[1] == NULL)
+        goto done;
+    made = PyObject_Vectorcall(cls, args, 2, NULL);
+    if (made == NULL)
+        goto done;
+    result = PyDict_SetDefault(shared, made, made); /* borrowed */
+    Py_XINCREF(result);
+done:
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    Py_XDECREF(made);
+    if (o.data != o.stack)
+        PyMem_Free(o.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

@@ -27,6 +27,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
+from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import ioinfo_body
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.json_input import TOO_DEEP, decode, gc_paused, read_json_bytes
@@ -221,17 +222,23 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
     name = _SHARED_STRINGS.get(name) or _shared(name)
     schema = _SHARED_STRINGS.get(schema) or _shared(schema)
     # IO text is copied out of the decode buffer so that it can be freed: it
-    # is a fraction of the trace (attrs dominate). IOValues.from_json inlined.
-    io = n.inputs
-    strides = io.strides
-    body = ioinfo_body(io.values, io.shapes, io.types, strides)
-    inputs = IOValues(body, len(body) - len(strides))
-    inputs = shared.setdefault(inputs, inputs)
-    io = n.outputs
-    strides = io.strides
-    body = ioinfo_body(io.values, io.shapes, io.types, strides)
-    outputs = IOValues(body, len(body) - len(strides))
-    outputs = shared.setdefault(outputs, outputs)
+    # is a fraction of the trace (attrs dominate). IOValues.from_json inlined,
+    # or the compiled path's same steps where built.
+    fast = compiled.FAST
+    if fast is not None:
+        inputs = fast.shared_io(n.inputs, IOValues, shared)
+        outputs = fast.shared_io(n.outputs, IOValues, shared)
+    else:
+        io = n.inputs
+        strides = io.strides
+        body = ioinfo_body(io.values, io.shapes, io.types, strides)
+        inputs = IOValues(body, len(body) - len(strides))
+        inputs = shared.setdefault(inputs, inputs)
+        io = n.outputs
+        strides = io.strides
+        body = ioinfo_body(io.values, io.shapes, io.types, strides)
+        outputs = IOValues(body, len(body) - len(strides))
+        outputs = shared.setdefault(outputs, outputs)
     op = HostOp(
         n.id,
         name,
