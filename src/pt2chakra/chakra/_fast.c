@@ -520,6 +520,10 @@ done:
 #define INT64_PREFIXES 11 /* by varint length, 0..10 */
 #define OUT_STACK 2048
 
+/* Attribute names, interned once at import (a lookup by C string makes a str per call). */
+static PyObject *IOINFO_TEXTS[4]; /* values, shapes, types, strides */
+static PyObject *IOINFO_BODY, *IOINFO_SIZE; /* ioinfo, ioinfo_size */
+
 /* The message being built: on the stack, on the heap past OUT_STACK. */
 typedef struct {
     unsigned char *data;
@@ -661,8 +665,8 @@ ioinfo_field(Out *o, unsigned char tag, PyObject *info)
     int ok;
     if (info == Py_None)
         return 1;
-    body = PyObject_GetAttrString(info, "ioinfo");
-    size_obj = body ? PyObject_GetAttrString(info, "ioinfo_size") : NULL;
+    body = PyObject_GetAttr(info, IOINFO_BODY);
+    size_obj = body ? PyObject_GetAttr(info, IOINFO_SIZE) : NULL;
     if (body == NULL || size_obj == NULL) {
         Py_XDECREF(body);
         PyErr_Clear();
@@ -920,7 +924,6 @@ done:
 
 /* IOInfo field tags: values = 1, shapes = 2, types = 3 (length-delimited). */
 static const unsigned char IOINFO_TAGS[3] = {0x0A, 0x12, 0x1A};
-static const char *IOINFO_TEXTS[3] = {"values", "shapes", "types"};
 
 /* Append ``text`` (a bytes-like JSON text) as field ``tag``, or nothing if empty. */
 static int
@@ -963,7 +966,7 @@ shared_io(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     o.cap = OUT_STACK;
     for (int k = 0; k < 4; k++) {
         int ok;
-        text = PyObject_GetAttrString(io, k < 3 ? IOINFO_TEXTS[k] : "strides");
+        text = PyObject_GetAttr(io, IOINFO_TEXTS[k]);
         if (text == NULL)
             goto done;
         ok = append_text(&o, k < 3 ? IOINFO_TAGS[k] : 0, text, &len);
@@ -1008,5 +1011,13 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fast(void)
 {
+    static const char *texts[4] = {"values", "shapes", "types", "strides"};
+    for (int k = 0; k < 4; k++)
+        if ((IOINFO_TEXTS[k] = PyUnicode_InternFromString(texts[k])) == NULL)
+            return NULL;
+    IOINFO_BODY = PyUnicode_InternFromString("ioinfo");
+    IOINFO_SIZE = PyUnicode_InternFromString("ioinfo_size");
+    if (IOINFO_BODY == NULL || IOINFO_SIZE == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }
