@@ -5,7 +5,8 @@
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
  *   million-node .et read in about a second instead of six;
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
- * - link_children: the simulator's children arrays (prepare._link_children);
+ * - parents_of, link_children: the simulator's dependency lists and children
+ *   arrays (prepare._parents, prepare._link_children);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_trace).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
@@ -992,7 +993,102 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * parents_of: each node's dependencies as (index, kind) (prepare._parents)
+ * ------------------------------------------------------------------------ */
+
+/* A node with one dependency: ((source index, code),), or () where the id is
+ * unknown or the node itself. NULL: an error is set. */
+static PyObject *
+lone_parent(PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index)
+{
+    PyObject *src = PyDict_GetItemWithError(index, dep), *pair, *one;
+    Py_ssize_t at;
+    if (src == NULL)
+        return PyErr_Occurred() ? NULL : PyTuple_New(0);
+    at = PyLong_AsSsize_t(src);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    if (at == i)
+        return PyTuple_New(0);
+    pair = PyTuple_Pack(2, src, code);
+    if (pair == NULL)
+        return NULL;
+    one = PyTuple_Pack(1, pair);
+    Py_DECREF(pair);
+    return one;
+}
+
+PyDoc_STRVAR(parents_of_doc,
+"parents_of(deps, keys, index, lone, base, lone_code, many) -> list\n\n"
+"prepare._parents' loop: node base+k with one dependency (deps[k], a list)\n"
+"gets ((index[dep], lone[keys[k]]),), or () for an unknown id or itself;\n"
+"lone_code(key) gives (and remembers in the list lone) a code not known yet;\n"
+"every other node is many(base + k, deps[k], keys[k]).");
+
+static PyObject *
+parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *deps, *keys, *index, *lone, *lone_code, *many, *out;
+    Py_ssize_t base, n;
+    (void)self;
+    if (argc != 7 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
+        !PyDict_Check(argv[2]) || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "parents_of(deps: list, keys: list, index: dict, lone: list, base, "
+                        "lone_code, many)");
+        return NULL;
+    }
+    deps = argv[0], keys = argv[1], index = argv[2], lone = argv[3];
+    lone_code = argv[5], many = argv[6];
+    base = PyLong_AsSsize_t(argv[4]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(deps);
+    if (PyList_GET_SIZE(keys) != n) {
+        PyErr_SetString(PyExc_ValueError, "parents_of: deps and keys differ in length");
+        return NULL;
+    }
+    out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *d = PyList_GET_ITEM(deps, k), *key = PyList_GET_ITEM(keys, k), *entry;
+        Py_ssize_t slot = PyLong_Check(key) ? PyLong_AsSsize_t(key) : -1;
+        if (slot == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (PyList_Check(d) && PyList_GET_SIZE(d) == 1 && slot >= 0 &&
+            slot < PyList_GET_SIZE(lone)) {
+            PyObject *code = PyList_GET_ITEM(lone, slot); /* borrowed */
+            if (code == Py_None) {
+                code = PyObject_CallOneArg(lone_code, key); /* fills lone[slot] */
+                if (code == NULL)
+                    goto fail;
+                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+                Py_DECREF(code);
+            }
+            else
+                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+        }
+        else {
+            PyObject *i = PyLong_FromSsize_t(base + k);
+            if (i == NULL)
+                goto fail;
+            entry = PyObject_CallFunctionObjArgs(many, i, d, key, NULL);
+            Py_DECREF(i);
+        }
+        if (entry == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, k, entry);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},

@@ -30,3 +30,13 @@ def link_children(
     parents: list[tuple[tuple[int, int], ...]], base: int, shift: int, nwait: list[int], /,
 ) -> tuple[bytes, bytes, bytes] | None: ...
 def shared_io(io: Any, cls: Callable[[bytes, int], Any], shared: dict[Any, Any], /) -> Any: ...
+def parents_of(
+    deps: list[list[int]],
+    keys: list[int],
+    index: dict[int, int],
+    lone: list[int | None],
+    base: int,
+    lone_code: Callable[[int], int],
+    many: Callable[[int, list[int], int], tuple[tuple[int, int], ...]],
+    /,
+) -> list[tuple[tuple[int, int], ...]]: ...

@@ -480,22 +480,18 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices; unknown ids and self-edges are dropped (they could never be met).
     Kind codes are worked out once per attribute set and dep count (most
-    nodes have one dependency: looked up by the set alone). Also says
-    whether any dependency is recorded as a ``gpu_sync``."""
-    parents: Parents = []
-    append = parents.append
-    lone: dict[int, int] = {}  # attribute set -> kind code of a lone dependency
+    nodes have one dependency: looked up by the set alone; the compiled
+    path takes those nodes where built). Also says whether any dependency
+    is recorded as a ``gpu_sync``."""
+    lone: list[int | None] = [None] * len(sets.checked)  # set -> code of a lone dependency
     codes_of: dict[tuple[int, int], list[int]] = {}  # (attribute set, deps) -> kind codes
     get = index.get
-    for i, deps, key in zip(range(base, base + len(nodes)), map(_node_deps, nodes),
-                            sets.of_node):
-        if len(deps) == 1:
-            code = lone.get(key)
-            if code is None:
-                code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
-            src = get(deps[0])
-            append(((src, code),) if src is not None and src != i else ())
-            continue
+
+    def lone_code(key: int) -> int:
+        code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
+        return code
+
+    def many(i: int, deps: list[int], key: int) -> tuple[tuple[int, int], ...]:
         codes = codes_of.get((key, len(deps)))
         if codes is None:
             codes = codes_of[key, len(deps)] = _kind_codes(sets.checked[key], len(deps))
@@ -504,8 +500,26 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
             src = get(d)
             if src is not None and src != i:
                 mine.append((src, code))
-        append(tuple(mine))
-    return parents, K_GPU_SYNC in lone.values() or \
+        return tuple(mine)
+
+    fast = fast_path()
+    if fast is not None:
+        parents: Parents = fast.parents_of(list(map(_node_deps, nodes)), sets.of_node, index,
+                                           lone, base, lone_code, many)
+    else:
+        parents = []
+        append = parents.append
+        for i, deps, key in zip(range(base, base + len(nodes)), map(_node_deps, nodes),
+                                sets.of_node):
+            if len(deps) == 1:
+                code = lone[key]
+                if code is None:
+                    code = lone_code(key)
+                src = get(deps[0])
+                append(((src, code),) if src is not None and src != i else ())
+            else:
+                append(many(i, deps, key))
+    return parents, K_GPU_SYNC in lone or \
         any(K_GPU_SYNC in codes for codes in codes_of.values())
 
 
