@@ -5,8 +5,9 @@
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
  *   million-node .et read in about a second instead of six;
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
- * - parents_of, link_children: the simulator's dependency lists and children
- *   arrays (prepare._parents, prepare._link_children);
+ * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
+ *   children arrays and CPU-thread delays (prepare._parents,
+ *   prepare._link_children, prepare._cpu_delays);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_trace).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
@@ -1087,7 +1088,136 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------------
+ * cpu_delays: one CPU thread's replayed delays (prepare._cpu_delays)
+ * ------------------------------------------------------------------------ */
+
+/* A recorded start (an int) as a float, as Python's float(int) rounds it;
+ * 0 where it is not an int that fits 64 bits. */
+static int
+start_at(PyObject *starts, Py_ssize_t i, double *out)
+{
+    PyObject *x;
+    int overflow = 0;
+    long long v;
+    if (i < 0 || i >= PyList_GET_SIZE(starts))
+        return 0;
+    x = PyList_GET_ITEM(starts, i);
+    if (!PyLong_CheckExact(x))
+        return 0;
+    v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (double)v;
+    return 1;
+}
+
+/* A float entry of ``values`` (durations): 0 where it is not a float. */
+static inline int
+float_at(PyObject *values, Py_ssize_t i, double *out)
+{
+    PyObject *x;
+    if (i < 0 || i >= PyList_GET_SIZE(values))
+        return 0;
+    x = PyList_GET_ITEM(values, i);
+    if (!PyFloat_CheckExact(x))
+        return 0;
+    *out = PyFloat_AS_DOUBLE(x);
+    return 1;
+}
+
+PyDoc_STRVAR(cpu_delays_doc,
+"cpu_delays(ops, starts, dur, incl, parents, base, t0, delay) -> (last, cursor) or None\n\n"
+"prepare._cpu_delays' loop over one thread's ops: sets delay[i] for each op\n"
+"and returns the latest recorded end and the cursor after its last slice.\n"
+"None (nothing changed) where an entry is not what that loop reads.");
+
+static PyObject *
+cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *starts, *dur, *incl, *parents, *delay;
+    Py_ssize_t base, n;
+    double t0, cursor, last = -Py_HUGE_VAL, *gaps;
+    (void)self;
+    if (argc != 8 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
+        !PyList_Check(argv[2]) || !PyList_Check(argv[3]) || !PyList_Check(argv[4]) ||
+        !PyList_Check(argv[7]) || !PyFloat_Check(argv[6])) {
+        PyErr_SetString(PyExc_TypeError, "cpu_delays(ops, starts, dur, incl, parents: lists, "
+                        "base: int, t0: float, delay: list)");
+        return NULL;
+    }
+    ops = argv[0], starts = argv[1], dur = argv[2], incl = argv[3], parents = argv[4];
+    delay = argv[7];
+    base = PyLong_AsSsize_t(argv[5]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    t0 = PyFloat_AS_DOUBLE(argv[6]);
+    n = PyList_GET_SIZE(ops);
+    gaps = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
+    if (gaps == NULL)
+        return PyErr_NoMemory();
+    cursor = t0;
+    for (Py_ssize_t q = 0; q < n; q++) { /* compute every delay first: nothing set on None */
+        PyObject *op = PyList_GET_ITEM(ops, q), *plist;
+        Py_ssize_t i = PyLong_Check(op) ? PyLong_AsSsize_t(op) : -1, k;
+        double start, inclusive, own, ready, gap, held_to, end;
+        if (i == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        k = i - base;
+        if (i < 0 || !start_at(starts, i, &start) || !float_at(incl, k, &inclusive) ||
+            !float_at(dur, i, &own) || k < 0 || k >= PyList_GET_SIZE(parents) ||
+            i >= PyList_GET_SIZE(delay))
+            goto python_path;
+        plist = PyList_GET_ITEM(parents, k);
+        if (!PyTuple_Check(plist))
+            goto python_path;
+        ready = cursor;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
+            PyObject *pair = PyTuple_GET_ITEM(plist, j);
+            Py_ssize_t src;
+            double s, d, e;
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                !PyLong_Check(PyTuple_GET_ITEM(pair, 0)))
+                goto python_path;
+            src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+            if (src == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto python_path;
+            }
+            if (!start_at(starts, src, &s) || !float_at(dur, src, &d))
+                goto python_path;
+            e = s + d;
+            if (ready < e && e <= start)
+                ready = e;
+        }
+        gap = start - ready; /* max(0.0, ...) and max(cursor, ...), inline */
+        gaps[q] = gap > 0.0 ? gap : 0.0;
+        held_to = start + own;
+        if (held_to > cursor)
+            cursor = held_to;
+        end = start + inclusive;
+        if (end > last)
+            last = end;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *value = PyFloat_FromDouble(gaps[q]);
+        if (value == NULL) {
+            PyMem_Free(gaps);
+            return NULL;
+        }
+        PyList_SetItem(delay, PyLong_AsSsize_t(PyList_GET_ITEM(ops, q)), value);
+    }
+    PyMem_Free(gaps);
+    return Py_BuildValue("(dd)", last, cursor);
+python_path:
+    PyMem_Free(gaps);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,

@@ -40,3 +40,14 @@ def parents_of(
     many: Callable[[int, list[int], int], tuple[tuple[int, int], ...]],
     /,
 ) -> list[tuple[tuple[int, int], ...]]: ...
+def cpu_delays(
+    ops: list[int],
+    starts: list[int],
+    dur: list[float],
+    incl: list[float],
+    parents: list[tuple[tuple[int, int], ...]],
+    base: int,
+    t0: float,
+    delay: list[float],
+    /,
+) -> tuple[float, float] | None: ...

@@ -626,28 +626,41 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
     """The delay before an op is measured from when it could have started in
     the trace: the later of its thread's previous slice and its
     dependencies' ends (a thread handing over to another, a GPU sync). Also
-    notes each thread's recorded tail after its last slice (callers returning)."""
-    starts, dur, delay = p.start, p.dur, p.delay
+    notes each thread's recorded tail after its last slice (callers returning).
+    The compiled fast path runs ``_thread_delays``' loop where built."""
+    fast = fast_path() if type(t0) is float else None
     for lane, ops in cpu_lane_ops.items():
-        cursor = t0
-        last = -math.inf  # the latest recorded end (start + inclusive time)
-        for i, start, inclusive, plist in zip(ops, _float_starts(p, ops), _of_rank(incl, ops, base),
-                                              _of_rank(parents, ops, base)):
-            ready = cursor
-            for src, _kind in plist:
-                e = starts[src] + dur[src]
-                if ready < e <= start:
-                    ready = e
-            gap = start - ready  # max(0.0, ...) and max(cursor, ...), inline
-            delay[i] = gap if gap > 0.0 else 0.0
-            held_to = start + dur[i]
-            if held_to > cursor:
-                cursor = held_to
-            end = start + inclusive
-            if end > last:
-                last = end
+        got = None if fast is None else \
+            fast.cpu_delays(ops, p.start, p.dur, incl, parents, base, t0, p.delay)
+        last, cursor = got if got is not None else \
+            _thread_delays(p, base, ops, parents, incl, t0)
         p.lane_tail[lane] = max(0.0, last - cursor)
         p.lane_tail_end[lane] = last
+
+
+def _thread_delays(p: _Prepared, base: int, ops: list[int], parents: Parents,
+                   incl: list[float], t0: float) -> tuple[float, float]:
+    """One thread's delays; returns its latest recorded end (start +
+    inclusive time) and where its last slice ends."""
+    starts, dur, delay = p.start, p.dur, p.delay
+    cursor = t0
+    last = -math.inf
+    for i, start, inclusive, plist in zip(ops, _float_starts(p, ops), _of_rank(incl, ops, base),
+                                          _of_rank(parents, ops, base)):
+        ready = cursor
+        for src, _kind in plist:
+            e = starts[src] + dur[src]
+            if ready < e <= start:
+                ready = e
+        gap = start - ready  # max(0.0, ...) and max(cursor, ...), inline
+        delay[i] = gap if gap > 0.0 else 0.0
+        held_to = start + dur[i]
+        if held_to > cursor:
+            cursor = held_to
+        end = start + inclusive
+        if end > last:
+            last = end
+    return last, cursor
 
 
 def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
