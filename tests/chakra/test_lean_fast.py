@@ -118,6 +118,20 @@ def test_any_node_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, frames:
     assert fast == python
 
 
+def test_a_body_renamed_to_the_held_apart_one(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """First named ``category`` (wanted), last named as the attribute held
+    apart (protobuf keeps the last name): the value goes to the column, as
+    the Python path puts it (found by this file's hypothesis test in CI)."""
+    body = (_len_field(1, b"category") + _field(3, WIRE_I64, bytes(8))
+            + _len_field(1, INCL.encode()))
+    path = tmp_path / "n.et"
+    path.write_bytes(b"".join(uvarint(len(m)) + m for m in
+                              [encode_metadata(META), _len_field(10, body)]))
+    fast, python = _both(path, SIM_ATTRS, True, monkeypatch)
+    assert fast == python and fast.endswith("[0.0])")
+
+
 def test_many_names_take_the_python_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """More wanted names than the compiled filter holds: the same nodes."""
     body = _len_field(1, b"n70") + _field(9, WIRE_VARINT, uvarint(5))

@@ -71,6 +71,10 @@ _NAN = math.nan
 _NODE_TYPES = tuple(_NODE_TYPE_BY_INT[v] for v in range(len(_NODE_TYPE_BY_INT)))
 
 
+class _PythonPath(Exception):
+    """Raised through the compiled path: this batch takes the Python path."""
+
+
 class LeanNodes(list[ChakraNode]):
     """Nodes of ``read_et_apart``: the attribute ``apart_name`` is held apart,
     ``apart[k]`` being node k's value as a float (NaN where it is absent, or
@@ -142,8 +146,12 @@ class _Lean:
         if fast is None:
             return None
         buf, _base, _index, _pos, bodies, ends = batch
-        got = fast.lean_nodes(buf, bodies, ends, self.wanted_tuple, self.apart_bytes, ChakraNode,
-                              _NODE_TYPES, _NO_DEPS, self.names, self.keyed, self.key_miss)
+        try:
+            got = fast.lean_nodes(buf, bodies, ends, self.wanted_tuple, self.apart_bytes,
+                                  ChakraNode, _NODE_TYPES, _NO_DEPS, self.names, self.keyed,
+                                  self.key_miss)
+        except _PythonPath:
+            got = None
         if got is None:
             return None
         nodes, values = got
@@ -160,9 +168,20 @@ class _Lean:
             length, pos = _varint_at(key, pos)
             bodies.append(key[pos:pos + length])
             pos += length
+        out = self.attrs(bodies)
+        if self.apart_name is not None and any(a[0] == self.apart_name for a in out):
+            # A body whose first name is another (the compiled path sorts by
+            # that) decodes as the held-apart attribute (protobuf keeps the
+            # last name): the Python path moves it to the column, for which
+            # such bodies must not be remembered in ``seen``.
+            for body in bodies:
+                attr = self.seen.get(body)
+                if attr is not None and attr[0] == self.apart_name:
+                    del self.seen[body]
+            raise _PythonPath
         if len(self.keyed) >= _SEEN_MAX:
             self.keyed.clear()
-        out = self.keyed[key] = self.attrs(bodies)
+        self.keyed[key] = out
         return out
 
     def attrs(self, bodies: list[bytes]) -> list[Attr]:
