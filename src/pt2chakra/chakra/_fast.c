@@ -69,6 +69,22 @@ read_varint(cursor *p, cursor end, uint64_t *out)
     return 0;
 }
 
+/* The longest varint (a 64-bit value, 7 bits a byte). */
+#define MAX_VARINT_BYTES 10
+
+/* Write ``v`` as a varint at ``dst`` (room for MAX_VARINT_BYTES); returns its length. */
+static inline Py_ssize_t
+write_varint(unsigned char *dst, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        dst[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    dst[n++] = (unsigned char)v;
+    return n;
+}
+
 /* Skip one field of wire type ``wt``; 0 where it cannot be skipped exactly. */
 static inline int
 skip_field(cursor *p, cursor end, unsigned wt)
@@ -100,13 +116,9 @@ skip_field(cursor *p, cursor end, unsigned wt)
 static inline int
 put_varint(unsigned char *buf, Py_ssize_t *len, uint64_t v)
 {
-    if (*len + 10 > KEY_MAX)
+    if (*len + MAX_VARINT_BYTES > KEY_MAX)
         return 0;
-    while (v >= 0x80) {
-        buf[(*len)++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    buf[(*len)++] = (unsigned char)v;
+    *len += write_varint(buf + *len, v);
     return 1;
 }
 
@@ -181,35 +193,36 @@ attr_field(const Filter *f, NodeFields *nf, cursor body, cursor end)
     return 1;
 }
 
+/* Read one varint dependency id into ``deps``: 1, 0 (malformed), -1 (error set). */
+static int
+append_dep(PyObject *deps, cursor *p, cursor end)
+{
+    uint64_t v;
+    PyObject *item;
+    int ok;
+    if (!read_varint(p, end, &v))
+        return 0;
+    item = PyLong_FromUnsignedLongLong(v);
+    if (item == NULL)
+        return -1;
+    ok = PyList_Append(deps, item) < 0 ? -1 : 1;
+    Py_DECREF(item);
+    return ok;
+}
+
 static int
 data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
 {
-    uint64_t v, n;
-    PyObject *item;
-    if (wt == WT_VARINT) {
-        if (!read_varint(p, end, &v))
-            return 0;
-        item = PyLong_FromUnsignedLongLong(v);
-        if (item == NULL || PyList_Append(deps, item) < 0) {
-            Py_XDECREF(item);
-            return -1;
-        }
-        Py_DECREF(item);
-        return 1;
-    }
+    uint64_t n;
+    int got;
+    if (wt == WT_VARINT)
+        return append_dep(deps, p, end);
     if (wt != WT_LEN || !read_varint(p, end, &n) || n > (uint64_t)(end - *p))
         return 0;
     end = *p + n; /* packed */
-    while (*p < end) {
-        if (!read_varint(p, end, &v))
-            return 0;
-        item = PyLong_FromUnsignedLongLong(v);
-        if (item == NULL || PyList_Append(deps, item) < 0) {
-            Py_XDECREF(item);
-            return -1;
-        }
-        Py_DECREF(item);
-    }
+    while (*p < end)
+        if ((got = append_dep(deps, p, end)) <= 0)
+            return got;
     return 1;
 }
 
@@ -581,13 +594,9 @@ varint_len(uint64_t v)
 static inline int
 out_varint(Out *o, uint64_t v)
 {
-    if (!out_reserve(o, 10))
+    if (!out_reserve(o, MAX_VARINT_BYTES))
         return 0;
-    while (v >= 0x80) {
-        o->data[o->len++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    o->data[o->len++] = (unsigned char)v;
+    o->len += write_varint(o->data + o->len, v);
     return 1;
 }
 
@@ -646,13 +655,9 @@ deps_field(Out *o, PyObject *deps)
         PyObject *pair = PySequence_Fast_GET_ITEM(deps, k);
         uint64_t source;
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !as_u64(PyTuple_GET_ITEM(pair, 0), &source) || len + 10 > OUT_STACK)
+            !as_u64(PyTuple_GET_ITEM(pair, 0), &source) || len + MAX_VARINT_BYTES > OUT_STACK)
             return 0;
-        while (source >= 0x80) {
-            packed[len++] = (unsigned char)(source | 0x80);
-            source >>= 7;
-        }
-        packed[len++] = (unsigned char)source;
+        len += write_varint(packed + len, source);
     }
     return out_byte(o, TAG_DATA_DEPS) && out_varint(o, (uint64_t)len) &&
         out_bytes(o, packed, len) ? 1 : -1;
