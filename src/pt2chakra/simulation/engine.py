@@ -678,6 +678,15 @@ _PATH_TYPES = (*CATEGORY_NAMES, CPU_GAP, WAIT)
 _T_GAP, _T_WAIT = len(CATEGORY_NAMES), len(CATEGORY_NAMES) + 1
 
 
+def _charge(slots: list[float | None], order: list[int], code: int, us: float) -> None:
+    """Add ``us`` to slot ``code``, noting the code's first charge in ``order``."""
+    got = slots[code]
+    if got is None:
+        order.append(code)
+        got = 0.0
+    slots[code] = got + us
+
+
 class _PathTally:
     """What the critical path is made of, gathered while walking it back:
     time per node type and per edge kind, by code (list slots: cheaper than
@@ -694,18 +703,10 @@ class _PathTally:
         self.total = 0.0
 
     def charge_type(self, code: int, us: float) -> None:
-        got = self.type_us[code]
-        if got is None:
-            self.type_order.append(code)
-            got = 0.0
-        self.type_us[code] = got + us
+        _charge(self.type_us, self.type_order, code, us)
 
     def charge_kind(self, code: int, us: float) -> None:
-        got = self.kind_us[code]
-        if got is None:
-            self.kind_order.append(code)
-            got = 0.0
-        self.kind_us[code] = got + us
+        _charge(self.kind_us, self.kind_order, code, us)
 
     def by_type(self) -> dict[str, float]:
         return {_PATH_TYPES[c]: cast(float, self.type_us[c]) for c in self.type_order}
