@@ -139,9 +139,9 @@ class _Lean:
 
     def fast_nodes(self, batch: _Batch, column: array[float] | None) -> list[ChakraNode] | None:
         """The batch's nodes by the compiled path (the attribute held apart
-        going to ``column``); None where it is not built
-        or leaves the batch to the Python path. Raises one of
-        ``_FAST_FAILURES`` where the exact path must decide."""
+        going to ``column``); None where it is not built or leaves the batch
+        to the Python path. Raises one of ``_FAST_FAILURES`` where the exact
+        path must decide."""
         fast = fast_path()
         if fast is None:
             return None
@@ -172,12 +172,7 @@ class _Lean:
         if self.apart_name is not None and any(a[0] == self.apart_name for a in out):
             # A body whose first name is another (the compiled path sorts by
             # that) decodes as the held-apart attribute (protobuf keeps the
-            # last name): the Python path moves it to the column, for which
-            # such bodies must not be remembered in ``seen``.
-            for body in bodies:
-                attr = self.seen.get(body)
-                if attr is not None and attr[0] == self.apart_name:
-                    del self.seen[body]
+            # last name): the Python path moves it to the column.
             raise _PythonPath
         if len(self.keyed) >= _SEEN_MAX:
             self.keyed.clear()
@@ -226,20 +221,21 @@ class _Lean:
         seen, apart_seen, head, name = self.seen, self.apart_seen, self.apart_head, self.apart_name
         for body in bodies:
             got: Any = seen.get(body, _MISS)
-            if got is _MISS:  # bodies of the attribute held apart are never in ``seen``
+            if got is _MISS:
                 got = apart_seen.get(body)
                 if got is None:
                     got = self.apart_sight(body) if body.startswith(head) else \
                         self.first_sight(body)
-                if got is not None and got[0] == name:
-                    seen.pop(body, None)
-                    if apart is None:
-                        apart = [got]
-                    else:
-                        apart.append(got)
-                    continue
-            if got is not None:
-                out.append(got)
+            if got is None:
+                continue
+            if got[0] == name:  # by its decoded name (a body may be named twice)
+                seen.pop(body, None)
+                if apart is None:
+                    apart = [got]
+                else:
+                    apart.append(got)
+                continue
+            out.append(got)
         if apart is None:
             column.append(_NAN)
         elif len(apart) == 1 and type(apart[0][2]) is int:  # the common case
