@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +64,16 @@ def assert_one_line_failure(proc: subprocess.CompletedProcess[str], *needles: st
     assert len(lines) == 1, proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def on_both_paths(run: Callable[[], Any]) -> tuple[Any, Any]:
+    """``run()`` with the compiled fast path, then with the pure-Python one
+    (``compiled.FAST`` switched off, and back even on error)."""
+    from pt2chakra.chakra import compiled
+
+    fast = run()
+    original, compiled.FAST = compiled.FAST, None
+    try:
+        return fast, run()
+    finally:
+        compiled.FAST = original

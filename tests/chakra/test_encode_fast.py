@@ -10,23 +10,16 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_wire import WRITER_ATTRS  # the NodeWriter table test_wire checks
 
 from pt2chakra.chakra import compiled
-from pt2chakra.chakra.encode import AttrSpec, NodeWriter
+from pt2chakra.chakra.encode import NodeWriter
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.conversion.graph_builder import CPU_ATTRS
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
 
-WRITER_ATTRS = (
-    AttrSpec("flag", "bool_val"),
-    AttrSpec("per_node", "int64_val", repeats=False),
-    AttrSpec("tid", "int64_val"),
-    AttrSpec("label", "string_val"),
-    AttrSpec("kinds", "string_list", plain=list),
-    AttrSpec("small", "int32_val"),
-)
 U64 = 1 << 64
 ints = st.one_of(st.integers(0, 300), st.integers(0, U64 - 1), st.integers(-U64, U64 * 2),
                  st.booleans())

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import pytest
+from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,10 +53,5 @@ def _delays(thread: tuple[Any, ...]) -> Any:
 @settings(max_examples=400, deadline=None)
 @given(threads())
 def test_same_delays(thread: tuple[Any, ...]) -> None:
-    fast = _delays(thread)
-    original, compiled.FAST = compiled.FAST, None
-    try:
-        python = _delays(thread)
-    finally:
-        compiled.FAST = original
+    fast, python = on_both_paths(lambda: _delays(thread))
     assert fast == python

@@ -7,6 +7,7 @@ from array import array
 from typing import Any
 
 import pytest
+from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,10 +49,5 @@ def _linked(base: int, shift: int, parents: list[tuple[Any, ...]], nwait: list[i
 @settings(max_examples=400, deadline=None)
 @given(ranks())
 def test_same_children(rank: tuple[int, int, list[tuple[Any, ...]], list[int]]) -> None:
-    fast = _linked(*rank)
-    original, compiled.FAST = compiled.FAST, None
-    try:
-        python = _linked(*rank)
-    finally:
-        compiled.FAST = original
+    fast, python = on_both_paths(lambda: _linked(*rank))
     assert fast == python

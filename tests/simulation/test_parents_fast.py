@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,10 +48,5 @@ def _outcome(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> A
 @settings(max_examples=400, deadline=None)
 @given(ranks())
 def test_same_parents(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> None:
-    fast = _outcome(rank)
-    original, compiled.FAST = compiled.FAST, None
-    try:
-        python = _outcome(rank)
-    finally:
-        compiled.FAST = original
+    fast, python = on_both_paths(lambda: _outcome(rank))
     assert fast == python
