@@ -19,13 +19,19 @@ has some, not once per file.
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter
 from os import PathLike
 from types import GenericAlias
 
 from pt2chakra.pytorch.json_input import decode, gc_paused
 from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
-from pt2chakra.pytorch.kineto_trace import _classify, _Doc, _with_distributed_info, event_types
+from pt2chakra.pytorch.kineto_trace import (
+    REPEATED_FLOW_START,
+    _classify,
+    _Doc,
+    _with_distributed_info,
+    event_types,
+    time_ordered,
+)
 from pt2chakra.pytorch.records import KinetoTrace
 
 
@@ -60,19 +66,23 @@ def _load(where: str, ignored: Counter[str], inputs: bool) -> KinetoTrace:
 
     head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)
     doc = decode(where, head + b'"traceEvents": []' + trailer, _Doc)
-    return _with_distributed_info(where, _joined(where, parts), doc.distributedInfo)
+    return _with_distributed_info(where, _joined(where, parts, ignored), doc.distributedInfo)
 
 
-def _joined(where: str, parts: list[KinetoTrace]) -> KinetoTrace:
-    """One trace of the slices' traces, in file order, each kind sorted by time."""
+def _joined(where: str, parts: list[KinetoTrace], ignored: Counter[str]) -> KinetoTrace:
+    """One trace of the slices' traces: each kind in file order, then sorted
+    by time as the whole-file loader sorts it; a flow id seen again keeps its
+    last start and is counted in ``ignored``, as there."""
     if len(parts) == 1:
         return parts[0]
-    by_ts = attrgetter("ts")
-    cpu = sorted((e for p in parts for e in p.cpu_events), key=by_ts)
-    runtime = sorted((e for p in parts for e in p.runtime_events), key=by_ts)
-    gpu = sorted((e for p in parts for e in p.gpu_activities), key=by_ts)
-    sync = sorted((e for p in parts for e in p.sync_events), key=by_ts)
-    flows = {}
+    flows: dict[int, tuple[float, int]] = {}
     for p in parts:
+        repeated = len(flows.keys() & p.flow_starts.keys())
+        if repeated:
+            ignored[REPEATED_FLOW_START] += repeated
         flows.update(p.flow_starts)
-    return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows)
+    return time_ordered(where, [e for p in parts for e in p.cpu_events],
+                        [e for p in parts for e in p.runtime_events],
+                        [e for p in parts for e in p.gpu_activities],
+                        [e for p in parts for e in p.sync_events],
+                        [e for p in parts for e in p.python_events], flows)

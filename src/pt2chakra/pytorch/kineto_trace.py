@@ -81,6 +81,9 @@ FLOW_END = "f"
 # torch formats long lists as "[a, b, ..., ]" (first 30 items then "...").
 TRUNCATION_MARK = "..."
 _INT_RE = re.compile(r"-?\d+")
+# The last start of a repeated ``ac2g`` flow id is kept; the ones it replaced
+# are counted as not used under this key, so every event is accounted for.
+REPEATED_FLOW_START = "ac2g:ph=s:repeated id"
 
 
 # Values written to int64 attributes (stream, device, correlation, bytes) must
@@ -331,7 +334,10 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
                              "event without `ts` or `dur`; the trace is corrupt")
         if kind is flow_kind:
             if e.ph == FLOW_START:
-                flows[_to_int(e.id)] = (ts, _int_id(e.tid))
+                flow_id = _to_int(e.id)
+                if flow_id in flows:
+                    ignored[REPEATED_FLOW_START] += 1
+                flows[flow_id] = (ts, _int_id(e.tid))
             else:  # an end is found again through its GPU activity's correlation
                 ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
@@ -351,6 +357,16 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
             sync.append(_sync_event(e, ts, dur, a))
     if lists.truncated:
         log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
+    return time_ordered(where, cpu, runtime, gpu, sync, python, flows)
+
+
+def time_ordered(where: str, cpu: list[CpuEvent], runtime: list[RuntimeEvent],
+                 gpu: list[GpuActivity], sync: list[SyncEvent], python: list[CpuEvent],
+                 flows: dict[int, tuple[float, int]]) -> KinetoTrace:
+    """The trace of these events, each kind sorted by time (stably: ties keep
+    file order). Every per-event field of ``KinetoTrace`` is an argument, so
+    the streamed loader, which joins its slices' traces through this too,
+    cannot leave one out."""
     by_ts = attrgetter("ts")
     for group in (cpu, runtime, gpu, sync, python):
         group.sort(key=by_ts)
