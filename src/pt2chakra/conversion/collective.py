@@ -40,9 +40,12 @@ _NAME_TABLE: tuple[tuple[str, CollectiveType | str], ...] = (
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
 
-# NCCL/RCCL kernel names look like ncclKernel_AllReduce_RING_LL_Sum_float or
-# ncclDevKernel_AllGather_RING_LL; the collective is the word after the prefix.
-_NCCL_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
+# NCCL/RCCL kernel names look like ncclKernel_AllReduce_RING_LL_Sum_float,
+# ncclDevKernel_AllGather_RING_LL or (NCCL >= 2.27) ncclSymkDevKernel_AllReduce_...;
+# the collective is the word after the prefix. RCCL (and NCCL >= 2.19) also
+# run every collective in one ncclDevKernel_Generic[_N] (ncclDevKernelDebug_...
+# in RCCL's COLLTRACE builds): that word names none, so the launching op does.
+_NCCL_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl)(?:Symk)?(?:Dev)?Kernel(?:Debug)?_([A-Za-z]+)")
 
 DTYPE_BYTES: dict[str, int] = {
     "float": 4, "float32": 4, "fp32": 4, "Float": 4,

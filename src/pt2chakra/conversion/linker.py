@@ -26,7 +26,7 @@ from operator import add, attrgetter
 import msgspec
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import is_observer_node
+from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -75,27 +75,6 @@ MAX_ITERATION_CANDIDATES = 256
 # An alignment spanning more than this times the events of the tightest one
 # has wandered into another iteration.
 COMPACT_SLACK = 1.25
-
-# Runtime calls that launch GPU work (CUDA and HIP spellings). Matched by prefix.
-LAUNCH_PREFIXES = (
-    "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
-    "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cuMemcpy", "cuMemset",
-    "cuLaunchCooperativeKernel", "cuGraphLaunch",
-    "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel", "hipMemcpy",
-    "hipMemset", "hipGraphLaunch", "hipLaunchCooperativeKernel",
-)
-
-# Runtime calls that block the CPU until GPU work completes, used when the
-# trace has no ``cuda_sync`` events (recorded without enable_cuda_sync_events).
-SYNC_CALLS = {
-    "cudaDeviceSynchronize": "Context Sync",
-    "hipDeviceSynchronize": "Context Sync",
-    "cudaStreamSynchronize": "Stream Sync",
-    "hipStreamSynchronize": "Stream Sync",
-    "cudaEventSynchronize": "Event Sync",
-    "hipEventSynchronize": "Event Sync",
-}
-
 
 class LaunchedGpuOp(msgspec.Struct, gc=False):
     """A GPU activity of the recorded step and the host op that launched it."""

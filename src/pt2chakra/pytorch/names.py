@@ -1,5 +1,6 @@
 """Names with a meaning in PyTorch's traces: the observer's own nodes, the
-process-group node, and the prefixes that mark communication ops.
+process-group node, the prefixes that mark communication ops, and the GPU
+runtime calls (CUDA and ROCm's HIP) that launch GPU work or wait for it.
 
 Every consumer (loaders, linker, graph builder, ``validate``, the exports,
 ``collect``) imports these; none spells them again.
@@ -63,3 +64,31 @@ def comm_backend(name: str) -> str:
         if name.startswith(prefix):
             return prefix[:-1]
     return ""
+
+
+# Runtime / driver calls that launch GPU work (Kineto ``cuda_runtime`` /
+# ``cuda_driver`` events; ROCm's are HIP twins of the CUDA ones), matched by
+# prefix so variants count too: ``cudaLaunchKernelExC``, ``cuLaunchKernelEx``,
+# ``hipMemcpyAsync``, ``hipMemcpyWithStream``, ``hipMemsetAsync``,
+# ``hipExtLaunchMultiKernelMultiDevice``, ``hipModuleLaunchCooperativeKernel``.
+# HIP's list is the kernel-launch calls ROCm's tracers correlate with a
+# dispatch, plus its copies and fills.
+LAUNCH_PREFIXES = (
+    "cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchCooperativeKernel",
+    "cudaMemcpy", "cudaMemset", "cudaGraphLaunch", "cuMemcpy", "cuMemset",
+    "cuLaunchCooperativeKernel", "cuGraphLaunch",
+    "hipLaunchKernel", "hipExtLaunch", "hipModuleLaunch", "hipExtModuleLaunchKernel",
+    "hipHccModuleLaunchKernel", "hipLaunchByPtr", "hipDrvLaunchKernel", "hipMemcpy",
+    "hipMemset", "hipGraphLaunch", "hipLaunchCooperativeKernel",
+)
+
+# Runtime calls that block the CPU until GPU work completes, used when the
+# trace has no ``cuda_sync`` events (recorded without enable_cuda_sync_events).
+SYNC_CALLS = {
+    "cudaDeviceSynchronize": "Context Sync",
+    "hipDeviceSynchronize": "Context Sync",
+    "cudaStreamSynchronize": "Stream Sync",
+    "hipStreamSynchronize": "Stream Sync",
+    "cudaEventSynchronize": "Event Sync",
+    "hipEventSynchronize": "Event Sync",
+}
