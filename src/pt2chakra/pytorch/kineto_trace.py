@@ -9,7 +9,9 @@ sorted into CPU ops, runtime calls, GPU activities, sync events and
 Kineto has changed value types across torch releases: pids/tids are strings
 on non-op rows ("Spans"), and collective args such as ``Process Group Ranks``
 or ``In split size`` are JSON-looking strings ("[0, 1]") in some versions and
-lists or ints in others; both are accepted.
+lists or ints in others; both are accepted. AMD's tracer (ROCm) writes the
+numeric args of runtime calls and GPU activities as strings ("128", "0x0"):
+they are read as the numbers they spell (see ``numeric_text``).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ FLOW_END = "f"
 # torch formats long lists as "[a, b, ..., ]" (first 30 items then "...").
 TRUNCATION_MARK = "..."
 _INT_RE = re.compile(r"-?\d+")
+# A string that is one integer: decimal (leading zeros allowed: "007"), hex
+# as ROCm writes streams ("0x1f"), or a float with no fraction ("12.0").
+_NUMERIC_TEXT = re.compile(r"\s*([+-]?)(?:0[xX]([0-9a-fA-F]+)|([0-9]+)(?:\.0*)?)\s*")
 # The last start of a repeated ``ac2g`` flow id is kept; the ones it replaced
 # are counted as not used under this key, so every event is accounted for.
 REPEATED_FLOW_START = "ac2g:ph=s:repeated id"
@@ -99,18 +104,23 @@ def _arg(key: str) -> Any:
     return msgspec.field(default=None, name=key)
 
 
+# A numeric arg: an int as torch writes it, or a string as ROCm's tracer
+# does; the string is read by ``_or`` when the value is used.
+IntArg = Int64 | str | None
+
+
 class _Args(msgspec.Struct, gc=False):
     """The ``args`` keys the pipeline reads; msgspec skips all others.
     A CPU op's per-argument inputs are in ``_ArgsWithInputs``."""
 
-    external_id: Int64 | None = _arg("External id")
-    record_function_id: Int64 | None = _arg("Record function id")
-    correlation: Int64 | None = None
-    stream: Int64 | None = None
-    device: Int64 | None = None
-    bytes: Int64 | None = None
-    seq_num: Int64 | None = _arg("Sequence number")
-    fwd_thread_id: Int64 | None = _arg("Fwd thread id")
+    external_id: IntArg = _arg("External id")
+    record_function_id: IntArg = _arg("Record function id")
+    correlation: IntArg = None
+    stream: IntArg = None
+    device: IntArg = None
+    bytes: IntArg = None
+    seq_num: IntArg = _arg("Sequence number")
+    fwd_thread_id: IntArg = _arg("Fwd thread id")
     # Collective keys: value types vary across torch versions, so Any.
     collective_name: Any = _arg("Collective name")
     dtype: Any = None
@@ -183,8 +193,18 @@ def event_types(inputs: bool) -> tuple[type[_Event], type[_Doc]]:
 # --------------------------------------------------------------------------
 
 
+def numeric_text(text: str) -> int | None:
+    """The integer ``text`` spells ("128", "0x1f", "007", "12.0"), or None."""
+    found = _NUMERIC_TEXT.fullmatch(text)
+    if found is None:
+        return None
+    sign, hex_digits, digits = found.groups()
+    value = int(hex_digits, 16) if hex_digits is not None else int(digits)
+    return -value if sign == "-" else value
+
+
 def _to_int(value: Any, default: int = -1) -> int:
-    """Int from an int, float or numeric-looking string ("7", "stream 7")."""
+    """Int from an int, float or numeric-looking string ("7", "0x7", "stream 7")."""
     if value is None or isinstance(value, bool):
         return default
     if isinstance(value, int):
@@ -192,6 +212,9 @@ def _to_int(value: Any, default: int = -1) -> int:
     if isinstance(value, float):
         return int(value)
     if isinstance(value, str):
+        whole = numeric_text(value)
+        if whole is not None:
+            return whole
         found = _INT_RE.findall(value)
         return int(found[-1]) if found else default
     return default
@@ -252,8 +275,46 @@ def _collective(a: _Args, lists: _ListParser) -> CollectiveInfo | None:
     )
 
 
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
+class _NotAnInt64(Exception):
+    """A string arg that is no int64; ``_classify`` names the event and key."""
+
+
+def _or(value: int | str | None, default: int) -> int:
+    """``value``, or ``default`` when absent. A string (ROCm) is read as the
+    number it spells; one that spells none, or none in int64, raises
+    ``_NotAnInt64`` (ints were range-checked by the decoder)."""
+    if value is None:
+        return default
+    return value if type(value) is int else _text_int(value)  # type: ignore[arg-type]
+
+
+def _int_arg(value: int | str) -> int:
+    """``_or`` of a present value."""
+    return value if type(value) is int else _text_int(value)  # type: ignore[arg-type]
+
+
+def _text_int(text: str) -> int:
+    number = numeric_text(text)
+    if number is None or not INT64_MIN <= number <= INT64_MAX:
+        raise _NotAnInt64
+    return number
+
+
+def _bad_int_arg(where: str, index: int, e: _Event) -> InputError:
+    """The error naming the first numeric arg of event ``index`` that is a
+    string spelling no int64 (looked for again here: the hot path keeps no key)."""
+    a = e.args or _NO_ARGS
+    for field in msgspec.structs.fields(_Args):
+        value = getattr(a, field.name)
+        if field.type == IntArg and type(value) is str:
+            try:
+                _text_int(value)
+            except _NotAnInt64:
+                return InputError(where, f"unexpected content: expected an integer in int64 "
+                                  f"(or its decimal or 0x-hex text), got {value!r} - at "
+                                  f"`$.traceEvents[{index}].args.{field.encode_name}`")
+    return InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a numeric arg "
+                      "is not an integer in int64")
 
 
 # --------------------------------------------------------------------------
@@ -345,16 +406,19 @@ def _classify(where: str, events: list[_Event], ignored: Counter[str]) -> Kineto
             ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
         a = e.args or _NO_ARGS
-        if kind is cpu_kind:
-            cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
-        elif kind is python_kind:
-            python.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
-        elif kind is runtime_kind:
-            runtime.append(_runtime_event(e, ts, dur, a))
-        elif kind is gpu_kind:
-            gpu.append(_gpu_activity(e, ts, dur, a, cat, lists))
-        else:
-            sync.append(_sync_event(e, ts, dur, a))
+        try:
+            if kind is cpu_kind:
+                cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
+            elif kind is python_kind:
+                python.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
+            elif kind is runtime_kind:
+                runtime.append(_runtime_event(e, ts, dur, a))
+            elif kind is gpu_kind:
+                gpu.append(_gpu_activity(e, ts, dur, a, cat, lists))
+            else:
+                sync.append(_sync_event(e, ts, dur, a))
+        except _NotAnInt64:
+            raise _bad_int_arg(where, index, e) from None
     if lists.truncated:
         log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
     return time_ordered(where, cpu, runtime, gpu, sync, python, flows)
@@ -391,8 +455,7 @@ def _cpu_event(e: _Event, ts: float, dur: float, a: _Args, cat: str,
     name, pid, tid = share(name, name), share(pid, pid), share(tid, tid)
     collective = None if a.collective_name is None else _collective(a, lists)
     if type(a) is not _ArgsWithInputs:  # what linking reads (see load_kineto_trace)
-        rf_id = a.record_function_id
-        return CpuEvent(name, cat, ts, dur, pid, tid, -1, -1 if rf_id is None else rf_id, -1, -1,
+        return CpuEvent(name, cat, ts, dur, pid, tid, -1, _or(a.record_function_id, -1), -1, -1,
                         collective)
     return CpuEvent(name, cat, ts, dur, pid, tid, _or(a.external_id, -1),
                     _or(a.record_function_id, -1), _or(a.seq_num, -1),
@@ -421,8 +484,8 @@ def _gpu_activity(e: _Event, ts: float, dur: float, a: _Args, cat: str,
         cat,
         ts,
         dur,
-        _int_id(e.pid) if a.device is None else a.device,
-        _int_id(e.tid) if a.stream is None else a.stream,
+        _int_id(e.pid) if (device := a.device) is None else _int_arg(device),
+        _int_id(e.tid) if (stream := a.stream) is None else _int_arg(stream),
         _or(a.correlation, -1),
         _or(a.external_id, -1),
         _or(a.bytes, 0),
