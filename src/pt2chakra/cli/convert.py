@@ -60,9 +60,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(report.summary())
     if args.simulate and args.profile is None:
-        from pt2chakra.simulation.api import simulate
-
-        print(simulate([args.output]).summary())
+        _print_simulation([args.output])
     if args.html:
         from pt2chakra.report.api import write_report
 
@@ -70,6 +68,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(summary.summary())
     return 0
+
+
+def _print_simulation(paths: list[str]) -> None:
+    """``--simulate``: the short summary, and why a step is 0 us when it is."""
+    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation.report import timing_notes
+
+    result = simulate(paths)
+    print("\n".join([result.summary(), *timing_notes(result)]))
 
 
 def _check_traces(args: argparse.Namespace, where: str) -> None:
@@ -119,9 +126,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     if result.failed:
         return EXIT_RANK_FAILED
     if args.simulate:
-        from pt2chakra.simulation.api import simulate
-
-        print(simulate(result.outputs).summary())
+        _print_simulation(result.outputs)
     return 0
 
 
