@@ -2,7 +2,9 @@
 
     from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, parse_ranks
     t = RankTemplates("d/rank{rank}.host_et.json.gz", "d/rank{rank}.kineto.json.gz", "o/{rank}.et")
-    result = convert_ranks(t.jobs(parse_ranks("0-7")), jobs=2)
+    result = convert_ranks(t.jobs(parse_ranks("0-7")), workers=2)
+    # Kineto alone (no host ET), as ``convert --device-trace`` per rank:
+    t = RankTemplates(None, "d/rank{rank}.kineto.json.gz", "o/k.{rank}.et")
 
 Each rank is one independent ``convert`` call (so its ``.et`` is byte-identical
 to converting that rank alone), run in a local process pool or, with
