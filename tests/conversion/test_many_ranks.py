@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import assert_one_line_failure, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -122,3 +122,49 @@ def test_api_in_process_reports_in_rank_order(traces: Path, converted: dict[str,
     assert (tmp_path / "5.et").read_bytes() == converted["dlrm_rank5"].read_bytes()
     assert json.loads((tmp_path / "1.report.json").read_text())["nodes"] == result.outcomes[0].nodes
     assert not (tmp_path / "9.report.json").exists()
+
+
+def _kineto_only_args(traces: Path, out: Path) -> list[str]:
+    d = traces / "dlrm_8gpu"
+    return ["convert", "--ranks", "0-7", "--device-trace", f"{d}/rank{{rank}}.kineto.json.gz",
+            "-o", f"{out}/k.{{rank}}.et", "--report", f"{out}/k.{{rank}}.json"]
+
+
+def test_kineto_only_ranks_are_byte_identical(traces: Path, tmp_path: Path) -> None:
+    """The natural multi-GPU command (no host ET): every rank's ``.et`` and
+    report are what ``convert --device-trace`` writes for that rank alone."""
+    from pt2chakra import convert
+
+    out, alone = tmp_path / "ranks", tmp_path / "alone"
+    out.mkdir()
+    alone.mkdir()
+    proc = run_cli(*_kineto_only_args(traces, out), "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "8 of 8 ranks converted (2 processes)" in proc.stdout
+    for r in DLRM_RANKS:
+        report = convert(None, traces / "dlrm_8gpu" / f"rank{r}.kineto.json.gz",
+                         alone / f"k.{r}.et")
+        assert (out / f"k.{r}.et").read_bytes() == (alone / f"k.{r}.et").read_bytes(), r
+        written = json.loads((out / f"k.{r}.json").read_text())
+        assert written["host_trace"] is None and written["nodes"] == report.nodes > 0, r
+
+
+def test_kineto_only_ranks_in_process(traces: Path, tmp_path: Path) -> None:
+    d = traces / "dlrm_8gpu"
+    templates = RankTemplates(None, f"{d}/rank{{rank}}.kineto.json.gz", f"{tmp_path}/{{rank}}.et")
+    result = convert_ranks(templates.jobs([2, 3]), workers=1)
+    assert result.failed == [] and result.outputs == [f"{tmp_path}/2.et", f"{tmp_path}/3.et"]
+
+
+def test_ranks_without_any_trace_is_one_line(tmp_path: Path) -> None:
+    proc = run_cli("convert", "--ranks", "0-1", "-o", tmp_path / "k.{rank}.et")
+    assert_one_line_failure(proc, "--ranks", "--host-trace", "--device-trace")
+    assert proc.returncode == 2 and list(tmp_path.iterdir()) == []
+    with pytest.raises(InputError, match="--ranks"):
+        RankTemplates(None, None, "o{rank}.et").jobs([0])
+
+
+def test_ranks_repair_needs_a_host_trace(tmp_path: Path) -> None:
+    proc = run_cli("convert", "--ranks", "0-1", "--device-trace", "k{rank}.json", "--repair",
+                   "-o", tmp_path / "k.{rank}.et")
+    assert_one_line_failure(proc, "--repair", "--host-trace")

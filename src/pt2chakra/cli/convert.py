@@ -19,6 +19,8 @@ EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace cut_host_et.json --repair -o recovered.et
   pt2chakra convert --ranks 0-7 --host-trace 'd/rank{rank}.host_et.json.gz' \
       --device-trace 'd/rank{rank}.kineto.json.gz' -o 'out/job.{rank}.et' --jobs 2
+  pt2chakra convert --ranks 0-7 --device-trace 'd/rank{rank}.kineto.json.gz' \
+      -o 'out/k.{rank}.et' --jobs 2   (Kineto alone, one trace per rank)
 
 with --ranks, {rank} in the paths is each rank's number; every rank is converted
 as if alone (same bytes); a failing rank gets one line on stderr and the others'
@@ -46,10 +48,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                          "only with --ranks (several ranks in one command)")
     from pt2chakra.conversion.api import convert_run
 
-    if args.host_trace is None and args.device_trace is None:
-        raise InputError("convert", "give --host-trace, --device-trace, or both")
-    if args.repair and args.host_trace is None:
-        raise InputError("--repair", "repairs a host trace: give --host-trace")
+    _check_traces(args, "convert")
     if args.html:
         _check_html(args)
     run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
@@ -61,9 +60,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(report.summary())
     if args.simulate and args.profile is None:
-        from pt2chakra.simulation.api import simulate
-
-        print(simulate([args.output]).summary())
+        _print_simulation([args.output])
     if args.html:
         from pt2chakra.report.api import write_report
 
@@ -71,6 +68,24 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(summary.summary())
     return 0
+
+
+def _print_simulation(paths: list[str]) -> None:
+    """``--simulate``: the short summary, and why a step is 0 us when it is."""
+    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation.report import timing_notes
+
+    result = simulate(paths)
+    print("\n".join([result.summary(), *timing_notes(result)]))
+
+
+def _check_traces(args: argparse.Namespace, where: str) -> None:
+    """The trace choices of one ``convert`` and of ``--ranks`` alike: either
+    trace alone or both, and ``--repair`` only with a host trace."""
+    if args.host_trace is None and args.device_trace is None:
+        raise InputError(where, "give --host-trace, --device-trace, or both")
+    if args.repair and args.host_trace is None:
+        raise InputError("--repair", "repairs a host trace: give --host-trace")
 
 
 def _check_html(args: argparse.Namespace) -> None:
@@ -97,6 +112,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
             raise InputError(option, "does not combine with --ranks")
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", f"must be >= 1, got {args.jobs}")
+    _check_traces(args, "--ranks")
     templates = RankTemplates(args.host_trace, args.device_trace, args.output, args.report)
     result = convert_ranks(templates.jobs(parse_ranks(args.ranks)), workers=args.jobs,
                            use_ray=args.ray is not None, ray_address=args.ray or None,
@@ -110,9 +126,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     if result.failed:
         return EXIT_RANK_FAILED
     if args.simulate:
-        from pt2chakra.simulation.api import simulate
-
-        print(simulate(result.outputs).summary())
+        _print_simulation(result.outputs)
     return 0
 
 

@@ -120,7 +120,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     options.keep_until_exit(run)  # its million objects: not freed one by one before exit
     result = run.result
     if args.json:
-        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode()
+        from pt2chakra.simulation.report import result_json
+
+        sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2).decode()
                          + "\n")
     elif not args.quiet:
         from pt2chakra.simulation.report import format_report

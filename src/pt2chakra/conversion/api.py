@@ -10,6 +10,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import msgspec
@@ -28,6 +29,28 @@ from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
 log = logging.getLogger(__name__)
+
+# Kineto categories of accelerators that are not GPUs, by prefix (a vendor
+# writes several: MTIA mtia_runtime, mtia_ccp_events, mtia_insight,
+# mtia_counters, ...; Habana Gaudi hpu_op). pt2chakra converts CUDA/ROCm-style
+# device activity only, so such a trace's device side is not in the .et: the
+# summary says so instead of listing the categories as "not used". Not xpu:
+# Intel XPU writes "kernel"/"gpu_memcpy" and xpu_runtime, which are converted
+# like CUDA (pytorch/kineto_trace.py CATEGORY_KINDS).
+UNCONVERTED_ACCELERATOR_PREFIXES = ("mtia_", "hpu_")
+
+
+def unconverted_accelerator_events(ignored: Mapping[str, int]) -> dict[str, int]:
+    """Of the Kineto events left out by category (``load_kineto_trace``'s
+    ``ignored``: "cat" or "cat:ph=..."), those of an accelerator pt2chakra
+    does not convert, by prefix ("mtia_*" -> count)."""
+    out: dict[str, int] = {}
+    for key, n in ignored.items():
+        cat = key.split(":", 1)[0].lower()
+        for prefix in UNCONVERTED_ACCELERATOR_PREFIXES:
+            if cat.startswith(prefix):
+                out[f"{prefix}*"] = out.get(f"{prefix}*", 0) + n
+    return dict(sorted(out.items()))
 
 
 class ConversionReport(msgspec.Struct, omit_defaults=True):
@@ -55,6 +78,9 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
     kineto_events: dict[str, int] = {}
     # --repair: what was recovered from a truncated host ET.
     repair: dict[str, int] = {}
+    # Kineto events of accelerators not converted, by category prefix
+    # (unconverted_accelerator_events): the device side missing from the .et.
+    unconverted_accelerator: dict[str, int] = {}
 
     def accounted(self) -> bool:
         """Every input op is kept or dropped with a reason."""
@@ -62,6 +88,13 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
         gpu_ok = self.gpu_activities_in == (self.gpu_activities_kept
                                             + sum(self.gpu_activities_dropped.values()))
         return host_ok and gpu_ok
+
+    def accelerator_note(self) -> str:
+        """One line: the trace's device side is an accelerator's that is not converted."""
+        n = sum(self.unconverted_accelerator.values())
+        return (f"  note: {n} event{'s' if n != 1 else ''} of an accelerator pt2chakra does "
+                "not convert (" + ", ".join(self.unconverted_accelerator)
+                + "): the device side is not in the .et")
 
     def summary(self) -> str:
         lines = [
@@ -76,6 +109,8 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
                          + ", ".join(f"{k} {v}" for k, v in self.kineto_events.items()))
         if self.repair:
             lines.append("  repair: " + ", ".join(f"{k} {v}" for k, v in self.repair.items()))
+        if self.unconverted_accelerator:
+            lines.append(self.accelerator_note())
         if self.device_trace is not None:
             lines.append(
                 f"  GPU activities: {self.gpu_activities_in} in, {self.gpu_activities_kept} kept"
@@ -93,9 +128,10 @@ class CycleError(InputError):
 
 def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
                 stages: Stages | None = None, repair: bool = False, *, rank: int | None = None,
-                force: bool = False) -> LinkedTrace:
+                force: bool = False, ignored: Counter[str] | None = None) -> LinkedTrace:
     """Load both traces and link them (host only when ``device_trace`` is None).
-    A pair that looks like two ranks or runs is refused unless ``force``."""
+    A pair that looks like two ranks or runs is refused unless ``force``.
+    ``ignored``: counts the Kineto events left out, by category."""
     if device_trace is not None and os.fspath(host_trace) == os.fspath(device_trace) == "-":
         raise InputError("--device-trace", "standard input (-) can feed only one of the traces")
     stages = stages or Stages(0, enabled=False)
@@ -105,7 +141,7 @@ def link_traces(host_trace: str | os.PathLike[str], device_trace: str | os.PathL
         kineto = None
         if device_trace is not None:
             # The host ET's inputs are the ones written: Kineto's are not read.
-            kineto = load_kineto_trace(str(device_trace), inputs=False)
+            kineto = load_kineto_trace(str(device_trace), ignored, inputs=False)
             stages.step("device trace loaded")
             check_same_recording(host, kineto, rank=rank, force=force)
         linked = link(host, kineto)
@@ -165,13 +201,14 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
     extra: dict[str, Any] = {}
+    ignored: Counter[str] = Counter()  # Kineto events left out, by category
     with gc_paused(), StagedOutputs() as staged:
         if host_trace is None:
             assert device_trace is not None
-            linked, extra = _kineto_only(device_trace, stages)
+            linked, extra = _kineto_only(device_trace, stages, ignored)
         else:
             linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
-                                 force=force)
+                                 force=force, ignored=ignored)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
@@ -191,6 +228,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                          str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")
         report.kineto_events = extra.get("kineto_events", {})
+        report.unconverted_accelerator = unconverted_accelerator_events(ignored)
         if linked.host.repair is not None:
             report.repair = msgspec.structs.asdict(linked.host.repair)
         if not report.accounted():
@@ -202,12 +240,12 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     return ConversionRun(report, linked, graph)
 
 
-def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages,
+def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages, ignored: Counter[str],
                  ) -> tuple[LinkedTrace, dict[str, Any]]:
-    """Link a Kineto trace alone; the extras the report needs beside it."""
+    """Link a Kineto trace alone (counting the events left out in ``ignored``);
+    the extras the report needs beside it."""
     from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
 
-    ignored: Counter[str] = Counter()
     kineto = load_kineto_trace(str(device_trace), ignored)
     stages.step("device trace loaded")
     found = link_kineto_only(kineto)

@@ -2,7 +2,9 @@
 
     from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, parse_ranks
     t = RankTemplates("d/rank{rank}.host_et.json.gz", "d/rank{rank}.kineto.json.gz", "o/{rank}.et")
-    result = convert_ranks(t.jobs(parse_ranks("0-7")), jobs=2)
+    result = convert_ranks(t.jobs(parse_ranks("0-7")), workers=2)
+    # Kineto alone (no host ET), as ``convert --device-trace`` per rank:
+    t = RankTemplates(None, "d/rank{rank}.kineto.json.gz", "o/k.{rank}.et")
 
 Each rank is one independent ``convert`` call (so its ``.et`` is byte-identical
 to converting that rank alone), run in a local process pool or, with
@@ -41,7 +43,7 @@ class RankJob:
     """One rank's conversion: its inputs and outputs, templates filled in."""
 
     rank: int
-    host_trace: str
+    host_trace: str | None  # None: the Kineto trace alone, as ``convert --device-trace``
     device_trace: str | None
     output: str
     report: str | None = None
@@ -120,11 +122,17 @@ def fill(template: str, rank: int) -> str:
     return template.replace(RANK_FIELD, str(rank))
 
 
+def fill_optional(template: str | None, rank: int) -> str | None:
+    """``fill`` for a path that may not be given (then there is nothing to fill)."""
+    return None if template is None else fill(template, rank)
+
+
 @dataclass(frozen=True, slots=True)
 class RankTemplates:
-    """Paths with ``{rank}`` in them, one set per job."""
+    """Paths with ``{rank}`` in them, one set per job (either trace may be
+    None, not both: the same choices as a single ``convert``)."""
 
-    host_trace: str
+    host_trace: str | None
     device_trace: str | None
     output: str
     report: str | None = None
@@ -132,16 +140,18 @@ class RankTemplates:
     def jobs(self, ranks: Sequence[int]) -> list[RankJob]:
         """One job per rank; with several ranks every output template must
         name the rank, or the ranks would overwrite each other."""
+        if self.host_trace is None and self.device_trace is None:
+            raise InputError(RANKS_OPTION, "give --host-trace, --device-trace, or both "
+                             f"(templates with {RANK_FIELD})")
         if len(ranks) > 1:
             for option, template in (("--output", self.output), ("--report", self.report)):
                 if template is not None and RANK_FIELD not in template:
                     raise InputError(option, f"{template!r} has no {RANK_FIELD}: "
                                      "every rank would write the same file")
-        return [RankJob(rank=r, host_trace=fill(self.host_trace, r),
-                        device_trace=None if self.device_trace is None
-                        else fill(self.device_trace, r),
+        return [RankJob(rank=r, host_trace=fill_optional(self.host_trace, r),
+                        device_trace=fill_optional(self.device_trace, r),
                         output=fill(self.output, r),
-                        report=None if self.report is None else fill(self.report, r))
+                        report=fill_optional(self.report, r))
                 for r in ranks]
 
 

@@ -15,6 +15,7 @@ from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.errors import InputError
 from pt2chakra.files import read_input
+from pt2chakra.simulation.report import timing_notes
 
 from .gather import ReportData, ReportOptions, build_report
 from .render import render
@@ -37,14 +38,16 @@ class ReportSummary(msgspec.Struct):
     merged_below_us: float  # coarsest lane resolution (0: every node drawn)
     predicted_step_us: float
     measured_step_us: float
+    notes: list[str] = []  # simulation.report.timing_notes: why a step is 0 us
 
     def summary(self) -> str:
         merged = (f", bars closer than {self.merged_below_us:g} us merged"
                   if self.merged_below_us else "")
-        return (f"{self.output}: {self.bytes / 1e6:.2f} MB, {self.ranks} rank"
-                f"{'s' if self.ranks != 1 else ''}, {self.nodes} nodes, {self.bars} timeline "
-                f"bars{merged}; predicted step {self.predicted_step_us:.0f} us, measured "
-                f"{self.measured_step_us:.0f} us")
+        return "\n".join([
+            f"{self.output}: {self.bytes / 1e6:.2f} MB, {self.ranks} rank"
+            f"{'s' if self.ranks != 1 else ''}, {self.nodes} nodes, {self.bars} timeline "
+            f"bars{merged}; predicted step {self.predicted_step_us:.0f} us, measured "
+            f"{self.measured_step_us:.0f} us", *self.notes])
 
 
 def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None],
@@ -97,4 +100,5 @@ def write_report(paths: Sequence[str | os.PathLike[str]], output: str | os.PathL
                          nodes=data.nodes, bars=data.timeline.bars,
                          merged_below_us=data.timeline.merged_below_us,
                          predicted_step_us=data.result.predicted_step_us,
-                         measured_step_us=data.result.measured_step_us)
+                         measured_step_us=data.result.measured_step_us,
+                         notes=timing_notes(data.result))

@@ -17,6 +17,7 @@ import msgspec
 
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.chakra.conventions import ALIGNMENTS
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.astra_collective import AstraNetwork
@@ -39,7 +40,7 @@ from pt2chakra.simulation.engine import (
 )
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.tools.validate import refuse_unsound, replay_problems
+from pt2chakra.tools.validate import cross_rank_problems, refuse_unsound, replay_problems
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):
@@ -124,14 +125,39 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     check_options(options, names)
     refuse_repeated_inputs(names)
     graphs = load(names)
-    for index, (path, (metadata, nodes)) in enumerate(zip(names, graphs)):
-        refuse_unsound(replay_problems(path, index, metadata, nodes), options.force,
-                       replay_only=True)
+    refuse_unsound_set(names, graphs, options.force)
     names, graphs = order_by_rank(names, graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
     result, schedule = sim.run(options.base_config())
     _refuse_unfinished(result, options.force)
-    return sim, result, schedule
+    return sim, _recorded_ranks_on_path(result, schedule), schedule
+
+
+def _recorded_ranks_on_path(result: SimulationResult, schedule: Schedule) -> SimulationResult:
+    """The critical path's longest nodes named by the rank their file records
+    (``schedule.rank_label``, as the per-rank results are), not by the file's
+    position among the inputs: a lone rank 3 is "rank 3", not "rank 0".
+    (The engine writes the position; every output reads it from here.)"""
+    cp = result.critical_path
+    if cp is None or not cp.top_nodes:
+        return result
+    top = [{**t, "rank": schedule.rank_label[t["rank"]]} for t in cp.top_nodes]
+    return msgspec.structs.replace(result,
+                                   critical_path=msgspec.structs.replace(cp, top_nodes=top))
+
+
+def refuse_unsound_set(paths: Sequence[str],
+                       graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                       force: bool) -> None:
+    """Before a replay: each file's errors that stop a replay, then what
+    ``validate`` calls an error across the ranks (a collective that is
+    another type, size or count on another rank: ranks of different jobs, or
+    a broken recording). The replay would match such collectives anyway and
+    print a normal step, so the set is refused unless ``force``."""
+    for index, (path, (metadata, nodes)) in enumerate(zip(paths, graphs)):
+        refuse_unsound(replay_problems(path, index, metadata, nodes), force, replay_only=True)
+    refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
+                                        in zip(paths, graphs)]), force)
 
 
 class SimulationRun(NamedTuple):
@@ -234,8 +260,6 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     except ValueError as exc:
         raise InputError("--consumer astra-sim", str(exc)) from exc
     ordered, graphs = load_for_consumer(names)
-    for index, (path, (metadata, nodes)) in enumerate(zip(ordered, graphs)):
-        refuse_unsound(replay_problems(path, index, metadata, nodes), options.force,
-                       replay_only=True)
+    refuse_unsound_set(ordered, graphs, options.force)
     return consume_loaded(ordered, graphs, network, compute_scale=options.compute_scale,
                           cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)

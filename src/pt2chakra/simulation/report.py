@@ -1,11 +1,40 @@
 """Human-readable report of a simulation (the ``--json`` form is
-``SimulationResult.to_json()``)."""
+``result_json``: ``SimulationResult.to_json()`` and the notes)."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from pt2chakra.simulation.engine import SimulationResult
+from pt2chakra.simulation.engine import RankResult, SimulationResult
+
+# Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
+NO_TIMING_WHY = ("no node has a duration or a recorded time (a host execution trace "
+                 "converted without --device-trace carries no timing), so there is nothing "
+                 "to predict or measure; convert with --device-trace for timing")
+
+
+def untimed_ranks(result: SimulationResult) -> list[RankResult]:
+    """Ranks with nodes whose replay and recording both last 0 us: nothing in
+    the file is timed (a step of real work is never 0 us)."""
+    return [r for r in result.ranks
+            if r.nodes and r.predicted_step_us == 0 and r.measured_step_us == 0]
+
+
+def timing_notes(result: SimulationResult) -> list[str]:
+    """One line saying which files carry no timing and why, or none."""
+    untimed = untimed_ranks(result)
+    if not untimed:
+        return []
+    files = ", ".join(f"{os.path.basename(r.source)} (rank {r.rank})" for r in untimed)
+    return [f"note: {files}: {NO_TIMING_WHY}"]
+
+
+def result_json(result: SimulationResult) -> dict[str, Any]:
+    """``--json``: the result, and the notes the text report prints."""
+    doc = result.to_json()
+    doc["notes"] = timing_notes(result)
+    return doc
 
 
 def _pct(value: float | None) -> str:
@@ -33,6 +62,7 @@ def format_report(result: SimulationResult, lanes: bool = True) -> str:
                    + (f"  ({r.unfinished} nodes never ran)" if r.unfinished else ""))
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
                f"{_pct(result.error_pct):>9}")
+    out += timing_notes(result)
     if lanes:
         out.append("")
         out.append("lanes (simulated): busy / idle over the rank's predicted step")

@@ -58,6 +58,7 @@ EXPECTED_MEMBERS = {
     "num_ops": "int64_val",
     "pg_name": "string_val",
 }
+_node_type = attrgetter("type")  # read by a C-level map: a million nodes
 MAX_PER_CHECK = 20  # problems of one kind listed per file before a summary line
 _ASTRA_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(\.gz)?$")
 
@@ -342,6 +343,36 @@ def _process_groups(md: dict[str, Any], c: _Collector) -> list[dict[str, Any]]:
     return []
 
 
+def _comm_facts(path: str, index: int, metadata: GlobalMetadata,
+                nodes: Sequence[ChakraNode]) -> _FileFacts:
+    """What the cross-rank checks read of one file in memory: its rank and
+    its communication nodes, read as ``validate`` reads them (its per-file
+    problems are left to the per-file checks)."""
+    c = _Collector(path)
+    comm_types = frozenset(COMM_NODE_TYPES)
+    comms = [_comm(node, _check_attrs(node, c), c)
+             for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes)))]
+    return _FileFacts(path, rank_of(metadata, path, index), comms,
+                      _process_groups(attr_dict(metadata.attrs), c))
+
+
+def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[ChakraNode]]],
+                        ) -> list[Problem]:
+    """``validate``'s checks across ranks, on files already in memory (path,
+    metadata, nodes; several = one per rank of one run): collectives of each
+    process group the same in number and type (and size), every transfer
+    received. A command that replays the set (``simulate``, ``report``)
+    refuses what these call an error, as ``validate`` does. The order check
+    (ranks waiting on each other) is left to the caller's replay, which finds
+    deadlocks itself with the same rule (``rendezvous.find_deadlock``)."""
+    if len(loaded) < 2:
+        return []
+    facts = [_comm_facts(path, index, metadata, nodes)
+             for index, (path, metadata, nodes) in enumerate(loaded)]
+    keys = _keys_of(facts)
+    return _check_collectives(facts, keys) + _check_transfers(facts, keys)
+
+
 def _keys_of(facts: Sequence[_FileFacts]) -> list[dict[int, RendezvousKey]]:
     """Per file: node id -> rendezvous key (the shared matching rule)."""
     return [rendezvous_keys([comm.op for comm in f.comms], f.rank) for f in facts]
@@ -387,7 +418,8 @@ def _check_group(pg: str, members: list[_FileFacts],
     if not pg:
         for f in missing:
             problems.append(Problem(f.path, "error", "alignment",
-                                    f"rank {f.rank} has none of the {label} other ranks run",
+                                    f"rank {f.rank} has none of the {len(cols_of[0])} {label} "
+                                    f"that {_rank_at(members[0])} runs",
                                     "a collective waits for every rank of its group"))
     keyed: list[dict[RendezvousKey, _Comm]] = []
     for f, cols in zip(members, cols_of):
@@ -409,6 +441,12 @@ def _check_group(pg: str, members: list[_FileFacts],
     return problems
 
 
+def _rank_at(f: _FileFacts, node: int | None = None) -> str:
+    """Another rank, named with its file (the problem's own file is the line's
+    first word, the other one would otherwise be a bare rank number)."""
+    return f"rank {f.rank} ({f.path}" + ("" if node is None else f", node {node}") + ")"
+
+
 def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count: int,
                           mine: dict[RendezvousKey, _Comm], ref_keyed: dict[RendezvousKey, _Comm],
                           label: str) -> list[Problem]:
@@ -416,7 +454,7 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
     if count != ref_count:
         problems.append(Problem(
             f.path, "error", "alignment",
-            f"rank {f.rank} runs {count} collectives of {label}, rank {ref.rank} "
+            f"rank {f.rank} runs {count} collectives of {label}, {_rank_at(ref)} "
             f"runs {ref_count}", "ranks would hang waiting for each other"))
     else:
         lone = [k for k in ref_keyed if k not in mine]
@@ -424,15 +462,15 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
         if lone:
             problems.append(Problem(
                 f.path, "error", "alignment",
-                f"{lone[0].describe()} (node {ref_keyed[lone[0]].op.node} on rank "
-                f"{ref.rank}) has no match here"
+                f"{lone[0].describe()} (on {_rank_at(ref, ref_keyed[lone[0]].op.node)}) "
+                "has no match here"
                 + (f"; this rank runs {extra[0].describe()} instead" if extra else ""),
                 "ranks would hang waiting for each other",
                 mine[extra[0]].op.node if extra else None))
         elif extra:
             problems.append(Problem(
                 f.path, "error", "alignment",
-                f"{extra[0].describe()} has no match on rank {ref.rank}",
+                f"{extra[0].describe()} has no match on {_rank_at(ref)}",
                 "ranks would hang waiting for each other", mine[extra[0]].op.node))
     for key, a in ref_keyed.items():
         b = mine.get(key)
@@ -442,7 +480,7 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
             problems.append(Problem(
                 f.path, "error", "alignment",
                 f"{key.describe()} is {_ctype(b.ctype)} here but "
-                f"{_ctype(a.ctype)} on rank {ref.rank} (node {a.op.node})",
+                f"{_ctype(a.ctype)} on {_rank_at(ref, a.op.node)}",
                 "same order of collectives on every rank", b.op.node))
             break
         if a.size != b.size:
@@ -450,7 +488,7 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
             problems.append(Problem(
                 f.path, severity, "alignment",
                 f"{key.describe()} ({_ctype(b.ctype)}) is {b.size} B here "
-                f"but {a.size} B on rank {ref.rank} (node {a.op.node})",
+                f"but {a.size} B on {_rank_at(ref, a.op.node)}",
                 "all-to-all splits may differ" if severity == "warning"
                 else "every rank must move the same amount", b.op.node))
     return problems
