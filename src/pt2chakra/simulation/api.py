@@ -130,20 +130,7 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     sim = Simulator(graphs, names, infer_waits=options.infer_waits)
     result, schedule = sim.run(options.base_config())
     _refuse_unfinished(result, options.force)
-    return sim, _recorded_ranks_on_path(result, schedule), schedule
-
-
-def _recorded_ranks_on_path(result: SimulationResult, schedule: Schedule) -> SimulationResult:
-    """The critical path's longest nodes named by the rank their file records
-    (``schedule.rank_label``, as the per-rank results are), not by the file's
-    position among the inputs: a lone rank 3 is "rank 3", not "rank 0".
-    (The engine writes the position; every output reads it from here.)"""
-    cp = result.critical_path
-    if cp is None or not cp.top_nodes:
-        return result
-    top = [{**t, "rank": schedule.rank_label[t["rank"]]} for t in cp.top_nodes]
-    return msgspec.structs.replace(result,
-                                   critical_path=msgspec.structs.replace(cp, top_nodes=top))
+    return sim, result, schedule
 
 
 def refuse_unsound_set(paths: Sequence[str],

@@ -823,7 +823,7 @@ def _path_summary(p: _Prepared, run: _Run, tally: _PathTally, nodes: set[int]) -
         length_us=tally.total, nodes=len(on_path), rank_crossings=tally.crossings,
         by_node_type=dict(sorted(tally.by_type().items(), key=lambda kv: -kv[1])),
         by_edge_kind=dict(sorted(tally.by_kind().items(), key=lambda kv: -kv[1])),
-        top_nodes=[{"rank": p.rank[i], "id": p.nodes[i].id, "name": p.nodes[i].name,
+        top_nodes=[{"rank": p.rank_label[p.rank[i]], "id": p.nodes[i].id, "name": p.nodes[i].name,
                     "category": CATEGORY_NAMES[p.cat[i]],
                     "duration_us": run.end[i] - run.start[i]} for i in top])
 
