@@ -19,8 +19,9 @@ from pt2chakra.conversion.kineto_only import (
     _callers,
     _ordered,
     link_kineto_only,
-    step_window,
 )
+from pt2chakra.conversion.step import STAND_IN_CATEGORIES
+from pt2chakra.conversion.step import kineto_step as step_window
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import CpuEvent, KinetoTrace
 from pt2chakra.simulation.api import simulate
@@ -83,7 +84,8 @@ def test_a_gpu_node_for_every_kernel_memcpy_memset_of_the_step(kineto_only, name
     launches = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
     in_step = [a for a in kineto.gpu_activities
                if window.start <= launches.get(a.correlation, a.ts) <= window.end]
-    gpu = _gpu_nodes(_nodes(path))
+    gpu = [n for n in _gpu_nodes(_nodes(path))
+           if attr_dict(n.attrs).get("category") not in STAND_IN_CATEGORIES]
     assert len(gpu) == len(in_step) == report.gpu_activities_kept
     assert Counter(attr_dict(n.attrs)["correlation"] for n in gpu) == \
         Counter(a.correlation for a in in_step)
@@ -128,12 +130,21 @@ def test_events_outside_the_step_are_dropped_with_a_reason() -> None:
     def ev(name: str, ts: float, dur: float) -> CpuEvent:
         return CpuEvent(name, "cpu_op", ts, dur, 1, 1)
 
-    kineto = KinetoTrace("k.json", [ev("before", 0, 5), ev("ProfilerStep#1", 10, 10),
-                                    ev("ProfilerStep#2", 30, 10), ev("in", 31, 2)], [], [], [])
-    found = link_kineto_only(kineto)
+    kineto = KinetoTrace("k.json", [ev("before", 0, 5), ev("ProfilerStep#2", 30, 10),
+                                    ev("in", 31, 2)], [], [], [])
+    found = link_kineto_only(kineto)  # a lone step: its own span
     assert [op.name for op in found.linked.ops] == ["ProfilerStep#2", "in"]
     assert found.linked.ops[1].parent == found.linked.ops[0].id
-    assert found.dropped == {OUTSIDE_STEP: 2}
+    assert found.dropped == {OUTSIDE_STEP: 1}
+    assert found.window.definition == "span"
+    # a step followed by another is a steady-state period up to the next
+    # start: the last such one (the very last is often cut short)
+    kineto.cpu_events[:0] = [ev("ProfilerStep#1", 10, 10)]
+    kineto.cpu_events.append(ev("ProfilerStep#3", 50, 10))
+    found = link_kineto_only(kineto)
+    assert [op.name for op in found.linked.ops] == ["ProfilerStep#2", "in"]
+    assert (found.window.start, found.window.end, found.window.definition) == (30, 50, "period")
+    assert found.dropped == {OUTSIDE_STEP: 3}
 
 
 def test_callers_nest_by_time_per_thread() -> None:

@@ -93,6 +93,19 @@ def lane_of(node_type: int, attrs: Mapping[str, Any]) -> Lane:
     return Lane(DEVICE_LANE, ("device",), "device")
 
 
+# What the recorded step (``step_start_micros``..``step_end_micros``) means,
+# in the metadata's ``step_definition`` (conversion/step.py says why):
+# ``period``: one step's start to the next's, what the replay's CPU side
+# must reach; ``span`` (also when absent): first start to last end.
+STEP_DEFINITION_ATTR = "step_definition"
+STEP_PERIOD = "period"
+STEP_SPAN = "span"
+
+
+def is_period_step(metadata_attrs: Mapping[str, Any]) -> bool:
+    return metadata_attrs.get(STEP_DEFINITION_ATTR) == STEP_PERIOD
+
+
 class StepWindow(NamedTuple):
     """The measured step, in the trace's microseconds."""
 
@@ -171,6 +184,9 @@ def step_window_from(metadata_attrs: Mapping[str, Any], starts: Sequence[int],
     """``step_window_of`` from the nodes' columns: start times, durations (as
     floats) and inclusive times (the simulator holds them as lists)."""
     window: StepWindow | None = None
+    s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
+    if is_period_step(metadata_attrs) and is_finite_number(s0) and is_finite_number(s1):
+        return StepWindow(float(s0), float(s1))  # GPU work past it is the next step's
     if any(starts):
         # the last node end: start + max(duration, inclusive), taken as the
         # larger of the last start + duration and the last start + inclusive
@@ -184,7 +200,6 @@ def step_window_from(metadata_attrs: Mapping[str, Any], starts: Sequence[int],
             timed = list(map(operator.or_, map(bool, starts), map(bool, durations)))
             window = StepWindow(float(min(compress(starts, timed))),
                                 max(max(compress(ends, timed)), max(compress(ends_incl, timed))))
-    s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_finite_number(s0) and is_finite_number(s1):
         if window is None:
             return StepWindow(float(s0), float(s1))

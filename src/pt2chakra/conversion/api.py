@@ -81,6 +81,9 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
     # Kineto events of accelerators not converted, by category prefix
     # (unconverted_accelerator_events): the device side missing from the .et.
     unconverted_accelerator: dict[str, int] = {}
+    # Nodes that stand for GPU work without an activity in the step
+    # (conversion/step.py), by name: counted apart from the activities.
+    stand_in_nodes: dict[str, int] = {}
 
     def accounted(self) -> bool:
         """Every input op is kept or dropped with a reason."""
@@ -115,6 +118,9 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
             lines.append(
                 f"  GPU activities: {self.gpu_activities_in} in, {self.gpu_activities_kept} kept"
                 + "".join(f"; {v} dropped: {k}" for k, v in self.gpu_activities_dropped.items()))
+        if self.stand_in_nodes:
+            lines.append("  stand-in nodes: " + ", ".join(
+                f"{v} {k}" for k, v in self.stand_in_nodes.items()))
         lines.append("  edges: " + ", ".join(f"{k} {v}" for k, v in sorted(self.edges_by_kind.items())))
         for text in self.cycles_broken:
             lines.append(f"  broke cycle: {text}")
@@ -219,7 +225,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
             write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu,
                             inputs=[host_trace, device_trace], staged=staged)
         elif profile is None:
-            total = graph.host_ops_kept + graph.gpu_kept
+            total = graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values())
             _write_staged_et(str(output), graph, staged,
                              stages.counting(graph.encoded_nodes(), total, "writing nodes"))
         else:
@@ -250,7 +256,7 @@ def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages, ignored: 
     stages.step("device trace loaded")
     found = link_kineto_only(kineto)
     stages.step("linked")
-    return found.linked, {"step": found.window.label, "dropped": found.dropped,
+    return found.linked, {"step": found.window.describe(), "dropped": found.dropped,
                           "kineto_events": kineto_event_counts(kineto, ignored)}
 
 
@@ -316,7 +322,8 @@ def _report(graph: ChakraGraph, host_trace: str | None, device_trace: object, ou
         host_ops_linked=graph.linked_ops, host_ops_kept=graph.host_ops_kept,
         host_ops_dropped=graph.host_ops_dropped, gpu_activities_in=graph.gpu_in,
         gpu_activities_kept=graph.gpu_kept, gpu_activities_dropped=graph.gpu_dropped,
-        nodes=graph.host_ops_kept + graph.gpu_kept, nodes_by_type=graph.node_type_counts(),
+        nodes=graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values()),
+        nodes_by_type=graph.node_type_counts(), stand_in_nodes=graph.stand_ins,
         edges_by_kind={k.name.lower(): v for k, v in by_kind.items()},
         cycles_broken=broken, seconds=round(seconds, 3))
 

@@ -18,7 +18,12 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from pt2chakra.chakra.conventions import CHAKRA_VERSION, COMM_CHANNEL
+from pt2chakra.chakra.conventions import (
+    CHAKRA_VERSION,
+    COMM_CHANNEL,
+    STEP_DEFINITION_ATTR,
+    STEP_SPAN,
+)
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     NODE_FIELDS,
@@ -42,6 +47,7 @@ from pt2chakra.conversion.deps import (
     stream_wait_edges,
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
+from pt2chakra.conversion.step import is_stand_in
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 
@@ -82,7 +88,10 @@ class ChakraGraph:
         self.host_ops_dropped = host_ops_dropped
         self.linked_ops = len(linked.cpu_event)
         self.gpu_in = len(linked.kineto.gpu_activities) if linked.kineto else 0
-        self.gpu_kept = len(gpu_nodes)
+        # the nodes standing for GPU work the trace holds no activity for
+        self.stand_ins = dict(Counter(g.activity.name for g in linked.gpu_ops
+                                      if is_stand_in(g.activity)))
+        self.gpu_kept = len(gpu_nodes) - sum(self.stand_ins.values())
         self.gpu_dropped = dict(linked.gpu_dropped)
         self._cpu_ops = cpu_ops
         self._gpu_nodes = gpu_nodes
@@ -587,4 +596,6 @@ def _metadata(linked: LinkedTrace, rank: int | None) -> GlobalMetadata:
     if linked.kineto is not None:
         attrs.append(("step_start_micros", "int64_val", round(linked.step_start)))
         attrs.append(("step_end_micros", "int64_val", round(linked.step_end)))
+        if linked.step_definition != STEP_SPAN:  # absent means span (older files too)
+            attrs.append((STEP_DEFINITION_ATTR, "string_val", linked.step_definition))
     return GlobalMetadata(version=CHAKRA_VERSION, attrs=attrs)

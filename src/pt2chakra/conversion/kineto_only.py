@@ -7,14 +7,17 @@ its thread, shapes from ``Input Dims``, collective metadata from the args),
 paired one to one with themselves; launches, GPU work, syncs and stream
 waits then go through the linker's own rules and the graph builder.
 
-The step is the last ``ProfilerStep#N`` annotation when there is one (the
-steady state of a run that profiled several), otherwise the whole trace.
+The step, and the GPU work the previous step left running, come from
+:mod:`pt2chakra.conversion.step`. A trace without any CPU op (kernels and
+copies alone) converts to its GPU streams, each in recorded order with its
+idle gaps.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -27,7 +30,9 @@ from pt2chakra.conversion.linker import (
     collect_stream_waits,
     is_launch,
     link_gpu_activities,
+    with_stand_ins,
 )
+from pt2chakra.conversion.step import StepWindow, kineto_step
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
@@ -43,8 +48,6 @@ from pt2chakra.pytorch.records import (
 
 log = logging.getLogger(__name__)
 
-# The annotation torch.profiler's schedule writes around each step.
-PROFILER_STEP_PREFIX = "ProfilerStep#"
 # What a Kineto-only conversion records as its "host trace schema" and link method.
 KINETO_ONLY = "kineto-only"
 OUTSIDE_STEP = "outside the step window"
@@ -52,28 +55,6 @@ INSIDE_TRANSFER = "inside a CPU transfer (gloo's own copies, part of its time)"
 # Kineto writes µs with a fractional part; an event that ends this close
 # after its caller (rounding of ts + dur) is still its callee.
 NESTING_SLACK_US = 0.01
-
-
-class StepWindow(NamedTuple):
-    start: float
-    end: float
-    label: str  # the ProfilerStep's name, or "whole trace"
-
-
-def step_window(kineto: KinetoTrace) -> StepWindow:
-    """The last ``ProfilerStep#N``, else the span of the CPU ops and GPU
-    work. Runtime calls outside every op do not widen it: the profiler's own
-    closing ``cudaDeviceSynchronize`` can come seconds after the last op."""
-    steps = [ev for ev in kineto.cpu_events if ev.name.startswith(PROFILER_STEP_PREFIX)]
-    if steps:
-        last = max(steps, key=lambda ev: ev.ts)
-        return StepWindow(last.ts, last.ts + last.dur, last.name)
-    spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.gpu_activities,
-                                                   kineto.python_events)
-             for ev in group]
-    if not spans:
-        raise InputError(kineto.path, "no CPU op and no GPU activity: nothing to convert")
-    return StepWindow(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
 
 
 def _in_window(ev: CpuEvent, window: StepWindow) -> bool:
@@ -188,10 +169,10 @@ class KinetoOnly(NamedTuple):
 
 def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     """The ``LinkedTrace`` of a Kineto trace alone (see the module docstring)."""
-    window = step_window(kineto)
+    window = kineto_step(kineto)
     events = [*kineto.cpu_events, *kineto.python_events]
     inside = _ordered([ev for ev in events if _in_window(ev, window)])
-    if not inside:
+    if not inside and not kineto.gpu_activities:
         raise InputError(kineto.path, f"no CPU op in the step ({window.label}): nothing to convert")
     callers = _callers(inside)
     folded = _cpu_transfers(inside, callers, kineto.runtime_events)
@@ -202,18 +183,24 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
             new_id[k] = len(ops) + 1
             ops.append(_host_op(new_id[k], new_id[callers[k]] if callers[k] >= 0 else 0, ev))
     kept = [ev for k, ev in enumerate(inside) if not folded[k]]
-    host = HostTrace(path=kineto.path, schema=KINETO_ONLY, pid=kept[0].pid,
+    pid = kept[0].pid if kept else kineto.gpu_activities[0].device
+    host = HostTrace(path=kineto.path, schema=KINETO_ONLY, pid=pid,
                      start_ts=round(window.start), finish_ts=round(window.end), ops=ops,
                      process_groups=process_groups(kineto))
     cpu_event = {op.id: ev for op, ev in zip(ops, kept)}
-    gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, window.start, window.end)
+    # GPU-only: the window is the activities' own span, so every one is in it
+    # (their launches, before it, are no reason to drop them)
+    low, high = (window.start, window.end) if ops else (-math.inf, math.inf)
+    gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, low, high)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, window.start, gpu_only=not ops)
     linked = LinkedTrace(
         host=host, kineto=kineto, method=KINETO_ONLY, ops=ops, cpu_event=cpu_event,
         gpu_ops=gpu_ops, cpu_syncs=collect_cpu_syncs(kineto, window.start, window.end),
         stream_waits=collect_stream_waits(kineto, window.start, window.end),
-        gpu_dropped=gpu_dropped, step_start=window.start, step_end=window.end)
+        gpu_dropped=gpu_dropped, step_start=window.start, step_end=window.end,
+        step_label=window.label, step_definition=window.definition)
     log.info("%s: Kineto only, step %s: %d CPU ops, %d GPU activities", kineto.path,
-             window.label, len(ops), len(gpu_ops))
+             window.describe(), len(ops), len(gpu_ops))
     dropped = {OUTSIDE_STEP: len(events) - len(inside), INSIDE_TRANSFER: len(inside) - len(ops)}
     return KinetoOnly(linked, window, {k: v for k, v in dropped.items() if v})
 

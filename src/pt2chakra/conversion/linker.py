@@ -25,6 +25,8 @@ from operator import add, attrgetter
 
 import msgspec
 
+from pt2chakra.chakra.conventions import STEP_SPAN
+from pt2chakra.conversion.step import pending_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
@@ -122,6 +124,8 @@ class LinkedTrace(msgspec.Struct):
     gpu_dropped: dict[str, int]
     step_start: float = 0.0
     step_end: float = 0.0
+    step_label: str = "linked host ops"
+    step_definition: str = STEP_SPAN  # see conversion/step.py
 
 
 _op_id = attrgetter("id")
@@ -171,6 +175,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     step_start = min(map(_ev_ts, events))
     step_end = max(map(add, map(_ev_ts, events), map(_ev_dur, events)))
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)
     stream_waits = collect_stream_waits(kineto, step_start, step_end)
     log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
@@ -493,6 +498,22 @@ def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
                                   host_op_id=owner.get(id(launch), -1)))
     kept.sort(key=lambda g: (g.activity.ts, g.activity.correlation))
     return kept, dict(dropped)
+
+
+def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start: float,
+                   gpu_only: bool) -> list[LaunchedGpuOp]:
+    """``gpu_ops`` with the nodes that stand for what the trace holds no op
+    for: the previous step's GPU work still running at ``step_start``, and,
+    in a trace without CPU ops, each stream's idle gaps (conversion/step.py)."""
+    if gpu_only:  # nothing before the first activity: the window starts there
+        extra = stream_gaps((g.activity for g in gpu_ops), step_start)
+    else:
+        extra = pending_gpu_work(kineto, step_start)
+    if not extra:
+        return gpu_ops
+    merged = gpu_ops + [LaunchedGpuOp(activity=act, launch=None, host_op_id=-1) for act in extra]
+    merged.sort(key=lambda g: (g.activity.ts, g.activity.correlation))
+    return merged
 
 
 def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],

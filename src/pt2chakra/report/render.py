@@ -15,7 +15,7 @@ from pt2chakra import __version__
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.simulation.collectives import CollectiveRow
 from pt2chakra.simulation.engine import CriticalPath, SimulationResult
-from pt2chakra.simulation.report import timing_notes
+from pt2chakra.simulation.report import step_notes, timing_notes
 from pt2chakra.simulation.views import CATEGORY_COLORS
 
 from .gather import CollectiveGroup, OpRow, ReportData, WhatIfRow
@@ -125,7 +125,8 @@ def _summary(data: ReportData) -> str:
            f"{_esc(r.network_model or 'measured (min over participants)')}"
            + (f"; {r.inferred_stream_waits} cross-stream waits inferred"
               if r.inferred_stream_waits else "") + ".</p>"
-           + "".join(f'<p class="warn">{_esc(line)}</p>' for line in timing_notes(r)))
+           + "".join(f'<p class="warn">{_esc(line)}</p>' for line in timing_notes(r))
+           + "".join(f'<p>{_esc(line)}</p>' for line in step_notes(r)))
     rows = [[(_esc(x.rank), x.rank), _t(x.predicted_step_us), _t(x.measured_step_us),
              (_esc(fmt_pct(x.error_pct)), x.error_pct if x.error_pct is not None else 0.0),
              _n(x.nodes), _n(len(x.lanes)), _n(x.unfinished), _s(x.source.rsplit("/", 1)[-1])]

@@ -43,7 +43,7 @@ from typing import Any, cast
 
 import msgspec
 
-from pt2chakra.chakra.conventions import StepWindow, rank_origins
+from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, StepWindow, rank_origins
 from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
@@ -140,6 +140,8 @@ class RankResult(msgspec.Struct):
     start_offset_us: float
     lanes: list[LaneStats]
     unfinished: int = 0
+    # what "measured" means for the rank (chakra.conventions: period or span)
+    step_definition: str = STEP_SPAN
 
 
 class CriticalPath(msgspec.Struct):
@@ -836,7 +838,10 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
         # the last end of each lane's nodes that ran (the same largest end as
         # over all of them: no pass over a million nodes) and of each thread
         last = {lane: max(lane_ends) for lane, (_s, lane_ends) in by_lane.items()}
-        ends = list(last.values()) + _thread_ends(run, last)
+        thread_ends = _thread_ends(run, last)
+        # a period ends when the CPU reaches the next step (conversion/step.py)
+        ends = thread_ends if p.step_period[rank] and thread_ends else \
+            list(last.values()) + thread_ends
         unfinished = len(rng) - sum(len(lane_ends) for _s, lane_ends in by_lane.values())
         predicted = (max(ends) - origin) if ends else 0.0
         run.rank_end.append(max(ends) if ends else origin)
@@ -849,7 +854,8 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
             measured_step_us=measured,
             error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
             start_offset_us=origin, lanes=_lane_stats(p, by_lane, origin, predicted),
-            unfinished=unfinished))
+            unfinished=unfinished,
+            step_definition=STEP_PERIOD if p.step_period[rank] else STEP_SPAN))
     return results
 
 

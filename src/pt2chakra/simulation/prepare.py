@@ -23,10 +23,12 @@ from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
     CPU_LANE,
+    STEP_DEFINITION_ATTR,
     StepWindow,
     is_finite_number,
     is_gpu,
     is_int,
+    is_period_step,
     lane_of,
     step_window_from,
 )
@@ -127,6 +129,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
     "inclusive_duration_micros": is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
+    STEP_DEFINITION_ATTR: lambda v: isinstance(v, str),
 }
 
 
@@ -191,6 +194,9 @@ class _Prepared:
         self.issue_children: dict[int, list[int]] = {}  # sync op -> GPU ops released at issue
         self.step_start: list[float] = []
         self.step_end: list[float] = []
+        # per rank: the step is a period (conversion/step.py), so the replay's
+        # CPU side reaching the next step is its prediction, not the last GPU end
+        self.step_period: list[bool] = []
         self.sources: list[str] = []
         self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
         self.inferred_edges = 0  # cross-stream waits inferred from timing
@@ -455,6 +461,7 @@ def _add_step(p: _Prepared, rank: int, mda: Attrs, incl: list[float]) -> float:
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.step_end.append(window.end)
+    p.step_period.append(is_period_step(mda))
     return window.start
 
 

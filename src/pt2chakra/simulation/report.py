@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN
 from pt2chakra.simulation.engine import RankResult, SimulationResult
 
 # Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
@@ -28,6 +29,23 @@ def timing_notes(result: SimulationResult) -> list[str]:
         return []
     files = ", ".join(f"{os.path.basename(r.source)} (rank {r.rank})" for r in untimed)
     return [f"note: {files}: {NO_TIMING_WHY}"]
+
+
+# What "measured" means, per definition (conversion/step.py has the rule).
+STEP_MEANINGS = {
+    STEP_PERIOD: "steady-state period: from the step's start to the next ProfilerStep's start "
+                 "(GPU work still pending then belongs to the next step; the previous step's "
+                 "was replayed as busy streams)",
+    STEP_SPAN: "span: from the step's first op start to its last GPU activity's end",
+}
+
+
+def step_notes(result: SimulationResult) -> list[str]:
+    """One line per step definition in use: what "measured" means."""
+    untimed = {id(r) for r in untimed_ranks(result)}
+    used = dict.fromkeys(r.step_definition for r in result.ranks
+                         if r.nodes and id(r) not in untimed)
+    return [f"measured step = {STEP_MEANINGS.get(d, d)}" for d in used]
 
 
 def result_json(result: SimulationResult) -> dict[str, Any]:
@@ -62,7 +80,7 @@ def format_report(result: SimulationResult, lanes: bool = True) -> str:
                    + (f"  ({r.unfinished} nodes never ran)" if r.unfinished else ""))
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
                f"{_pct(result.error_pct):>9}")
-    out += timing_notes(result)
+    out += step_notes(result) + timing_notes(result)
     if lanes:
         out.append("")
         out.append("lanes (simulated): busy / idle over the rank's predicted step")

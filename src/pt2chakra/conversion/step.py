@@ -1,0 +1,136 @@
+"""The step the user ran: which window of a Kineto trace is "the step", what
+it means, and the GPU work the previous step left running into it.
+
+Two definitions, recorded in the ``.et`` (``step_definition``) and printed by
+``convert`` and ``simulate`` so a reader knows what "measured" means:
+
+* ``period`` — a trace with two or more ``ProfilerStep#N`` annotations: the
+  last step that has a successor, from its start to the next step's start.
+  That is the steady-state step time a training loop reports. The step's GPU
+  work still running when the next step starts belongs to the next period
+  (the previous step's did the same to this one), so the prediction is when
+  the CPU side reaches the next step.
+* ``span`` — otherwise (one step, the whole trace, a linked host ET): from
+  the first op's start to the last GPU activity's end.
+
+In a GPU-bound loop the GPU is still busy with the previous step when a
+step starts on the CPU. That work is carried into the step as one node per
+stream (``PENDING_CATEGORY``) that occupies the stream from the step's start
+until the last earlier activity there ends: the replay then starts with busy
+streams, as the recording did, instead of an idle GPU.
+
+GPU-only traces (kernels and copies, no CPU op) keep their streams' recorded
+rhythm with ``GAP_CATEGORY`` nodes between consecutive activities: without a
+CPU record, the idle time is the only trace of what held the stream back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, STEP_PERIOD, STEP_SPAN
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.records import GpuActivity, KinetoTrace
+
+# The annotation torch.profiler's schedule writes around each step.
+PROFILER_STEP_PREFIX = "ProfilerStep#"
+# The category of the node that stands for GPU work of the previous step.
+PENDING_CATEGORY = "pending_from_previous_step"
+PENDING_NAME = "[GPU work pending from before the step]"
+# GPU-only traces: idle time on a stream between two activities is host time
+# that was not recorded; the ASTRA-sim export's stand-ins for dropped CPU
+# time have the same meaning, so they share a category (the CPU what-if scales it).
+GAP_CATEGORY = CPU_GAP_CATEGORY
+GAP_NAME = "[idle: host time not in the trace]"
+# Kineto rounds to µs fractions: a gap shorter than this is rounding, not idle time.
+MIN_GAP_US = 0.5
+# A pending stretch shorter than this is rounding of the stream's last end.
+MIN_PENDING_US = 0.5
+
+
+class StepWindow(NamedTuple):
+    start: float
+    end: float
+    label: str  # "ProfilerStep#5", "whole trace", ...
+    definition: str = STEP_SPAN  # STEP_PERIOD or STEP_SPAN (see the module docstring)
+
+    def describe(self) -> str:
+        """One line for the user: which window and what "measured" means there."""
+        if self.definition == STEP_PERIOD:
+            return (f"{self.label}, steady-state period (from its start to the next step's "
+                    "start)")
+        return f"{self.label} (span: first op start to last GPU activity end)"
+
+
+STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY)
+
+
+def is_stand_in(act: GpuActivity) -> bool:
+    """A node made here, not an activity of the trace (accounted apart)."""
+    return act.cat in STAND_IN_CATEGORIES and act.correlation < 0
+
+
+def profiler_steps(kineto: KinetoTrace) -> list[tuple[float, float, str]]:
+    """The ``ProfilerStep#N`` annotations as (start, end, name), by start."""
+    return sorted((ev.ts, ev.ts + ev.dur, ev.name) for ev in kineto.cpu_events
+                  if ev.name.startswith(PROFILER_STEP_PREFIX))
+
+
+def kineto_step(kineto: KinetoTrace) -> StepWindow:
+    """The step of a Kineto-only conversion: a steady-state period when the
+    trace holds a step followed by another (the last such one: the last
+    step is often cut short by the profiler stopping), the lone step, else
+    the span of the CPU ops and GPU work. Runtime calls outside every op do
+    not widen it: the profiler's closing ``cudaDeviceSynchronize`` can come
+    seconds after the last op."""
+    steps = profiler_steps(kineto)
+    if len(steps) >= 2:
+        (start, _end, name), (following, _e, _n) = steps[-2], steps[-1]
+        return StepWindow(start, following, name, STEP_PERIOD)
+    if steps:
+        start, end, name = steps[0]
+        return StepWindow(start, end, name, STEP_SPAN)
+    spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.gpu_activities,
+                                                   kineto.python_events)
+             for ev in group]
+    if not spans:
+        raise InputError(kineto.path, "no CPU op and no GPU activity: nothing to convert")
+    return StepWindow(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
+
+
+def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity]:
+    """One activity per stream that was still busy with earlier work when the
+    step started: from ``step_start`` to the end of the last activity there
+    launched before it (an activity without a launch counts by its own start)."""
+    launch_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
+    busy_until: dict[tuple[int, int], float] = {}
+    for act in kineto.gpu_activities:
+        issued = launch_ts.get(act.correlation, act.ts)
+        end = act.ts + act.dur
+        if issued < step_start < end:
+            key = (act.device, act.stream)
+            busy_until[key] = max(busy_until.get(key, end), end)
+    return [GpuActivity(PENDING_NAME, PENDING_CATEGORY, step_start, until - step_start,
+                        device, stream, -1)
+            for (device, stream), until in sorted(busy_until.items())
+            if until - step_start >= MIN_PENDING_US]
+
+
+def stream_gaps(activities: Iterable[GpuActivity], start: float) -> list[GpuActivity]:
+    """Idle stretches of each stream from ``start`` on, as activities (see
+    ``GAP_CATEGORY``): before its first activity and between consecutive ones."""
+    by_stream: dict[tuple[int, int], list[GpuActivity]] = {}
+    for act in activities:
+        by_stream.setdefault((act.device, act.stream), []).append(act)
+    gaps = []
+    for (device, stream), acts in sorted(by_stream.items()):
+        acts.sort(key=lambda a: a.ts)
+        cursor = start
+        for act in acts:
+            if act.ts - cursor >= MIN_GAP_US:
+                gaps.append(GpuActivity(GAP_NAME, GAP_CATEGORY, cursor, act.ts - cursor,
+                                        device, stream, -1))
+            cursor = max(cursor, act.ts + act.dur)
+    return gaps
+
