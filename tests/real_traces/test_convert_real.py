@@ -46,7 +46,7 @@ def test_pair_converts_with_gpu_nodes_and_full_accounting(traces, tmp_path, name
     problems = check_graph(nodes)
     assert not problems.cycle and not problems.dangling and not problems.duplicate_ids
     gpu = [n for n in nodes if not attrs(n)["is_cpu_op"]]
-    assert len(gpu) == report.gpu_activities_kept
+    assert len(gpu) == report.gpu_activities_kept + sum(report.stand_in_nodes.values())
     # every GPU node follows its stream predecessor or is its stream's first
     for n in gpu:
         assert n.start_time_micros > 0 and n.duration_micros >= 0

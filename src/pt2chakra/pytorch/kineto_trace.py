@@ -63,6 +63,7 @@ CATEGORY_KINDS: dict[str, tuple[Kind, str]] = {
     "hip_runtime": (Kind.RUNTIME, "cuda_runtime"),
     "hip_driver": (Kind.RUNTIME, "cuda_driver"),
     "xpu_runtime": (Kind.RUNTIME, "cuda_runtime"),
+    "xpu_driver": (Kind.RUNTIME, "cuda_driver"),
     "privateuse1_runtime": (Kind.RUNTIME, "cuda_runtime"),
     "privateuse1_driver": (Kind.RUNTIME, "cuda_driver"),
     "kernel": (Kind.GPU, "kernel"),
