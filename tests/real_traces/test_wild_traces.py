@@ -1,0 +1,76 @@
+"""Public traces from the wild (ROCm, multi-rank NCCL, torch 1.x, CUDA 12,
+GPU-only, MTIA, a host-ET + Kineto pair): every command exits 0, every event
+is accounted for, and a steady-state step replays within 5 % or says why.
+
+The traces are not in this repository (see ``wild_traces.json`` for each
+one's repository, commit, path and sha256): these tests run where
+``PT2CHAKRA_WILD_TRACES`` or ``../shared/traces/wild`` holds them and skip
+elsewhere; the manifest's own checks always run."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+from helpers import ROOT
+
+
+def _harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("wild_traces", ROOT / "scripts" / "wild_traces.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+wild = _harness()
+ENTRIES: list[dict[str, Any]] = wild.load_manifest()
+KNOWN_KINDS = {"rocm", "mi2xx", "mi3xx", "training", "inference", "multi_rank", "nccl", "rccl",
+               "old_torch1", "cuda12", "gpu_only", "host_et_pair", "mtia", "v100", "a100",
+               "h100", "b200"}
+# What the issue's acceptance asks the set to cover: each a set of kinds one
+# trace must carry together.
+REQUIRED_COVER = [{"rocm", "mi2xx"}, {"rocm", "mi3xx"}, {"rocm", "training"},
+                  {"rocm", "inference"}, {"multi_rank", "nccl"}, {"old_torch1"}, {"cuda12"},
+                  {"gpu_only"}, {"host_et_pair"}]
+MIN_TRACES = 12
+
+
+def test_the_manifest_says_where_each_trace_comes_from() -> None:
+    assert len(ENTRIES) >= MIN_TRACES
+    assert len({e["name"] for e in ENTRIES}) == len(ENTRIES)
+    for e in ENTRIES:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", e["repo"]), e["name"]
+        assert re.fullmatch(r"[0-9a-f]{40}", e["commit"]), e["name"]
+        assert e["license"] and e["source_url"].startswith("https://github.com/" + e["repo"])
+        assert set(e["kinds"]) <= KNOWN_KINDS, e["name"]
+        assert e["ranks"] and all(r["kineto"] in e["sha256"] for r in e["ranks"])
+        assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in e["sha256"].values())
+
+
+def test_the_set_covers_every_kind_the_issue_names() -> None:
+    for kinds in REQUIRED_COVER:
+        assert any(kinds <= set(e["kinds"]) for e in ENTRIES), kinds
+
+
+@pytest.fixture(scope="module")
+def traces_root():
+    root = wild.traces_dir()
+    if not root.is_dir():
+        pytest.skip(f"the public traces are not here: set {wild.ENV_DIR} or place them at "
+                    f"{root} (see wild_traces.json)")
+    return root
+
+
+@pytest.mark.parametrize("name", [e["name"] for e in ENTRIES])
+def test_every_command_succeeds_and_the_replay_is_close(traces_root, name: str) -> None:
+    entry = next(e for e in ENTRIES if e["name"] == name)
+    outcome = wild.run_trace(entry, str(traces_root))
+    assert outcome.failures == []
+    assert outcome.accounted and outcome.nodes > 0
+    assert wild.problems(outcome) == []
