@@ -163,7 +163,8 @@ def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
                 attrs_of: Sequence[Mapping[str, Any]]) -> StepWindow | None:
     """The measured step of one rank: the converter's recorded step
     (``step_start_micros`` / ``step_end_micros``), widened to every timed
-    node, since GPU work launched at the end of the step finishes after it.
+    node, since GPU work launched at the end of the step finishes after it;
+    a ``period`` step is taken as recorded (its GPU tail is the next step's).
     None for a trace without any start time and without a recorded step
     (other tools' graphs, ``microbench``): it has no measured step."""
     return step_window_of(metadata_attrs, nodes,
