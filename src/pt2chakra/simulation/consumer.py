@@ -30,11 +30,13 @@ import heapq
 import os
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
 from pt2chakra.chakra.conventions import (
     CPU_GAP_CATEGORY,
+    STEP_DEFINITION_ATTR,
     StepWindow,
     attr_dict,
     is_gpu,
@@ -346,12 +348,19 @@ def _rank(rank: int, source: str, nodes: Sequence[ChakraNode], options: Consumer
     return _Rank(rank, source, out)
 
 
+def _as_span(metadata_attrs: dict[str, Any]) -> dict[str, Any]:
+    metadata_attrs.pop(STEP_DEFINITION_ATTR, None)
+    return metadata_attrs
+
+
 def _measured(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
               ) -> tuple[list[float | None], float | None]:
     """Per rank and overall measured step, as the simulator reads it (ranks
-    placed by ``rank_origins``)."""
+    placed by ``rank_origins``). Always the span: ASTRA-sim finishes when
+    its last node does and has no CPU side to reach the next step, so a
+    ``period`` step (conversion/step.py) is compared as its span here."""
     windows: list[StepWindow | None] = [
-        step_window(attr_dict(md.attrs), nodes, [attr_dict(n.attrs) for n in nodes])
+        step_window(_as_span(attr_dict(md.attrs)), nodes, [attr_dict(n.attrs) for n in nodes])
         for md, nodes in graphs]
     per_rank = [w.end - w.start if w is not None else None for w in windows]
     timed = [w for w in windows if w is not None]
