@@ -167,3 +167,12 @@ def test_a_transfer_without_its_receive_is_an_alignment_error(tmp_path):
     report = validate(files)
     assert any(p.check == "alignment" and "transfer #0 from rank 0 to rank 1" in p.message
                for p in report.errors)
+
+
+def test_simulate_force_replays_the_deadlock_pair_and_says_what_never_ran(tmp_path):
+    """The README's promise: --force proceeds (with warnings) where an
+    unsound set is refused; the stuck collectives are reported as never run."""
+    proc = run_cli("simulate", "--force", *deadlock_pair(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "never ran" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr

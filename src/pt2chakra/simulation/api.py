@@ -127,7 +127,8 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     graphs = load(names)
     refuse_unsound_set(names, graphs, options.force)
     names, graphs = order_by_rank(names, graphs)
-    sim = Simulator(graphs, names, infer_waits=options.infer_waits)
+    sim = Simulator(graphs, names, infer_waits=options.infer_waits,
+                    refuse_deadlock=not options.force)
     result, schedule = sim.run(options.base_config())
     _refuse_unfinished(result, options.force)
     return sim, result, schedule

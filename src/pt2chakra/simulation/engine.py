@@ -945,9 +945,13 @@ class Simulator:
     """Prepared ranks, ready to run under several settings."""
 
     def __init__(self, graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                 sources: Sequence[str] | None = None, infer_waits: bool = True) -> None:
+                 sources: Sequence[str] | None = None, infer_waits: bool = True,
+                 refuse_deadlock: bool = True) -> None:
+        """``refuse_deadlock=False`` (``--force``): ranks whose collectives
+        cannot all meet replay anyway, the stuck nodes reported as never run."""
         self.graphs = graphs
         self.infer_waits = infer_waits
+        self.refuse_deadlock = refuse_deadlock
         self.sources = list(sources) if sources else [f"rank{r}" for r in range(len(graphs))]
         self._prepared: dict[int, _Prepared] = {}
 
@@ -955,7 +959,8 @@ class Simulator:
         p = self._prepared.get(comm_streams)
         if p is None:
             with gc_paused():
-                p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits)
+                p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits,
+                             self.refuse_deadlock)
             self._prepared[comm_streams] = p
         return p
 

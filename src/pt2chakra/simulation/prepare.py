@@ -218,7 +218,8 @@ class _Prepared:
 
 
 def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-             sources: Sequence[str], comm_streams: int, infer_waits: bool = True) -> _Prepared:
+             sources: Sequence[str], comm_streams: int, infer_waits: bool = True,
+             refuse_deadlock: bool = True) -> _Prepared:
     p = _Prepared()
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
@@ -230,8 +231,11 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     p.child_start.append(len(p.child))  # the end of the last node's children
     if len(graphs) > 1:
         steps = find_deadlock(p.rank_comms)
-        if steps:  # the replay would end with nodes that never ran
+        if steps and refuse_deadlock:  # the replay would end with nodes that never ran
             raise InputError(steps[0].source, describe_deadlock(steps))
+        if steps:
+            log.warning("%s: %s (--force: replayed anyway)", steps[0].source,
+                        describe_deadlock(steps))
     return p
 
 
