@@ -94,6 +94,9 @@ def test_a_gpu_bound_step_replays_within_5_percent_of_its_period(tmp_path) -> No
     assert result.measured_step_us == PERIOD
     # without the pending work the sync would return at once (about -48 %)
     assert result.error_pct is not None and abs(result.error_pct) < MAX_ERROR_PCT
+    # the critical path ends where the step does: the CPU reaching the next step
+    assert result.critical_path is not None
+    assert result.critical_path.length_us <= result.predicted_step_us + 1e-6
 
 
 def _gpu_only(tmp_path: Path) -> Path:

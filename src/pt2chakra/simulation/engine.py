@@ -719,7 +719,10 @@ class _PathTally:
 
 def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
     end = run.end
-    latest = max(compress(end, map(operator.eq, end, end)), default=None)  # NaN: never ran
+    ran = map(operator.eq, end, end)  # NaN: never ran
+    if p.step_period and all(p.step_period):  # the step ends when the CPU reaches the next
+        ran = map(operator.and_, ran, map(operator.eq, p.cat, repeat(CPU_OP)))
+    latest = max(compress(end, ran), default=None)
     if latest is None:
         return CriticalPath(0.0, 0, 0, {}, {}, []), set()
     last = end.index(latest)  # the first node to end last
