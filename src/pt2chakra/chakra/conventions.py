@@ -106,6 +106,15 @@ def is_period_step(metadata_attrs: Mapping[str, Any]) -> bool:
     return metadata_attrs.get(STEP_DEFINITION_ATTR) == STEP_PERIOD
 
 
+def error_pct(predicted: float, measured: float | None) -> float | None:
+    """The prediction's error against the measured step, in percent of it;
+    None where nothing was measured (a step of real work is never 0 us).
+    The one formula every report (simulate, the ASTRA-sim consumer) shows."""
+    if measured is None or measured <= 0:
+        return None
+    return (predicted - measured) / measured * 100
+
+
 class StepWindow(NamedTuple):
     """The measured step, in the trace's microseconds."""
 

@@ -39,6 +39,7 @@ from pt2chakra.chakra.conventions import (
     STEP_DEFINITION_ATTR,
     StepWindow,
     attr_dict,
+    error_pct,
     is_gpu,
     is_int,
     rank_origins,
@@ -99,9 +100,7 @@ class ConsumerResult(msgspec.Struct, frozen=True):
 
     @property
     def error_pct(self) -> float | None:
-        if not self.measured_step_us:
-            return None
-        return 100.0 * (self.predicted_step_us - self.measured_step_us) / self.measured_step_us
+        return error_pct(self.predicted_step_us, self.measured_step_us)
 
 
 class _Node(msgspec.Struct):

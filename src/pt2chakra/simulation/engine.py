@@ -43,7 +43,13 @@ from typing import Any, cast
 
 import msgspec
 
-from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, StepWindow, rank_origins
+from pt2chakra.chakra.conventions import (
+    STEP_PERIOD,
+    STEP_SPAN,
+    StepWindow,
+    error_pct,
+    rank_origins,
+)
 from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import RendezvousKey
@@ -855,7 +861,7 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
         results.append(RankResult(
             rank=p.rank_label[rank], source=p.sources[rank], nodes=len(rng), predicted_step_us=predicted,
             measured_step_us=measured,
-            error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
+            error_pct=error_pct(predicted, measured),
             start_offset_us=origin, lanes=_lane_stats(p, by_lane, origin, predicted),
             unfinished=unfinished,
             step_definition=STEP_PERIOD if p.step_period[rank] else STEP_SPAN))
@@ -988,7 +994,7 @@ class Simulator:
         cp, on_path = _critical_path(p, run, cfg) if critical_path else (None, set())
         result = SimulationResult(
             ranks=results, predicted_step_us=predicted, measured_step_us=measured,
-            error_pct=(predicted - measured) / measured * 100 if measured > 0 else None,
+            error_pct=error_pct(predicted, measured),
             align=align, network_model=model, critical_path=cp,
             inferred_stream_waits=p.inferred_edges)
         schedule = Schedule(nodes=p.nodes, rank=p.rank, lane=p.lane, lane_names=p.lane_names,
