@@ -172,7 +172,8 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     window = kineto_step(kineto)
     events = [*kineto.cpu_events, *kineto.python_events]
     inside = _ordered([ev for ev in events if _in_window(ev, window)])
-    if not inside and not kineto.gpu_activities:
+    gpu_only = not events  # kernels and copies alone (kineto_step refused an empty trace)
+    if not inside and not gpu_only:
         raise InputError(kineto.path, f"no CPU op in the step ({window.label}): nothing to convert")
     callers = _callers(inside)
     folded = _cpu_transfers(inside, callers, kineto.runtime_events)
@@ -190,15 +191,15 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     cpu_event = {op.id: ev for op, ev in zip(ops, kept)}
     # GPU-only: the window is the activities' own span, so every one is in it
     # (their launches, before it, are no reason to drop them)
-    low, high = (window.start, window.end) if ops else (-math.inf, math.inf)
+    low, high = (-math.inf, math.inf) if gpu_only else (window.start, window.end)
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, low, high)
-    gpu_ops = with_stand_ins(kineto, gpu_ops, window.start, gpu_only=not ops)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, window.start, gpu_only=gpu_only)
     linked = LinkedTrace(
         host=host, kineto=kineto, method=KINETO_ONLY, ops=ops, cpu_event=cpu_event,
         gpu_ops=gpu_ops, cpu_syncs=collect_cpu_syncs(kineto, window.start, window.end),
         stream_waits=collect_stream_waits(kineto, window.start, window.end),
         gpu_dropped=gpu_dropped, step_start=window.start, step_end=window.end,
-        step_label=window.label, step_definition=window.definition)
+        step_definition=window.definition)
     log.info("%s: Kineto only, step %s: %d CPU ops, %d GPU activities", kineto.path,
              window.describe(), len(ops), len(gpu_ops))
     dropped = {OUTSIDE_STEP: len(events) - len(inside), INSIDE_TRANSFER: len(inside) - len(ops)}

@@ -124,7 +124,6 @@ class LinkedTrace(msgspec.Struct):
     gpu_dropped: dict[str, int]
     step_start: float = 0.0
     step_end: float = 0.0
-    step_label: str = "linked host ops"
     step_definition: str = STEP_SPAN  # see conversion/step.py
 
 

@@ -103,6 +103,8 @@ def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity
     """One activity per stream that was still busy with earlier work when the
     step started: from ``step_start`` to the end of the last activity there
     launched before it (an activity without a launch counts by its own start)."""
+    if not kineto.gpu_activities:  # a CPU-only trace: no pass over its runtime calls
+        return []
     launch_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
     busy_until: dict[tuple[int, int], float] = {}
     for act in kineto.gpu_activities:
