@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from pt2chakra.chakra.records import CollectiveType
-from pt2chakra.simulation.astra_binary import run_collective, run_send
-from pt2chakra.simulation.astra_collective import (
+from pt2chakra.astra.binary import run_collective, run_send
+from pt2chakra.astra.collective import (
     AstraNetwork,
     AstraSystem,
     collective_rank_ns,
     send_ns,
 )
+from pt2chakra.chakra.records import CollectiveType
 
 TYPES = (CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER,
          CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_TO_ALL)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pt2chakra.astra.consumer import ConsumerResult
 from pt2chakra.chakra.conventions import error_pct
-from pt2chakra.simulation.consumer import ConsumerResult
 
 
 def test_error_is_a_share_of_the_measured_step() -> None:

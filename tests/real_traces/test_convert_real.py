@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import read_with_reference
 
+from pt2chakra.astra.export import AstraSimProfile
 from pt2chakra.chakra.cycles import check_graph
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
@@ -247,7 +248,7 @@ def test_missing_output_folder(tmp_path):
 
 def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):
     host, kineto = pair_paths(traces, "dlrm_8gpu/rank2")
-    report = convert(host, kineto, tmp_path / "dlrm", profile="astra-sim")
+    report = convert(host, kineto, tmp_path / "dlrm", profile=AstraSimProfile())
     assert report.accounted()
     _, nodes = read_et(str(tmp_path / "dlrm.2.et"))
     nodes = list(nodes)

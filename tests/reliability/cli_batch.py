@@ -83,11 +83,11 @@ def _wait(pid: int, timeout: float) -> int:
 
 def main(spec: str) -> None:  # pragma: no cover - the driver process
     # Import what the commands use once, before forking.
+    import pt2chakra.astra.export  # noqa: F401
     import pt2chakra.chakra.decode  # noqa: F401
     import pt2chakra.chakra.json_form  # noqa: F401
     import pt2chakra.cli  # noqa: F401
     import pt2chakra.conversion.api  # noqa: F401
-    import pt2chakra.export.astra_sim  # noqa: F401
     import pt2chakra.simulation.api  # noqa: F401
     import pt2chakra.tools.text_workload  # noqa: F401
     import pt2chakra.tools.validate  # noqa: F401

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.simulation.prepare import _cpu_delays, _Prepared
+from pt2chakra.simulation.prepare import PreparedGraph, _cpu_delays
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
@@ -41,7 +41,7 @@ def threads(draw: st.DrawFn) -> tuple[Any, ...]:
 
 def _delays(thread: tuple[Any, ...]) -> Any:
     base, starts, dur, incl, parents, lanes, t0 = thread
-    p = _Prepared()
+    p = PreparedGraph()
     p.start, p.dur, p.delay = list(starts), list(dur), [0.0] * len(starts)
     try:
         _cpu_delays(p, base, lanes, list(parents), list(incl), t0)

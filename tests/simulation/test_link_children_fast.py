@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.simulation.prepare import _link_children, _Prepared
+from pt2chakra.simulation.prepare import PreparedGraph, _link_children
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
@@ -36,7 +36,7 @@ def ranks(draw: st.DrawFn) -> tuple[int, int, list[tuple[Any, ...]], list[int]]:
 
 def _linked(base: int, shift: int, parents: list[tuple[Any, ...]], nwait: list[int],
             ) -> tuple[Any, ...]:
-    p = _Prepared()
+    p = PreparedGraph()
     p.child.extend(array("q", range(shift)))
     p.nwait = list(nwait)
     try:

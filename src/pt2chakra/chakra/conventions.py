@@ -215,3 +215,21 @@ def step_window_from(metadata_attrs: Mapping[str, Any], starts: Sequence[int],
             return StepWindow(float(s0), float(s1))
         return StepWindow(min(window.start, float(s0)), max(window.end, float(s1)))
     return window
+
+
+# The ``consumer_profile`` metadata attribute: which consumer rewrite (today
+# only ASTRA-sim's export, ``astra.export``) produced a file. Readers below that
+# export (validate's checks) need to recognise it, so the tag lives here.
+CONSUMER_PROFILE_ATTR = "consumer_profile"
+
+
+def profile_tag(cpu: str) -> str:
+    """The ``consumer_profile`` value of a file the ASTRA-sim export wrote
+    with CPU mode ``cpu``."""
+    return f"astra-sim (cpu={cpu})"
+
+
+def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
+    """A file of the ``serial`` profile: its compute runs as one chain, so
+    stream order is implied by the chain rather than stated per stream."""
+    return metadata_attrs.get(CONSUMER_PROFILE_ATTR) == profile_tag("serial")

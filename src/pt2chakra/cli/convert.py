@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
-from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
 EXIT_RANK_FAILED = 2
@@ -40,6 +40,11 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
                    help="Kineto trace of the same step (.json or .json.gz); omit for host-only")
 
 
+def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
+    """``--for astra-sim --cpu MODE``: the export the conversion is written as."""
+    return AstraSimProfile(args.cpu) if args.profile == "astra-sim" else None
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.ranks is not None:
         return _cmd_convert_ranks(args)
@@ -53,7 +58,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         _check_html(args)
     run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
                       break_cycles_=args.break_cycles, progress=args.progress,
-                      profile=args.profile, cpu=args.cpu, report_path=args.report,
+                      profile=_output_profile(args), report_path=args.report,
                       repair=args.repair, force=args.force)
     options.keep_until_exit(run)  # its million objects: not freed one by one before exit
     report = run.report

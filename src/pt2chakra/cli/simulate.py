@@ -133,7 +133,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
-    from pt2chakra.simulation.api import AstraSimOptions, simulate_astra_sim
+    from pt2chakra.astra.api import AstraSimOptions, simulate_astra_sim
 
     for flag, given in (("--calibrate", args.calibrate),
                         ("--cpu-scale-ops", args.cpu_scale_ops is not None)):
@@ -141,7 +141,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to our own replay, not to --consumer astra-sim")
-    from pt2chakra.simulation.consumer import format_consumer_report
+    from pt2chakra.astra.consumer import format_consumer_report
 
     options = AstraSimOptions(
         topology=args.topology, bandwidth_gbps=args.bandwidth, latency_us=args.latency,

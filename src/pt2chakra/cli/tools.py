@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
-from pt2chakra.export.astra_sim import CPU_MODES, DEFAULT_CPU_MODE
 
 EXIT_PROBLEMS = 1
 
@@ -81,7 +81,7 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
     from pt2chakra.chakra.json_form import from_json
 
     if args.profile == "astra-sim":
-        from pt2chakra.export.astra_sim import convert_json
+        from pt2chakra.astra.export import convert_json
 
         written = convert_json(args.input, args.output, rank=args.rank)
         if not args.quiet:
@@ -146,7 +146,7 @@ def _cmd_microbench(args: argparse.Namespace) -> int:
 
 
 def _cmd_astra_sim(args: argparse.Namespace) -> int:
-    from pt2chakra.export.astra_sim import convert_files
+    from pt2chakra.astra.export import convert_files
 
     written = convert_files(args.input, args.output, cpu=args.cpu, force=args.force)
     if not args.quiet:

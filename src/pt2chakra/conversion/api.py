@@ -10,8 +10,8 @@ import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 import orjson
@@ -19,11 +19,11 @@ import orjson
 from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
 from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
 from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
 from pt2chakra.conversion.linker import LinkedTrace, check_same_recording, link, thread_map
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.errors import InputError
-from pt2chakra.export.astra_sim import DEFAULT_CPU_MODE
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
@@ -165,15 +165,27 @@ class ConversionRun(NamedTuple):
     graph: ChakraGraph
 
 
+class OutputProfile(Protocol):
+    """A consumer's own form of a conversion, written instead of the one
+    ``.et`` (``convert --for astra-sim``: ``astra.export.AstraSimProfile``).
+    A protocol, so that conversion needs no consumer: the consumer's package
+    sits above this one and hands its profile in."""
+
+    def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+              output: str | os.PathLike[str], *, rank: int | None,
+              inputs: Sequence[str | os.PathLike[str] | None],
+              staged: StagedOutputs) -> None: ...
+
+
 def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
             break_cycles_: bool = False, progress: bool | None = None,
-            profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
+            profile: OutputProfile | None = None,
             report_path: str | os.PathLike[str] | None = None,
             repair: bool = False, force: bool = False) -> ConversionReport:
     """``convert_run``'s report."""
     return convert_run(host_trace, device_trace, output, rank=rank, break_cycles_=break_cycles_,
-                       progress=progress, profile=profile, cpu=cpu, report_path=report_path,
+                       progress=progress, profile=profile, report_path=report_path,
                        repair=repair, force=force).report
 
 
@@ -181,17 +193,14 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 device_trace: str | os.PathLike[str] | None,
                 output: str | os.PathLike[str], *, rank: int | None = None,
                 break_cycles_: bool = False, progress: bool | None = None,
-                profile: str | None = None, cpu: str = DEFAULT_CPU_MODE,
+                profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
-    ``profile="astra-sim"`` writes what today's ASTRA-sim runs instead:
-    ``output`` is then a prefix for ``<prefix>.<rank>.et`` (see ``astra_sim``);
-    ``cpu="serial"`` folds each rank into the one serial compute chain
-    ASTRA-sim runs, with CPU time as ``cpu_gap`` nodes; ``"drop"`` keeps CPU
-    time as gaps per stream, ``"keep"`` keeps CPU nodes, ``"drop-no-gaps"``
-    loses it. Raises ``InputError``
+    ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
+    ``astra.export.AstraSimProfile()``: ``output`` is then a prefix for
+    ``<prefix>.<rank>.et``, see ``OutputProfile``). Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles_``); no output file is left behind then. ``report_path``:
     also write the report there as JSON (checked before the work starts; the
@@ -219,17 +228,13 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles_)
         stages.step("graph built and checked")
-        if profile == "astra-sim":
-            from pt2chakra.export.astra_sim import write_astra_sim
-
-            write_astra_sim(graph.metadata, graph.nodes(), output, rank=rank, cpu=cpu,
-                            inputs=[host_trace, device_trace], staged=staged)
-        elif profile is None:
+        if profile is not None:
+            profile.write(graph.metadata, graph.nodes(), output, rank=rank,
+                          inputs=[host_trace, device_trace], staged=staged)
+        else:
             total = graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values())
             _write_staged_et(str(output), graph, staged,
                              stages.counting(graph.encoded_nodes(), total, "writing nodes"))
-        else:
-            raise ValueError(f"unknown output profile {profile!r}")
         report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
                          str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")
@@ -281,7 +286,8 @@ def _write_staged_et(output: str, graph: ChakraGraph, staged: StagedOutputs,
 def _check_outputs(host_trace: str | os.PathLike[str] | None,
                    device_trace: str | os.PathLike[str] | None,
                    output: str | os.PathLike[str],
-                   report_path: str | os.PathLike[str] | None, profile: str | None = None,
+                   report_path: str | os.PathLike[str] | None,
+                   profile: OutputProfile | None = None,
                    ) -> None:
     """Refuse, before any work, outputs that would replace an input or land
     in a folder that does not exist."""

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.pytorch.names import C10D_P2P_PEER_INPUT, strip_collective_prefix
+from pt2chakra.pytorch.names import C10D_P2P_PEER_INPUT, nccl_kernel_word, strip_collective_prefix
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they
@@ -39,13 +39,6 @@ _NAME_TABLE: tuple[tuple[str, CollectiveType | str], ...] = (
 )
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
-
-# NCCL/RCCL kernel names look like ncclKernel_AllReduce_RING_LL_Sum_float,
-# ncclDevKernel_AllGather_RING_LL or (NCCL >= 2.27) ncclSymkDevKernel_AllReduce_...;
-# the collective is the word after the prefix. RCCL (and NCCL >= 2.19) also
-# run every collective in one ncclDevKernel_Generic[_N] (ncclDevKernelDebug_...
-# in RCCL's COLLTRACE builds): that word names none, so the launching op does.
-_NCCL_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl)(?:Symk)?(?:Dev)?Kernel(?:Debug)?_([A-Za-z]+)")
 
 DTYPE_BYTES: dict[str, int] = {
     "float": 4, "float32": 4, "fp32": 4, "Float": 4,
@@ -82,14 +75,8 @@ def collective_from_kernel(kernel_name: str) -> CollectiveType | str | None:
     """The collective an NCCL/RCCL kernel implements, or None for non-NCCL
     kernels. ``SendRecv`` kernels serve all-to-all and point-to-point alike
     and return ``"sendrecv"``: the launching op decides."""
-    match = _NCCL_KERNEL.match(kernel_name)
-    if match is None:
-        return None
-    return collective_from_name(match.group(1))
-
-
-def is_nccl_kernel(kernel_name: str) -> bool:
-    return _NCCL_KERNEL.match(kernel_name) is not None
+    word = nccl_kernel_word(kernel_name)
+    return None if word is None else collective_from_name(word)
 
 
 def node_type_for(ctype: CollectiveType | str) -> NodeType:

@@ -17,9 +17,9 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping
-from operator import lt
 from typing import TypeVar
 
+from pt2chakra.chakra.cycles import ids_ascend
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.conversion.deps import Edge
 
@@ -148,8 +148,9 @@ class DepTable(MutableMapping[int, Deps]):
         close (``find_cycle_in``'s first question, answered on the arrays).
         An entry moved out of the arrays is still checked there: a False can
         be wrong, a True cannot."""
-        return all(map(lt, self._srcs, self._dsts)) and all(
-            src < dst for dst, deps in self._rest.items() for src, _ in deps)
+        return ids_ascend(self._srcs, self._dsts) and ids_ascend(
+            [src for deps in self._rest.values() for src, _ in deps],
+            [dst for dst, deps in self._rest.items() for _ in deps])
 
     def __getitem__(self, dst: int) -> Deps:
         found = self.get(dst)

@@ -48,7 +48,12 @@ from pt2chakra.conversion.deps import (
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
 from pt2chakra.conversion.step import is_stand_in
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT, RECORD_PARAM_COMMS, is_backend_comm_op
+from pt2chakra.pytorch.names import (
+    PROCESS_GROUP_INIT,
+    RECORD_PARAM_COMMS,
+    is_backend_comm_op,
+    is_nccl_kernel,
+)
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 
 
@@ -511,7 +516,7 @@ def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp |
                     ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
     """Kineto collective metadata first, then the launching op, then the
     kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
-    if not coll.is_nccl_kernel(kernel) and info is None:
+    if not is_nccl_kernel(kernel) and info is None:
         return None
     if info is not None and info.name:
         ctype = coll.collective_from_name(info.name)

@@ -8,6 +8,8 @@ Every consumer (loaders, linker, graph builder, ``validate``, the exports,
 
 from __future__ import annotations
 
+import re
+
 # The ET node holding the process groups' JSON (a METADATA node in Chakra).
 PROCESS_GROUP_INIT = "## process_group:init ##"
 
@@ -92,3 +94,22 @@ SYNC_CALLS = {
     "cudaEventSynchronize": "Event Sync",
     "hipEventSynchronize": "Event Sync",
 }
+
+
+# NCCL/RCCL kernel names look like ncclKernel_AllReduce_RING_LL_Sum_float,
+# ncclDevKernel_AllGather_RING_LL or (NCCL >= 2.27) ncclSymkDevKernel_AllReduce_...;
+# the collective is the word after the prefix. RCCL (and NCCL >= 2.19) also
+# run every collective in one ncclDevKernel_Generic[_N] (ncclDevKernelDebug_...
+# in RCCL's COLLTRACE builds): that word names none, so the launching op does.
+NCCL_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl)(?:Symk)?(?:Dev)?Kernel(?:Debug)?_([A-Za-z]+)")
+
+
+def nccl_kernel_word(kernel_name: str) -> str | None:
+    """The word after an NCCL/RCCL kernel's prefix (``AllReduce``), or None
+    for a kernel that is not NCCL's."""
+    match = NCCL_KERNEL.match(kernel_name)
+    return None if match is None else match.group(1)
+
+
+def is_nccl_kernel(kernel_name: str) -> bool:
+    return NCCL_KERNEL.match(kernel_name) is not None

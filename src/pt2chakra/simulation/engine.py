@@ -64,7 +64,6 @@ from pt2chakra.simulation.calibration import (
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part of the API)
-    _INCL,
     CATEGORY_NAMES,
     COMM,
     COMM_TYPES,
@@ -74,6 +73,7 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     GPU_COMPUTE,
     GPU_CPU_GAP,
     GPU_MEMCPY,
+    INCLUSIVE_ATTR,
     K_GPU_SYNC,
     K_LANE,
     K_LAUNCH,
@@ -81,10 +81,10 @@ from pt2chakra.simulation.prepare import (  # noqa: F401  (categories are part o
     MASK_PASSES_MAX,
     SIM_ATTRS,
     WAIT,
-    _ascending,
-    _meta,
-    _prepare,
-    _Prepared,
+    PreparedGraph,
+    metadata_attrs,
+    non_decreasing,
+    prepare_graphs,
 )
 
 log = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ class Schedule(msgspec.Struct):
 # --------------------------------------------------------------------------
 
 
-def _durations(p: _Prepared, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
+def _durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
                ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
     """Durations and delays under ``cfg``'s knobs; each matched collective
     gets one duration for all its participants (they end together)."""
@@ -244,7 +244,7 @@ def _durations(p: _Prepared, cfg: SimConfig, participants: dict[RendezvousKey, l
     return dur, delay, coll, model
 
 
-def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
+def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
     """Recorded durations and CPU delays under the compute and CPU knobs (a
     GPU-side CPU gap is CPU time)."""
     dur = list(p.dur)
@@ -269,7 +269,7 @@ def _scaled(p: _Prepared, cfg: SimConfig) -> tuple[list[float], list[float]]:
     return dur, delay
 
 
-def _covered(p: _Prepared, cfg: SimConfig) -> CoveredTime | None:
+def _covered(p: PreparedGraph, cfg: SimConfig) -> CoveredTime | None:
     """The time ``cfg.cpu_scale_ops`` selects (None: all CPU time scales),
     worked out once per pattern."""
     pattern = cfg.cpu_scale_ops
@@ -283,7 +283,7 @@ def _covered(p: _Prepared, cfg: SimConfig) -> CoveredTime | None:
     return got
 
 
-def _sync_scales(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
+def _sync_scales(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
     """Under ``--cpu-scale-ops``, a sync op's CPU parts (its own work, the
     time after its wait, the time before it issues) scale by the share of
     its recorded span the matching ops cover; empty otherwise."""
@@ -298,7 +298,7 @@ def _sync_scales(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
     return out
 
 
-def _scaled_tails(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
+def _scaled_tails(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
     """Each CPU thread's recorded tail (callers returning) under the CPU knob."""
     covered = _covered(p, cfg)
     if covered is None:
@@ -308,7 +308,7 @@ def _scaled_tails(p: _Prepared, cfg: SimConfig) -> dict[int, float]:
             for lane, t in p.lane_tail.items()}
 
 
-def _collective_us(p: _Prepared, cfg: SimConfig, key: RendezvousKey, members: list[int],
+def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members: list[int],
                    ) -> float:
     """One collective's duration: from the network model when it is set,
     else from the measured kernels."""
@@ -323,7 +323,7 @@ def _collective_us(p: _Prepared, cfg: SimConfig, key: RendezvousKey, members: li
     return min(p.dur[m] for m in members) / cfg.bandwidth_scale
 
 
-def calibrate(p: _Prepared, participants: dict[RendezvousKey, list[int]], algorithm: str,
+def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
               ) -> dict[str, Calibration]:
     """Per backend, the network model fitted to the recorded collectives that
     more than one rank reached (each timed by its share of its rank's link)."""
@@ -339,7 +339,7 @@ def calibrate(p: _Prepared, participants: dict[RendezvousKey, list[int]], algori
     return fit_backends(samples, algorithm)
 
 
-def _calibrated_us(p: _Prepared, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
+def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
     """A collective under the calibrated model: the fitted overhead, the
     given (else fitted) latency and bandwidth, the bandwidth what-if."""
     first = members[0]
@@ -353,7 +353,7 @@ def link_streams(cfg: SimConfig) -> int:
     return cfg.comm_streams or (1 if cfg.calibrate else 0)
 
 
-def _group_size(p: _Prepared, key: RendezvousKey, members: list[int]) -> int:
+def _group_size(p: PreparedGraph, key: RendezvousKey, members: list[int]) -> int:
     return len(members)
 
 
@@ -363,7 +363,7 @@ def _group_size(p: _Prepared, key: RendezvousKey, members: list[int]) -> int:
 
 
 class _Run:
-    """Times of one run, indexed like ``_Prepared``."""
+    """Times of one run, indexed like ``PreparedGraph``."""
 
     def __init__(self, n: int) -> None:
         self.start = [math.nan] * n
@@ -380,12 +380,12 @@ class _Run:
         self.sync_scale: dict[int, float] = {}  # sync op: its CPU parts' scale, where not cpu_scale
 
 
-def _origins(p: _Prepared, align: str) -> tuple[list[float], str]:
+def _origins(p: PreparedGraph, align: str) -> tuple[list[float], str]:
     """Each rank's simulated start (the shared rule: ``rank_origins``)."""
     return rank_origins([StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)], align)
 
 
-def _participants(p: _Prepared) -> dict[RendezvousKey, list[int]]:
+def _participants(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
     """Collectives that more than one rank reaches: only those make their
     participants wait for each other (a lone one runs like any node)."""
     participants: dict[RendezvousKey, list[int]] = defaultdict(list)
@@ -394,7 +394,7 @@ def _participants(p: _Prepared) -> dict[RendezvousKey, list[int]]:
     return {k: v for k, v in participants.items() if len(v) > 1}
 
 
-def _run(p: _Prepared, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str, str | None]:
+def _run(p: PreparedGraph, cfg: SimConfig, verbose: bool = False) -> tuple[_Run, str, str | None]:
     """One replay under ``cfg``: its times, the rank alignment used and the
     network model's description (None: measured collectives)."""
     participants = _participants(p)
@@ -427,7 +427,7 @@ class _Replay:
                  "child_start", "child", "child_kind", "start_t", "end_t", "bind_pred",
                  "bind_kind", "bind_time", "try_lane", "take", "complete")
 
-    def __init__(self, p: _Prepared, run: _Run, dur: list[float], delay: list[float],
+    def __init__(self, p: PreparedGraph, run: _Run, dur: list[float], delay: list[float],
                  participants: dict[RendezvousKey, list[int]], verbose: bool) -> None:
         n = len(p.nodes)
         lanes = len(p.lane_names)
@@ -723,7 +723,7 @@ class _PathTally:
         return {EDGE_KIND_NAMES[c]: cast(float, self.kind_us[c]) for c in self.kind_order}
 
 
-def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
+def _critical_path(p: PreparedGraph, run: _Run, cfg: SimConfig) -> tuple[CriticalPath, set[int]]:
     end = run.end
     ran = map(operator.eq, end, end)  # NaN: never ran
     if p.step_period and all(p.step_period):  # the step ends when the CPU reaches the next
@@ -737,7 +737,7 @@ def _critical_path(p: _Prepared, run: _Run, cfg: SimConfig) -> tuple[CriticalPat
     return _path_summary(p, run, tally, on_path), on_path
 
 
-def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
+def _walk_back(p: PreparedGraph, run: _Run, last: int) -> _PathTally:
     """From the last node to end, follow what decided each start (or a sync
     op's end) back to a rank's start; the guard stops a malformed cycle."""
     tally = _PathTally()
@@ -808,7 +808,7 @@ def _walk_back(p: _Prepared, run: _Run, last: int) -> _PathTally:
     return tally
 
 
-def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
+def _gated_step(p: PreparedGraph, run: _Run, tally: _PathTally, cur: int, gp: int,
                 t: float) -> tuple[int, float]:
     """A sync op whose end waited on the GPU: its post-return part counts as
     CPU time on a ``gpu_sync`` edge, then the path goes on from the producer."""
@@ -821,7 +821,7 @@ def _gated_step(p: _Prepared, run: _Run, tally: _PathTally, cur: int, gp: int,
     return gp, run.end[gp]
 
 
-def _path_summary(p: _Prepared, run: _Run, tally: _PathTally, nodes: set[int]) -> CriticalPath:
+def _path_summary(p: PreparedGraph, run: _Run, tally: _PathTally, nodes: set[int]) -> CriticalPath:
     """Shares sorted largest first, and the ten longest nodes on the path."""
     # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
     # without a Python key call per node
@@ -839,7 +839,7 @@ def _path_summary(p: _Prepared, run: _Run, tally: _PathTally, nodes: set[int]) -
                     "duration_us": run.end[i] - run.start[i]} for i in top])
 
 
-def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
+def _rank_results(p: PreparedGraph, run: _Run) -> list[RankResult]:
     results = []
     for rank, rng in enumerate(p.rank_nodes):
         origin = run.origin[rank]
@@ -868,7 +868,7 @@ def _rank_results(p: _Prepared, run: _Run) -> list[RankResult]:
     return results
 
 
-def _ran_by_lane(p: _Prepared, run: _Run, rng: range,
+def _ran_by_lane(p: PreparedGraph, run: _Run, rng: range,
                  ) -> dict[int, tuple[list[float], list[float]]]:
     """Each lane of the rank (in the order of its first node that ran): the
     starts and ends of its nodes that ran, in node order."""
@@ -900,7 +900,7 @@ def _thread_ends(run: _Run, last: dict[int, float]) -> list[float]:
     return [end + tail[lane] for lane, end in last.items() if lane in tail]
 
 
-def _lane_stats(p: _Prepared, by_lane: dict[int, tuple[list[float], list[float]]],
+def _lane_stats(p: PreparedGraph, by_lane: dict[int, tuple[list[float], list[float]]],
                 origin: float, predicted: float) -> list[LaneStats]:
     """Busy and idle time of each lane of the rank over its predicted step,
     CPU threads and GPU streams by name (busy time summed in node order)."""
@@ -922,7 +922,7 @@ def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted:
     gaps = 0
     cursor = origin
     spans = zip(starts, ends)
-    for s, e in (spans if _ascending(starts) and _ascending(ends) else sorted(spans)):
+    for s, e in (spans if non_decreasing(starts) and non_decreasing(ends) else sorted(spans)):
         if s > cursor + 1e-9:
             gaps += 1
         if e > cursor:  # max(cursor, e), inline
@@ -932,7 +932,7 @@ def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted:
     return gaps
 
 
-def _overall(p: _Prepared, run: _Run, results: list[RankResult], align: str,
+def _overall(p: PreparedGraph, run: _Run, results: list[RankResult], align: str,
              ) -> tuple[float, float]:
     if not results:
         return 0.0, 0.0
@@ -962,13 +962,13 @@ class Simulator:
         self.infer_waits = infer_waits
         self.refuse_deadlock = refuse_deadlock
         self.sources = list(sources) if sources else [f"rank{r}" for r in range(len(graphs))]
-        self._prepared: dict[int, _Prepared] = {}
+        self._prepared: dict[int, PreparedGraph] = {}
 
-    def prepared(self, comm_streams: int) -> _Prepared:
+    def prepared(self, comm_streams: int) -> PreparedGraph:
         p = self._prepared.get(comm_streams)
         if p is None:
             with gc_paused():
-                p = _prepare(self.graphs, self.sources, comm_streams, self.infer_waits,
+                p = prepare_graphs(self.graphs, self.sources, comm_streams, self.infer_waits,
                              self.refuse_deadlock)
             self._prepared[comm_streams] = p
         return p
@@ -1037,14 +1037,14 @@ def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     graphs: list[tuple[GlobalMetadata, list[ChakraNode]]] = []
     with gc_paused():  # millions of containers, no cycles: see gc_paused
         for path in paths:
-            graphs.append(read_et_apart(path, SIM_ATTRS, _INCL))
+            graphs.append(read_et_apart(path, SIM_ATTRS, INCLUSIVE_ATTR))
     return graphs
 
 
 def order_by_rank(paths: Sequence[str], graphs: list[tuple[GlobalMetadata, list[ChakraNode]]],
                   ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
     """Sort inputs by the rank their metadata records (file order otherwise)."""
-    ranks = [_meta(md).get("rank") for md, _ in graphs]
+    ranks = [metadata_attrs(md).get("rank") for md, _ in graphs]
     known = [r for r in ranks if isinstance(r, int)]
     if len(known) == len(ranks) and len(set(known)) == len(known):
         pairs = sorted(zip(known, paths, graphs), key=lambda x: x[0])

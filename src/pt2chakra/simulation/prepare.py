@@ -133,7 +133,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 }
 
 
-_INCL = "inclusive_duration_micros"  # per node: read apart from the shared attribute sets
+INCLUSIVE_ATTR = "inclusive_duration_micros"  # per node: read apart from the shared attribute sets
 
 # Every node attribute the simulator reads (the lean reader decodes only these).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
@@ -158,11 +158,11 @@ def _attrs(node: ChakraNode, bad: set[str] | None = None) -> Attrs:
     return _checked(node.attrs, bad)
 
 
-def _meta(md: GlobalMetadata, bad: set[str] | None = None) -> Attrs:
+def metadata_attrs(md: GlobalMetadata, bad: set[str] | None = None) -> Attrs:
     return _checked(md.attrs, bad)
 
 
-class _Prepared:
+class PreparedGraph:
     """All ranks' nodes as flat arrays indexed by a global node index."""
 
     def __init__(self) -> None:
@@ -217,10 +217,10 @@ class _Prepared:
         return idx
 
 
-def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+def prepare_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
              sources: Sequence[str], comm_streams: int, infer_waits: bool = True,
-             refuse_deadlock: bool = True) -> _Prepared:
-    p = _Prepared()
+             refuse_deadlock: bool = True) -> PreparedGraph:
+    p = PreparedGraph()
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
         p.sources.append(sources[rank])
@@ -239,7 +239,7 @@ def _prepare(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     return p
 
 
-def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of: list[Attrs],
+def _comm_keys(p: PreparedGraph, rank: int, base: int, by_start: list[int], attrs_of: list[Attrs],
                parents: Parents) -> list[int]:
     """Key each communication node by the shared matching rule
     (``rendezvous_keys``) and note the rank's order between them for the
@@ -268,13 +268,13 @@ def _comm_keys(p: _Prepared, rank: int, base: int, by_start: list[int], attrs_of
     return comm_by_order
 
 
-def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
+def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
                   comm_streams: int, infer_waits: bool = True,
                   bad: set[str] | None = None) -> None:
     """Append one rank to ``p``: its nodes, their order, dependencies,
     replayed CPU durations and delays, sync ops and children lists."""
     base = len(p.nodes)
-    mda = _meta(md, bad)
+    mda = metadata_attrs(md, bad)
     timed_rank = _note_timed(p, nodes)
     index, attrs_of, incl, sets = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
@@ -306,13 +306,13 @@ def _prepare_rank(p: _Prepared, rank: int, md: GlobalMetadata, nodes: Sequence[C
     _link_children(p, base, parents)
 
 
-def _only_cpu_ops(p: _Prepared, base: int, end: int) -> bool:
+def _only_cpu_ops(p: PreparedGraph, base: int, end: int) -> bool:
     """The rank has no device op (a C-level count: the per-node scans for
     device ops can be skipped)."""
     return p.cat[base:end].count(CPU_OP) == end - base
 
 
-def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
+def _note_timed(p: PreparedGraph, nodes: Sequence[ChakraNode]) -> bool:
     """A rank without any start time (other tools' graphs, ``microbench``) is
     untimed: nodes keep their whole duration, in dependency order, with no
     replayed gaps and no measured step."""
@@ -321,7 +321,7 @@ def _note_timed(p: _Prepared, nodes: Sequence[ChakraNode]) -> bool:
     return timed_rank
 
 
-def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
+def _add_nodes(p: PreparedGraph, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
                ) -> tuple[dict[int, int], list[Attrs], list[float], _AttrSets]:
     """Append the rank's nodes to the flat arrays, each in its category and on
     its lane; returns what later steps read (id -> index, attributes,
@@ -329,7 +329,7 @@ def _add_nodes(p: _Prepared, rank: int, nodes: Sequence[ChakraNode], bad: set[st
     base = len(p.nodes)
     count = len(nodes)
     dur = list(map(float, map(_node_duration, nodes)))
-    if isinstance(nodes, LeanNodes) and nodes.apart_name == _INCL:
+    if isinstance(nodes, LeanNodes) and nodes.apart_name == INCLUSIVE_ATTR:
         attrs_of, incl, sets = _apart_attrs(nodes, dur, bad)
     else:
         attrs_of, incl, sets = _shared_attrs(nodes, dur, bad)
@@ -389,11 +389,11 @@ def _shared_attrs(nodes: Sequence[ChakraNode], dur: list[float], bad: set[str] |
     incl = dur[:]
     for k, n in enumerate(nodes):
         at = n.attrs
-        key = tuple([id(x) if x[0] != _INCL else 0 for x in at])
+        key = tuple([id(x) if x[0] != INCLUSIVE_ATTR else 0 for x in at])
         a = checked.get(key)
         if a is None:
             a = checked[key] = _attrs(n, bad)
-            a.pop(_INCL, None)
+            a.pop(INCLUSIVE_ATTR, None)
         attrs_of.append(a)
         if 0 in key:
             _own_inclusive(at, incl, k, bad)
@@ -413,11 +413,11 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     # visited. Lazy maps: no million-entry temporaries.
     lists = list(map(_node_attrs, nodes))
     checked: dict[int, Attrs] = {}  # id(attr list) -> its checked attributes
-    holding: dict[int, bool] = {}  # id(attr list) -> it holds _INCL
+    holding: dict[int, bool] = {}  # id(attr list) -> it holds INCLUSIVE_ATTR
     for key, at in dict(zip(map(id, lists), lists)).items():  # distinct, in node order
         a = checked[key] = _checked(at, bad)
-        a.pop(_INCL, None)
-        holding[key] = any(x[0] == _INCL for x in at)
+        a.pop(INCLUSIVE_ATTR, None)
+        holding[key] = any(x[0] == INCLUSIVE_ATTR for x in at)
     sets = _numbered(map(id, lists), checked)
     attrs_of = list(map(sets.checked.__getitem__, sets.of_node))
     if any(holding.values()):
@@ -431,12 +431,12 @@ def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[st
     """Set ``incl[k]`` from the node's ``inclusive_duration_micros`` (the last
     one, as in ``_checked``); one of an unusable type counts as absent."""
     for a in attrs:
-        if a[0] == _INCL:
+        if a[0] == INCLUSIVE_ATTR:
             value = a[2]
-            if _ATTR_OK[_INCL](value):
+            if _ATTR_OK[INCLUSIVE_ATTR](value):
                 incl[k] = float(value)
             elif bad is not None:
-                bad.add(_INCL)
+                bad.add(INCLUSIVE_ATTR)
 
 
 def _category(node_type: int, a: Attrs) -> int:
@@ -455,7 +455,7 @@ def _category(node_type: int, a: Attrs) -> int:
     return GPU_COMPUTE
 
 
-def _add_step(p: _Prepared, rank: int, mda: Attrs, incl: list[float]) -> float:
+def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> float:
     """Record the measured step (what the prediction is compared with) and
     the rank's label; returns the step start, the origin of replayed delays.
     Runs right after ``_add_nodes``, while ``p.dur`` holds the recorded durations."""
@@ -469,7 +469,7 @@ def _add_step(p: _Prepared, rank: int, mda: Attrs, incl: list[float]) -> float:
     return window.start
 
 
-def _recorded_order(p: _Prepared, base: int, end: int) -> list[int]:
+def _recorded_order(p: PreparedGraph, base: int, end: int) -> list[int]:
     """Set the order in which ready nodes of one lane run: CPU lanes in ET id
     order (ids are handed out at op start, and untimed ops have none), GPU
     lanes in recorded start order. Returns the rank's nodes by recorded start
@@ -539,14 +539,14 @@ def _kind_codes(attrs: Attrs, count: int) -> list[int]:
     return [_KIND_CODE.get(name, K_DATA) for name in dep_kinds_of([0] * count, attrs)]
 
 
-def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
+def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
     """The timed CPU ops of each thread (lane) in ET id order, since ids are
     handed out at op start; untimed ranks replay no thread timing."""
     cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
     if not timed_rank:
         return cpu_lane_ops
     ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
-    if not _ascending(ids[base:end]):
+    if not non_decreasing(ids[base:end]):
         for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
             if start[i] or nodes[i].duration_micros:
                 cpu_lane_ops[lane[i]].append(i)
@@ -570,7 +570,7 @@ def _cpu_threads(p: _Prepared, base: int, end: int, timed_rank: bool) -> dict[in
     return cpu_lane_ops
 
 
-def _ascending(values: list[int] | list[float]) -> bool:
+def non_decreasing(values: list[int] | list[float]) -> bool:
     """``values`` never decrease (then a stable sort keeps them in place)."""
     return all(map(le, values, islice(values, 1, None)))
 
@@ -594,7 +594,7 @@ def _split_by(groups: list[int], items: list[int]) -> dict[int, list[int]]:
     return out
 
 
-def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
+def _cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
                 incl: list[float]) -> None:
     """CPU threads: each op holds its thread from its start until its first
     callee starts (or until it ends); every other moment of the thread
@@ -613,7 +613,7 @@ def _cpu_slices(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
             dur[i] = held if held > 0.0 else 0.0
 
 
-def _float_starts(p: _Prepared, ops: list[int]) -> list[float]:
+def _float_starts(p: PreparedGraph, ops: list[int]) -> list[float]:
     """The ops' recorded starts as floats (C-level maps: a million ops)."""
     return list(map(float, map(p.start.__getitem__, ops)))
 
@@ -623,7 +623,7 @@ def _of_rank(values: Sequence[_T], ops: list[int], base: int) -> Iterator[_T]:
     return map(values.__getitem__, ops if not base else map(sub, ops, repeat(base)))
 
 
-def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
+def _pin_orphans(p: PreparedGraph, base: int, orphans: list[int], parents: Parents,
                  t0: float) -> None:
     """A GPU op with no dependency at all (launcher not linked) stays at its
     recorded offset instead of floating to the start of the step."""
@@ -632,7 +632,7 @@ def _pin_orphans(p: _Prepared, base: int, orphans: list[int], parents: Parents,
             p.delay[i] = max(0.0, p.nodes[i].start_time_micros - t0)
 
 
-def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
+def _cpu_delays(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
                 parents: Parents, incl: list[float], t0: float) -> None:
     """The delay before an op is measured from when it could have started in
     the trace: the later of its thread's previous slice and its
@@ -649,7 +649,7 @@ def _cpu_delays(p: _Prepared, base: int, cpu_lane_ops: dict[int, list[int]],
         p.lane_tail_end[lane] = last
 
 
-def _thread_delays(p: _Prepared, base: int, ops: list[int], parents: Parents,
+def _thread_delays(p: PreparedGraph, base: int, ops: list[int], parents: Parents,
                    incl: list[float], t0: float) -> tuple[float, float]:
     """One thread's delays; returns its latest recorded end (start +
     inclusive time) and where its last slice ends."""
@@ -674,7 +674,7 @@ def _thread_delays(p: _Prepared, base: int, ops: list[int], parents: Parents,
     return last, cursor
 
 
-def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
+def _link_children(p: PreparedGraph, base: int, parents: Parents) -> None:
     """Turn the parent lists into the flat children arrays and wait counts the
     replay releases nodes by (each node's children in node order, as a
     counting sort by parent); edges moved to an issue release are skipped.
@@ -714,7 +714,7 @@ def _link_children(p: _Prepared, base: int, parents: Parents) -> None:
     p.child_kind.extend(child_kind)
 
 
-def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> int:
+def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents) -> int:
     """GPU ops that started late for no recorded reason waited on another
     stream (``cudaStreamWaitEvent`` without the stream/event arguments that
     old traces lack, e.g. the compute stream waiting for an NCCL kernel).
@@ -760,7 +760,7 @@ def _infer_stream_waits(p: _Prepared, base: int, end: int, parents: Parents) -> 
     return added
 
 
-def _infer_host_comm_waits(p: _Prepared, base: int, end: int, parents: Parents,
+def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parents,
                            cpu_lane_ops: dict[int, list[int]]) -> list[tuple[int, int]]:
     """On a rank without GPU work, collectives run on host worker threads
     (gloo) and a thread that waits for one (DDP finalising its buckets, a
@@ -820,7 +820,7 @@ def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]]
     return None
 
 
-def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
+def _respread_comm(p: PreparedGraph, rank: int, comm: list[int], parents: Parents,
                    base: int, attrs_of: list[Attrs], streams: int) -> None:
     """What-if: collectives round-robin over ``streams`` communication streams.
     Stream order between collectives is rebuilt per new stream."""
@@ -836,7 +836,7 @@ def _respread_comm(p: _Prepared, rank: int, comm: list[int], parents: Parents,
             parents[k] += ((comm[pos - streams], K_STREAM_ORDER),)
 
 
-def _sync_ops(p: _Prepared, base: int, parents: Parents,
+def _sync_ops(p: PreparedGraph, base: int, parents: Parents,
               cpu_lane_ops: dict[int, list[int]]) -> None:
     """Take the measured GPU wait out of the CPU time that blocked on it.
 
@@ -860,7 +860,7 @@ def _sync_ops(p: _Prepared, base: int, parents: Parents,
             _sync_consumer(p, base, parents, cpu_lane_ops, starts, base + k, producers)
 
 
-def _sync_consumer(p: _Prepared, base: int, parents: Parents,
+def _sync_consumer(p: PreparedGraph, base: int, parents: Parents,
                    cpu_lane_ops: dict[int, list[int]], starts: dict[int, list[float]],
                    c: int, producers: list[int]) -> None:
     """Find the op (or the gap) on consumer ``c``'s thread that held the
@@ -889,7 +889,7 @@ def _sync_consumer(p: _Prepared, base: int, parents: Parents,
         _make_sync_op(p, base, parents, x, t_ret, x_start, producers, launched)
 
 
-def _wait_in_gap(p: _Prepared, base: int, parents: Parents, x: int, x_start: float,
+def _wait_in_gap(p: PreparedGraph, base: int, parents: Parents, x: int, x_start: float,
                  producers: list[int]) -> None:
     """In the gap before X: X waited for the producers (its delay is then
     measured from their end)."""
@@ -899,7 +899,7 @@ def _wait_in_gap(p: _Prepared, base: int, parents: Parents, x: int, x_start: flo
         p.delay[x] = min(p.delay[x], max(0.0, x_start - end_s))
 
 
-def _launched_by(p: _Prepared, base: int, parents: Parents, holder: int,
+def _launched_by(p: PreparedGraph, base: int, parents: Parents, holder: int,
                  producers: list[int]) -> list[int] | None:
     """The producers that ``holder`` launched (released when it issues them);
     None when one was launched after the holder started, which would deadlock."""
@@ -916,7 +916,7 @@ def _launched_by(p: _Prepared, base: int, parents: Parents, holder: int,
     return launched if ok else None
 
 
-def _make_sync_op(p: _Prepared, base: int, parents: Parents, holder: int, t_ret: float,
+def _make_sync_op(p: PreparedGraph, base: int, parents: Parents, holder: int, t_ret: float,
                   x_start: float, producers: list[int], launched: list[int]) -> None:
     """Make ``holder`` a sync op: its own work is the part of its slice after
     the producers' end, it is gated by them, and the GPU ops it launched are

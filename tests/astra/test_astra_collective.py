@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.records import CollectiveType
-from pt2chakra.simulation.astra_collective import (
+from pt2chakra.astra.collective import (
     AstraNetwork,
     AstraSystem,
     chunking,
@@ -23,6 +22,7 @@ from pt2chakra.simulation.astra_collective import (
     send_ns,
     write_astra_configs,
 )
+from pt2chakra.chakra.records import CollectiveType
 
 AR, AG, RS, A2A = (int(CollectiveType.ALL_REDUCE), int(CollectiveType.ALL_GATHER),
                    int(CollectiveType.REDUCE_SCATTER), int(CollectiveType.ALL_TO_ALL))
@@ -262,7 +262,7 @@ MAX_ERROR = 0.005
 @pytest.mark.parametrize(("topo", "npus", "bw", "lat", "name", "size"), GRID)
 def test_against_binary(topo: str, npus: int, bw: float, lat: float, name: str,
                         size: int) -> None:
-    from pt2chakra.simulation.astra_binary import run_collective
+    from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, npus, bw, lat)
     real = max(run_collective(str(BIN), TYPES[name], size, network, DEFAULT).values())
     model = collective_ns(TYPES[name], size, npus, network, DEFAULT)
@@ -274,7 +274,7 @@ def test_against_binary(topo: str, npus: int, bw: float, lat: float, name: str,
 @pytest.mark.parametrize("topo", ["Ring", "Switch"])
 @pytest.mark.parametrize("name", list(TYPES))
 def test_groups_against_binary(group: tuple[int, ...], topo: str, name: str) -> None:
-    from pt2chakra.simulation.astra_binary import run_collective
+    from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, 16, 50.0, 500.0)
     real = run_collective(str(BIN), TYPES[name], 1576964, network, VARIANT, group)
     model = collective_rank_ns(TYPES[name], 1576964, len(group), network, VARIANT, group)
@@ -285,7 +285,7 @@ def test_groups_against_binary(group: tuple[int, ...], topo: str, name: str) -> 
 @pytest.mark.parametrize("aware", [False, True])
 @pytest.mark.parametrize(("src", "dst"), [(0, 1), (1, 5), (6, 1)])
 def test_send_against_binary(src: int, dst: int, aware: bool) -> None:
-    from pt2chakra.simulation.astra_binary import run_send
+    from pt2chakra.astra.binary import run_send
     network = AstraNetwork("Ring", 8, 50.0, 500.0, congestion_aware=aware)
     real = run_send(str(BIN), 1576964, src, dst, network, DEFAULT)
     assert real[src] == real[dst] == send_ns(1576964, src, dst, network)
@@ -296,7 +296,7 @@ def test_send_against_binary(src: int, dst: int, aware: bool) -> None:
 @pytest.mark.parametrize("topo", ["Ring", "FullyConnected", "Switch"])
 @pytest.mark.parametrize("name", list(TYPES))
 def test_aware_against_binary(group: tuple[int, ...] | None, topo: str, name: str) -> None:
-    from pt2chakra.simulation.astra_binary import run_collective
+    from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, 16, 50.0, 500.0, congestion_aware=True)
     real = run_collective(str(BIN), TYPES[name], 16777216, network, DEFAULT, group)
     model = collective_rank_ns(TYPES[name], 16777216, 16 if group is None else len(group),

@@ -34,6 +34,12 @@ from typing import Any
 
 import msgspec
 
+from pt2chakra.astra.collective import (
+    AstraNetwork,
+    AstraSystem,
+    collective_finish_ns,
+    send_ns,
+)
 from pt2chakra.chakra.conventions import (
     CPU_GAP_CATEGORY,
     STEP_DEFINITION_ATTR,
@@ -47,12 +53,6 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.astra_collective import (
-    AstraNetwork,
-    AstraSystem,
-    collective_finish_ns,
-    send_ns,
-)
 
 NS_PER_US = 1000
 # ASTRA-sim replays a zero-length compute node for one cycle.
@@ -434,7 +434,7 @@ def comm_groups_of(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]]
                    ) -> dict[str, list[int]]:
     """The communicator groups the export writes to ``<prefix>.comm_groups.json``
     (from the metadata's ``process_groups``), merged over the ranks."""
-    from pt2chakra.export.astra_sim import comm_groups
+    from pt2chakra.astra.export import comm_groups
 
     groups: dict[str, list[int]] = {}
     for md, _nodes in graphs:

@@ -8,14 +8,14 @@ from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pt2chakra.astra.collective import AstraNetwork, AstraSystem, collective_ns
+from pt2chakra.astra.consumer import ConsumerOptions, consume, replay_as_astra_sim
+from pt2chakra.astra.export import convert_files, profile
+from pt2chakra.astra.serial_chain import COMM_DONE, ISSUE_POINT
 from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, attr_dict
 from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.export.astra_sim import convert_files, profile
-from pt2chakra.export.serial_chain import COMM_DONE, ISSUE_POINT
-from pt2chakra.simulation.astra_collective import AstraNetwork, AstraSystem, collective_ns
-from pt2chakra.simulation.consumer import ConsumerOptions, consume, replay_as_astra_sim
 from pt2chakra.tools.validate import validate
 
 GPU = [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0)]

@@ -10,10 +10,10 @@ import os
 import pytest
 from helpers import run_cli
 
-from pt2chakra.export.astra_sim import CPU_MODES, convert_files
-from pt2chakra.simulation.astra_binary import aware_binary, run_workload
-from pt2chakra.simulation.astra_collective import AstraNetwork, AstraSystem
-from pt2chakra.simulation.consumer import consume
+from pt2chakra.astra.binary import aware_binary, run_workload
+from pt2chakra.astra.collective import AstraNetwork, AstraSystem
+from pt2chakra.astra.consumer import consume
+from pt2chakra.astra.export import CPU_MODES, convert_files
 
 BINARY = os.environ.get("ASTRA_SIM_BIN", "")
 pytestmark = pytest.mark.skipif(not BINARY or not os.access(BINARY, os.X_OK),

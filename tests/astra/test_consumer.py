@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.errors import InputError
-from pt2chakra.simulation.astra_collective import (
+from pt2chakra.astra.collective import (
     AstraNetwork,
     AstraSystem,
     collective_finish_ns,
     collective_ns,
 )
-from pt2chakra.simulation.consumer import ConsumerOptions, replay_as_astra_sim
+from pt2chakra.astra.consumer import ConsumerOptions, replay_as_astra_sim
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
 
 MD = GlobalMetadata(version="0.0.4")
 NET2 = AstraNetwork("Ring", 2, 50.0, 500.0)

@@ -31,20 +31,24 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import orjson
 
+from pt2chakra.astra.serial_chain import serial_chain
 from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
+from pt2chakra.chakra.checks import check_loaded, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
+    CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     STREAM_LANE,
     StepWindow,
     attr_dict,
     is_gpu,
     lane_of,
+    profile_tag,
     rank_of,
     rank_origins,
     step_window,
@@ -53,7 +57,6 @@ from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.export.serial_chain import serial_chain
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 # What happens to CPU time (see the module doc): ``serial`` (default) folds it
@@ -61,7 +64,6 @@ from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 # ``keep`` leaves the CPU nodes; ``drop-no-gaps`` loses it.
 CPU_MODES = ("serial", "drop", "keep", "drop-no-gaps")
 DEFAULT_CPU_MODE = "serial"
-CONSUMER_PROFILE_ATTR = "consumer_profile"  # metadata: which rewrite produced the file
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
@@ -111,17 +113,6 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = DE
     if tail is not None:
         out.append(tail)
     return _profile_metadata(metadata, all_nodes, cpu), out
-
-
-def profile_tag(cpu: str) -> str:
-    """The ``consumer_profile`` metadata value of a file this profile wrote."""
-    return f"astra-sim (cpu={cpu})"
-
-
-def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
-    """A file of the ``serial`` profile: its compute runs as one chain, so
-    stream order is implied by the chain rather than stated per stream."""
-    return metadata_attrs.get(CONSUMER_PROFILE_ATTR) == profile_tag("serial")
 
 
 def _window(metadata: GlobalMetadata, nodes: list[ChakraNode]) -> StepWindow | None:
@@ -389,6 +380,21 @@ def output_paths(prefix: str, rank: int) -> list[str]:
     return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
 
 
+class AstraSimProfile(msgspec.Struct, frozen=True):
+    """``convert --for astra-sim``: the conversion written as this export
+    (a ``conversion.api.OutputProfile``); ``cpu``: one of ``CPU_MODES``."""
+
+    cpu: str = DEFAULT_CPU_MODE
+    name: ClassVar[str] = "astra-sim"
+
+    def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+              output: str | os.PathLike[str], *, rank: int | None,
+              inputs: Sequence[str | os.PathLike[str] | None],
+              staged: StagedOutputs) -> None:
+        write_astra_sim(metadata, nodes, output, rank=rank, cpu=self.cpu, inputs=inputs,
+                        staged=staged)
+
+
 def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
                     prefix: str | os.PathLike[str], rank: int | None = None, cpu: str = DEFAULT_CPU_MODE,
                     *, inputs: Sequence[str | os.PathLike[str] | None] = (),
@@ -474,8 +480,6 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     the outputs are staged and moved into place only when every rank
     converted; on any error no output of this run is left behind. Inputs
     ``validate`` calls unsound are refused (``InputError``) unless ``force``."""
-    from pt2chakra.tools.validate import check_loaded, refuse_unsound
-
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
     ranks: list[int] = []

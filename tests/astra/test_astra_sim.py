@@ -8,12 +8,12 @@ import json
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
+from pt2chakra.astra.export import CPU_GAP, convert_files, profile, write_astra_sim
 from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.export.astra_sim import CPU_GAP, convert_files, profile, write_astra_sim
 from pt2chakra.simulation.engine import Simulator, simulate
 from pt2chakra.tools.validate import validate
 
@@ -68,7 +68,7 @@ def test_process_groups_move_to_metadata_and_groups_json(converted, tmp_path):  
 
 
 def test_groups_file_leaves_out_the_whole_machine_and_refuses_names():
-    from pt2chakra.export.astra_sim import groups_file
+    from pt2chakra.astra.export import groups_file
 
     assert groups_file({"0": [0, 1, 2, 3], "1": [0, 2], "2": [1, 3]}, "x") == {
         "1": [0, 2], "2": [1, 3]}

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.errors import InputError
-from pt2chakra.tools.validate import (
+from pt2chakra.chakra.checks import (
     _surely_replayable,
     blocks_replay,
     check_loaded,
     refuse_unsound,
     replay_problems,
 )
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
 
 MD = GlobalMetadata("0.0.4")
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from pt2chakra.astra.collective import AstraNetwork, AstraSystem, write_astra_configs
 from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.simulation.astra_collective import AstraNetwork, AstraSystem, write_astra_configs
 
 RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
