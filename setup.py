@@ -1,8 +1,10 @@
-"""Build hook: the compiled fast path of the simulator's .et reader.
+"""Build hook: the compiled fast path (``chakra/_fast.c``: the .et frame
+scan and lean node decode, the converter's node encoder, the host ET's IOInfo,
+the simulator's dependency arrays; its contract: ``chakra/compiled.py``).
 
 Everything else is configured in pyproject.toml. The extension is optional:
-where no C compiler is available the build goes on without it, and the
-readers use their pure-Python path (same results, slower).
+where no C compiler is available the build goes on without it, and every user
+takes its pure-Python path (same results, slower).
 """
 
 from setuptools import Extension, setup

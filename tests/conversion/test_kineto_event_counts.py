@@ -20,7 +20,8 @@ from pt2chakra.conversion.api import convert
 from pt2chakra.conversion.kineto_only import kineto_event_counts
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch import json_slices
-from pt2chakra.pytorch.kineto_trace import REPEATED_FLOW_START, load_kineto_trace
+from pt2chakra.pytorch.kineto_decode import REPEATED_FLOW_START
+from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
 REAL = ["dlrm_8gpu/rank3.kineto.json.gz", "hta_kineto/alexnet.kineto.json.gz",
         "hta_simple_add/kineto.json.gz"]

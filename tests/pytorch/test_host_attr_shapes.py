@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.pytorch import host_trace
-from pt2chakra.pytorch.host_trace import _OBSERVER_ATTRS, _OBSERVER_SHAPES, _NestedNode
+from pt2chakra.pytorch import host_decode
+from pt2chakra.pytorch.host_decode import _OBSERVER_ATTRS, _OBSERVER_SHAPES, _NestedNode
 
 _NODE = msgspec.json.Decoder(_NestedNode)
 
@@ -21,11 +21,11 @@ def _op(attrs: list[dict[str, Any]], fast: bool) -> tuple[Any, Any]:
     node = _NODE.decode(json.dumps({"id": 5, "name": "aten::mm", "ctrl_deps": 1,
                                     "attrs": attrs}).encode())
     if fast:
-        return host_trace._nested_to_op(node, {})
+        return host_decode._nested_to_op(node, {})
     with pytest.MonkeyPatch.context() as m:  # no shape fits: the generic path
-        m.setattr(host_trace, "_SHAPE_DECODERS", [_refuse])
-        m.setattr(host_trace, "_observer_attrs", lambda _raw, _first=0: None)
-        return host_trace._nested_to_op(node, {})
+        m.setattr(host_decode, "_SHAPE_DECODERS", [_refuse])
+        m.setattr(host_decode, "_observer_attrs", lambda _raw, _first=0: None)
+        return host_decode._nested_to_op(node, {})
 
 
 def _refuse(_raw: Any) -> Any:

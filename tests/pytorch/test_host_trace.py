@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.host_trace import (
+from pt2chakra.pytorch.host_decode import (
     SCHEMA_LAYOUTS,
     dangling_parents,
     layout_for,
-    load_host_trace,
     schema_version,
 )
+from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.json_input import TRUNCATED
 
 # --------------------------------------------------------------------------

@@ -22,8 +22,9 @@ from pt2chakra.conversion.collective import collective_from_kernel
 from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
 from pt2chakra.conversion.linker import is_launch
 from pt2chakra.errors import InputError
+from pt2chakra.pytorch.kineto_decode import INT64_MAX, INT64_MIN, numeric_text
 from pt2chakra.pytorch.kineto_stream import load_streamed
-from pt2chakra.pytorch.kineto_trace import INT64_MAX, INT64_MIN, load_kineto_trace, numeric_text
+from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_nccl_kernel
 
 PID, TID = 4242, 4243  # the host thread; GPU rows use pid = device, tid = stream

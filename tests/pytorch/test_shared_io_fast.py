@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.pytorch.host_trace import _NestedNode, load_host_trace
+from pt2chakra.pytorch.host_decode import _NestedNode
+from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.records import IOValues
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,

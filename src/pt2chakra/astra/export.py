@@ -4,28 +4,25 @@ ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
 - No ``METADATA_NODE`` (it stops with "Invalid node_type"): the process-group
   facts of ``## process_group:init ##`` move to the metadata attribute
   ``process_groups`` (JSON) instead.
-- CPU nodes (``is_cpu_op`` true) make its statistics step throw, so by
-  default (``cpu="drop"``) they are removed; ``cpu="keep"`` leaves them.
-- A removed node's dependents inherit its dependencies (transitively), so no
-  ordering is lost; per GPU stream only the latest inherited predecessor is
-  kept, as stream order implies the earlier ones. Inherited edges are named
-  ``via_dropped`` in ``data_dep_kinds``. ``ctrl_deps`` on removed nodes are
-  dropped (ASTRA-sim ignores ``ctrl_deps``).
-- The CPU time survives as GPU-side gaps (``cpu="drop"``): a GPU node G that
-  depended on a dropped CPU node and, in the measured trace, started X µs
-  after its remaining dependencies had ended (or after the step start, if it
-  has none) gets a ``cpu_gap`` node of X µs before it: a ``COMP_NODE`` with
-  ``is_cpu_op`` false on G's stream, depending on what G depends on, that G
-  then depends on too (kind ``cpu_gap``). The CPU time after the last GPU
-  node until the step's recorded end becomes a final ``cpu_gap`` node. So a
-  replay (ours, or ASTRA-sim's, which replays a COMP_NODE for its duration)
-  launches GPU work when the measured trace did, instead of as soon as the
-  GPU is free. ``cpu="drop-no-gaps"`` drops without them (the old output).
+- CPU nodes (``is_cpu_op`` true) make its statistics step throw, and its
+  resource model runs one compute node at a time per NPU. So by default
+  (``cpu="serial"``, ``serial_chain.py``) each rank becomes that one serial
+  chain: GPU compute in measured order, idle time as ``cpu_gap`` nodes,
+  communication issued after the chain node that ended at its measured start.
+- The other modes are kept for comparison: ``cpu="drop"`` removes CPU nodes
+  and keeps their time as GPU-side gaps per stream (a GPU node G that
+  depended on a dropped CPU node and started X µs after its remaining
+  dependencies ended gets a ``cpu_gap`` node of X µs before it, kind
+  ``cpu_gap``; the CPU time after the last GPU node becomes a final gap);
+  ``cpu="keep"`` leaves the CPU nodes; ``cpu="drop-no-gaps"`` drops them
+  without gaps (the old output). A removed node's dependents inherit its
+  dependencies (transitively; per GPU stream only the latest inherited
+  predecessor is kept), named ``via_dropped`` in ``data_dep_kinds``;
+  ``ctrl_deps`` on removed nodes are dropped (ASTRA-sim ignores them).
 - One file per rank, ``<prefix>.<rank>.et``, plus ``<prefix>.comm_groups.json``
   (``{"<pg_name>": [ranks...]}``, the communicator-group file ASTRA-sim takes)
   when the trace names process groups with their ranks.
 """
-
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,7 @@
 /*
- * pt2chakra's compiled fast path (see chakra/compiled.py), three pieces:
+ * pt2chakra's compiled fast path. Its contract (each function, its Python
+ * twin, the test that compares them) is the table CONTRACT in
+ * chakra/compiled.py; the functions:
  *
  * - scan_frames: decode's frame scan of a buffer fill;
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
@@ -8,7 +10,7 @@
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, prepare._cpu_delays);
- * - shared_io: a host op's inputs/outputs as their IOInfo body (host_trace).
+ * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -16,8 +18,8 @@
  * held-apart attribute that is not a plain integer, a varint that runs off
  * its buffer, a value the encoder's tables have not met ...) goes to the
  * pure-Python path, which gives its result or its error. Both paths give the
- * same nodes and bytes: tests/chakra/test_lean_fast.py and
- * tests/chakra/test_encode_fast.py compare them on arbitrary input.
+ * same nodes and bytes: the parity tests named in CONTRACT compare them on
+ * arbitrary input.
  *
  * Wire format: et_def.proto (Node: 1 id, 2 name, 3 type, 4 ctrl_deps,
  * 5 data_deps, 6 start_time_micros, 7 duration_micros, 8 inputs, 9 outputs,

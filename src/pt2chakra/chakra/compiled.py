@@ -1,27 +1,64 @@
-"""The compiled fast path (``_fast.c``: the ``.et`` frame scan, the
-simulator's lean node decode, the converter's CPU-node encoder), where
-``setup.py`` could build it.
+"""The compiled fast path (``_fast.c``) and its contract.
 
-Every use has a pure-Python path with the same results (tested against each
-other); the compiled one only takes the common case and hands anything else
-to it. Without a C compiler at install time, or with ``PT2CHAKRA_PURE_PYTHON``
-set (to anything but "" or "0"), the pure-Python path runs alone.
+Every compiled function has a pure-Python twin with the same results; the
+compiled one only takes the common case and hands anything else to the twin
+(or returns None for the caller to take it). ``CONTRACT`` names, for each C
+function, its twin and the test that compares the two on arbitrary input
+(``tests/chakra/test_compiled_contract.py`` checks that the table covers the
+module and that each name in it exists). Without a C compiler at install
+time, or with ``PT2CHAKRA_PURE_PYTHON`` set (to anything but "" or "0"), the
+pure-Python path runs alone.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
+from typing import NamedTuple
 
 PURE_PYTHON_ENV = "PT2CHAKRA_PURE_PYTHON"
+COMPILED_MODULE = "pt2chakra.chakra._fast"
 
-FAST: ModuleType | None
-try:
-    from pt2chakra.chakra import _fast as FAST
-except ImportError:  # built without a C compiler
-    FAST = None
-if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-    FAST = None
+
+class CompiledFunction(NamedTuple):
+    """One function of ``_fast.c``: where its pure-Python twin lives
+    (``module:qualified.name``; where the twin is the caller's own fallback
+    branch, that caller) and the test comparing them (``path::test``)."""
+
+    c_function: str
+    python_twin: str
+    parity_test: str
+
+
+CONTRACT: tuple[CompiledFunction, ...] = (
+    CompiledFunction("scan_frames", "pt2chakra.chakra.decode:_scan_frames",
+                     "tests/chakra/test_lean_fast.py::test_frame_scan"),
+    CompiledFunction("lean_nodes", "pt2chakra.chakra.lean_read:_Lean.nodes",
+                     "tests/chakra/test_lean_fast.py::test_any_node_bytes"),
+    CompiledFunction("encode_node", "pt2chakra.chakra.encode:NodeWriter.encode_python",
+                     "tests/chakra/test_encode_fast.py::test_any_node_tuple"),
+    CompiledFunction("shared_io", "pt2chakra.pytorch.host_decode:_nested_to_op",
+                     "tests/pytorch/test_shared_io_fast.py::test_same_io_values"),
+    CompiledFunction("parents_of", "pt2chakra.simulation.prepare:_parents",
+                     "tests/simulation/test_parents_fast.py::test_same_parents"),
+    CompiledFunction("link_children", "pt2chakra.simulation.prepare:_link_children",
+                     "tests/simulation/test_link_children_fast.py::test_same_children"),
+    CompiledFunction("cpu_delays", "pt2chakra.simulation.prepare:_thread_delays",
+                     "tests/simulation/test_cpu_delays_fast.py::test_same_delays"),
+)
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module(COMPILED_MODULE)
+    except ImportError:  # built without a C compiler
+        return None
+
+
+FAST: ModuleType | None = _load()
 
 
 def fast_path() -> ModuleType | None:

@@ -3,9 +3,10 @@
 
 Reading parses with protobuf (C code) into a ``Node`` variant whose attributes
 stay raw bytes, decoded through a cache (see "Fast Node decoding"); anything
-unusual goes through the ``Node`` class of :mod:`pt2chakra.chakra_schema` and
+unusual goes through the ``Node`` class of :mod:`pt2chakra.chakra.schema` and
 :func:`from_proto`, whose results and errors the fast path reproduces.
-Writing lives in :mod:`pt2chakra.chakra_wire` (re-exported here).
+Writing lives in :mod:`pt2chakra.chakra.encode`; the wire constants both
+share in :mod:`pt2chakra.chakra.wire`.
 """
 
 from __future__ import annotations
@@ -24,21 +25,20 @@ from google.protobuf.message import DecodeError, Message
 
 from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.compiled import fast_path
-from pt2chakra.chakra.encode import (
-    _MAX_MESSAGE_BYTES,
-    _MAX_VARINT_BYTES,
-    _MEMBER_ENCODERS,
-    _READ_CHUNK,
-    _TWO_64,
-    _U32_MAX,
-    _U64_MAX,
-    _WIRE_I32,
-    _WIRE_I64,
-    _WIRE_LEN,
-    _WIRE_VARINT,
-    ATTR_MEMBERS,
-)
+from pt2chakra.chakra.encode import ATTR_MEMBERS, MEMBER_ENCODERS
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.wire import (
+    MAX_MESSAGE_BYTES,
+    MAX_VARINT_BYTES,
+    READ_CHUNK,
+    TWO_64,
+    U32_MAX,
+    U64_MAX,
+    WIRE_I32,
+    WIRE_I64,
+    WIRE_LEN,
+    WIRE_VARINT,
+)
 from pt2chakra.errors import InputError
 from pt2chakra.files import GZIP_ERRORS, open_input
 
@@ -54,7 +54,7 @@ def _attr_to_proto(attr: Attr, target: Message) -> None:
     target.name = name
     if not member:
         return
-    if member not in _MEMBER_ENCODERS:
+    if member not in MEMBER_ENCODERS:
         raise ValueError(f"attr {name!r}: unknown AttributeProto member {member!r}")
     if member.endswith("_list"):
         values = getattr(target, member)
@@ -168,14 +168,14 @@ def _decode_varint(buf: bytes, pos: int) -> tuple[int, int]:
     -2 if it runs past 10 bytes."""
     result = 0
     shift = 0
-    end = min(len(buf), pos + _MAX_VARINT_BYTES)
+    end = min(len(buf), pos + MAX_VARINT_BYTES)
     for i in range(pos, end):
         byte = buf[i]
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return result, i + 1
         shift += 7
-    return (-2 if end - pos == _MAX_VARINT_BYTES else -1), end
+    return (-2 if end - pos == MAX_VARINT_BYTES else -1), end
 
 
 def _frame_length(buf: bytes, pos: int, where: str, path: str) -> tuple[int, int]:
@@ -190,7 +190,7 @@ def _frame_length(buf: bytes, pos: int, where: str, path: str) -> tuple[int, int
             f"zero-length {where}: the reference Chakra reader stops at the first "
             "zero-length message, so the rest of the file would be ignored",
         )
-    if length > _MAX_MESSAGE_BYTES:
+    if length > MAX_MESSAGE_BYTES:
         raise InputError(path, f"{where} claims {length} bytes, over protobuf's 2 GiB limit")
     return length, body
 
@@ -198,17 +198,17 @@ def _frame_length(buf: bytes, pos: int, where: str, path: str) -> tuple[int, int
 # (buffer, stream offset of buffer[0], index of the first message, position of
 # its length varint, body start of every message, body end of every message).
 # Messages are contiguous: each one's length varint starts where the last ended.
-_Batch = tuple[bytes, int, int, int, list[int], list[int]]
+Batch = tuple[bytes, int, int, int, list[int], list[int]]
 
 
 def _where(unit: str, index: int, offset: int) -> str:
     return f"message #{index} at {unit} offset {offset}"
 
 
-def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[_Batch]:
+def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[Batch]:
     """Frames every complete message of each buffer fill in one tight loop.
 
-    Reads ``_READ_CHUNK`` bytes at a time (the same reads, so the same error
+    Reads ``READ_CHUNK`` bytes at a time (the same reads, so the same error
     offsets, as a message-at-a-time reader); memory stays at about one chunk
     plus the largest message. A framing error is raised only after the
     messages before it were handed out, as a message-at-a-time reader would.
@@ -222,8 +222,8 @@ def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[_Batch]:
         index = 0
         while True:
             size = len(buf)
-            if size - pos < _MAX_VARINT_BYTES and not eof:
-                chunk = _read(stream, _READ_CHUNK, path, base + size)
+            if size - pos < MAX_VARINT_BYTES and not eof:
+                chunk = _read(stream, READ_CHUNK, path, base + size)
                 eof = not chunk
                 buf, base, pos = buf[pos:] + chunk, base + pos, 0
                 continue
@@ -231,7 +231,7 @@ def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[_Batch]:
                 return
             # Frames starting past ``limit`` wait for a refill (unless at eof):
             # their length varint may continue in the next chunk.
-            scan = _scan_frames(buf, pos, size if eof else size - _MAX_VARINT_BYTES,
+            scan = _scan_frames(buf, pos, size if eof else size - MAX_VARINT_BYTES,
                                 base, index, unit, path)
             if scan.bodies:
                 yield buf, base, index, pos, scan.bodies, scan.ends
@@ -346,17 +346,17 @@ def _wire_fields(data: bytes) -> list[tuple[int, int]]:
         if key < 0:
             raise ValueError("malformed field key")
         field, wire = key >> 3, key & 7
-        if wire == _WIRE_VARINT:
+        if wire == WIRE_VARINT:
             value, pos = _decode_varint(data, pos)
             if value < 0:
                 raise ValueError("malformed varint")
-        elif wire == _WIRE_LEN:
+        elif wire == WIRE_LEN:
             length, pos = _decode_varint(data, pos)
             if length < 0:
                 raise ValueError("malformed length")
             pos += length
-        elif wire in (_WIRE_I64, _WIRE_I32):
-            pos += 8 if wire == _WIRE_I64 else 4
+        elif wire in (WIRE_I64, WIRE_I32):
+            pos += 8 if wire == WIRE_I64 else 4
         else:
             raise ValueError(f"unsupported wire type {wire}")
         fields.append((field, wire))
@@ -373,7 +373,7 @@ def _metadata_problem(data: bytes) -> str | None:
     except ValueError as exc:
         return str(exc)
     for field, wire in fields:
-        if field not in (1, 2) or wire != _WIRE_LEN:
+        if field not in (1, 2) or wire != WIRE_LEN:
             return f"it has field {field} with wire type {wire} (only version=1, attr=2 exist)"
     return None  # no version is fine: mlc-chakra's converter writes none
 
@@ -399,7 +399,7 @@ def _decode_metadata(path: str, where: str, data: bytes) -> GlobalMetadata:
 # dependency kinds repeat on most nodes; per-node numbers (rf_id, durations)
 # take a hand-decoded "name + one varint" path. Anything the fast path does
 # not handle exactly (a bad attribute body, an unknown node type) raises one
-# of ``_FAST_FAILURES`` and the message goes through protobuf ``Node`` +
+# of ``FAST_FAILURES`` and the message goes through protobuf ``Node`` +
 # ``from_proto`` instead, so results and error messages are those of the
 # protobuf path by construction.
 # --------------------------------------------------------------------------
@@ -409,12 +409,12 @@ class _Unhandled(Exception):
     """The fast decoder leaves this message to protobuf."""
 
 
-_FAST_FAILURES = (_Unhandled, DecodeError, KeyError, IndexError)
+FAST_FAILURES = (_Unhandled, DecodeError, KeyError, IndexError)
 
 _TWO_31, _TWO_32, _TWO_63 = 1 << 31, 1 << 32, 1 << 63
 
 
-def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+def varint_at(buf: bytes, pos: int) -> tuple[int, int]:
     """(uint64 value, next position); _Unhandled past 10 bytes or 64 bits
     (what protobuf does then is left to protobuf), IndexError if truncated."""
     value = 0
@@ -424,7 +424,7 @@ def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            if value > _U64_MAX:
+            if value > U64_MAX:
                 raise _Unhandled
             return value, pos
         shift += 7
@@ -433,16 +433,16 @@ def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _signed64(value: int) -> int:
-    return value - _TWO_64 if value >= _TWO_63 else value
+    return value - TWO_64 if value >= _TWO_63 else value
 
 
 def _signed32(value: int) -> int:
-    value &= _U32_MAX
+    value &= U32_MAX
     return value - _TWO_32 if value >= _TWO_31 else value
 
 
 def _zigzag32(value: int) -> int:
-    value &= _U32_MAX
+    value &= U32_MAX
     return (value >> 1) ^ -(value & 1)
 
 
@@ -451,7 +451,7 @@ def _zigzag32(value: int) -> int:
 _VARINT_MEMBERS: dict[str, tuple[int, Callable[[int], Any]]] = {
     "int32_val": (7 << 3, _signed32),
     "int64_val": (9 << 3, _signed64),
-    "uint32_val": (11 << 3, lambda v: v & _U32_MAX),
+    "uint32_val": (11 << 3, lambda v: v & U32_MAX),
     "uint64_val": (13 << 3, lambda v: v),
     "sint32_val": (15 << 3, _zigzag32),
 }
@@ -459,7 +459,7 @@ _VARINT_MEMBERS: dict[str, tuple[int, Callable[[int], Any]]] = {
 # AttributeProto body -> attr, for bodies that repeat (flags, thread ids, op
 # schemas, dependency kinds). List values are copied on every hit. Cleared
 # when full, so per-node values cannot grow it without bound.
-_ATTR_CACHE: dict[bytes, Attr] = {}
+ATTR_CACHE: dict[bytes, Attr] = {}
 _ATTR_CACHE_MAX = 1 << 14
 _ATTR_CACHE_MAX_BODY = 1 << 11
 # Body up to and including the member tag -> (name, member, converter), for
@@ -472,17 +472,17 @@ _SMALL_CACHED_VALUES = 256  # per-node varint values below this are cached whole
 
 def _cache_attr(body: bytes, attr: Attr) -> None:
     if len(body) <= _ATTR_CACHE_MAX_BODY:
-        if len(_ATTR_CACHE) >= _ATTR_CACHE_MAX:
-            _ATTR_CACHE.clear()
-        _ATTR_CACHE[body] = attr
+        if len(ATTR_CACHE) >= _ATTR_CACHE_MAX:
+            ATTR_CACHE.clear()
+        ATTR_CACHE[body] = attr
 
 
-def _decode_attr(body: bytes) -> Attr:
-    """AttributeProto body -> attr, on a miss of ``_ATTR_CACHE``."""
+def decode_attr(body: bytes) -> Attr:
+    """AttributeProto body -> attr, on a miss of ``ATTR_CACHE``."""
     head = body[1] + 3 if len(body) > 2 and body[0] == 0x0A and body[1] < 0x80 else 0
     prefix = _ATTR_PREFIXES.get(body[:head]) if head else None
     if prefix is not None:
-        value, pos = _varint_at(body, head)
+        value, pos = varint_at(body, head)
         if pos == len(body):
             name, member, convert = prefix
             attr = (name, member, convert(value))
@@ -498,8 +498,8 @@ def _decode_attr(body: bytes) -> Attr:
     varint = _VARINT_MEMBERS.get(member)
     if varint is not None and head and body[head - 1] == varint[0]:
         try:
-            _, pos = _varint_at(body, head)
-        except _FAST_FAILURES:
+            _, pos = varint_at(body, head)
+        except FAST_FAILURES:
             pos = -1
         if pos == len(body):  # exactly "name + member": any value fits this prefix
             if len(_ATTR_PREFIXES) >= _ATTR_PREFIXES_MAX:
@@ -548,19 +548,19 @@ def _raw_node_class() -> type[Message]:
 
 
 _RawNode = _raw_node_class()
-_NODE_TYPE_BY_INT: dict[int, NodeType] = {int(t): t for t in NodeType}
+NODE_TYPE_BY_INT: dict[int, NodeType] = {int(t): t for t in NodeType}
 
 
 def _fast_node(data: bytes) -> ChakraNode:
-    """``from_proto(Node.FromString(data))``, or one of ``_FAST_FAILURES``
+    """``from_proto(Node.FromString(data))``, or one of ``FAST_FAILURES``
     (then the protobuf path gives the result or the error)."""
     msg = _RawNode.FromString(data)
-    get = _ATTR_CACHE.get
+    get = ATTR_CACHE.get
     attrs: list[Attr] = []
     for body in msg.attr[:]:  # a slice is a list: cheaper than iterating the container
         attr = get(body)
         if attr is None:
-            attr = _decode_attr(body)
+            attr = decode_attr(body)
         elif type(attr[2]) is list:
             attr = (attr[0], attr[1], attr[2][:])
         attrs.append(attr)
@@ -577,7 +577,7 @@ def _fast_node(data: bytes) -> ChakraNode:
     return ChakraNode(
         msg.id,
         msg.name,
-        _NODE_TYPE_BY_INT[msg.type],  # KeyError for values NodeType lacks
+        NODE_TYPE_BY_INT[msg.type],  # KeyError for values NodeType lacks
         msg.start_time_micros,
         msg.duration_micros,
         msg.ctrl_deps[:],  # a new list
@@ -607,7 +607,7 @@ def decode_node(data: bytes) -> ChakraNode:
     """
     try:
         return _fast_node(data)
-    except _FAST_FAILURES:
+    except FAST_FAILURES:
         pass
     return _protobuf_node("<bytes>", "message", data)
 
@@ -616,20 +616,20 @@ def _decode_nodes(path: str, frames: Iterator[tuple[int, str, bytes]]) -> Iterat
     for _index, where, data in frames:
         try:
             node = _fast_node(data)
-        except _FAST_FAILURES:
+        except FAST_FAILURES:
             node = None  # outside the except block: no chained traceback
         if node is None:
             node = _protobuf_node(path, where, data)
         yield node
 
 
-def _nodes_from_batches(path: str, unit: str, batches: Iterable[_Batch]) -> Iterator[ChakraNode]:
+def nodes_from_batches(path: str, unit: str, batches: Iterable[Batch]) -> Iterator[ChakraNode]:
     fast = _fast_node
     for buf, base, index, pos, bodies, ends in batches:
         for body, end in zip(bodies, ends):
             try:
                 node = fast(buf[body:end])
-            except _FAST_FAILURES:
+            except FAST_FAILURES:
                 node = None  # outside the except block: no chained traceback
             if node is None:
                 node = _protobuf_node(path, _where(unit, index, base + pos), buf[body:end])
@@ -638,7 +638,7 @@ def _nodes_from_batches(path: str, unit: str, batches: Iterable[_Batch]) -> Iter
             pos = end
 
 
-def _rest_of(first: _Batch, batches: Iterator[_Batch]) -> Iterator[_Batch]:
+def _rest_of(first: Batch, batches: Iterator[Batch]) -> Iterator[Batch]:
     """The first batch less its first message, then the other batches."""
     buf, base, index, _pos, bodies, ends = first
     if len(bodies) > 1:
@@ -655,7 +655,7 @@ def decode_et_file(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterat
     """
     path = os.fspath(path)
     unit, metadata, batches = open_et_frames(path)
-    return metadata, _nodes_from_batches(path, unit, batches)
+    return metadata, nodes_from_batches(path, unit, batches)
 
 
 # A file whose first message is no GlobalMetadata and that starts with '{' or
@@ -664,7 +664,7 @@ JSON_OPENERS = (b"{", b"[")
 JSON_LOOKAHEAD = 64  # bytes of leading whitespace a JSON writer may put first
 
 
-def open_et_frames(path: str) -> tuple[str, GlobalMetadata, Iterator[_Batch]]:
+def open_et_frames(path: str) -> tuple[str, GlobalMetadata, Iterator[Batch]]:
     """(offset unit, metadata, the batches of node frames after it): the
     framing every ``.et`` reader starts with (``read_et``, the lean reader)."""
     stream, gzipped = open_input(path)

@@ -23,6 +23,20 @@ from typing import Any, BinaryIO, NamedTuple, Protocol, cast
 from pt2chakra.atomic import atomic_output
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.wire import (
+    I32_MAX,
+    I32_MIN,
+    I64_MAX,
+    I64_MIN,
+    MAX_VARINT_BYTES,
+    TWO_64,
+    U32_MAX,
+    U64_MAX,
+    WIRE_I32,
+    WIRE_I64,
+    WIRE_LEN,
+    WIRE_VARINT,
+)
 
 # AttributeProto's oneof members in field order (3..32): ``<kind>_val`` then
 # ``<kind>_list`` per kind. chakra_schema derives the same tuple from the
@@ -38,21 +52,7 @@ ATTR_MEMBERS: tuple[str, ...] = tuple(
 # Wire-format constants
 # --------------------------------------------------------------------------
 
-_WIRE_VARINT = 0
-_WIRE_I64 = 1
-_WIRE_LEN = 2
-_WIRE_I32 = 5
-
-_U32_MAX = (1 << 32) - 1
-_U64_MAX = (1 << 64) - 1
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_TWO_64 = 1 << 64
-
-_MAX_VARINT_BYTES = 10
-_MAX_MESSAGE_BYTES = (1 << 31) - 1  # protobuf refuses to parse larger messages
 _GZIP_LEVEL = 6  # zlib's default: level 9 is several times slower for ~1% less
-_READ_CHUNK = 1 << 20
 # Nodes framed and written at a time: about 1 MiB of a typical trace's nodes.
 _FRAME_BATCH = 2048
 
@@ -86,23 +86,23 @@ def _tag(field: int, wire_type: int) -> bytes:
 
 
 # Node (field numbers 1..10) and GlobalMetadata / AttributeProto / IOInfo tags.
-_NODE_ID = _tag(1, _WIRE_VARINT)
-_NODE_NAME = _tag(2, _WIRE_LEN)
-_NODE_TYPE = _tag(3, _WIRE_VARINT)
-_NODE_CTRL_DEPS = _tag(4, _WIRE_LEN)
-_NODE_DATA_DEPS = _tag(5, _WIRE_LEN)
-_NODE_START = _tag(6, _WIRE_VARINT)
-_NODE_DURATION = _tag(7, _WIRE_VARINT)
-_NODE_INPUTS = _tag(8, _WIRE_LEN)
-_NODE_OUTPUTS = _tag(9, _WIRE_LEN)
-_NODE_ATTR = _tag(10, _WIRE_LEN)
-_META_VERSION = _tag(1, _WIRE_LEN)
-_META_ATTR = _tag(2, _WIRE_LEN)
-_ATTR_NAME = _tag(1, _WIRE_LEN)
-_IOINFO_VALUES = _tag(1, _WIRE_LEN)
-_IOINFO_SHAPES = _tag(2, _WIRE_LEN)
-_IOINFO_TYPES = _tag(3, _WIRE_LEN)
-_LIST_VALUES = _tag(1, _WIRE_LEN)  # ``values = 1`` of every XList message
+_NODE_ID = _tag(1, WIRE_VARINT)
+_NODE_NAME = _tag(2, WIRE_LEN)
+_NODE_TYPE = _tag(3, WIRE_VARINT)
+_NODE_CTRL_DEPS = _tag(4, WIRE_LEN)
+_NODE_DATA_DEPS = _tag(5, WIRE_LEN)
+_NODE_START = _tag(6, WIRE_VARINT)
+_NODE_DURATION = _tag(7, WIRE_VARINT)
+_NODE_INPUTS = _tag(8, WIRE_LEN)
+_NODE_OUTPUTS = _tag(9, WIRE_LEN)
+_NODE_ATTR = _tag(10, WIRE_LEN)
+_META_VERSION = _tag(1, WIRE_LEN)
+_META_ATTR = _tag(2, WIRE_LEN)
+_ATTR_NAME = _tag(1, WIRE_LEN)
+_IOINFO_VALUES = _tag(1, WIRE_LEN)
+_IOINFO_SHAPES = _tag(2, WIRE_LEN)
+_IOINFO_TYPES = _tag(3, WIRE_LEN)
+_LIST_VALUES = _tag(1, WIRE_LEN)  # ``values = 1`` of every XList message
 
 
 # --------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def _uvarint(value: int) -> bytes:
 
 def _uvarint_large(value: int) -> bytes:
     """14 bits at a time from tables: a bytearray loop costs ~1 us per value."""
-    if value < 0 or value > _U64_MAX:
+    if value < 0 or value > U64_MAX:
         raise ValueError(f"value out of range for uint64: {value}")
     out = b""
     while value >= _VARINT_CACHE_SIZE:
@@ -138,26 +138,26 @@ def _checked(value: int, low: int, high: int, kind: str) -> int:
 
 def _int32(value: int) -> bytes:
     """int32 and enums: negatives are sign-extended to 64 bits (10 bytes)."""
-    _checked(value, _I32_MIN, _I32_MAX, "int32")
-    return _uvarint(value + _TWO_64 if value < 0 else value)
+    _checked(value, I32_MIN, I32_MAX, "int32")
+    return _uvarint(value + TWO_64 if value < 0 else value)
 
 
 def _int64(value: int) -> bytes:
-    _checked(value, _I64_MIN, _I64_MAX, "int64")
-    return _uvarint(value + _TWO_64 if value < 0 else value)
+    _checked(value, I64_MIN, I64_MAX, "int64")
+    return _uvarint(value + TWO_64 if value < 0 else value)
 
 
 def _uint32(value: int) -> bytes:
-    return _uvarint(_checked(value, 0, _U32_MAX, "uint32"))
+    return _uvarint(_checked(value, 0, U32_MAX, "uint32"))
 
 
 def _sint32(value: int) -> bytes:
-    _checked(value, _I32_MIN, _I32_MAX, "sint32")
+    _checked(value, I32_MIN, I32_MAX, "sint32")
     return _uvarint(value << 1 if value >= 0 else ((-value) << 1) - 1)
 
 
 def _sint64(value: int) -> bytes:
-    _checked(value, _I64_MIN, _I64_MAX, "sint64")
+    _checked(value, I64_MIN, I64_MAX, "sint64")
     return _uvarint(value << 1 if value >= 0 else ((-value) << 1) - 1)
 
 
@@ -232,12 +232,12 @@ _VARINT_KINDS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
     "bool": (27, _bool),
 }
 _FIXED_KINDS: dict[str, tuple[int, int, Callable[[Iterable[Any]], bytes]]] = {
-    "double": (3, _WIRE_I64, _fixed_width("d", None, None, "double")),
-    "float": (5, _WIRE_I32, _float32),
-    "fixed32": (19, _WIRE_I32, _fixed_width("I", 0, _U32_MAX, "fixed32")),
-    "fixed64": (21, _WIRE_I64, _fixed_width("Q", 0, _U64_MAX, "fixed64")),
-    "sfixed32": (23, _WIRE_I32, _fixed_width("i", _I32_MIN, _I32_MAX, "sfixed32")),
-    "sfixed64": (25, _WIRE_I64, _fixed_width("q", _I64_MIN, _I64_MAX, "sfixed64")),
+    "double": (3, WIRE_I64, _fixed_width("d", None, None, "double")),
+    "float": (5, WIRE_I32, _float32),
+    "fixed32": (19, WIRE_I32, _fixed_width("I", 0, U32_MAX, "fixed32")),
+    "fixed64": (21, WIRE_I64, _fixed_width("Q", 0, U64_MAX, "fixed64")),
+    "sfixed32": (23, WIRE_I32, _fixed_width("i", I32_MIN, I32_MAX, "sfixed32")),
+    "sfixed64": (25, WIRE_I64, _fixed_width("q", I64_MIN, I64_MAX, "sfixed64")),
 }
 _LEN_KINDS: dict[str, tuple[int, Callable[[Any], bytes]]] = {
     "string": (29, _utf8),
@@ -252,7 +252,7 @@ def _packed_list(tag: bytes, payload: bytes) -> bytes:
 
 
 def _varint_encoders(field: int, encode: Callable[[Any], bytes]) -> tuple[Callable, Callable]:
-    val_tag, list_tag = _tag(field, _WIRE_VARINT), _tag(field + 1, _WIRE_LEN)
+    val_tag, list_tag = _tag(field, WIRE_VARINT), _tag(field + 1, WIRE_LEN)
 
     def scalar(value: Any) -> bytes:
         return val_tag + encode(value)
@@ -264,7 +264,7 @@ def _varint_encoders(field: int, encode: Callable[[Any], bytes]) -> tuple[Callab
 
 
 def _fixed_encoders(field: int, wire: int, pack: Callable) -> tuple[Callable, Callable]:
-    val_tag, list_tag = _tag(field, wire), _tag(field + 1, _WIRE_LEN)
+    val_tag, list_tag = _tag(field, wire), _tag(field + 1, WIRE_LEN)
 
     def scalar(value: Any) -> bytes:
         return val_tag + pack((value,))
@@ -276,7 +276,7 @@ def _fixed_encoders(field: int, wire: int, pack: Callable) -> tuple[Callable, Ca
 
 
 def _len_encoders(field: int, encode: Callable[[Any], bytes]) -> tuple[Callable, Callable]:
-    val_tag, list_tag = _tag(field, _WIRE_LEN), _tag(field + 1, _WIRE_LEN)
+    val_tag, list_tag = _tag(field, WIRE_LEN), _tag(field + 1, WIRE_LEN)
 
     def scalar(value: Any) -> bytes:
         return val_tag + encode(value)
@@ -301,7 +301,7 @@ def _build_member_encoders() -> dict[str, Callable[[Any], bytes]]:
 
 
 # Oneof member name (e.g. "int64_val") -> encoder of that field (tag included).
-_MEMBER_ENCODERS = _build_member_encoders()
+MEMBER_ENCODERS = _build_member_encoders()
 
 
 # Attribute name -> its encoded ``name`` field; names repeat on every node.
@@ -321,7 +321,7 @@ def _attr_name_field(name: str) -> bytes:
 def _encode_attr(attr: Attr) -> bytes:
     """AttributeProto body. Member "" means no oneof member is set."""
     name, member, value = attr
-    encode = _MEMBER_ENCODERS.get(member)
+    encode = MEMBER_ENCODERS.get(member)
     if encode is None:
         if member:
             raise ValueError(f"attr {name!r}: unknown AttributeProto member {member!r}")
@@ -612,8 +612,8 @@ def _int64_prefixes(spec: AttrSpec) -> tuple[bytes, ...]:
     the length of that varint (1..10 bytes)."""
     if spec.member != "int64_val" or spec.plain is not None:
         raise ValueError(f"attr {spec.name!r}: only a plain int64_val may vary on every node")
-    head = _attr_name_field(spec.name) + _tag(_VARINT_KINDS["int64"][0], _WIRE_VARINT)
-    return tuple(_NODE_ATTR + _uvarint(len(head) + n) + head for n in range(_MAX_VARINT_BYTES + 1))
+    head = _attr_name_field(spec.name) + _tag(_VARINT_KINDS["int64"][0], WIRE_VARINT)
+    return tuple(_NODE_ATTR + _uvarint(len(head) + n) + head for n in range(MAX_VARINT_BYTES + 1))
 
 
 # The code per attribute of a compiled attribute encoder (see _compile_attrs):
@@ -652,7 +652,10 @@ def _compile_attrs(tables: Sequence[AttrTable], first: int,
     appends the fields of the values at ``first``... of a node tuple.
 
     A loop over the table would interpret it again on every node: about 10%
-    more time per CPU node (measured on a 100k-op trace). Only positions
+    more time per CPU node (measured on a 100k-op trace). Where the compiled
+    ``encode_node`` is built it takes most nodes, but this is still the path
+    of every node it hands back and of every node without a C compiler or
+    with ``PT2CHAKRA_PURE_PYTHON``, so it stays. Only positions
     enter the source; names and encoded forms are bound as constants
     (``fields_<i>``, ``prefixes_<i>``)."""
     scope: dict[str, Any] = {"small": _VARINT_CACHE, "SMALL": _VARINT_CACHE_SIZE,
@@ -779,8 +782,8 @@ class _NameFields(dict[str, bytes]):
 
 
 # A packed field of one varint of 1..10 bytes: its tag and length.
-_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
-_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(_MAX_VARINT_BYTES + 1))
+_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
+_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
 
 
 # Public names for tests and tools.

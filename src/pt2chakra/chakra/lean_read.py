@@ -33,14 +33,14 @@ from google.protobuf.message import DecodeError, Message
 
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.decode import (
-    _ATTR_CACHE,
-    _FAST_FAILURES,
-    _NODE_TYPE_BY_INT,
-    _Batch,
-    _decode_attr,
-    _nodes_from_batches,
-    _varint_at,
+    ATTR_CACHE,
+    FAST_FAILURES,
+    NODE_TYPE_BY_INT,
+    Batch,
+    decode_attr,
+    nodes_from_batches,
     open_et_frames,
+    varint_at,
 )
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 
@@ -68,7 +68,7 @@ _MISS = object()
 _NO_DEPS = cast(list[int], ())
 _NAN = math.nan
 # NodeType by value, as the compiled path indexes it (values 0..7, contiguous).
-_NODE_TYPES = tuple(_NODE_TYPE_BY_INT[v] for v in range(len(_NODE_TYPE_BY_INT)))
+_NODE_TYPES = tuple(NODE_TYPE_BY_INT[v] for v in range(len(NODE_TYPE_BY_INT)))
 
 
 class _PythonPath(Exception):
@@ -137,10 +137,10 @@ class _Lean:
         self.wanted_tuple = tuple(sorted(self.wanted))
         self.apart_bytes = b"" if apart is None else apart.encode()
 
-    def fast_nodes(self, batch: _Batch, column: array[float] | None) -> list[ChakraNode] | None:
+    def fast_nodes(self, batch: Batch, column: array[float] | None) -> list[ChakraNode] | None:
         """The batch's nodes by the compiled path (the attribute held apart
         going to ``column``); None where it is not built or leaves the batch
-        to the Python path. Raises one of ``_FAST_FAILURES`` where the exact
+        to the Python path. Raises one of ``FAST_FAILURES`` where the exact
         path must decide."""
         fast = fast_path()
         if fast is None:
@@ -165,7 +165,7 @@ class _Lean:
         bodies = []
         pos = 0
         while pos < len(key):
-            length, pos = _varint_at(key, pos)
+            length, pos = varint_at(key, pos)
             bodies.append(key[pos:pos + length])
             pos += length
         out = self.attrs(bodies)
@@ -199,9 +199,9 @@ class _Lean:
         named = len(body) > 1 and body[0] == _NAME_TAG and body[1] < _ONE_BYTE_LEN
         attr: Attr | None = None
         if not named or body[2:2 + body[1]] in self.wanted:
-            attr = _ATTR_CACHE.get(body)
+            attr = ATTR_CACHE.get(body)
             if attr is None:
-                attr = _decode_attr(body)  # list values come copied
+                attr = decode_attr(body)  # list values come copied
             elif type(attr[2]) is list:  # not decode's own cached list
                 attr = (attr[0], attr[1], attr[2][:])
             if not named and attr[0] not in self.wanted_str:
@@ -254,7 +254,7 @@ class _Lean:
     def apart_sight(self, body: bytes) -> Attr | None:
         """A body named as the attribute held apart (its value differs per
         node: not remembered); None if its name is not wanted after all."""
-        attr = _ATTR_CACHE.get(body) or _decode_attr(body)
+        attr = ATTR_CACHE.get(body) or decode_attr(body)
         if type(attr[2]) is list:
             attr = (attr[0], attr[1], attr[2][:])
         if attr[0] not in self.wanted_str:
@@ -267,10 +267,10 @@ class _Lean:
 
     def nodes(self, data: bytes, column: array[float] | None = None) -> list[ChakraNode]:
         """Every node of one joined buffer fill (the attribute held apart
-        going to ``column``); raises one of ``_FAST_FAILURES`` where the
+        going to ``column``); raises one of ``FAST_FAILURES`` where the
         exact path must decide."""
         out = []
-        types, names = _NODE_TYPE_BY_INT, self.names
+        types, names = NODE_TYPE_BY_INT, self.names
         batch = _LeanBatch.FromString(data).node
         if column is None:
             attrs = self.attrs
@@ -293,26 +293,26 @@ class _Lean:
         return out
 
 
-def _joined(batch: _Batch) -> bytes:
+def _joined(batch: Batch) -> bytes:
     """The batch's frames, each preceded by the Batch.node field tag."""
     buf, _base, _index, pos, _bodies, ends = batch
     starts = [pos, *ends[:-1]]
     return _FRAME_TAG + _FRAME_TAG.join([buf[s:e] for s, e in zip(starts, ends)])
 
 
-def _batch_nodes(lean: _Lean, batch: _Batch, column: array[float] | None,
+def _batch_nodes(lean: _Lean, batch: Batch, column: array[float] | None,
                  ) -> list[ChakraNode] | None:
     """The batch's nodes by the compiled path, else by protobuf's parser;
     None where the exact path must decide."""
     try:
         nodes = lean.fast_nodes(batch, column)
         return nodes if nodes is not None else lean.nodes(_joined(batch), column)
-    except (*_FAST_FAILURES, DecodeError, UnicodeDecodeError):
+    except (*FAST_FAILURES, DecodeError, UnicodeDecodeError):
         return None
 
 
 def _lean_nodes(path: str, unit: str, lean: _Lean,
-                batches: Iterable[_Batch]) -> Iterator[ChakraNode]:
+                batches: Iterable[Batch]) -> Iterator[ChakraNode]:
     for batch in batches:
         nodes = _batch_nodes(lean, batch, None)
         if nodes is None:  # the exact path: its result or its error
@@ -321,9 +321,9 @@ def _lean_nodes(path: str, unit: str, lean: _Lean,
         yield from nodes
 
 
-def _exact_nodes(path: str, unit: str, lean: _Lean, batch: _Batch) -> Iterator[ChakraNode]:
+def _exact_nodes(path: str, unit: str, lean: _Lean, batch: Batch) -> Iterator[ChakraNode]:
     """One batch through ``read_et``'s path, trimmed to what ``lean`` keeps."""
-    for node in _nodes_from_batches(path, unit, [batch]):
+    for node in nodes_from_batches(path, unit, [batch]):
         node.attrs = [a for a in node.attrs if a[0] in lean.wanted_str]
         node.inputs = node.outputs = None
         node.ctrl_deps = _NO_DEPS

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from os import PathLike
 
-from pt2chakra.pytorch.host_trace import (
-    _SCHEMA_PEEK,
+from pt2chakra.pytorch.host_decode import (
     SCHEMA_LAYOUTS,
+    SCHEMA_PEEK,
     SCHEMA_PEEK_BYTES,
     Layout,
     SharedIO,
-    _check_structure,
-    _decode_doc,
-    _decode_nodes,
-    _normalise,
-    _process_groups,
+    check_structure,
+    decode_doc,
+    decode_nodes,
+    normalise,
+    process_groups_of,
     schema_version,
 )
 from pt2chakra.pytorch.json_input import gc_paused
@@ -54,7 +54,7 @@ def _load(where: str) -> HostTrace:
 
     def check_head(first: bytes) -> None:
         """As the whole-file loader: ``schema`` near the start picks the layout."""
-        peek = _SCHEMA_PEEK.search(first, 0, SCHEMA_PEEK_BYTES)
+        peek = SCHEMA_PEEK.search(first, 0, SCHEMA_PEEK_BYTES)
         if peek is None or first.lstrip()[:1] != b"{":
             raise NotSliceable
         layout = SCHEMA_LAYOUTS.get(schema_version(where, peek.group(1).decode()))
@@ -67,15 +67,15 @@ def _load(where: str) -> HostTrace:
 
     def on_slice(nodes: memoryview) -> None:
         layout = layouts[0]
-        raw = _decode_nodes(where, nodes, "", layout)
-        ops.extend(_normalise(where, raw, layout, shared))
+        raw = decode_nodes(where, nodes, "", layout)
+        ops.extend(normalise(where, raw, layout, shared))
 
     head, trailer = read_sliced(where, b"nodes", check_head, on_slice)
     shared.clear()  # each op keeps the values it shares
-    doc = _decode_doc(where, head + b'"nodes": []' + trailer, layouts[0])
+    doc = decode_doc(where, head + b'"nodes": []' + trailer, layouts[0])
     if doc.schema is None:
         raise NotSliceable
-    _check_structure(where, ops)
+    check_structure(where, ops)
     return HostTrace(path=where, schema=doc.schema, pid=doc.pid, start_ts=doc.start_ts,
                      finish_ts=doc.finish_ts, ops=ops,
-                     process_groups=_process_groups(where, ops))
+                     process_groups=process_groups_of(where, ops))

@@ -24,13 +24,13 @@ from types import GenericAlias
 
 from pt2chakra.pytorch.json_input import decode, gc_paused
 from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
-from pt2chakra.pytorch.kineto_trace import (
+from pt2chakra.pytorch.kineto_decode import (
     REPEATED_FLOW_START,
-    _classify,
-    _Doc,
-    _with_distributed_info,
+    KinetoDoc,
+    classify,
     event_types,
     time_ordered,
+    with_distributed_info,
 )
 from pt2chakra.pytorch.records import KinetoTrace
 
@@ -62,11 +62,11 @@ def _load(where: str, ignored: Counter[str], inputs: bool) -> KinetoTrace:
             raise NotSliceable
 
     def on_slice(events: memoryview) -> None:
-        parts.append(_classify(where, decode(where, events, events_type), ignored))
+        parts.append(classify(where, decode(where, events, events_type), ignored))
 
     head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)
-    doc = decode(where, head + b'"traceEvents": []' + trailer, _Doc)
-    return _with_distributed_info(where, _joined(where, parts, ignored), doc.distributedInfo)
+    doc = decode(where, head + b'"traceEvents": []' + trailer, KinetoDoc)
+    return with_distributed_info(where, _joined(where, parts, ignored), doc.distributedInfo)
 
 
 def _joined(where: str, parts: list[KinetoTrace], ignored: Counter[str]) -> KinetoTrace:
