@@ -14,7 +14,7 @@ from helpers import ROOT
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
 
-SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "export", "collect",
+SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "astra", "collect",
                "cli", "report")
 # The facade, its error type, the atomic writer, the input opener, ``-m pt2chakra``.
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py"}
