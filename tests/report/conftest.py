@@ -11,7 +11,7 @@ from helpers import PAIRS, ROOT, SAMPLE
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.conversion.api import convert, write_report
+from pt2chakra.conversion.api import convert, write_conversion_report
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def sample_et(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(.et, conversion report JSON) of the bundled sample."""
     work = tmp_path_factory.mktemp("sample")
     out, rep = work / "gpt_tiny_cpu.et", work / "gpt_tiny_cpu.report.json"
-    write_report(convert(f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz", out), rep)
+    write_conversion_report(convert(f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz", out), rep)
     return out, rep
 
 
@@ -32,7 +32,7 @@ def dlrm_ets(traces: Path, tmp_path_factory: pytest.TempPathFactory,
     for r in range(8):
         host, kineto = PAIRS[f"dlrm_rank{r}"]
         et, rep = work / f"dlrm.{r}.et", work / f"dlrm.{r}.report.json"
-        write_report(convert(traces / host, traces / kineto, et), rep)
+        write_conversion_report(convert(traces / host, traces / kineto, et), rep)
         ets.append(et)
         reports.append(rep)
     return ets, reports

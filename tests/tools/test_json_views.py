@@ -15,7 +15,7 @@ from helpers import ALL, assert_one_line_failure, run_cli
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.json_form import from_json, jsonize, read_json
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.tools.graph import GraphStats, Window, render
+from pt2chakra.tools.graph import GraphStats, Window, render_graph
 from pt2chakra.tools.timeline import TimelineStats, timeline
 
 
@@ -133,7 +133,7 @@ def test_graph_dot_renders_with_graphviz(converted, tmp_path, name):  # noqa: F8
     ids = [n.id for n in nodes]
     window = Window(ids=(min(ids), min(ids) + 60), ctrl=True)
     out = tmp_path / "g.dot"
-    stats = render(path, out, window)
+    stats = render_graph(path, out, window)
     assert 0 < stats.nodes <= 61 and stats.edges >= 0 and stats.total == len(ids)
     proc = subprocess.run(["dot", "-Tsvg", str(out)], capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,8 @@ from helpers import assert_one_line_failure, read_with_reference, run_cli
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.tools.text_workload import from_text, microbench
+from pt2chakra.tools.microbench import microbench
+from pt2chakra.tools.text_workload import from_text
 from pt2chakra.tools.validate import validate
 
 LAYERS = [

@@ -135,7 +135,7 @@ class _Rank:
                 heapq.heappush(self.ready[n.resource], (n.id, k))
 
 
-class _Replay:
+class _ConsumerReplay:
     """The event loop over all ranks (ASTRA-sim's order of events)."""
 
     def __init__(self, ranks: list[_Rank], options: ConsumerOptions) -> None:
@@ -379,7 +379,7 @@ def replay_as_astra_sim(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNo
                          f"{npus} trace(s) were given (ASTRA-sim reads one file per NPU)")
     ranks = [_rank(r, os.fspath(src), nodes, options, npus)
              for r, ((_md, nodes), src) in enumerate(zip(graphs, sources))]
-    _Replay(ranks, options).run()
+    _ConsumerReplay(ranks, options).run()
     per_rank, measured = _measured(graphs)
     finishes = [RankFinish(rank=r.rank, source=r.source, finished_ns=r.finished_ns,
                            exposed_comm_ns=r.finished_ns - r.gpu_ns,

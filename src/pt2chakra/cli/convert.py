@@ -57,7 +57,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.html:
         _check_html(args)
     run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
-                      break_cycles_=args.break_cycles, progress=args.progress,
+                      break_cycles=args.break_cycles, progress=args.progress,
                       profile=_output_profile(args), report_path=args.report,
                       repair=args.repair, force=args.force)
     options.keep_until_exit(run)  # its million objects: not freed one by one before exit

@@ -114,12 +114,12 @@ def _parse_range(text: str | None, what: str) -> tuple[int, int] | None:
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
-    from pt2chakra.tools.graph import Window, render
+    from pt2chakra.tools.graph import Window, render_graph
 
     window = Window(ids=_parse_range(args.ids, "--ids"), time=_parse_range(args.time, "--time"),
                     around=args.around, hops=args.hops, max_nodes=args.max_nodes,
                     ctrl=args.ctrl)
-    stats = render(args.input, args.output, window)
+    stats = render_graph(args.input, args.output, window)
     if not args.quiet:
         print(stats.summary())
     return 0
@@ -136,7 +136,7 @@ def _cmd_from_text(args: argparse.Namespace) -> int:
 
 
 def _cmd_microbench(args: argparse.Namespace) -> int:
-    from pt2chakra.tools.text_workload import microbench
+    from pt2chakra.tools.microbench import microbench
 
     written = microbench(args.collective, args.size, args.npus, args.output,
                          steps=args.steps, compute_micros=args.compute)

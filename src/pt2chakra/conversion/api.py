@@ -179,12 +179,12 @@ class OutputProfile(Protocol):
 
 def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
-            break_cycles_: bool = False, progress: bool | None = None,
+            break_cycles: bool = False, progress: bool | None = None,
             profile: OutputProfile | None = None,
             report_path: str | os.PathLike[str] | None = None,
             repair: bool = False, force: bool = False) -> ConversionReport:
     """``convert_run``'s report."""
-    return convert_run(host_trace, device_trace, output, rank=rank, break_cycles_=break_cycles_,
+    return convert_run(host_trace, device_trace, output, rank=rank, break_cycles=break_cycles,
                        progress=progress, profile=profile, report_path=report_path,
                        repair=repair, force=force).report
 
@@ -192,7 +192,7 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
 def convert_run(host_trace: str | os.PathLike[str] | None,
                 device_trace: str | os.PathLike[str] | None,
                 output: str | os.PathLike[str], *, rank: int | None = None,
-                break_cycles_: bool = False, progress: bool | None = None,
+                break_cycles: bool = False, progress: bool | None = None,
                 profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False) -> ConversionRun:
@@ -202,7 +202,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     ``astra.export.AstraSimProfile()``: ``output`` is then a prefix for
     ``<prefix>.<rank>.et``, see ``OutputProfile``). Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
-    ``break_cycles_``); no output file is left behind then. ``report_path``:
+    ``break_cycles``); no output file is left behind then. ``report_path``:
     also write the report there as JSON (checked before the work starts; the
     outputs are committed together, so a report that cannot be written leaves
     no ``.et`` either). ``force``: convert a pair that looks like two ranks or
@@ -226,7 +226,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                                  force=force, ignored=ignored)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
-        broken = _ensure_acyclic(graph, str(output), break_cycles_)
+        broken = _ensure_acyclic(graph, str(output), break_cycles)
         stages.step("graph built and checked")
         if profile is not None:
             profile.write(graph.metadata, graph.nodes(), output, rank=rank,
@@ -245,7 +245,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
         if not report.accounted():
             raise AssertionError(f"accounting mismatch: {report}")
         if report_path is not None:
-            write_report(report, staged.stage(report_path))
+            write_conversion_report(report, staged.stage(report_path))
         staged.commit()
         stages.step(f"wrote {output}")
     return ConversionRun(report, linked, graph)
@@ -334,7 +334,7 @@ def _report(graph: ChakraGraph, host_trace: str | None, device_trace: object, ou
         cycles_broken=broken, seconds=round(seconds, 3))
 
 
-def write_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
+def write_conversion_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
     """Write the report as JSON, atomically."""
     write_atomic(path, orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))
 

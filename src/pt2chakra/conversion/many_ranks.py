@@ -164,7 +164,7 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
     t0 = time.perf_counter()
     try:
         report = convert(job.host_trace, job.device_trace, job.output,
-                         break_cycles_=options.break_cycles, progress=False,
+                         break_cycles=options.break_cycles, progress=False,
                          report_path=job.report, force=options.force, repair=options.repair)
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))

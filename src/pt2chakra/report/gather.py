@@ -187,7 +187,7 @@ def fitted_timeline(schedule: Schedule, budget: int = BAR_BUDGET,
     names = _Names()
     lanes = _lane_bars(schedule, names)
     while True:
-        tl = timeline(schedule, lanes, names.names, budget, sources)
+        tl = timeline_view(schedule, lanes, names.names, budget, sources)
         if budget <= MIN_LANE_BARS or len(msgspec.json.encode(tl)) <= TIMELINE_BYTES:
             return tl
         budget //= 2
@@ -223,7 +223,7 @@ def _lane_bars(schedule: Schedule, names: _Names) -> list[_LaneBars]:
     return out
 
 
-def timeline(schedule: Schedule, lanes: list[_LaneBars], names: list[str], budget: int,
+def timeline_view(schedule: Schedule, lanes: list[_LaneBars], names: list[str], budget: int,
              sources: Sequence[str] = ()) -> Timeline:
     """The lanes downsampled to ``budget`` bars in all (a lane's critical-path
     marks share its part)."""

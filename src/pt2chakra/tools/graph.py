@@ -193,7 +193,7 @@ def dot_to_svg(dot_text: str, output: str) -> None:
     write_atomic(output, proc.stdout)
 
 
-def render(path: str | os.PathLike[str], output: str | os.PathLike[str],
+def render_graph(path: str | os.PathLike[str], output: str | os.PathLike[str],
            window: Window | None = None) -> GraphStats:
     """Write the window as .dot / .graphml / .svg (by the output's suffix)."""
     output = os.fspath(output)

@@ -81,11 +81,11 @@ class Layer:
         self.wg_comm: int | None = None
 
 
-class _Builder:
+class WorkloadBuilder:
     def __init__(self) -> None:
         self.nodes: list[ChakraNode] = []
 
-    def _add(self, name: str, type_: NodeType, deps: Iterable[int | None], dur: int,
+    def add(self, name: str, type_: NodeType, deps: Iterable[int | None], dur: int,
              attrs: list[Attr]) -> int:
         node_id = len(self.nodes)
         seen: list[int] = []
@@ -98,14 +98,14 @@ class _Builder:
         return node_id
 
     def comp(self, layer: str, phase: str, dur: int, deps: Iterable[int | None]) -> int:
-        return self._add(f"COMP_NODE_{layer}_{phase}", NodeType.COMP_NODE, deps, dur, [])
+        return self.add(f"COMP_NODE_{layer}_{phase}", NodeType.COMP_NODE, deps, dur, [])
 
     def comm(self, layer: str, text_type: str, size: int, deps: Iterable[int | None],
              ) -> int | None:
         ctype = TEXT_COMM_TYPES[text_type]
         if ctype is None:
             return None
-        return self._add(f"COMM_COLL_NODE_{layer}_{text_type}", NodeType.COMM_COLL_NODE, deps,
+        return self.add(f"COMM_COLL_NODE_{layer}_{text_type}", NodeType.COMM_COLL_NODE, deps,
                          0, [("comm_type", "int64_val", int(ctype)),
                              ("comm_size", "int64_val", size)])
 
@@ -114,7 +114,7 @@ def _either(*ids: int | None) -> int | None:
     return next((i for i in ids if i is not None), None)
 
 
-def _data(b: _Builder, layers: list[Layer], passes: int) -> None:
+def _data(b: WorkloadBuilder, layers: list[Layer], passes: int) -> None:
     n = len(layers)
     for _ in range(passes):
         fwd = None
@@ -132,7 +132,7 @@ def _data(b: _Builder, layers: list[Layer], passes: int) -> None:
                 layer.ig_node = b.comp(layer.name, "BWD_IG", layer.ig_comp_time, [wg])
 
 
-def _model(b: _Builder, layers: list[Layer], passes: int, hybrid: bool,
+def _model(b: WorkloadBuilder, layers: list[Layer], passes: int, hybrid: bool,
            ig_suffix: str = "") -> None:
     n = len(layers)
     for _ in range(passes):
@@ -164,7 +164,7 @@ def _model(b: _Builder, layers: list[Layer], passes: int, hybrid: bool,
                                         wg)
 
 
-def _dlrm(b: _Builder, layers: list[Layer], passes: int, last_bottom: int) -> None:
+def _dlrm(b: WorkloadBuilder, layers: list[Layer], passes: int, last_bottom: int) -> None:
     n = len(layers)
     for _ in range(passes):
         fwd = None
@@ -190,7 +190,7 @@ def _dlrm(b: _Builder, layers: list[Layer], passes: int, last_bottom: int) -> No
                 first.ig_comm = b.comm(first.name, first.ig_type, first.ig_size, [ig])
 
 
-def _micro(b: _Builder, layers: list[Layer], passes: int) -> None:
+def _micro(b: WorkloadBuilder, layers: list[Layer], passes: int) -> None:
     for _ in range(passes):
         for layer in layers:
             b.comm(layer.name, layer.wg_type, layer.wg_size, [])
@@ -232,7 +232,7 @@ def build(path: str | os.PathLike[str], passes: int = 1) -> tuple[GlobalMetadata
     kind, header, layers, text = parse(path)
     if passes < 1:
         raise InputError(os.fspath(path), "--passes must be at least 1")
-    b = _Builder()
+    b = WorkloadBuilder()
     if kind == "DATA":
         _data(b, layers, passes)
     elif kind == "MODEL":
@@ -264,7 +264,7 @@ def _check_npus(npus: int, prefix: str, inputs: list[str]) -> None:
         refuse_overwriting_inputs(f"{prefix}.{npu}.et", list(inputs))
 
 
-def _write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
+def write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
                 prefix: str) -> list[str]:
     """All or nothing: the files are staged and moved into place together."""
     _check_npus(npus, prefix, [])
@@ -291,7 +291,7 @@ def from_text(path: str | os.PathLike[str], npus: int, prefix: str | os.PathLike
     del profile  # the output already has no METADATA or CPU nodes
     _check_npus(npus, os.fspath(prefix), [os.fspath(path)])
     metadata, nodes = build(path, passes)
-    return _write_npus(metadata, nodes, npus, os.fspath(prefix))
+    return write_npus(metadata, nodes, npus, os.fspath(prefix))
 
 
 def collective_type(name: str) -> CollectiveType:
@@ -303,23 +303,3 @@ def collective_type(name: str) -> CollectiveType:
     except KeyError:
         raise InputError(name, "unknown collective; known: "
                          + ", ".join(t.name for t in CollectiveType)) from None
-
-
-def microbench(collective: str, size: int, npus: int, prefix: str | os.PathLike[str],
-               steps: int = 1, compute_micros: int = 0) -> list[str]:
-    """``steps`` x (optional compute of ``compute_micros``, then one collective of
-    ``size`` bytes) in a chain, the same on every NPU."""
-    ctype = collective_type(collective)
-    if size < 0 or steps < 1 or compute_micros < 0:
-        raise InputError(os.fspath(prefix), "size and compute must be >= 0, steps >= 1")
-    b = _Builder()
-    prev: int | None = None
-    for step in range(steps):
-        if compute_micros:
-            prev = b.comp(f"step{step}", "COMPUTE", compute_micros, [prev])
-        prev = b._add(f"{ctype.name}_{size}B_step{step}", NodeType.COMM_COLL_NODE, [prev], 0,
-                      [("comm_type", "int64_val", int(ctype)), ("comm_size", "int64_val", size)])
-    metadata = GlobalMetadata(version=CHAKRA_VERSION, attrs=[
-        ("generator", "string_val", "pt2chakra microbench"),
-        ("collective", "string_val", ctype.name), ("comm_size", "int64_val", size)])
-    return _write_npus(metadata, b.nodes, npus, os.fspath(prefix))
