@@ -170,29 +170,24 @@ def rank_origins(windows: Sequence[StepWindow], align: str) -> tuple[list[float]
 
 def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
                 attrs_of: Sequence[Mapping[str, Any]]) -> StepWindow | None:
-    """The measured step of one rank: the converter's recorded step
-    (``step_start_micros`` / ``step_end_micros``), widened to every timed
-    node, since GPU work launched at the end of the step finishes after it;
-    a ``period`` step is taken as recorded (its GPU tail is the next step's).
-    None for a trace without any start time and without a recorded step
-    (other tools' graphs, ``microbench``): it has no measured step."""
-    return step_window_of(metadata_attrs, nodes,
-                          [inclusive_micros(n, a) for n, a in zip(nodes, attrs_of)])
-
-
-def step_window_of(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
-                   inclusive: Sequence[float]) -> StepWindow | None:
-    """``step_window`` with each node's ``inclusive_micros`` already worked out
-    (the simulator has them, and a million attribute lookups cost seconds)."""
+    """``step_window_from`` (the rule) over nodes and their attribute dicts:
+    it only gathers the columns the rule reads."""
     return step_window_from(metadata_attrs, list(map(operator.attrgetter("start_time_micros"), nodes)),
                             list(map(float, map(operator.attrgetter("duration_micros"), nodes))),
-                            inclusive)
+                            [inclusive_micros(n, a) for n, a in zip(nodes, attrs_of)])
 
 
 def step_window_from(metadata_attrs: Mapping[str, Any], starts: Sequence[int],
                      durations: Sequence[float], inclusive: Sequence[float]) -> StepWindow | None:
-    """``step_window_of`` from the nodes' columns: start times, durations (as
-    floats) and inclusive times (the simulator holds them as lists)."""
+    """The measured step of one rank, the one home of the rule at read time:
+    the converter's recorded step (``step_start_micros`` /
+    ``step_end_micros``), widened to every timed node, since GPU work launched
+    at the end of the step finishes after it; a ``period`` step is taken as
+    recorded (its GPU tail is the next step's). None for a trace without any
+    start time and without a recorded step (other tools' graphs,
+    ``microbench``): it has no measured step. Takes the nodes' columns (start
+    times, durations as floats, ``inclusive_micros``): the simulator holds
+    them as lists, and a million attribute lookups cost seconds."""
     window: StepWindow | None = None
     s0, s1 = metadata_attrs.get("step_start_micros"), metadata_attrs.get("step_end_micros")
     if is_period_step(metadata_attrs) and is_finite_number(s0) and is_finite_number(s1):

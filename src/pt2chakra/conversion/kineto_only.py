@@ -32,7 +32,7 @@ from pt2chakra.conversion.linker import (
     link_gpu_activities,
     with_stand_ins,
 )
-from pt2chakra.conversion.step import StepWindow, kineto_step
+from pt2chakra.conversion.step import RecordedStep, kineto_step
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
@@ -57,7 +57,7 @@ INSIDE_TRANSFER = "inside a CPU transfer (gloo's own copies, part of its time)"
 NESTING_SLACK_US = 0.01
 
 
-def _in_window(ev: CpuEvent, window: StepWindow) -> bool:
+def _in_window(ev: CpuEvent, window: RecordedStep) -> bool:
     return window.start <= ev.ts and ev.ts + ev.dur <= window.end + NESTING_SLACK_US
 
 
@@ -163,7 +163,7 @@ def _is_cpu_transfer(ev: CpuEvent, launches: dict[int, list[float]]) -> bool:
 
 class KinetoOnly(NamedTuple):
     linked: LinkedTrace
-    window: StepWindow
+    window: RecordedStep
     dropped: dict[str, int]  # Kineto CPU (and Python) events not made nodes, by reason
 
 

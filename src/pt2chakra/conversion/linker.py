@@ -21,12 +21,12 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from itertools import compress
-from operator import add, attrgetter
+from operator import attrgetter
 
 import msgspec
 
 from pt2chakra.chakra.conventions import STEP_SPAN
-from pt2chakra.conversion.step import pending_gpu_work, stream_gaps
+from pt2chakra.conversion.step import linked_step, pending_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
@@ -132,8 +132,6 @@ _op_id = attrgetter("id")
 
 _op_name = attrgetter("name")
 _op_rf_id = attrgetter("rf_id")
-_ev_ts = attrgetter("ts")
-_ev_dur = attrgetter("dur")
 
 
 def names_passing(ops: Sequence[HostOp], test: Callable[[str], bool]) -> list[bool] | None:
@@ -170,9 +168,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
         method = "order"
         cpu_event = link_by_order(ops, kineto.cpu_events)
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
-    events = cpu_event.values()
-    step_start = min(map(_ev_ts, events))
-    step_end = max(map(add, map(_ev_ts, events), map(_ev_dur, events)))
+    step_start, step_end, _label, _definition = linked_step(cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
     gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)

@@ -26,12 +26,13 @@ CPU record, the idle time is the only trace of what held the stream back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from operator import add, attrgetter
 from typing import NamedTuple
 
 from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, STEP_PERIOD, STEP_SPAN
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.records import GpuActivity, KinetoTrace
+from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
 
 # The annotation torch.profiler's schedule writes around each step.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
@@ -49,7 +50,12 @@ MIN_GAP_US = 0.5
 MIN_PENDING_US = 0.5
 
 
-class StepWindow(NamedTuple):
+class RecordedStep(NamedTuple):
+    """The step a conversion takes from its input, with what "measured"
+    means there; written to the metadata as ``step_start_micros`` ..
+    ``step_end_micros`` and ``step_definition`` (read back by
+    ``chakra.conventions.step_window``)."""
+
     start: float
     end: float
     label: str  # "ProfilerStep#5", "whole trace", ...
@@ -64,6 +70,8 @@ class StepWindow(NamedTuple):
 
 
 STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY)
+_EVENT_TS = attrgetter("ts")  # C-level maps: a million events
+_EVENT_DUR = attrgetter("dur")
 
 
 def is_stand_in(act: GpuActivity) -> bool:
@@ -77,7 +85,15 @@ def profiler_steps(kineto: KinetoTrace) -> list[tuple[float, float, str]]:
                   if ev.name.startswith(PROFILER_STEP_PREFIX))
 
 
-def kineto_step(kineto: KinetoTrace) -> StepWindow:
+def linked_step(events: Collection[CpuEvent]) -> RecordedStep:
+    """The step of a host ET linked to its Kineto trace: the span of the
+    Kineto events of the host's ops (the host ET records one step)."""
+    return RecordedStep(min(map(_EVENT_TS, events)),
+                        max(map(add, map(_EVENT_TS, events), map(_EVENT_DUR, events))),
+                        "the host trace's ops")
+
+
+def kineto_step(kineto: KinetoTrace) -> RecordedStep:
     """The step of a Kineto-only conversion: a steady-state period when the
     trace holds a step followed by another (the last such one: the last
     step is often cut short by the profiler stopping), the lone step, else
@@ -87,16 +103,16 @@ def kineto_step(kineto: KinetoTrace) -> StepWindow:
     steps = profiler_steps(kineto)
     if len(steps) >= 2:
         (start, _end, name), (following, _e, _n) = steps[-2], steps[-1]
-        return StepWindow(start, following, name, STEP_PERIOD)
+        return RecordedStep(start, following, name, STEP_PERIOD)
     if steps:
         start, end, name = steps[0]
-        return StepWindow(start, end, name, STEP_SPAN)
+        return RecordedStep(start, end, name, STEP_SPAN)
     spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.gpu_activities,
                                                    kineto.python_events)
              for ev in group]
     if not spans:
         raise InputError(kineto.path, "no CPU op and no GPU activity: nothing to convert")
-    return StepWindow(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
+    return RecordedStep(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
 
 
 def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity]:

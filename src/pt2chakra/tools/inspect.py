@@ -8,7 +8,14 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
+from pt2chakra.chakra.conventions import (
+    COMM_NODE_TYPES,
+    CPU_LANE,
+    STREAM_LANE,
+    Lane,
+    attr_dict,
+    lane_of,
+)
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
@@ -117,7 +124,7 @@ class _Tally:
             self._add_comm(node, attrs)
         self.dep_kinds.update(dep_kinds_of(node.data_deps, attrs))
         self.ctrl_deps += len(node.ctrl_deps)
-        self._add_lane(attrs)
+        self._add_lane(lane_of(node.type, attrs))
         self._add_time(node)
 
     def _add_comm(self, node: ChakraNode, attrs: dict[str, Any]) -> None:
@@ -126,15 +133,17 @@ class _Tally:
         size = attrs.get("comm_size", 0)
         self.coll_bytes[key] += size if isinstance(size, int) else 0
 
-    def _add_lane(self, attrs: dict[str, Any]) -> None:
-        """CPU nodes count per thread, GPU nodes per stream (when known)."""
-        if is_gpu(attrs):
-            self.gpu += 1
-            if "stream" in attrs:
-                self.streams[f"device {attrs.get('device', 0)} stream {attrs['stream']}"] += 1
-        else:
+    def _add_lane(self, lane: Lane) -> None:
+        """CPU nodes count per thread, GPU nodes per stream (when known), as
+        ``lane_of`` (the simulator's lanes) places them."""
+        if lane.kind == CPU_LANE:
             self.cpu += 1
-            self.threads[f"thread {attrs.get('tid', '?')}"] += 1
+            self.threads[lane.label] += 1
+        else:
+            self.gpu += 1
+            if lane.kind == STREAM_LANE:
+                _gpu, device, stream = lane.key
+                self.streams[f"device {device} stream {stream}"] += 1
 
     def _add_time(self, node: ChakraNode) -> None:
         """The span covers timed nodes only (0 means no recorded start)."""
