@@ -2,19 +2,11 @@
 
 import sys
 
+from builders import node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.cycles import break_cycles, check_graph, describe_cycle, find_cycle
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
-from pt2chakra.chakra.records import ChakraNode, NodeType
-
-
-def node(i, deps=(), kinds=None):
-    attrs = []
-    if kinds is not None:
-        attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
-    return ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, data_deps=list(deps), attrs=attrs)
 
 
 def test_acyclic_chain():

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from builders import WRITER_ATTRS  # the NodeWriter table test_wire checks too
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_wire import WRITER_ATTRS  # the NodeWriter table test_wire checks
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import NodeWriter

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from builders import nodes_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_wire import nodes_strategy
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint

@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import I32, I64, U64, WRITER_ATTRS, attrs_strategy, nodes_strategy
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 from helpers import read_with_reference
@@ -32,73 +33,10 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 
-U64 = (1 << 64) - 1
-I32 = (-(1 << 31), (1 << 31) - 1)
-I64 = (-(1 << 63), (1 << 63) - 1)
 PROTO_PATH = Path(__file__).resolve().parents[2] / "src" / "pt2chakra" / "chakra" / "et_def.proto"
 SETTINGS = settings(
     deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-# --------------------------------------------------------------------------
-# Strategies
-# --------------------------------------------------------------------------
-
-
-def _numeric_kinds(exact_floats: bool) -> dict[str, st.SearchStrategy]:
-    """Oneof kind -> element strategy. ``exact_floats``: values that survive a
-    round trip and compare equal (no NaN, float32-representable floats)."""
-    floats32 = st.floats(width=32, allow_nan=False) if exact_floats else st.floats()
-    return {
-        "double": st.floats(allow_nan=not exact_floats),
-        "float": floats32,
-        "int32": st.integers(*I32),
-        "int64": st.integers(*I64),
-        "uint32": st.integers(0, (1 << 32) - 1),
-        "uint64": st.integers(0, U64),
-        "sint32": st.integers(*I32),
-        "sint64": st.integers(*I64),
-        "fixed32": st.integers(0, (1 << 32) - 1),
-        "fixed64": st.integers(0, U64),
-        "sfixed32": st.integers(*I32),
-        "sfixed64": st.integers(*I64),
-        "bool": st.booleans(),
-        "string": st.text(max_size=12),
-        "bytes": st.binary(max_size=12),
-    }
-
-
-def attrs_strategy(exact_floats: bool) -> st.SearchStrategy:
-    options = []
-    for kind, values in _numeric_kinds(exact_floats).items():
-        scalar = st.tuples(st.text(max_size=10), st.just(f"{kind}_val"), values)
-        listed = st.tuples(
-            st.text(max_size=10), st.just(f"{kind}_list"), st.lists(values, max_size=5)
-        )
-        options += [scalar, listed]
-    options.append(st.tuples(st.text(max_size=10), st.just(""), st.none()))  # no member set
-    return st.lists(st.one_of(options), max_size=6)
-
-
-ids = st.integers(0, U64)
-ioinfo = st.none() | st.tuples(st.text(max_size=20), st.text(max_size=20), st.text(max_size=20))
-
-
-def nodes_strategy(exact_floats: bool = False, named: bool = False) -> st.SearchStrategy:
-    return st.builds(
-        ChakraNode,
-        id=ids,
-        name=st.text(min_size=1 if named else 0, max_size=30),
-        type=st.sampled_from(list(NodeType)),
-        start_time_micros=ids,
-        duration_micros=ids,
-        ctrl_deps=st.lists(ids, max_size=6),
-        data_deps=st.lists(ids, max_size=6),
-        inputs=ioinfo,
-        outputs=ioinfo,
-        attrs=attrs_strategy(exact_floats),
-    )
-
 
 METADATA = GlobalMetadata(
     version="0.0.4",
@@ -232,14 +170,6 @@ def test_bad_ids_raise() -> None:
 # NodeWriter (the converter's fast path) vs encode_node
 # --------------------------------------------------------------------------
 
-WRITER_ATTRS = (
-    AttrSpec("flag", "bool_val"),
-    AttrSpec("per_node", "int64_val", repeats=False),
-    AttrSpec("tid", "int64_val"),
-    AttrSpec("label", "string_val"),
-    AttrSpec("kinds", "string_list", plain=list),
-    AttrSpec("small", "int32_val"),
-)
 ID = st.integers(0, (1 << 62))
 IO_TEXT = st.one_of(st.just(""), st.text(max_size=40), st.text(min_size=100, max_size=200))
 

@@ -5,12 +5,11 @@ so that a network what-if moves the step."""
 from __future__ import annotations
 
 import pytest
-from test_simulate import cpu, gpu  # the suite's node builders
+from builders import MD, cpu, gpu
 
-from pt2chakra.chakra.records import CollectiveType, GlobalMetadata
+from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.simulation.engine import SimConfig, Simulator
 
-MD = GlobalMetadata(version="0.0.4")
 AR = CollectiveType.ALL_REDUCE
 
 

@@ -5,9 +5,9 @@ optimizer's time, say, stays."""
 from __future__ import annotations
 
 import pytest
+from builders import MD, cpu
 from hypothesis import given
 from hypothesis import strategies as st
-from test_simulate import MD, cpu  # the suite's node builders
 
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import SimulationOptions, check_options
