@@ -121,6 +121,17 @@ def comm_node(nid: int, deps: Sequence[int] = (), size: int | None = 1024,
                 start=10 * nid, dur=5, attrs=attrs)
 
 
+def coll(nid: int, seq: int | None = None, deps: Sequence[int] = (), *, start: int = 0,
+         stream: int | None = None, comm_type: int = 0, pg: str = "0") -> ChakraNode:
+    """A 10 us, 1 KiB collective ``nccl<id>`` with sequence number ``seq``, on
+    ``stream`` of device 0 when one is given."""
+    attrs: list[Attr] = [IS_GPU, *comm_attrs(comm_type, 1024, pg, seq)]
+    if stream is not None:
+        attrs += gpu_attrs(stream)[1:]
+    return node(nid, deps, name=f"nccl{nid}", node_type=NodeType.COMM_COLL_NODE, start=start,
+                dur=10, attrs=attrs)
+
+
 def comm_op(nid: int, node_type: NodeType, start: int, deps: Sequence[int] = (), *,
             peer: int | None = None, seq: int | None = None, pg: str = "0") -> ChakraNode:
     """A 5 us, 4 KiB GPU communication node on stream 7 of device 0: a send
@@ -154,11 +165,16 @@ def metadata(rank: int | None = None, world_size: int | None = None,
     return GlobalMetadata(version=version, attrs=attrs)
 
 
+def write_nodes(path: Path, nodes: Sequence[ChakraNode], md: GlobalMetadata = MD) -> Path:
+    """``nodes`` written as an ``.et`` at ``path`` (no rank unless ``md`` says)."""
+    write_et(path, md, list(nodes))
+    return path
+
+
 def write_rank(path: Path, nodes: Sequence[ChakraNode], rank: int = 0,
                world_size: int | None = None) -> Path:
     """``nodes`` written as rank ``rank``'s ``.et`` at ``path``."""
-    write_et(path, metadata(rank, world_size), list(nodes))
-    return path
+    return write_nodes(path, nodes, metadata(rank, world_size))
 
 
 def sound_et(path: Path, rank: int = 0) -> Path:

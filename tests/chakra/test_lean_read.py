@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from builders import nodes_strategy
+from builders import metadata, nodes_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,11 +15,11 @@ from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
-META = GlobalMetadata("0.0.4", [("rank", "int64_val", 3)])
+META = metadata(rank=3)
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])
