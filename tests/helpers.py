@@ -53,7 +53,8 @@ def read_with_reference(path: Path | str):  # type: ignore[no-untyped-def]
     return meta, nodes
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m pt2chakra ARGS`` in a process of its own (each argument str()-ed)."""
     return subprocess.run([sys.executable, "-m", "pt2chakra", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout)
 

@@ -15,7 +15,7 @@ from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
-from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
@@ -44,7 +44,7 @@ def _same_as_read_et(path: Path, names: frozenset[str]) -> None:
     lean_md, lean = read_et_lean(path, names)
     assert lean_md == md
     lean_nodes = list(lean)
-    assert all(n.ctrl_deps == () for n in lean_nodes)
+    assert all(n.ctrl_deps == () for n in lean_nodes)  # type: ignore[comparison-overlap]  # the lean reader leaves them empty, a tuple
     assert [msgspec.structs.replace(n, ctrl_deps=[]) for n in lean_nodes] == \
         [_lean_view(n, names) for n in full]
 
@@ -141,7 +141,7 @@ def _same_apart(path: Path, names: frozenset[str]) -> None:
 
 
 def test_apart_column(tmp_path: Path) -> None:
-    kinds = [[], [(INCL, "int64_val", 7)], [(INCL, "double_val", 2.5)],
+    kinds: list[list[Attr]] = [[], [(INCL, "int64_val", 7)], [(INCL, "double_val", 2.5)],
              [(INCL, "double_val", float("nan"))], [(INCL, "string_val", "x")],
              [(INCL, "int64_val", 3), (INCL, "uint64_val", 4)],
              [(INCL, "int64_val", 3), (INCL, "string_val", "y")], [(INCL, "bool_val", True)]]

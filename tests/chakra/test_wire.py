@@ -6,7 +6,7 @@ import gzip
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
@@ -178,7 +178,8 @@ def _encoded_io(texts: tuple[str, str, str], tail: bytes) -> Any:
     """An ``EncodedIOInfo`` of three texts, with ``tail`` after the body."""
     from types import SimpleNamespace
 
-    body = ioinfo_body(*(t.encode() for t in texts), tail)
+    values, shapes, types = (t.encode() for t in texts)
+    body = ioinfo_body(values, shapes, types, tail)
     return SimpleNamespace(ioinfo=body, ioinfo_size=len(body) - len(tail))
 
 
@@ -188,7 +189,7 @@ def test_ioinfo_texts_undo_ioinfo_body(texts: tuple[str, str, str], tail: str) -
     encoded = [t.encode() for t in texts]
     body = ioinfo_body(*encoded)
     assert ioinfo_texts(body) == tuple(encoded)
-    assert ioinfo_body(*encoded, tail.encode()) == body + tail.encode()
+    assert ioinfo_body(encoded[0], encoded[1], encoded[2], tail.encode()) == body + tail.encode()
 
 
 @st.composite
@@ -434,8 +435,8 @@ def test_proto_file_matches_embedded_descriptor() -> None:
         }
         assert declared == {(f.name, f.number) for f in message.field}, message.name
     for enum in file_proto.enum_type:
-        declared = set(re.findall(r"(\w+)\s*=\s*(\d+);", blocks[enum.name]))
-        assert declared == {(v.name, str(v.number)) for v in enum.value}, enum.name
+        declared_values = set(re.findall(r"(\w+)\s*=\s*(\d+);", blocks[enum.name]))
+        assert declared_values == {(v.name, str(v.number)) for v in enum.value}, enum.name
 
 
 def test_enums_match_model() -> None:
@@ -523,8 +524,8 @@ def test_we_read_reference_written_file(tmp_path: Path) -> None:
     ]
     # Our encoder reproduces the reference's bytes exactly.
     assert list(iter_messages(path))[1:] == [
-        encode_node(from_proto(first)),
-        encode_node(from_proto(second)),
+        encode_node(cast(ChakraNode, from_proto(first))),
+        encode_node(cast(ChakraNode, from_proto(second))),
     ]
 
 
@@ -557,7 +558,7 @@ def _protobuf_read(data: bytes) -> ChakraNode | str:
     except DecodeError as exc:
         return f"message does not parse as a Node: {exc}"
     try:
-        return from_proto(msg)
+        return cast(ChakraNode, from_proto(msg))
     except ValueError as exc:
         return f"message: {exc}"
 
@@ -754,7 +755,7 @@ def test_frames_of_batches_mixed_and_long_messages(tmp_path: Path) -> None:
     # whose length takes a 3-byte varint: the file is each node framed in turn.
     nodes: list[ChakraNode | bytes] = []
     for i in range(1, 2 * 2048 + 10):
-        node = ChakraNode(id=i, name="x" * (20_000 if i % 1000 == 0 else i % 7), type=4)
+        node = ChakraNode(id=i, name="x" * (20_000 if i % 1000 == 0 else i % 7), type=NodeType.COMP_NODE)
         nodes.append(encode_node(node) if i % 3 else node)
     path = tmp_path / "t.et"
     metadata = GlobalMetadata(version="0.0.4")

@@ -25,7 +25,7 @@ MAX_ERROR_PCT = 5.0
 RANKS = (0, 1)
 
 
-def _gloo_ops(rank: int) -> list[dict]:  # type: ignore[type-arg]
+def _gloo_ops(rank: int) -> list[dict]:
     doc = json.loads(gzip.decompress(Path(f"{SAMPLE}.rank{rank}.host_et.json.gz").read_bytes()))
     return [n for n in doc["nodes"] if is_backend_comm_op(n["name"])]
 

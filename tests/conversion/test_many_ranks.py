@@ -19,7 +19,8 @@ DLRM_RANKS = range(8)
 
 def _spec(ranks: set[int]) -> str:
     """A spec naming ``ranks``, with runs written as ranges."""
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[int] = []
     for r in sorted(ranks):
         if run and r != run[-1] + 1:
             parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))

@@ -78,7 +78,7 @@ def damaged(draw: st.DrawFn, seed: bytes) -> bytes:
     return blob
 
 
-def _only_input_errors(load, path: Path) -> None:  # type: ignore[no-untyped-def]
+def _only_input_errors(load, path: Path) -> None:
     try:
         load(path)
     except InputError as exc:

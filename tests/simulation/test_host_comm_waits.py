@@ -13,7 +13,7 @@ from pt2chakra.simulation.engine import SimConfig, Simulator
 AR = CollectiveType.ALL_REDUCE
 
 
-def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:  # type: ignore[type-arg]
+def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:
     """Issue (0-100 us), all-reduce on a worker (100-1100 us), the main
     thread's next op at ``wake_at`` with no recorded edge to the all-reduce."""
     nodes = [cpu(1, 0, 100), gpu(2, 100, 1000, deps=[1], kinds=["launch"], comm=AR, seq=1,
@@ -24,7 +24,7 @@ def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:  # type: ignore[
     return nodes
 
 
-def _step(ranks: list, scale: float, infer: bool = True) -> float:  # type: ignore[type-arg]
+def _step(ranks: list, scale: float, infer: bool = True) -> float:
     sim = Simulator([(MD, r) for r in ranks], infer_waits=infer)
     return sim.run(SimConfig(bandwidth_scale=scale, align="together"))[0].predicted_step_us
 

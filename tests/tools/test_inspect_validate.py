@@ -13,7 +13,7 @@ from helpers import ALL, assert_one_line_failure, run_cli
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.tools.inspect import inspect
-from pt2chakra.tools.validate import validate
+from pt2chakra.tools.validate import Problem, validate
 
 
 def _attrs(node):
@@ -24,8 +24,7 @@ def _attrs(node):
 def test_inspect_counts_match_the_file(converted, name):  # noqa: F811
     path = converted[name]
     info = inspect(path)
-    _, nodes = read_et(path)
-    nodes = list(nodes)
+    nodes = list(read_et(path)[1])
     assert info.nodes == len(nodes)
     assert sum(info.nodes_by_type.values()) == len(nodes)
     assert info.cpu_nodes + info.gpu_nodes == len(nodes)
@@ -111,7 +110,7 @@ def test_validate_finds_each_broken_rule(tmp_path):
     path = write_nodes(tmp_path / "g.et", nodes)
     report = validate([path])
     assert not report.sound
-    by_check = {}
+    by_check: dict[str, list[Problem]] = {}
     for p in report.errors:
         by_check.setdefault(p.check, []).append(p)
     assert by_check["dangling-dep"][0].node == 2 and "99" in by_check["dangling-dep"][0].message
