@@ -107,6 +107,7 @@ def _both(path: Path, names: frozenset[str], apart: bool, monkeypatch: pytest.Mo
     return fast, python
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(frames=st.lists(node_frames(), min_size=1, max_size=6), apart=st.booleans())
@@ -162,6 +163,7 @@ def frame_buffers(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(buf=frame_buffers(), limit_back=st.integers(0, 12))
 def test_frame_scan(monkeypatch: pytest.MonkeyPatch, buf: bytes, limit_back: int) -> None:

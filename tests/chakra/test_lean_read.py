@@ -54,6 +54,7 @@ def test_real_traces(converted: dict[str, Path], name: str) -> None:
     _same_as_read_et(converted[name], SIM_ATTRS)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_any_nodes_any_filter(tmp_path: Path, nodes: list[ChakraNode]) -> None:
@@ -162,6 +163,7 @@ def test_apart_real_traces(converted: dict[str, Path], name: str) -> None:
     _same_apart(converted[name], SIM_ATTRS)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_apart_any_nodes(tmp_path: Path, nodes: list[ChakraNode]) -> None:

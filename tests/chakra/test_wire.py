@@ -219,6 +219,7 @@ def raw_nodes(draw: st.DrawFn) -> tuple[tuple, ChakraNode]:
     return raw, node
 
 
+@pytest.mark.slow  # a long property run
 @SETTINGS
 @given(st.lists(raw_nodes(), min_size=1, max_size=8))
 def test_node_writer_matches_encode_node(pairs: list[tuple[tuple, ChakraNode]]) -> None:
@@ -247,6 +248,7 @@ def test_node_writer_refuses_what_it_cannot_cache() -> None:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a long property run
 @SETTINGS
 @given(st.lists(nodes_strategy(exact_floats=True, named=True), max_size=5), st.booleans())
 def test_round_trip(tmp_path: Path, nodes: list[ChakraNode], gz: bool) -> None:

@@ -20,6 +20,8 @@ from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 MAX_ERROR_PCT = 5.0
 RANKS = (0, 1)

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, fill, parse_ranks
 from pt2chakra.errors import InputError
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 DLRM_RANKS = range(8)
 
 

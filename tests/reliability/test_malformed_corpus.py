@@ -34,6 +34,8 @@ from builders import (
 from cli_batch import TIMED_OUT, Call, run_batch
 from helpers import SAMPLE, TRACES, gzip_bomb
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 BIG = 2**63  # one past int64
 HUGE = 2**70
 # Inflates ~1000x, past the ratio-free allowance: a small gzip bomb.

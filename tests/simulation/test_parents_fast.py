@@ -47,6 +47,7 @@ def _outcome(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> A
         return ("error", type(exc).__name__)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=400, deadline=None)
 @given(ranks())
 def test_same_parents(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> None:

@@ -13,6 +13,8 @@ from helpers import assert_one_line_failure, run_cli
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 WORKLOAD = "MICRO\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 5\n"
 
 
