@@ -1,14 +1,15 @@
 # Two entry points for a newcomer on a fresh machine:
 #   make demo   set up, then link -> convert -> validate -> simulate -> report on the bundled sample
 #               (out/gpt_tiny_cpu.html: the HTML report, one self-contained page)
-#   make test   set up, then lint (ruff), type-check (mypy) and run the test suite
+#   make test   set up, then lint (ruff), type-check (mypy, src and tests) and run the test suite
+#   make test-fast   the test suite less its slow tier (pytest -m "not slow")
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test lint bench bench-convert bench-sim bench-whatif clean
+.PHONY: setup demo test test-fast lint bench bench-convert bench-sim bench-whatif clean
 
 # setup.py and the C source: the compiled reader is rebuilt when they change.
 $(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
@@ -41,6 +42,11 @@ test: setup
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The fast tier: everything but the tests marked slow (real traces, subprocess
+# batches, collection, browsers, long property runs); under a minute.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check src tests scripts

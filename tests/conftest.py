@@ -13,6 +13,17 @@ from pathlib import Path
 import pytest
 from helpers import ALL, REFERENCE_SOURCES, ROOT, TRACES
 
+# Tests that read the real traces (converted once per session, or by the
+# reference converter) belong to the slow tier: ``make test-fast`` leaves them out.
+REAL_TRACE_FIXTURES = frozenset({"traces", "converted", "reference"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``slow`` every test that uses a real-trace fixture."""
+    for item in items:
+        if REAL_TRACE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def traces() -> Path:

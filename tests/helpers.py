@@ -1,6 +1,7 @@
 """Helpers shared by the tests (``tests`` is on ``sys.path``, see pyproject).
 
-Fixtures live in ``conftest.py``; plain functions and constants live here.
+Fixtures live in ``conftest.py``, builders of test data (nodes, traces) in
+``builders.py``; other plain functions and constants live here.
 The real traces live outside the repository (``../shared/traces`` relative
 to the project root, read-only, same place in CI); tests read them in place
 and never copy them into the repo.
@@ -52,7 +53,8 @@ def read_with_reference(path: Path | str):  # type: ignore[no-untyped-def]
     return meta, nodes
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: object, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m pt2chakra ARGS`` in a process of its own (each argument str()-ed)."""
     return subprocess.run([sys.executable, "-m", "pt2chakra", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout)
 
@@ -77,3 +79,16 @@ def on_both_paths(run: Callable[[], Any]) -> tuple[Any, Any]:
         return fast, run()
     finally:
         compiled.FAST = original
+
+
+def gzip_bomb(path: Path, inflated: int) -> Path:
+    """Zeros that inflate about 1000x (deflate's ceiling): ``inflated`` bytes."""
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"\0" * (1 << 20)
+    with path.open("wb") as out:
+        for _ in range(inflated >> 20):
+            out.write(compressor.compress(block))
+        out.write(compressor.flush())
+    return path

@@ -28,10 +28,8 @@ def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F81
     report = validate(outs, profile="astra-sim")
     assert report.sound and not report.problems, report.lines()
     for src, out in zip(files, outs):
-        _, before = read_et(src)
-        before = list(before)
-        _, after = read_et(out)
-        after = list(after)
+        before = list(read_et(src)[1])
+        after = list(read_et(out)[1])
         gpu_before = [n for n in before if not attr_dict(n.attrs)["is_cpu_op"]]
         real = [n for n in after if n.name != CPU_GAP]
         gaps = [n for n in after if n.name == CPU_GAP]
@@ -61,9 +59,9 @@ def test_process_groups_move_to_metadata_and_groups_json(converted, tmp_path):  
     # its only group, "0", is the whole machine, which ASTRA-sim's comm-groups
     # file cannot hold (it asserts id > 0): no file
     assert written == [str(tmp_path / "pg.1.et")]
-    out_md, out_nodes = read_et(written[0])
+    out_md, read_nodes = read_et(written[0])
     assert "process_groups" in attr_dict(out_md.attrs)
-    out_nodes = list(out_nodes)
+    out_nodes = list(read_nodes)
     assert {n.type for n in out_nodes} == {NodeType.COMM_COLL_NODE}
 
 
@@ -199,8 +197,7 @@ def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F
     written = convert_files([converted["dlrm_rank0"]], tmp_path / "lin", cpu="drop")
     report = validate(written, profile="astra-sim")
     assert report.sound and not [p for p in report.problems if p.severity == "error"]
-    _, nodes = read_et(written[0])
-    nodes = list(nodes)
+    nodes = list(read_et(written[0])[1])
     assert any(n.name == CPU_GAP for n in nodes)
     assert not any(attr_dict(n.attrs).get("is_cpu_op", False) for n in nodes)
     assert attr_dict(read_et(written[0])[0].attrs)["consumer_profile"] == "astra-sim (cpu=drop)"

@@ -3,6 +3,8 @@ tiny graphs whose ASTRA-sim schedule can be worked out by hand."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
@@ -35,7 +37,7 @@ def coll(i: int, size: int, deps: tuple[int, ...] = (), comm_type: int = 0) -> C
                              ("comm_size", "int64_val", size)])
 
 
-def finish(ranks: list[list[ChakraNode]], **options: float) -> list[int]:
+def finish(ranks: list[list[ChakraNode]], **options: Any) -> list[int]:
     graphs = [(MD, nodes) for nodes in ranks]
     result = replay_as_astra_sim(graphs, [f"t.{r}.et" for r in range(len(ranks))],
                                  ConsumerOptions(network=NET2, **options))

@@ -4,6 +4,7 @@ rank, communication hanging off it, rank start offsets as leading gaps."""
 from __future__ import annotations
 
 import pytest
+from builders import metadata
 from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,12 +37,6 @@ def _coll(i: int, start: int, dur: int, deps: list[int] | None = None) -> Chakra
                              ("comm_size", "int64_val", 1 << 20)])
 
 
-def _md(start: int, end: int) -> GlobalMetadata:
-    return GlobalMetadata(version="0.0.4", attrs=[("step_start_micros", "int64_val", start),
-                                                   ("step_end_micros", "int64_val", end),
-                                                   ("world_size", "int64_val", 2)])
-
-
 def _chain(out: list[ChakraNode]) -> list[ChakraNode]:
     return [n for n in out if n.type == NodeType.COMP_NODE]
 
@@ -53,7 +48,7 @@ def test_overlapping_streams_fold_into_one_chain_with_gaps():
                         duration_micros=60, attrs=CPU),
              _kernel(2, 10, 20, 1, [1]), _kernel(3, 20, 20, 2, [1]),
              _kernel(4, 50, 5, 1, [2])]
-    _md_out, out = profile(_md(0, 60), nodes, "serial")
+    _md_out, out = profile(metadata(world_size=2, step=(0, 60)), nodes, "serial")
     chain = _chain(out)
     names = [n.name for n in chain]
     assert names == [CPU_GAP_CATEGORY, "K2", "K3", CPU_GAP_CATEGORY, "K4", CPU_GAP_CATEGORY]
@@ -70,7 +65,7 @@ def test_waiting_for_communication_is_a_dependency_not_a_gap():
     # K2 waits for the all-reduce [20, 70) and starts 5 us after it ends:
     # the 5 us are CPU time (a gap after the collective), the rest the network's
     nodes = [_kernel(1, 0, 20, 1), _coll(2, 20, 50, [1]), _kernel(3, 75, 5, 1, [2])]
-    _md_out, out = profile(_md(0, 80), nodes, "serial")
+    _md_out, out = profile(metadata(world_size=2, step=(0, 80)), nodes, "serial")
     by_id = {n.id: n for n in out}
     chain = _chain(out)
     gap = chain[chain.index(by_id[3]) - 1]
@@ -118,7 +113,7 @@ def _schedules(draw: st.DrawFn) -> tuple[GlobalMetadata, list[ChakraNode]]:
         else:
             nodes.append(_kernel(i, start, dur, draw(st.integers(0, 2)), deps))
     end = max(n.start_time_micros + n.duration_micros for n in nodes) + draw(st.integers(0, 9))
-    return _md(0, end), nodes
+    return metadata(world_size=2, step=(0, end)), nodes
 
 
 @given(_schedules(), st.integers(0, 50))
@@ -149,7 +144,7 @@ def _pair(kernel_us: int) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
     for _rank in range(2):
         nodes = [_kernel(1, 0, kernel_us, 1), _coll(2, kernel_us, 100, [1]),
                  _kernel(3, kernel_us + 110, 10, 1, [2])]
-        md, chain = profile(_md(0, kernel_us + 130), nodes, "serial")
+        md, chain = profile(metadata(world_size=2, step=(0, kernel_us + 130)), nodes, "serial")
         out.append((md, chain))
     return out
 

@@ -2,19 +2,12 @@
 
 import sys
 
+import pytest
+from builders import node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.cycles import break_cycles, check_graph, describe_cycle, find_cycle
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
-from pt2chakra.chakra.records import ChakraNode, NodeType
-
-
-def node(i, deps=(), kinds=None):
-    attrs = []
-    if kinds is not None:
-        attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
-    return ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, data_deps=list(deps), attrs=attrs)
 
 
 def test_acyclic_chain():
@@ -45,6 +38,7 @@ def test_break_cycles_drops_least_reliable_kind():
     assert nodes[0].data_deps == [] and nodes[0].attrs[0][2] == []
 
 
+@pytest.mark.slow  # a long property run
 def test_long_chain_does_not_recurse():
     n = sys.getrecursionlimit() * 50
     nodes = [node(0)] + [node(i, [i - 1]) for i in range(1, n)]
@@ -69,6 +63,7 @@ def dags(draw):
     return nodes
 
 
+@pytest.mark.slow  # a long property run
 @given(dags(), st.data())
 @settings(max_examples=200, deadline=None)
 def test_forward_edges_never_cycle_and_a_back_edge_always_does(nodes, data):

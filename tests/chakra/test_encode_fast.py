@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from builders import WRITER_ATTRS  # the NodeWriter table test_wire checks too
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_wire import WRITER_ATTRS  # the NodeWriter table test_wire checks
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import NodeWriter
@@ -65,6 +65,7 @@ def _outcome(encode: Any, values: tuple[Any, ...]) -> tuple[Any, ...]:
         return ("error", type(exc).__name__, str(exc))
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=400, deadline=None)
 @given(st.lists(node_tuples(), min_size=1, max_size=6))
 def test_any_node_tuple(nodes: list[tuple[Any, ...]]) -> None:

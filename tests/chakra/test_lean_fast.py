@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from builders import metadata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled, decode
 from pt2chakra.chakra.encode import encode_metadata, uvarint
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
-from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
 
 INCL = "inclusive_duration_micros"
-META = GlobalMetadata("0.0.4", [("rank", "int64_val", 0)])
+META = metadata(rank=0)
 WIRE_VARINT, WIRE_I64, WIRE_LEN, WIRE_I32 = 0, 1, 2, 5
 
 u64 = st.one_of(st.integers(0, 300), st.integers(0, (1 << 64) - 1))
@@ -107,6 +107,7 @@ def _both(path: Path, names: frozenset[str], apart: bool, monkeypatch: pytest.Mo
     return fast, python
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(frames=st.lists(node_frames(), min_size=1, max_size=6), apart=st.booleans())
@@ -162,6 +163,7 @@ def frame_buffers(draw: st.DrawFn) -> bytes:
     return b"".join(parts)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(buf=frame_buffers(), limit_back=st.integers(0, 12))
 def test_frame_scan(monkeypatch: pytest.MonkeyPatch, buf: bytes, limit_back: int) -> None:

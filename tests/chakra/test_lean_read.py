@@ -7,19 +7,19 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from builders import metadata, nodes_strategy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_wire import nodes_strategy
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
-META = GlobalMetadata("0.0.4", [("rank", "int64_val", 3)])
+META = metadata(rank=3)
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])
@@ -44,7 +44,7 @@ def _same_as_read_et(path: Path, names: frozenset[str]) -> None:
     lean_md, lean = read_et_lean(path, names)
     assert lean_md == md
     lean_nodes = list(lean)
-    assert all(n.ctrl_deps == () for n in lean_nodes)
+    assert all(n.ctrl_deps == () for n in lean_nodes)  # type: ignore[comparison-overlap]  # the lean reader leaves them empty, a tuple
     assert [msgspec.structs.replace(n, ctrl_deps=[]) for n in lean_nodes] == \
         [_lean_view(n, names) for n in full]
 
@@ -54,6 +54,7 @@ def test_real_traces(converted: dict[str, Path], name: str) -> None:
     _same_as_read_et(converted[name], SIM_ATTRS)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_any_nodes_any_filter(tmp_path: Path, nodes: list[ChakraNode]) -> None:
@@ -141,7 +142,7 @@ def _same_apart(path: Path, names: frozenset[str]) -> None:
 
 
 def test_apart_column(tmp_path: Path) -> None:
-    kinds = [[], [(INCL, "int64_val", 7)], [(INCL, "double_val", 2.5)],
+    kinds: list[list[Attr]] = [[], [(INCL, "int64_val", 7)], [(INCL, "double_val", 2.5)],
              [(INCL, "double_val", float("nan"))], [(INCL, "string_val", "x")],
              [(INCL, "int64_val", 3), (INCL, "uint64_val", 4)],
              [(INCL, "int64_val", 3), (INCL, "string_val", "y")], [(INCL, "bool_val", True)]]
@@ -162,6 +163,7 @@ def test_apart_real_traces(converted: dict[str, Path], name: str) -> None:
     _same_apart(converted[name], SIM_ATTRS)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_apart_any_nodes(tmp_path: Path, nodes: list[ChakraNode]) -> None:

@@ -4,15 +4,16 @@ both ``validate`` and the simulator."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
+from builders import comm_op, write_rank
 from helpers import assert_one_line_failure, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import (
     NO_RANK,
     ORDER,
@@ -32,32 +33,8 @@ PG = "pg0"
 SEND, RECV, COLL = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE
 
 
-def comm(nid: int, node_type: NodeType, start: int, deps: list[int] = (), *,
-         peer: int | None = None, seq: int | None = None) -> ChakraNode:
-    """A GPU communication node on stream 7 of device 0."""
-    attrs = [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0),
-             ("stream", "int64_val", 7), ("comm_size", "int64_val", 4096),
-             ("pg_name", "string_val", PG)]
-    if node_type == COLL:
-        attrs.append(("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)))
-    if node_type == SEND and peer is not None:
-        attrs.append(("comm_dst", "int32_val", peer))
-    if node_type == RECV and peer is not None:
-        attrs.append(("comm_src", "int32_val", peer))
-    if seq is not None:
-        attrs.append(("comm_seq", "int64_val", seq))
-    if deps:
-        attrs.append(("data_dep_kinds", "string_list", ["stream_order"] * len(deps)))
-    return ChakraNode(id=nid, name=f"{node_type.name.lower()}{nid}", type=node_type,
-                      start_time_micros=start, duration_micros=5, data_deps=list(deps),
-                      attrs=attrs)
-
-
-def write_rank(path: Path, rank: int, nodes: list[ChakraNode]) -> Path:
-    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank),
-                                                ("world_size", "int64_val", 2)])
-    write_et(path, md, nodes)
-    return path
+# Every communication node here is on group PG.
+comm = partial(comm_op, pg=PG)
 
 
 def deadlock_pair(folder: Path) -> list[Path]:
@@ -65,16 +42,20 @@ def deadlock_pair(folder: Path) -> list[Path]:
     receives from rank 0. No comm_seq. Real NCCL hangs: each rank waits in
     its first op for the other."""
     return [
-        write_rank(folder / "d.0.et", 0, [comm(1, SEND, 10, peer=1), comm(2, COLL, 20, [1])]),
-        write_rank(folder / "d.1.et", 1, [comm(1, COLL, 10), comm(2, RECV, 20, [1], peer=0)]),
+        write_rank(folder / "d.0.et", [comm(1, SEND, 10, peer=1), comm(2, COLL, 20, [1])], 0,
+                   world_size=2),
+        write_rank(folder / "d.1.et", [comm(1, COLL, 10), comm(2, RECV, 20, [1], peer=0)], 1,
+                   world_size=2),
     ]
 
 
 def sound_pair(folder: Path) -> list[Path]:
     """The same work in an order both ranks can follow."""
     return [
-        write_rank(folder / "s.0.et", 0, [comm(1, SEND, 10, peer=1), comm(2, COLL, 20, [1])]),
-        write_rank(folder / "s.1.et", 1, [comm(1, RECV, 10, peer=0), comm(2, COLL, 20, [1])]),
+        write_rank(folder / "s.0.et", [comm(1, SEND, 10, peer=1), comm(2, COLL, 20, [1])], 0,
+                   world_size=2),
+        write_rank(folder / "s.1.et", [comm(1, RECV, 10, peer=0), comm(2, COLL, 20, [1])], 1,
+                   world_size=2),
     ]
 
 
@@ -162,8 +143,8 @@ def test_sound_pair_validates_and_replays_with_matched_transfer(tmp_path):
 
 
 def test_a_transfer_without_its_receive_is_an_alignment_error(tmp_path):
-    files = [write_rank(tmp_path / "u.0.et", 0, [comm(1, SEND, 10, peer=1)]),
-             write_rank(tmp_path / "u.1.et", 1, [comm(1, COLL, 10)])]
+    files = [write_rank(tmp_path / "u.0.et", [comm(1, SEND, 10, peer=1)], 0, world_size=2),
+             write_rank(tmp_path / "u.1.et", [comm(1, COLL, 10)], 1, world_size=2)]
     report = validate(files)
     assert any(p.check == "alignment" and "transfer #0 from rank 0 to rank 1" in p.message
                for p in report.errors)

@@ -4,6 +4,7 @@ give the same replay-blocking errors (none where there are none)."""
 from __future__ import annotations
 
 import pytest
+from builders import MD, node
 
 from pt2chakra.chakra.checks import (
     _surely_replayable,
@@ -12,23 +13,15 @@ from pt2chakra.chakra.checks import (
     refuse_unsound,
     replay_problems,
 )
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 
-MD = GlobalMetadata("0.0.4")
-
-
-def _node(i: int, deps: list[int]) -> ChakraNode:
-    return ChakraNode(i, f"op{i}", NodeType.COMP_NODE, data_deps=deps)
-
-
 CASES = {
-    "sound, ascending": [_node(1, []), _node(2, [1]), _node(3, [1, 2])],
-    "sound, an edge to a larger id": [_node(1, [3]), _node(2, [1]), _node(3, [])],
-    "cycle": [_node(1, [3]), _node(2, [1]), _node(3, [2])],
-    "self edge": [_node(1, []), _node(2, [2])],
-    "dangling": [_node(1, []), _node(2, [7])],
-    "duplicate id": [_node(1, []), _node(1, []), _node(2, [1])],
+    "sound, ascending": [node(1, []), node(2, [1]), node(3, [1, 2])],
+    "sound, an edge to a larger id": [node(1, [3]), node(2, [1]), node(3, [])],
+    "cycle": [node(1, [3]), node(2, [1]), node(3, [2])],
+    "self edge": [node(1, []), node(2, [2])],
+    "dangling": [node(1, []), node(2, [7])],
+    "duplicate id": [node(1, []), node(1, []), node(2, [1])],
 }
 
 

@@ -6,10 +6,11 @@ import gzip
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import pytest
+from builders import I32, I64, U64, WRITER_ATTRS, attrs_strategy, nodes_strategy
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 from helpers import read_with_reference
@@ -32,73 +33,10 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 
-U64 = (1 << 64) - 1
-I32 = (-(1 << 31), (1 << 31) - 1)
-I64 = (-(1 << 63), (1 << 63) - 1)
 PROTO_PATH = Path(__file__).resolve().parents[2] / "src" / "pt2chakra" / "chakra" / "et_def.proto"
 SETTINGS = settings(
     deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-# --------------------------------------------------------------------------
-# Strategies
-# --------------------------------------------------------------------------
-
-
-def _numeric_kinds(exact_floats: bool) -> dict[str, st.SearchStrategy]:
-    """Oneof kind -> element strategy. ``exact_floats``: values that survive a
-    round trip and compare equal (no NaN, float32-representable floats)."""
-    floats32 = st.floats(width=32, allow_nan=False) if exact_floats else st.floats()
-    return {
-        "double": st.floats(allow_nan=not exact_floats),
-        "float": floats32,
-        "int32": st.integers(*I32),
-        "int64": st.integers(*I64),
-        "uint32": st.integers(0, (1 << 32) - 1),
-        "uint64": st.integers(0, U64),
-        "sint32": st.integers(*I32),
-        "sint64": st.integers(*I64),
-        "fixed32": st.integers(0, (1 << 32) - 1),
-        "fixed64": st.integers(0, U64),
-        "sfixed32": st.integers(*I32),
-        "sfixed64": st.integers(*I64),
-        "bool": st.booleans(),
-        "string": st.text(max_size=12),
-        "bytes": st.binary(max_size=12),
-    }
-
-
-def attrs_strategy(exact_floats: bool) -> st.SearchStrategy:
-    options = []
-    for kind, values in _numeric_kinds(exact_floats).items():
-        scalar = st.tuples(st.text(max_size=10), st.just(f"{kind}_val"), values)
-        listed = st.tuples(
-            st.text(max_size=10), st.just(f"{kind}_list"), st.lists(values, max_size=5)
-        )
-        options += [scalar, listed]
-    options.append(st.tuples(st.text(max_size=10), st.just(""), st.none()))  # no member set
-    return st.lists(st.one_of(options), max_size=6)
-
-
-ids = st.integers(0, U64)
-ioinfo = st.none() | st.tuples(st.text(max_size=20), st.text(max_size=20), st.text(max_size=20))
-
-
-def nodes_strategy(exact_floats: bool = False, named: bool = False) -> st.SearchStrategy:
-    return st.builds(
-        ChakraNode,
-        id=ids,
-        name=st.text(min_size=1 if named else 0, max_size=30),
-        type=st.sampled_from(list(NodeType)),
-        start_time_micros=ids,
-        duration_micros=ids,
-        ctrl_deps=st.lists(ids, max_size=6),
-        data_deps=st.lists(ids, max_size=6),
-        inputs=ioinfo,
-        outputs=ioinfo,
-        attrs=attrs_strategy(exact_floats),
-    )
-
 
 METADATA = GlobalMetadata(
     version="0.0.4",
@@ -232,14 +170,6 @@ def test_bad_ids_raise() -> None:
 # NodeWriter (the converter's fast path) vs encode_node
 # --------------------------------------------------------------------------
 
-WRITER_ATTRS = (
-    AttrSpec("flag", "bool_val"),
-    AttrSpec("per_node", "int64_val", repeats=False),
-    AttrSpec("tid", "int64_val"),
-    AttrSpec("label", "string_val"),
-    AttrSpec("kinds", "string_list", plain=list),
-    AttrSpec("small", "int32_val"),
-)
 ID = st.integers(0, (1 << 62))
 IO_TEXT = st.one_of(st.just(""), st.text(max_size=40), st.text(min_size=100, max_size=200))
 
@@ -248,7 +178,8 @@ def _encoded_io(texts: tuple[str, str, str], tail: bytes) -> Any:
     """An ``EncodedIOInfo`` of three texts, with ``tail`` after the body."""
     from types import SimpleNamespace
 
-    body = ioinfo_body(*(t.encode() for t in texts), tail)
+    values, shapes, types = (t.encode() for t in texts)
+    body = ioinfo_body(values, shapes, types, tail)
     return SimpleNamespace(ioinfo=body, ioinfo_size=len(body) - len(tail))
 
 
@@ -258,7 +189,7 @@ def test_ioinfo_texts_undo_ioinfo_body(texts: tuple[str, str, str], tail: str) -
     encoded = [t.encode() for t in texts]
     body = ioinfo_body(*encoded)
     assert ioinfo_texts(body) == tuple(encoded)
-    assert ioinfo_body(*encoded, tail.encode()) == body + tail.encode()
+    assert ioinfo_body(encoded[0], encoded[1], encoded[2], tail.encode()) == body + tail.encode()
 
 
 @st.composite
@@ -288,6 +219,7 @@ def raw_nodes(draw: st.DrawFn) -> tuple[tuple, ChakraNode]:
     return raw, node
 
 
+@pytest.mark.slow  # a long property run
 @SETTINGS
 @given(st.lists(raw_nodes(), min_size=1, max_size=8))
 def test_node_writer_matches_encode_node(pairs: list[tuple[tuple, ChakraNode]]) -> None:
@@ -316,6 +248,7 @@ def test_node_writer_refuses_what_it_cannot_cache() -> None:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a long property run
 @SETTINGS
 @given(st.lists(nodes_strategy(exact_floats=True, named=True), max_size=5), st.booleans())
 def test_round_trip(tmp_path: Path, nodes: list[ChakraNode], gz: bool) -> None:
@@ -504,8 +437,8 @@ def test_proto_file_matches_embedded_descriptor() -> None:
         }
         assert declared == {(f.name, f.number) for f in message.field}, message.name
     for enum in file_proto.enum_type:
-        declared = set(re.findall(r"(\w+)\s*=\s*(\d+);", blocks[enum.name]))
-        assert declared == {(v.name, str(v.number)) for v in enum.value}, enum.name
+        declared_values = set(re.findall(r"(\w+)\s*=\s*(\d+);", blocks[enum.name]))
+        assert declared_values == {(v.name, str(v.number)) for v in enum.value}, enum.name
 
 
 def test_enums_match_model() -> None:
@@ -593,8 +526,8 @@ def test_we_read_reference_written_file(tmp_path: Path) -> None:
     ]
     # Our encoder reproduces the reference's bytes exactly.
     assert list(iter_messages(path))[1:] == [
-        encode_node(from_proto(first)),
-        encode_node(from_proto(second)),
+        encode_node(cast(ChakraNode, from_proto(first))),
+        encode_node(cast(ChakraNode, from_proto(second))),
     ]
 
 
@@ -627,7 +560,7 @@ def _protobuf_read(data: bytes) -> ChakraNode | str:
     except DecodeError as exc:
         return f"message does not parse as a Node: {exc}"
     try:
-        return from_proto(msg)
+        return cast(ChakraNode, from_proto(msg))
     except ValueError as exc:
         return f"message: {exc}"
 
@@ -824,7 +757,7 @@ def test_frames_of_batches_mixed_and_long_messages(tmp_path: Path) -> None:
     # whose length takes a 3-byte varint: the file is each node framed in turn.
     nodes: list[ChakraNode | bytes] = []
     for i in range(1, 2 * 2048 + 10):
-        node = ChakraNode(id=i, name="x" * (20_000 if i % 1000 == 0 else i % 7), type=4)
+        node = ChakraNode(id=i, name="x" * (20_000 if i % 1000 == 0 else i % 7), type=NodeType.COMP_NODE)
         nodes.append(encode_node(node) if i % 3 else node)
     path = tmp_path / "t.et"
     metadata = GlobalMetadata(version="0.0.4")

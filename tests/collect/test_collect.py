@@ -9,6 +9,8 @@ import pytest
 
 from pt2chakra.conversion.api import convert
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 torch = pytest.importorskip("torch")
 
 

@@ -20,12 +20,14 @@ from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 MAX_ERROR_PCT = 5.0
 RANKS = (0, 1)
 
 
-def _gloo_ops(rank: int) -> list[dict]:  # type: ignore[type-arg]
+def _gloo_ops(rank: int) -> list[dict]:
     doc = json.loads(gzip.decompress(Path(f"{SAMPLE}.rank{rank}.host_et.json.gz").read_bytes()))
     return [n for n in doc["nodes"] if is_backend_comm_op(n["name"])]
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import ROOT, TRACES, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et
-from pt2chakra.conversion.api import convert
+from pt2chakra.conversion.api import ConversionReport, convert
 from pt2chakra.conversion.kineto_only import (
     KINETO_ONLY,
     OUTSIDE_STEP,
@@ -39,23 +40,23 @@ KINETO_ONLY_TRACES = {
 }
 
 
-def _nodes(path: Path) -> list:  # type: ignore[type-arg]
+def _nodes(path: Path) -> list:
     _meta, nodes = read_et(str(path))
     return list(nodes)
 
 
-def _gpu_nodes(nodes: list) -> list:  # type: ignore[type-arg]
+def _gpu_nodes(nodes: list) -> list:
     return [n for n in nodes if is_gpu(attr_dict(n.attrs)) and "stream" in attr_dict(n.attrs)]
 
 
-def _comm(nodes: list) -> Counter[tuple[int, object, object]]:  # type: ignore[type-arg]
+def _comm(nodes: list) -> Counter[tuple[int, Any, Any]]:
     return Counter((int(n.type), attr_dict(n.attrs).get("comm_type"),
                     attr_dict(n.attrs).get("comm_size")) for n in nodes
                    if n.type in COMM_NODE_TYPES)
 
 
 @pytest.fixture(scope="module")
-def kineto_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
+def kineto_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, ConversionReport]]:
     out = tmp_path_factory.mktemp("kineto_only")
     result = {}
     for name, rel in KINETO_ONLY_TRACES.items():

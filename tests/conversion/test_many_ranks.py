@@ -14,12 +14,15 @@ from hypothesis import strategies as st
 from pt2chakra.conversion.many_ranks import RankTemplates, convert_ranks, fill, parse_ranks
 from pt2chakra.errors import InputError
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 DLRM_RANKS = range(8)
 
 
 def _spec(ranks: set[int]) -> str:
     """A spec naming ``ranks``, with runs written as ranges."""
-    parts, run = [], []
+    parts: list[str] = []
+    run: list[int] = []
     for r in sorted(ranks):
         if run and r != run[-1] + 1:
             parts.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))

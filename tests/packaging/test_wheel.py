@@ -14,6 +14,8 @@ from helpers import ROOT
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "astra", "collect",
                "cli", "report")
 # The facade, its error type, the atomic writer, the input opener, ``-m pt2chakra``.

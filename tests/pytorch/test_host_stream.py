@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import EXTRAS_BY_VERSION, nested_et
 from helpers import HOST_ONLY, PAIRS, SAMPLE
-from test_host_trace import EXTRAS_BY_VERSION, nested_et
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch import host_stream, json_slices

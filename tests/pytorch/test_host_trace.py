@@ -5,11 +5,19 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import (
+    COMM_HOST_ATTRS,
+    EXTRAS_BY_VERSION,
+    KERNEL_HOST_ATTRS,
+    TENSOR,
+    flat_et,
+    host_attr,
+    nested_et,
+)
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_decode import (
@@ -117,84 +125,12 @@ def test_real_thread_split(traces: Path) -> None:
 # --------------------------------------------------------------------------
 
 SUFFIXES = ("", "-chakra.0.0.4", "-chakra.1.0.0")
-TENSOR = [10, 11, 0, 6, 4, "cuda:0"]
-
-
-def flat_et(schema: str = "1.0.1", nodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A three-op ET in the 1.0.1 layout (root, thread, aten::add)."""
-
-    def node(id_: int, name: str, parent: int, tid: int, rf_id: int, **io: Any) -> dict[str, Any]:
-        return {
-            "name": name, "id": id_, "rf_id": rf_id, "parent": parent, "fw_parent": 0,
-            "seq_id": -1, "scope": 0, "tid": tid, "fw_tid": 0, "op_schema": "",
-            "inputs": io.get("inputs", []), "input_shapes": io.get("shapes", []),
-            "input_types": io.get("types", []), "outputs": [], "output_shapes": [],
-            "output_types": [],
-        }  # fmt: skip
-
-    default = [
-        node(2, "[pytorch|profiler|execution_graph|thread]", 1, 1, 0),
-        node(3, "aten::add", 2, 1, 7, inputs=[TENSOR, 1], shapes=[[2, 3], []], types=["Tensor(float)", "Int"]),
-        node(1, "[pytorch|profiler|execution_graph|process]", 1, 0, 0),
-    ]
-    return {"schema": schema, "pid": 42, "time": "x", "start_ts": 100, "finish_ts": 200, "nodes": nodes or default}
-
-
-def nested_et(schema: str, extra_attrs: Sequence[dict[str, Any]] = (), strides: bool = False) -> dict[str, Any]:
-    """A three-op ET in the nested (1.0.2+) layout."""
-
-    def node(id_: int, name: str, parent: int, tid: int, rf_id: int, extra: Sequence[Any] = (), inputs: Any = None) -> dict[str, Any]:
-        attrs = [
-            {"name": "rf_id", "type": "uint64", "value": rf_id},
-            {"name": "fw_parent", "type": "uint64", "value": 0},
-            {"name": "seq_id", "type": "int64", "value": 5},
-            {"name": "scope", "type": "uint64", "value": 0},
-            {"name": "tid", "type": "uint64", "value": tid},
-            {"name": "fw_tid", "type": "uint64", "value": 0},
-            {"name": "op_schema", "type": "string", "value": "aten::add.Tensor(...)"},
-            *extra,
-        ]
-        empty = {"values": [], "shapes": [], "types": []}
-        return {"id": id_, "name": name, "ctrl_deps": parent, "inputs": inputs or empty, "outputs": empty, "attrs": attrs}
-
-    inputs = {"values": [TENSOR, 1], "shapes": [[2, 3], []], "types": ["Tensor(float)", "Int"]}
-    if strides:
-        inputs["strides"] = [[3, 1], []]
-    nodes = [
-        node(2, "[pytorch|profiler|execution_trace|thread]", 1, 1, 0),
-        node(3, "aten::add", 2, 1, 7, extra=extra_attrs, inputs=inputs),
-        node(1, "[pytorch|profiler|execution_trace|process]", 1, 0, 0),
-    ]
-    return {"schema": schema, "pid": 42, "time": "x", "start_ts": 100, "finish_ts": 200, "nodes": nodes}
-
-
 def write(tmp_path: Path, doc: Any, name: str = "et.json", compress: bool = False) -> Path:
     path = tmp_path / name
     data = (json.dumps(doc) if not isinstance(doc, (bytes, str)) else doc)
     data = data.encode() if isinstance(data, str) else data
     path.write_bytes(gzip.compress(data) if compress else data)
     return path
-
-
-def attr(name: str, value: Any, type_: str = "string") -> dict[str, Any]:
-    return {"name": name, "type": type_, "value": value}
-
-
-COMM = [
-    attr("collective_name", "allreduce"), attr("dtype", "Float"),
-    attr("in_msg_nelems", 6, "uint64"), attr("out_msg_nelems", 6, "uint64"),
-    attr("in_split_size", "[]"), attr("out_split_size", "[]"),
-    attr("global_rank_start", 0, "uint64"), attr("global_rank_stride", 1, "uint64"),
-    attr("pg_name", "0"), attr("pg_desc", "default_pg"), attr("pg_size", 2, "uint64"),
-]  # fmt: skip
-KERNEL = [attr("kernel_backend", "triton"), attr("kernel_file", "/tmp/k.py")]
-EXTRAS_BY_VERSION: dict[str, list[dict[str, Any]]] = {
-    "1.0.2": [],
-    "1.0.3": [],
-    "1.0.4": KERNEL,
-    "1.1.0": KERNEL + COMM,
-    "1.1.1": KERNEL + COMM + [attr("tensor_range", "[0, 9]"), attr("is_asynchronized_op", True, "bool")],
-}
 
 
 def check_add(op: Any) -> None:
@@ -233,7 +169,7 @@ def test_nested_schemas(tmp_path: Path, version: str, suffix: str, caplog: pytes
 
 def test_unknown_attr_is_kept_and_noted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    trace = load_host_trace(write(tmp_path, nested_et("1.0.3", [attr("shiny_new", 3, "int64")])))
+    trace = load_host_trace(write(tmp_path, nested_et("1.0.3", [host_attr("shiny_new", 3, "int64")])))
     assert trace.ops[1].attrs == {"shiny_new": 3}
     assert len(caplog.records) == 1 and "shiny_new" in caplog.text
 
@@ -241,7 +177,7 @@ def test_unknown_attr_is_kept_and_noted(tmp_path: Path, caplog: pytest.LogCaptur
 @pytest.mark.parametrize("schema", ["1.1.5", "1.2.0-chakra.1.0.0", "1.0.5"])
 def test_unknown_newer_minor_warns_once(tmp_path: Path, schema: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
-    trace = load_host_trace(write(tmp_path, nested_et(schema, KERNEL + COMM, strides=True)))
+    trace = load_host_trace(write(tmp_path, nested_et(schema, KERNEL_HOST_ATTRS + COMM_HOST_ATTRS, strides=True)))
     check_add(trace.ops[1])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and schema in warnings[0].getMessage()

@@ -42,8 +42,7 @@ def test_pair_converts_with_gpu_nodes_and_full_accounting(traces, tmp_path, name
     assert report.accounted()
     assert report.host_ops_linked / report.host_ops_kept > 0.9
     assert report.gpu_activities_kept > 0
-    _, nodes = read_et(str(out))
-    nodes = list(nodes)
+    nodes = list(read_et(str(out))[1])
     problems = check_graph(nodes)
     assert not problems.cycle and not problems.dangling and not problems.duplicate_ids
     gpu = [n for n in nodes if not attrs(n)["is_cpu_op"]]
@@ -83,8 +82,7 @@ def test_host_only_converts(traces, tmp_path, name):
 def test_host_only_collectives_become_comm_nodes(traces, tmp_path):
     out = tmp_path / "pg.et"
     convert(traces / "chakra_pg_host" / "host_et.json.gz", None, out)
-    _, nodes = read_et(str(out))
-    nodes = list(nodes)
+    nodes = list(read_et(str(out))[1])
     assert sum(n.type == NodeType.METADATA_NODE for n in nodes) == 1
     comms = [n for n in nodes if n.type == NodeType.COMM_COLL_NODE]
     assert comms and all(attrs(n)["comm_size"] > 0 for n in comms)
@@ -115,8 +113,8 @@ def test_reference_decoder_reads_what_we_write(traces, tmp_path, name):
     out = tmp_path / "x.et"
     convert(host, kineto, out)
     ref_meta, ref_nodes = read_with_reference(out)
-    meta, ours = read_et(str(out))
-    ours = list(ours)
+    meta, read_nodes = read_et(str(out))
+    ours = list(read_nodes)
     assert ref_meta.version == meta.version
     assert len(ref_nodes) == len(ours)
     for ref, node in zip(ref_nodes, ours):
@@ -224,6 +222,8 @@ def test_fast_encoder_matches_generic_encoder(traces, name):
     from pt2chakra.pytorch.host_trace import load_host_trace
     from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
+    host: str | Path
+    kineto: str | Path | None
     if name == "sample":
         host, kineto = f"{SAMPLE}.host_et.json.gz", f"{SAMPLE}.kineto.json.gz"
     elif name == "chakra_pg_host":
@@ -250,8 +250,7 @@ def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):
     host, kineto = pair_paths(traces, "dlrm_8gpu/rank2")
     report = convert(host, kineto, tmp_path / "dlrm", profile=AstraSimProfile())
     assert report.accounted()
-    _, nodes = read_et(str(tmp_path / "dlrm.2.et"))
-    nodes = list(nodes)
+    nodes = list(read_et(str(tmp_path / "dlrm.2.et"))[1])
     assert nodes and all(n.type != NodeType.METADATA_NODE for n in nodes)
     assert sum(n.type == NodeType.COMM_COLL_NODE for n in nodes) == 8
 

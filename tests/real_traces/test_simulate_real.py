@@ -36,6 +36,7 @@ def converted(traces: Path, tmp_path_factory) -> dict[str, list[str]]:
 def test_single_rank_within_bound(converted, name, bound):
     res = simulate_files(converted[name])
     assert res.measured_step_us > 0
+    assert res.error_pct is not None
     assert abs(res.error_pct) < bound, res.summary()
 
 
@@ -43,9 +44,11 @@ def test_dlrm_8_ranks_together_within_bound(converted):
     res = simulate_files(converted["dlrm_8gpu"])
     assert len(res.ranks) == 8
     assert res.align == "recorded"
+    assert res.error_pct is not None
     assert abs(res.error_pct) < 2.0, res.summary()
     for r in res.ranks:
         assert r.unfinished == 0
+        assert r.error_pct is not None
         assert abs(r.error_pct) < 3.0, res.summary()
 
 

@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import host_doc, kineto_doc, sound_et, write_json
 from helpers import SAMPLE, TRACES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tiny_inputs import host_doc, kineto_doc, sound_et, write_json
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.errors import InputError
@@ -78,7 +78,7 @@ def damaged(draw: st.DrawFn, seed: bytes) -> bytes:
     return blob
 
 
-def _only_input_errors(load, path: Path) -> None:  # type: ignore[no-untyped-def]
+def _only_input_errors(load, path: Path) -> None:
     try:
         load(path)
     except InputError as exc:

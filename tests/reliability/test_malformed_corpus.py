@@ -19,13 +19,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from cli_batch import TIMED_OUT, Call, run_batch
-from helpers import SAMPLE, TRACES
-from tiny_inputs import (
+from builders import (
     PID,
     comm_node,
     comp_node,
-    gzip_bomb,
     host_doc,
     host_node,
     kineto_doc,
@@ -34,6 +31,10 @@ from tiny_inputs import (
     write_json,
     write_rank,
 )
+from cli_batch import TIMED_OUT, Call, run_batch
+from helpers import SAMPLE, TRACES, gzip_bomb
+
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 
 BIG = 2**63  # one past int64
 HUGE = 2**70

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from builders import comm_node, comp_node, sound_et, write_rank
 from helpers import assert_one_line_failure, run_cli
-from tiny_inputs import sound_et
 
 # A microbench that writes for long enough to be interrupted mid-way.
 LONG_MICROBENCH = ["microbench", "--size", "1024", "--npus", "64", "--steps", "20000"]
@@ -91,8 +91,6 @@ def test_plot_without_matplotlib_fails_up_front(tmp_path: Path) -> None:
 
 
 def test_force_lets_an_unsound_trace_through_with_one_warning(tmp_path: Path) -> None:
-    from tiny_inputs import comm_node, comp_node, sound_et, write_rank
-
     et = write_rank(tmp_path / "u.et", [comp_node(1, [9]), comm_node(2, [1])])
     peer = sound_et(tmp_path / "s.et", rank=1)  # ASTRA-sim needs 2 NPUs
     proc = run_cli("astra-sim", et, peer, "-o", tmp_path / "out", "--force", "-q")

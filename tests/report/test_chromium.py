@@ -12,6 +12,8 @@ import pytest
 
 from pt2chakra.report.api import write_report
 
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 
 @pytest.fixture(scope="module")
 def browser(page_check: ModuleType) -> ModuleType:

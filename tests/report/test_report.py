@@ -137,6 +137,7 @@ def test_64_ranks(many_ranks: list[Path], tmp_path: Path) -> None:
     assert [r.rank for r in data.timeline.ranks] == list(range(64))
     # All-reduce of 4 MiB over 64 ranks in 40 us: busbw = algbw * 2 * 63 / 64.
     c = data.collectives[0]
+    assert c.algbw_gbps is not None
     assert c.busbw_gbps == pytest.approx(c.algbw_gbps * 2 * 63 / 64)
     assert len(timeline_json(out.read_text())["ranks"]) == 64
 

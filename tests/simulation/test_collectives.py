@@ -42,6 +42,7 @@ def test_one_row_per_collective_with_bandwidths(kind: CollectiveType, factor: fl
     assert row.measured_us == 100 and row.measured_max_us == 150
     assert row.simulated_us == pytest.approx(100)
     assert row.algbw_gbps == pytest.approx(SIZE / 100e-6 / 1e9)
+    assert row.algbw_gbps is not None
     assert row.busbw_gbps == pytest.approx(row.algbw_gbps * factor)
     # The collective waits for rank 1's longer kernel: it starts at rank 1's gemm end.
     assert row.start_us == pytest.approx(max(schedule.end[i] for i in range(len(schedule.nodes))

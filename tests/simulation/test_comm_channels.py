@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_simulate import MD, cpu  # the suite's node builders
+from builders import IS_GPU, MD, comm_attrs, cpu, node
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
@@ -19,14 +19,12 @@ CHANNELS = (101, 102)  # two gloo worker threads
 
 
 def _gloo(nid: int, start: int, seq: int, channel: int, issued_by: int) -> ChakraNode:
-    attrs = [("is_cpu_op", "bool_val", False), ("tid", "int64_val", 1),
-             ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
-             ("comm_size", "int64_val", 1 << 20), ("pg_name", "string_val", "0"),
-             ("comm_seq", "int64_val", seq), ("comm_channel", "int64_val", channel),
-             ("data_dep_kinds", "string_list", ["inter_thread"])]
-    return ChakraNode(id=nid, name="gloo:all_reduce", type=NodeType.COMM_COLL_NODE,
-                      start_time_micros=start, duration_micros=1000, data_deps=[issued_by],
-                      attrs=attrs)
+    """An all-reduce that host thread 1 handed to gloo worker ``channel``."""
+    attrs = [IS_GPU, ("tid", "int64_val", 1),
+             *comm_attrs(CollectiveType.ALL_REDUCE, 1 << 20, "0", seq),
+             ("comm_channel", "int64_val", channel)]
+    return node(nid, [issued_by], ["inter_thread"], name="gloo:all_reduce",
+                node_type=NodeType.COMM_COLL_NODE, start=start, dur=1000, attrs=attrs)
 
 
 def _rank(path: Path, first_ready_seq: int) -> str:

@@ -50,6 +50,7 @@ def _delays(thread: tuple[Any, ...]) -> Any:
     return repr((p.delay, p.lane_tail, p.lane_tail_end))  # repr: NaN-safe
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=400, deadline=None)
 @given(threads())
 def test_same_delays(thread: tuple[Any, ...]) -> None:

@@ -5,16 +5,15 @@ so that a network what-if moves the step."""
 from __future__ import annotations
 
 import pytest
-from test_simulate import cpu, gpu  # the suite's node builders
+from builders import MD, cpu, gpu
 
-from pt2chakra.chakra.records import CollectiveType, GlobalMetadata
+from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.simulation.engine import SimConfig, Simulator
 
-MD = GlobalMetadata(version="0.0.4")
 AR = CollectiveType.ALL_REDUCE
 
 
-def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:  # type: ignore[type-arg]
+def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:
     """Issue (0-100 us), all-reduce on a worker (100-1100 us), the main
     thread's next op at ``wake_at`` with no recorded edge to the all-reduce."""
     nodes = [cpu(1, 0, 100), gpu(2, 100, 1000, deps=[1], kinds=["launch"], comm=AR, seq=1,
@@ -25,7 +24,7 @@ def _rank(wake_at: int, with_gpu_kernel: bool = False) -> list:  # type: ignore[
     return nodes
 
 
-def _step(ranks: list, scale: float, infer: bool = True) -> float:  # type: ignore[type-arg]
+def _step(ranks: list, scale: float, infer: bool = True) -> float:
     sim = Simulator([(MD, r) for r in ranks], infer_waits=infer)
     return sim.run(SimConfig(bandwidth_scale=scale, align="together"))[0].predicted_step_us
 

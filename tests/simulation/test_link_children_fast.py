@@ -46,6 +46,7 @@ def _linked(base: int, shift: int, parents: list[tuple[Any, ...]], nwait: list[i
     return (list(p.child_start), list(p.child), list(p.child_kind), p.nwait)
 
 
+@pytest.mark.slow  # a long property run
 @settings(max_examples=400, deadline=None)
 @given(ranks())
 def test_same_children(rank: tuple[int, int, list[tuple[Any, ...]], list[int]]) -> None:

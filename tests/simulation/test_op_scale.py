@@ -5,9 +5,9 @@ optimizer's time, say, stays."""
 from __future__ import annotations
 
 import pytest
+from builders import MD, cpu
 from hypothesis import given
 from hypothesis import strategies as st
-from test_simulate import MD, cpu  # the suite's node builders
 
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import SimulationOptions, check_options
@@ -17,12 +17,12 @@ from pt2chakra.simulation.op_scale import CoveredTime, compile_ops
 LANE = 0
 
 
-def _named(node, name):  # type: ignore[no-untyped-def]
+def _named(node, name):
     node.name = name
     return node
 
 
-def _step() -> list:  # type: ignore[type-arg]
+def _step() -> list:
     """forward (0-100 us, with a callee 10-60), a 20 us gap, optimizer (120-170)."""
     return [_named(cpu(1, 0, 50, incl=100), "forward"),
             _named(cpu(2, 10, 50, deps=[1], kinds=["caller"]), "aten::mm"),
@@ -60,7 +60,7 @@ spans = st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 100)), max_size=8)
 
 
 @given(spans, st.floats(-50, 1100), st.floats(0, 300))
-def test_covered_time_is_the_union_measure(raw, a, width) -> None:  # type: ignore[no-untyped-def]
+def test_covered_time_is_the_union_measure(raw, a, width) -> None:
     """Covered time in [a, b] equals the measure of the union of the spans
     there, counted on a fine grid; it never exceeds the interval."""
     intervals = [(s, s + w) for s, w in raw]
@@ -75,7 +75,7 @@ def test_covered_time_is_the_union_measure(raw, a, width) -> None:  # type: igno
     assert covered.within(LANE + 1, a, b) == 0.0
 
 
-def test_gpu_sync_ops_follow_the_pattern_too(converted) -> None:  # type: ignore[no-untyped-def]
+def test_gpu_sync_ops_follow_the_pattern_too(converted) -> None:
     """DLRM rank 0 holds GPU-sync ops, whose CPU parts the replay times
     apart: a pattern matching no op leaves the step exactly as recorded, and
     one matching every op moves it almost as far as scaling everything (the

@@ -6,38 +6,13 @@ import json
 import logging
 
 import pytest
+from builders import MD, cpu, gpu
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.engine import CATEGORY_NAMES, SimConfig, Simulator, simulate
+from pt2chakra.simulation.engine import SimConfig, Simulator, simulate
 from pt2chakra.simulation.network import collective_time, cost_factors
+from pt2chakra.simulation.prepare import CATEGORY_NAMES
 from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
-
-MD = GlobalMetadata(version="0.0.4")
-
-
-def cpu(nid, start, dur, deps=(), kinds=None, tid=1, incl=None):
-    attrs = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", tid),
-             ("inclusive_duration_micros", "int64_val", dur if incl is None else incl)]
-    if deps:
-        attrs.append(("data_dep_kinds", "string_list", list(kinds or ["thread_order"] * len(deps))))
-    return ChakraNode(id=nid, name=f"cpu{nid}", type=NodeType.COMP_NODE, start_time_micros=start,
-                      duration_micros=dur, data_deps=list(deps), attrs=attrs)
-
-
-def gpu(nid, start, dur, deps=(), kinds=None, stream=7, comm=None, seq=None):
-    attrs = [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0),
-             ("stream", "int64_val", stream), ("category", "string_val", "kernel")]
-    if deps:
-        attrs.append(("data_dep_kinds", "string_list", list(kinds or ["stream_order"] * len(deps))))
-    ntype = NodeType.COMP_NODE
-    if comm is not None:
-        ntype = NodeType.COMM_COLL_NODE
-        attrs += [("comm_type", "int64_val", int(comm)), ("comm_size", "int64_val", 1 << 20),
-                  ("pg_name", "string_val", "0")]
-        if seq is not None:
-            attrs.append(("comm_seq", "int64_val", seq))
-    return ChakraNode(id=nid, name=f"gpu{nid}", type=ntype, start_time_micros=start,
-                      duration_micros=dur, data_deps=list(deps), attrs=attrs)
 
 
 def run(*ranks, cfg=None):

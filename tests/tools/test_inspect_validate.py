@@ -4,12 +4,15 @@ hand-made broken graphs; malformed .et input through the CLI."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
+from builders import IS_GPU, node, write_nodes
 from helpers import ALL, assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.checks import Problem
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import NodeType
 from pt2chakra.tools.inspect import inspect
 from pt2chakra.tools.validate import validate
 
@@ -22,8 +25,7 @@ def _attrs(node):
 def test_inspect_counts_match_the_file(converted, name):  # noqa: F811
     path = converted[name]
     info = inspect(path)
-    _, nodes = read_et(path)
-    nodes = list(nodes)
+    nodes = list(read_et(path)[1])
     assert info.nodes == len(nodes)
     assert sum(info.nodes_by_type.values()) == len(nodes)
     assert info.cpu_nodes + info.gpu_nodes == len(nodes)
@@ -91,16 +93,8 @@ def test_validate_astra_sim_profile_flags_metadata_and_cpu_nodes(converted, refe
     assert proc.returncode == 1
 
 
-def _write(tmp_path, nodes, name="g.et", metadata=None):
-    path = tmp_path / name
-    write_et(path, metadata or GlobalMetadata(version="0.0.4"), nodes)
-    return path
-
-
-def _n(i, deps=(), type_=NodeType.COMP_NODE, attrs=None, name=None, start=0):
-    return ChakraNode(id=i, name=name or f"op{i}", type=type_, data_deps=list(deps),
-                      start_time_micros=start, duration_micros=1,
-                      attrs=attrs if attrs is not None else [("is_cpu_op", "bool_val", False)])
+# A 1 us GPU op unless told otherwise.
+_n = partial(node, dur=1, attrs=[IS_GPU])
 
 
 def test_validate_finds_each_broken_rule(tmp_path):
@@ -110,19 +104,19 @@ def test_validate_finds_each_broken_rule(tmp_path):
         _n(3, [5]), _n(4, [3]), _n(5, [4]),  # cycle 3 -> 4 -> 5 -> 3
         _n(2),  # duplicate id
         _n(6, attrs=[("is_cpu_op", "int64_val", 0)]),  # wrong member
-        _n(7, type_=comm, attrs=[("comm_type", "int32_val", 0), ("comm_size", "int64_val", 8)]),
-        _n(8, type_=comm, attrs=[("comm_type", "int64_val", 0)]),  # no size
-        _n(9, type_=comm, attrs=[("comm_size", "int64_val", 8), ("pg_name", "int64_val", 0)]),
+        _n(7, node_type=comm, attrs=[("comm_type", "int32_val", 0), ("comm_size", "int64_val", 8)]),
+        _n(8, node_type=comm, attrs=[("comm_type", "int64_val", 0)]),  # no size
+        _n(9, node_type=comm, attrs=[("comm_size", "int64_val", 8), ("pg_name", "int64_val", 0)]),
     ]
-    path = _write(tmp_path, nodes)
+    path = write_nodes(tmp_path / "g.et", nodes)
     report = validate([path])
     assert not report.sound
-    by_check = {}
+    by_check: dict[str, list[Problem]] = {}
     for p in report.errors:
         by_check.setdefault(p.check, []).append(p)
     assert by_check["dangling-dep"][0].node == 2 and "99" in by_check["dangling-dep"][0].message
     cycle = by_check["cycle"][0].message
-    assert all(f"{i} (op{i})" in cycle for i in (3, 4, 5))
+    assert all(f"{i} (n{i})" in cycle for i in (3, 4, 5))
     assert by_check["duplicate-id"][0].node == 2
     attr_nodes = {p.node for p in by_check["attr-type"]}
     assert attr_nodes == {6, 7, 9}
@@ -138,11 +132,11 @@ def test_validate_cross_rank_misalignment(tmp_path):
     comm = NodeType.COMM_COLL_NODE
 
     def rank(r, sizes, types):
-        nodes = [_n(10 + i, type_=comm, start=100 + i,
+        nodes = [_n(10 + i, node_type=comm, start=100 + i,
                     attrs=[("is_cpu_op", "bool_val", False), ("comm_type", "int64_val", t),
                            ("comm_size", "int64_val", s), ("pg_name", "string_val", "0")])
                  for i, (s, t) in enumerate(zip(sizes, types))]
-        return _write(tmp_path, nodes, f"w.{r}.et")
+        return write_nodes(tmp_path / f"w.{r}.et", nodes)
 
     ok = [rank(0, [8, 16], [0, 2]), rank(1, [8, 16], [0, 2])]
     assert validate(ok).sound
@@ -162,7 +156,7 @@ def test_validate_warns_on_gpu_ops_without_stream_order(tmp_path):
                                                ("device", "int64_val", 0),
                                                ("stream", "int64_val", 7)])
 
-    path = _write(tmp_path, [gpu(1, [], 10), gpu(2, [], 20), gpu(3, [2], 30)])
+    path = write_nodes(tmp_path / "g.et", [gpu(1, [], 10), gpu(2, [], 20), gpu(3, [2], 30)])
     report = validate([path])
     assert report.sound
     assert [p.check for p in report.warnings] == ["stream-order"]

@@ -7,33 +7,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import coll, write_rank
 from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 
-COLL = NodeType.COMM_COLL_NODE
+pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
+
 WORKLOAD = "MICRO\n1\nl1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 100 5\n"
 
 
-def _coll(i, seq=None, deps=(), start=0, stream=None, ctype=0, pg="0"):
-    attrs = [("is_cpu_op", "bool_val", False), ("comm_type", "int64_val", ctype),
-             ("comm_size", "int64_val", 1024), ("pg_name", "string_val", pg)]
-    if seq is not None:
-        attrs.append(("comm_seq", "int64_val", seq))
-    if stream is not None:
-        attrs += [("device", "int64_val", 0), ("stream", "int64_val", stream)]
-    return ChakraNode(id=i, name=f"nccl{i}", type=COLL, data_deps=list(deps),
-                      start_time_micros=start, duration_micros=10, attrs=attrs)
-
-
-def _rank_file(path, rank, nodes):
-    write_et(path, GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)]), nodes)
-    return path
-
-
 def _small(tmp_path, name="s.et", rank=0):
-    return _rank_file(tmp_path / name, rank, [_coll(1, 0, start=5), _coll(2, 1, [1], start=20)])
+    return write_rank(tmp_path / name, [coll(1, 0, start=5), coll(2, 1, [1], start=20)], rank)
 
 
 def _listing(folder):
@@ -148,8 +134,8 @@ def test_text_outputs_are_all_or_nothing(tmp_path, command):
 
 def test_validate_crossed_comm_seq_is_a_deadlock(tmp_path):
     # rank 0: seq 0 then seq 1; rank 1: seq 1 then seq 0 (data dependencies)
-    r0 = _rank_file(tmp_path / "x.0.et", 0, [_coll(1, 0), _coll(2, 1, [1])])
-    r1 = _rank_file(tmp_path / "x.1.et", 1, [_coll(1, 1), _coll(2, 0, [1])])
+    r0 = write_rank(tmp_path / "x.0.et", [coll(1, 0), coll(2, 1, [1])], 0)
+    r1 = write_rank(tmp_path / "x.1.et", [coll(1, 1), coll(2, 0, [1])], 1)
     proc = run_cli("validate", r0, r1)
     assert proc.returncode == 1, proc.stdout
     assert "[collective-order]" in proc.stdout and "NOT sound" in proc.stdout
@@ -160,10 +146,10 @@ def test_validate_crossed_comm_seq_is_a_deadlock(tmp_path):
 
 def test_validate_crossed_comm_seq_on_one_stream_is_a_deadlock(tmp_path):
     # no data dependencies: the stream runs them in recorded order
-    r0 = _rank_file(tmp_path / "x.0.et", 0, [_coll(1, 0, start=10, stream=7),
-                                             _coll(2, 1, start=20, stream=7)])
-    r1 = _rank_file(tmp_path / "x.1.et", 1, [_coll(1, 1, start=10, stream=7),
-                                             _coll(2, 0, start=20, stream=7)])
+    r0 = write_rank(tmp_path / "x.0.et", [coll(1, 0, start=10, stream=7),
+                                          coll(2, 1, start=20, stream=7)], 0)
+    r1 = write_rank(tmp_path / "x.1.et", [coll(1, 1, start=10, stream=7),
+                                          coll(2, 0, start=20, stream=7)], 1)
     proc = run_cli("validate", r0, r1)
     assert proc.returncode == 1 and "[collective-order]" in proc.stdout
 
@@ -171,23 +157,23 @@ def test_validate_crossed_comm_seq_on_one_stream_is_a_deadlock(tmp_path):
 def test_validate_matches_by_comm_seq_not_recorded_order(tmp_path):
     # Two independent streams: recorded order differs per rank, but comm_seq
     # matches them, the types agree and nothing waits on anything: sound.
-    r0 = _rank_file(tmp_path / "y.0.et", 0, [_coll(1, 0, start=10, stream=7, ctype=0),
-                                             _coll(2, 1, start=20, stream=8, ctype=2)])
-    r1 = _rank_file(tmp_path / "y.1.et", 1, [_coll(1, 1, start=10, stream=8, ctype=2),
-                                             _coll(2, 0, start=20, stream=7, ctype=0)])
+    r0 = write_rank(tmp_path / "y.0.et", [coll(1, 0, start=10, stream=7, comm_type=0),
+                                          coll(2, 1, start=20, stream=8, comm_type=2)], 0)
+    r1 = write_rank(tmp_path / "y.1.et", [coll(1, 1, start=10, stream=8, comm_type=2),
+                                          coll(2, 0, start=20, stream=7, comm_type=0)], 1)
     proc = run_cli("validate", r0, r1)
     assert proc.returncode == 0, proc.stdout
     assert "0 error(s)" in proc.stdout
 
 
 def test_validate_comm_seq_without_a_match(tmp_path):
-    r0 = _rank_file(tmp_path / "z.0.et", 0, [_coll(1, 0), _coll(2, 1, [1])])
-    r1 = _rank_file(tmp_path / "z.1.et", 1, [_coll(1, 0), _coll(2, 2, [1])])
+    r0 = write_rank(tmp_path / "z.0.et", [coll(1, 0), coll(2, 1, [1])], 0)
+    r1 = write_rank(tmp_path / "z.1.et", [coll(1, 0), coll(2, 2, [1])], 1)
     proc = run_cli("validate", r0, r1)
     assert proc.returncode == 1
     assert "seq 1 of process group '0'" in proc.stdout and "no match" in proc.stdout
-    twice = _rank_file(tmp_path / "d.0.et", 0, [_coll(1, 0), _coll(2, 0, [1])])
-    proc = run_cli("validate", twice, _rank_file(tmp_path / "d.1.et", 1, [_coll(1, 0)]))
+    twice = write_rank(tmp_path / "d.0.et", [coll(1, 0), coll(2, 0, [1])], 0)
+    proc = run_cli("validate", twice, write_rank(tmp_path / "d.1.et", [coll(1, 0)], 1))
     assert proc.returncode == 1 and "appears twice here" in proc.stdout
 
 
@@ -210,8 +196,8 @@ def test_validate_warns_on_a_ctrl_deps_cycle(tmp_path):
 
 
 def test_validate_repeated_comm_seq_against_distinct_ones(tmp_path):
-    r0 = _rank_file(tmp_path / "e.0.et", 0, [_coll(1, 0), _coll(2, 1, [1])])
-    r1 = _rank_file(tmp_path / "e.1.et", 1, [_coll(1, 0), _coll(2, 0, [1])])
+    r0 = write_rank(tmp_path / "e.0.et", [coll(1, 0), coll(2, 1, [1])], 0)
+    r1 = write_rank(tmp_path / "e.1.et", [coll(1, 0), coll(2, 0, [1])], 1)
     for files in ((r0, r1), (r1, r0)):
         proc = run_cli("validate", *files)
         assert "Traceback" not in proc.stderr and proc.returncode == 1, proc.stderr

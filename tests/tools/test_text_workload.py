@@ -81,8 +81,7 @@ def test_from_text_matches_reference_text_converter(tmp_path, kind):
     ref_mod.TextConverter(str(path), str(tmp_path / "ref"), 1, 1).convert()
     ours = from_text(path, 1, tmp_path / "ours")
     _, ref_nodes = read_with_reference(tmp_path / "ref.0.et")
-    _, mine = read_et(ours[0])
-    mine = list(mine)
+    mine = list(read_et(ours[0])[1])
     assert len(mine) == len(ref_nodes)
     for a, r in zip(mine, ref_nodes):
         assert (a.id, a.name, int(a.type), a.duration_micros) == (
@@ -125,8 +124,7 @@ def test_microbench(tmp_path, collective):
     assert validate(files, profile="astra-sim").sound
     cols = _colls(files[2])
     assert len(cols) == 3 and {s for _, s in cols} == {1048576}
-    _, nodes = read_et(files[0])
-    nodes = list(nodes)
+    nodes = list(read_et(files[0])[1])
     assert [n.type for n in nodes].count(NodeType.COMP_NODE) == 3
     assert all(n.data_deps == [n.id - 1] for n in nodes[1:])  # one chain
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TIMED_OUT = -signal.SIGKILL
 POLL_S = 0.005
 

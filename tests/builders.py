@@ -1,0 +1,389 @@
+"""Builders of test data: Chakra nodes, metadata and small ``.et`` files,
+host-ET and Kineto JSON documents, and hypothesis strategies of nodes.
+
+One home for them (``tests`` is on ``sys.path``, see pyproject), so that a
+test says which node it means in one line and every suite builds a "GPU
+kernel on stream 7" the same way. Other helpers (running the CLI, the real
+traces' whereabouts, damaging files) live in ``helpers.py``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.encode import AttrSpec
+from pt2chakra.chakra.io import write_et
+from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+
+# --------------------------------------------------------------------------
+# Chakra attributes
+# --------------------------------------------------------------------------
+
+IS_CPU: Attr = ("is_cpu_op", "bool_val", True)
+IS_GPU: Attr = ("is_cpu_op", "bool_val", False)
+
+
+def cpu_attrs(tid: int = 1) -> list[Attr]:
+    """A host op on thread ``tid``."""
+    return [IS_CPU, ("tid", "int64_val", tid)]
+
+
+def gpu_attrs(stream: int = 7, device: int = 0) -> list[Attr]:
+    """A kernel on ``stream`` of ``device``."""
+    return [IS_GPU, ("device", "int64_val", device), ("stream", "int64_val", stream)]
+
+
+def comm_attrs(comm_type: int = 0, size: int | None = 1024, pg: str | None = "0",
+               seq: int | None = None) -> list[Attr]:
+    """What a collective carries: its type, bytes, process group and sequence
+    number (each left out when None)."""
+    attrs: list[Attr] = [("comm_type", "int64_val", int(comm_type))]
+    if size is not None:
+        attrs.append(("comm_size", "int64_val", size))
+    if pg is not None:
+        attrs.append(("pg_name", "string_val", pg))
+    if seq is not None:
+        attrs.append(("comm_seq", "int64_val", seq))
+    return attrs
+
+
+def dep_kinds(kinds: Sequence[str]) -> Attr:
+    """The ``data_dep_kinds`` attribute: one kind per data dependency."""
+    return (DEP_KINDS_ATTR, "string_list", list(kinds))
+
+
+# --------------------------------------------------------------------------
+# Chakra nodes and metadata
+# --------------------------------------------------------------------------
+
+MD = GlobalMetadata(version="0.0.4")
+
+
+def node(nid: int, deps: Sequence[int] = (), kinds: Sequence[str] | None = None, *,
+         name: str | None = None, node_type: NodeType = NodeType.COMP_NODE, start: int = 0,
+         dur: int = 0, ctrl: Sequence[int] = (), attrs: Sequence[Attr] = ()) -> ChakraNode:
+    """Any node: named ``n<id>`` unless told, ``kinds`` (when given) appended
+    as ``data_dep_kinds`` after ``attrs``."""
+    all_attrs = list(attrs)
+    if kinds is not None:
+        all_attrs.append(dep_kinds(kinds))
+    return ChakraNode(id=nid, name=f"n{nid}" if name is None else name, type=node_type,
+                      start_time_micros=start, duration_micros=dur, ctrl_deps=list(ctrl),
+                      data_deps=list(deps), attrs=all_attrs)
+
+
+def cpu(nid: int, start: int, dur: int, deps: Sequence[int] = (),
+        kinds: Sequence[str] | None = None, tid: int = 1, incl: int | None = None) -> ChakraNode:
+    """A host op ``cpu<id>`` as the converter writes it; its deps default to
+    thread order and its inclusive time to ``dur``."""
+    attrs = [*cpu_attrs(tid), ("inclusive_duration_micros", "int64_val", dur if incl is None else incl)]
+    return node(nid, deps, (kinds or ["thread_order"] * len(deps)) if deps else None,
+                name=f"cpu{nid}", start=start, dur=dur, attrs=attrs)
+
+
+def gpu(nid: int, start: int, dur: int, deps: Sequence[int] = (),
+        kinds: Sequence[str] | None = None, stream: int = 7, comm: CollectiveType | None = None,
+        seq: int | None = None) -> ChakraNode:
+    """A kernel ``gpu<id>`` on device 0, or a 1 MiB collective on group "0"
+    when ``comm`` is given; its deps default to stream order."""
+    attrs = [*gpu_attrs(stream), ("category", "string_val", "kernel")]
+    if deps:
+        attrs.append(dep_kinds(kinds or ["stream_order"] * len(deps)))
+    node_type = NodeType.COMP_NODE
+    if comm is not None:
+        node_type = NodeType.COMM_COLL_NODE
+        attrs += comm_attrs(comm, 1 << 20, "0", seq)
+    return node(nid, deps, name=f"gpu{nid}", node_type=node_type, start=start, dur=dur,
+                attrs=attrs)
+
+
+def comp_node(nid: int, deps: Sequence[int] = ()) -> ChakraNode:
+    """A 5 us kernel ``kernel_<id>`` on stream 7, starting at 10 * id."""
+    return node(nid, deps, name=f"kernel_{nid}", start=10 * nid, dur=5, attrs=gpu_attrs())
+
+
+def comm_node(nid: int, deps: Sequence[int] = (), size: int | None = 1024,
+              seq: int = 0) -> ChakraNode:
+    """A 5 us all-reduce ``nccl:all_reduce_<id>`` on group "0", starting at
+    10 * id; ``size=None`` leaves its size out."""
+    attrs: list[Attr] = [IS_GPU, ("comm_type", "int64_val", 0), ("pg_name", "string_val", "0"),
+                         ("comm_seq", "int64_val", seq)]
+    if size is not None:
+        attrs.append(("comm_size", "int64_val", size))
+    return node(nid, deps, name=f"nccl:all_reduce_{nid}", node_type=NodeType.COMM_COLL_NODE,
+                start=10 * nid, dur=5, attrs=attrs)
+
+
+def coll(nid: int, seq: int | None = None, deps: Sequence[int] = (), *, start: int = 0,
+         stream: int | None = None, comm_type: int = 0, pg: str = "0") -> ChakraNode:
+    """A 10 us, 1 KiB collective ``nccl<id>`` with sequence number ``seq``, on
+    ``stream`` of device 0 when one is given."""
+    attrs: list[Attr] = [IS_GPU, *comm_attrs(comm_type, 1024, pg, seq)]
+    if stream is not None:
+        attrs += gpu_attrs(stream)[1:]
+    return node(nid, deps, name=f"nccl{nid}", node_type=NodeType.COMM_COLL_NODE, start=start,
+                dur=10, attrs=attrs)
+
+
+def comm_op(nid: int, node_type: NodeType, start: int, deps: Sequence[int] = (), *,
+            peer: int | None = None, seq: int | None = None, pg: str = "0") -> ChakraNode:
+    """A 5 us, 4 KiB GPU communication node on stream 7 of device 0: a send
+    to ``peer``, a receive from it, or an all-reduce; named after its type."""
+    attrs: list[Attr] = [*gpu_attrs(), ("comm_size", "int64_val", 4096), ("pg_name", "string_val", pg)]
+    if node_type == NodeType.COMM_COLL_NODE:
+        attrs.append(("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)))
+    if node_type == NodeType.COMM_SEND_NODE and peer is not None:
+        attrs.append(("comm_dst", "int32_val", peer))
+    if node_type == NodeType.COMM_RECV_NODE and peer is not None:
+        attrs.append(("comm_src", "int32_val", peer))
+    if seq is not None:
+        attrs.append(("comm_seq", "int64_val", seq))
+    return node(nid, deps, ["stream_order"] * len(deps) if deps else None,
+                name=f"{node_type.name.lower()}{nid}", node_type=node_type, start=start, dur=5,
+                attrs=attrs)
+
+
+def metadata(rank: int | None = None, world_size: int | None = None,
+             step: tuple[int, int] | None = None, version: str = "0.0.4") -> GlobalMetadata:
+    """Metadata with the rank, world size and step window (start, end us)
+    that are given, in that order."""
+    attrs: list[Attr] = []
+    if rank is not None:
+        attrs.append(("rank", "int64_val", rank))
+    if step is not None:
+        attrs += [("step_start_micros", "int64_val", step[0]),
+                  ("step_end_micros", "int64_val", step[1])]
+    if world_size is not None:
+        attrs.append(("world_size", "int64_val", world_size))
+    return GlobalMetadata(version=version, attrs=attrs)
+
+
+def write_nodes(path: Path, nodes: Sequence[ChakraNode], md: GlobalMetadata = MD) -> Path:
+    """``nodes`` written as an ``.et`` at ``path`` (no rank unless ``md`` says)."""
+    write_et(path, md, list(nodes))
+    return path
+
+
+def write_rank(path: Path, nodes: Sequence[ChakraNode], rank: int = 0,
+               world_size: int | None = None) -> Path:
+    """``nodes`` written as rank ``rank``'s ``.et`` at ``path``."""
+    return write_nodes(path, nodes, metadata(rank, world_size))
+
+
+def sound_et(path: Path, rank: int = 0) -> Path:
+    """A compute node then a collective after it: sound, replays."""
+    return write_rank(path, [comp_node(1), comm_node(2, [1])], rank)
+
+
+# --------------------------------------------------------------------------
+# Host execution traces (JSON)
+# --------------------------------------------------------------------------
+
+PID = 4242
+OBSERVER_ROOT = "[pytorch|profiler|execution_trace|process]"
+OBSERVER_THREAD = "[pytorch|profiler|execution_trace|thread]"
+EMPTY_IO: dict[str, list[Any]] = {"values": [], "shapes": [], "types": []}
+
+
+def host_attr(name: str, value: Any, type_: str = "uint64") -> dict[str, Any]:
+    """One entry of a host op's ``attrs``."""
+    return {"name": name, "type": type_, "value": value}
+
+
+def host_node(nid: int, name: str, parent: int, rf_id: int, **extra: Any) -> dict[str, Any]:
+    """A schema 1.1 host op; ``attrs`` in ``extra`` come after the usual ones."""
+    attrs = [host_attr("rf_id", rf_id), host_attr("fw_parent", 0),
+             host_attr("seq_id", -1, "int64"), host_attr("scope", 0), host_attr("tid", 1),
+             host_attr("fw_tid", 0), host_attr("op_schema", "", "string")]
+    attrs += extra.pop("attrs", [])
+    return {"id": nid, "name": name, "ctrl_deps": parent, "inputs": extra.pop("inputs", EMPTY_IO),
+            "outputs": extra.pop("outputs", EMPTY_IO), "attrs": attrs, **extra}
+
+
+def host_doc(*extra_nodes: dict[str, Any], pid: int = PID) -> dict[str, Any]:
+    """Schema 1.1.0: the observer's root and thread, then two ops."""
+    nodes = [host_node(1, OBSERVER_ROOT, 1, 0), host_node(2, OBSERVER_THREAD, 1, 1),
+             host_node(3, "aten::add", 2, 10), host_node(4, "aten::mul", 2, 11), *extra_nodes]
+    return {"schema": "1.1.0-chakra.0.0.4", "pid": pid, "time": "2026-01-01 00:00:00",
+            "start_ts": 100, "finish_ts": 200, "nodes": nodes}
+
+
+TENSOR = [10, 11, 0, 6, 4, "cuda:0"]
+
+
+def flat_et(schema: str = "1.0.1", nodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A three-op ET in the 1.0.1 layout (root, thread, aten::add)."""
+
+    def flat_node(id_: int, name: str, parent: int, tid: int, rf_id: int, **io: Any) -> dict[str, Any]:
+        return {
+            "name": name, "id": id_, "rf_id": rf_id, "parent": parent, "fw_parent": 0,
+            "seq_id": -1, "scope": 0, "tid": tid, "fw_tid": 0, "op_schema": "",
+            "inputs": io.get("inputs", []), "input_shapes": io.get("shapes", []),
+            "input_types": io.get("types", []), "outputs": [], "output_shapes": [],
+            "output_types": [],
+        }  # fmt: skip
+
+    default = [
+        flat_node(2, "[pytorch|profiler|execution_graph|thread]", 1, 1, 0),
+        flat_node(3, "aten::add", 2, 1, 7, inputs=[TENSOR, 1], shapes=[[2, 3], []], types=["Tensor(float)", "Int"]),
+        flat_node(1, "[pytorch|profiler|execution_graph|process]", 1, 0, 0),
+    ]
+    return {"schema": schema, "pid": 42, "time": "x", "start_ts": 100, "finish_ts": 200, "nodes": nodes or default}
+
+
+def nested_et(schema: str, extra_attrs: Sequence[dict[str, Any]] = (), strides: bool = False) -> dict[str, Any]:
+    """A three-op ET in the nested (1.0.2+) layout."""
+
+    def nested_node(id_: int, name: str, parent: int, tid: int, rf_id: int, extra: Sequence[Any] = (), inputs: Any = None) -> dict[str, Any]:
+        attrs = [
+            {"name": "rf_id", "type": "uint64", "value": rf_id},
+            {"name": "fw_parent", "type": "uint64", "value": 0},
+            {"name": "seq_id", "type": "int64", "value": 5},
+            {"name": "scope", "type": "uint64", "value": 0},
+            {"name": "tid", "type": "uint64", "value": tid},
+            {"name": "fw_tid", "type": "uint64", "value": 0},
+            {"name": "op_schema", "type": "string", "value": "aten::add.Tensor(...)"},
+            *extra,
+        ]
+        empty: dict[str, list[Any]] = {"values": [], "shapes": [], "types": []}
+        return {"id": id_, "name": name, "ctrl_deps": parent, "inputs": inputs or empty, "outputs": empty, "attrs": attrs}
+
+    inputs: dict[str, Any] = {"values": [TENSOR, 1], "shapes": [[2, 3], []], "types": ["Tensor(float)", "Int"]}
+    if strides:
+        inputs["strides"] = [[3, 1], []]
+    nodes = [
+        nested_node(2, "[pytorch|profiler|execution_trace|thread]", 1, 1, 0),
+        nested_node(3, "aten::add", 2, 1, 7, extra=extra_attrs, inputs=inputs),
+        nested_node(1, "[pytorch|profiler|execution_trace|process]", 1, 0, 0),
+    ]
+    return {"schema": schema, "pid": 42, "time": "x", "start_ts": 100, "finish_ts": 200, "nodes": nodes}
+
+
+# The attributes each schema version adds to aten::add (a collective's from 1.1.0).
+COMM_HOST_ATTRS = [
+    host_attr("collective_name", "allreduce", "string"), host_attr("dtype", "Float", "string"),
+    host_attr("in_msg_nelems", 6), host_attr("out_msg_nelems", 6),
+    host_attr("in_split_size", "[]", "string"), host_attr("out_split_size", "[]", "string"),
+    host_attr("global_rank_start", 0), host_attr("global_rank_stride", 1),
+    host_attr("pg_name", "0", "string"), host_attr("pg_desc", "default_pg", "string"),
+    host_attr("pg_size", 2),
+]  # fmt: skip
+KERNEL_HOST_ATTRS = [host_attr("kernel_backend", "triton", "string"),
+                     host_attr("kernel_file", "/tmp/k.py", "string")]
+EXTRAS_BY_VERSION: dict[str, list[dict[str, Any]]] = {
+    "1.0.2": [],
+    "1.0.3": [],
+    "1.0.4": KERNEL_HOST_ATTRS,
+    "1.1.0": KERNEL_HOST_ATTRS + COMM_HOST_ATTRS,
+    "1.1.1": KERNEL_HOST_ATTRS + COMM_HOST_ATTRS + [host_attr("tensor_range", "[0, 9]", "string"),
+                                                    host_attr("is_asynchronized_op", True, "bool")],
+}
+
+
+# --------------------------------------------------------------------------
+# Kineto traces (JSON)
+# --------------------------------------------------------------------------
+
+
+def kineto_event(name: str, ts: float, rf_id: int, pid: Any = PID, **args: Any) -> dict[str, Any]:
+    """A 5 us ``cpu_op`` on thread 1 that links to host op ``rf_id``."""
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": 1, "ts": ts, "dur": 5,
+            "args": {"External id": rf_id, "Record function id": rf_id, **args}}
+
+
+def kineto_doc(*extra_events: dict[str, Any], pid: Any = PID, **top: Any) -> dict[str, Any]:
+    """The Kineto side of ``host_doc``: its two ops, then ``extra_events``."""
+    events = [kineto_event("aten::add", 1000.0, 10, pid), kineto_event("aten::mul", 1010.0, 11, pid),
+              *extra_events]
+    return {"schemaVersion": 1, "traceEvents": events, **top}
+
+
+def write_json(path: Path, doc: Any, gz: bool = False) -> Path:
+    """``doc`` (or raw bytes) written at ``path``, gzipped when ``gz``."""
+    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+# --------------------------------------------------------------------------
+# Hypothesis strategies of nodes
+# --------------------------------------------------------------------------
+
+U64 = (1 << 64) - 1
+I32 = (-(1 << 31), (1 << 31) - 1)
+I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _numeric_kinds(exact_floats: bool) -> dict[str, st.SearchStrategy[Any]]:
+    """Oneof kind -> element strategy. ``exact_floats``: values that survive a
+    round trip and compare equal (no NaN, float32-representable floats)."""
+    floats32 = st.floats(width=32, allow_nan=False) if exact_floats else st.floats()
+    return {
+        "double": st.floats(allow_nan=not exact_floats),
+        "float": floats32,
+        "int32": st.integers(*I32),
+        "int64": st.integers(*I64),
+        "uint32": st.integers(0, (1 << 32) - 1),
+        "uint64": st.integers(0, U64),
+        "sint32": st.integers(*I32),
+        "sint64": st.integers(*I64),
+        "fixed32": st.integers(0, (1 << 32) - 1),
+        "fixed64": st.integers(0, U64),
+        "sfixed32": st.integers(*I32),
+        "sfixed64": st.integers(*I64),
+        "bool": st.booleans(),
+        "string": st.text(max_size=12),
+        "bytes": st.binary(max_size=12),
+    }
+
+
+def attrs_strategy(exact_floats: bool) -> st.SearchStrategy[list[Attr]]:
+    """Attribute lists of every oneof member, scalar and list, and unset."""
+    options: list[st.SearchStrategy[Attr]] = []
+    for kind, values in _numeric_kinds(exact_floats).items():
+        scalar = st.tuples(st.text(max_size=10), st.just(f"{kind}_val"), values)
+        listed = st.tuples(
+            st.text(max_size=10), st.just(f"{kind}_list"), st.lists(values, max_size=5)
+        )
+        options += [scalar, listed]
+    options.append(st.tuples(st.text(max_size=10), st.just(""), st.none()))  # no member set
+    return st.lists(st.one_of(options), max_size=6)
+
+
+ids = st.integers(0, U64)
+ioinfo = st.none() | st.tuples(st.text(max_size=20), st.text(max_size=20), st.text(max_size=20))
+
+
+def nodes_strategy(exact_floats: bool = False, named: bool = False) -> st.SearchStrategy[ChakraNode]:
+    """Any node the wire format can carry (``named``: a non-empty name)."""
+    return st.builds(
+        ChakraNode,
+        id=ids,
+        name=st.text(min_size=1 if named else 0, max_size=30),
+        type=st.sampled_from(list(NodeType)),
+        start_time_micros=ids,
+        duration_micros=ids,
+        ctrl_deps=st.lists(ids, max_size=6),
+        data_deps=st.lists(ids, max_size=6),
+        inputs=ioinfo,
+        outputs=ioinfo,
+        attrs=attrs_strategy(exact_floats),
+    )
+
+
+# The attribute table the NodeWriter tests write with (one of each kind of spec).
+WRITER_ATTRS = (
+    AttrSpec("flag", "bool_val"),
+    AttrSpec("per_node", "int64_val", repeats=False),
+    AttrSpec("tid", "int64_val"),
+    AttrSpec("label", "string_val"),
+    AttrSpec("kinds", "string_list", plain=list),
+    AttrSpec("small", "int32_val"),
+)
