@@ -8,7 +8,8 @@ import pytest
 from test_simulate import cpu, gpu  # the suite's node builders
 
 from pt2chakra.chakra.records import CollectiveType, GlobalMetadata
-from pt2chakra.simulation.engine import SimConfig, Simulator
+from pt2chakra.simulation.engine import Simulator
+from pt2chakra.simulation.results import SimConfig
 
 MD = GlobalMetadata(version="0.0.4")
 AR = CollectiveType.ALL_REDUCE

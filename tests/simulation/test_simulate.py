@@ -8,8 +8,10 @@ import logging
 import pytest
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.engine import CATEGORY_NAMES, SimConfig, Simulator, simulate
+from pt2chakra.simulation.engine import Simulator, simulate
 from pt2chakra.simulation.network import collective_time, cost_factors
+from pt2chakra.simulation.prepare import CATEGORY_NAMES
+from pt2chakra.simulation.results import SimConfig
 from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
 
 MD = GlobalMetadata(version="0.0.4")
