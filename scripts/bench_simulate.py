@@ -37,7 +37,8 @@ def _source(argv: list[str], tmp: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from pt2chakra.simulation.engine import SimConfig, Simulator, load
+    from pt2chakra.simulation.engine import Simulator, load
+    from pt2chakra.simulation.results import SimConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _source(argv, tmp)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pt2chakra.conversion.api import convert
-from pt2chakra.simulation.engine import SimConfig, Simulator, load, order_by_rank, simulate_files
+from pt2chakra.simulation.engine import Simulator, load, order_by_rank, simulate_files
+from pt2chakra.simulation.results import SimConfig
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import pytest
 from builders import MD, cpu, gpu
 
 from pt2chakra.chakra.records import CollectiveType
-from pt2chakra.simulation.engine import SimConfig, Simulator
+from pt2chakra.simulation.engine import Simulator
+from pt2chakra.simulation.results import SimConfig
 
 AR = CollectiveType.ALL_REDUCE
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import SimulationOptions, check_options
-from pt2chakra.simulation.engine import SimConfig, Simulator
+from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops
+from pt2chakra.simulation.results import SimConfig
 
 LANE = 0
 

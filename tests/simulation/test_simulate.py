@@ -9,9 +9,10 @@ import pytest
 from builders import MD, cpu, gpu
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.engine import SimConfig, Simulator, simulate
+from pt2chakra.simulation.engine import Simulator, simulate
 from pt2chakra.simulation.network import collective_time, cost_factors
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
+from pt2chakra.simulation.results import SimConfig
 from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
 
 

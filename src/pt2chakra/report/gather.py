@@ -13,15 +13,9 @@ import msgspec
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.simulation.api import SimulationOptions, replay
 from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
-from pt2chakra.simulation.engine import (
-    Schedule,
-    SimulationResult,
-    Simulator,
-    WhatIf,
-    measured_offset,
-    what_if,
-)
+from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
+from pt2chakra.simulation.results import Schedule, SimulationResult, WhatIf
 from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
 
 from .downsample import Bar, downsample, share_budget

@@ -14,8 +14,8 @@ import msgspec
 from pt2chakra import __version__
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.simulation.collectives import CollectiveRow
-from pt2chakra.simulation.engine import CriticalPath, SimulationResult
 from pt2chakra.simulation.report import step_notes, timing_notes
+from pt2chakra.simulation.results import CriticalPath, SimulationResult
 from pt2chakra.simulation.views import CATEGORY_COLORS
 
 from .gather import CollectiveGroup, OpRow, ReportData, WhatIfRow

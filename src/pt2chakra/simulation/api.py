@@ -21,17 +21,10 @@ from pt2chakra.chakra.conventions import ALIGNMENTS
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
-from pt2chakra.simulation.engine import (
-    Schedule,
-    SimConfig,
-    SimulationResult,
-    Simulator,
-    load,
-    order_by_rank,
-    what_if,
-)
+from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
+from pt2chakra.simulation.results import Schedule, SimConfig, SimulationResult
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):

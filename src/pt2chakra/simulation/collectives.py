@@ -19,9 +19,10 @@ import msgspec
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.chakra.rendezvous import P2P, RendezvousKey
-from pt2chakra.simulation.engine import Schedule, Simulator
+from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.network import cost_factors
 from pt2chakra.simulation.prepare import COMM
+from pt2chakra.simulation.results import Schedule
 
 # bytes per microsecond -> GB/s (1e9 bytes/s)
 _BYTES_PER_US_TO_GBPS = 1e-3

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN
-from pt2chakra.simulation.engine import RankResult, SimulationResult
+from pt2chakra.simulation.results import RankResult, SimulationResult
 
 # Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
 NO_TIMING_WHY = ("no node has a duration or a recorded time (a host execution trace "

@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 
 from pt2chakra.atomic import atomic_path, write_atomic
-from pt2chakra.simulation.engine import Schedule, measured_offset
+from pt2chakra.simulation.engine import measured_offset
 from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP
+from pt2chakra.simulation.results import Schedule
 
 MEASURED_PID_BASE = 10000
 

@@ -1,0 +1,157 @@
+"""Durations per setting: each node's duration and replayed CPU delay under
+a ``SimConfig``'s knobs (compute, CPU, ``--cpu-scale-ops``, bandwidth), and
+each matched collective's one duration, from the measured kernels, a network
+model, or the model calibrated on the recording."""
+
+from __future__ import annotations
+
+from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.simulation.calibration import (
+    Calibration,
+    backend_samples,
+    fit_backends,
+    link_shares,
+)
+from pt2chakra.simulation.network import collective_time
+from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
+from pt2chakra.simulation.prepare import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
+from pt2chakra.simulation.results import SimConfig
+
+
+def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
+               ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
+    """Durations and delays under ``cfg``'s knobs; each matched collective
+    gets one duration for all its participants (they end together)."""
+    dur, delay = _scaled(p, cfg)
+    model = None
+    coll: dict[RendezvousKey, float] = {}
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+        model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
+                 f"{cfg.bandwidth_gbps:g} GB/s")
+    cal = calibrate(p, participants, cfg.algorithm) if cfg.calibrate else {}
+    if cfg.calibrate:
+        model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
+            or "calibration: no collective to fit"
+        if cfg.bandwidth_gbps is not None:
+            model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
+    for key, members in participants.items():
+        c = cal.get(comm_backend(p.nodes[members[0]].name)) if cal else None
+        t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
+        coll[key] = t
+        for m in members:
+            dur[m] = t
+    return dur, delay, coll, model
+
+
+def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
+    """Recorded durations and CPU delays under the compute and CPU knobs (a
+    GPU-side CPU gap is CPU time)."""
+    dur = list(p.dur)
+    delay = list(p.delay)
+    cs, cpu = cfg.compute_scale, cfg.cpu_scale
+    if cs == 1.0 and cpu == 1.0:
+        return dur, delay  # nothing scales: no pass over a million nodes
+    covered = _covered(p, cfg)
+    for i, cat in enumerate(p.cat):
+        if cat == GPU_COMPUTE and cs != 1.0:
+            dur[i] *= cs
+        elif cat == CPU_OP and cpu != 1.0:
+            if covered is None:
+                dur[i] *= cpu
+                delay[i] *= cpu
+            else:  # only the share of the slice / the delay inside matching ops
+                start, lane = float(p.start[i]), p.lane[i]
+                dur[i] += (cpu - 1.0) * covered.within(lane, start, start + p.dur[i])
+                delay[i] += (cpu - 1.0) * covered.within(lane, start - p.delay[i], start)
+        elif cat == GPU_CPU_GAP and cpu != 1.0 and covered is None:  # unnamed CPU time
+            dur[i] *= cpu
+    return dur, delay
+
+
+def _covered(p: PreparedGraph, cfg: SimConfig) -> CoveredTime | None:
+    """The time ``cfg.cpu_scale_ops`` selects (None: all CPU time scales),
+    worked out once per pattern."""
+    pattern = cfg.cpu_scale_ops
+    if pattern is None or cfg.cpu_scale == 1.0:
+        return None
+    got = p.covered.get(pattern)
+    if got is None:
+        got = p.covered[pattern] = covered_time(
+            (n.name for n in p.nodes), p.lane, p.start, p.incl,
+            (c == CPU_OP for c in p.cat), compile_ops(pattern))
+    return got
+
+
+def sync_scales(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
+    """Under ``--cpu-scale-ops``, a sync op's CPU parts (its own work, the
+    time after its wait, the time before it issues) scale by the share of
+    its recorded span the matching ops cover; empty otherwise."""
+    covered = _covered(p, cfg)
+    if covered is None:
+        return {}
+    out = {}
+    for i in p.sync:
+        start, span = float(p.start[i]), p.incl[i]
+        share = covered.within(p.lane[i], start, start + span) / span if span > 0 else 0.0
+        out[i] = 1.0 + (cfg.cpu_scale - 1.0) * share
+    return out
+
+
+def scaled_tails(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
+    """Each CPU thread's recorded tail (callers returning) under the CPU knob."""
+    covered = _covered(p, cfg)
+    if covered is None:
+        return {lane: t * cfg.cpu_scale for lane, t in p.lane_tail.items()}
+    return {lane: t + (cfg.cpu_scale - 1.0) * covered.within(lane, p.lane_tail_end[lane] - t,
+                                                               p.lane_tail_end[lane])
+            for lane, t in p.lane_tail.items()}
+
+
+def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members: list[int],
+                   ) -> float:
+    """One collective's duration: from the network model when it is set,
+    else from the measured kernels."""
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+        first = members[0]
+        return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
+                               max(len(members), _group_size(p, key, members)),
+                               cfg.bandwidth_gbps * cfg.bandwidth_scale,
+                               cfg.latency_us, cfg.algorithm)
+    # Measured kernels include waiting for the slowest peer; the last
+    # to arrive waited for nobody, and its time is the minimum.
+    return min(p.dur[m] for m in members) / cfg.bandwidth_scale
+
+
+def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
+              ) -> dict[str, Calibration]:
+    """Per backend, the network model fitted to the recorded collectives that
+    more than one rank reached (each timed by its share of its rank's link)."""
+    shares: dict[int, float] = {}
+    for nodes in p.rank_nodes:
+        comm = [i for i in nodes if p.cat[i] == COMM]
+        spans = [(float(p.nodes[i].start_time_micros),
+                  float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros)) for i in comm]
+        shares.update(zip(comm, link_shares(spans)))
+    names = {i: p.nodes[i].name for m in participants.values() for i in m}
+    samples = backend_samples(names, list(participants.values()), shares, p.comm_type,
+                              p.comm_bytes)
+    return fit_backends(samples, algorithm)
+
+
+def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
+    """A collective under the calibrated model: the fitted overhead, the
+    given (else fitted) latency and bandwidth, the bandwidth what-if."""
+    first = members[0]
+    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members), len(members),
+                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
+
+
+def link_streams(cfg: SimConfig) -> int:
+    """Communication streams to replay on: calibrated collectives share a
+    rank's link, one at a time, unless the what-if asks otherwise."""
+    return cfg.comm_streams or (1 if cfg.calibrate else 0)
+
+
+def _group_size(p: PreparedGraph, key: RendezvousKey, members: list[int]) -> int:
+    return len(members)

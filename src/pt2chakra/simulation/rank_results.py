@@ -1,0 +1,127 @@
+"""Results of a replay per rank: its predicted step (to its last lane's end,
+or its CPU side's where the step ends there) against the measured one, each
+lane's busy and idle time, and the whole step over all ranks."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from functools import reduce
+from itertools import compress, repeat
+
+from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, error_pct
+from pt2chakra.simulation.prepare import MASK_PASSES_MAX, PreparedGraph, non_decreasing
+from pt2chakra.simulation.replay import LOG_NAME, ReplayRun, ran_flags, step_ends_on_cpu
+from pt2chakra.simulation.results import LaneStats, RankResult
+
+log = logging.getLogger(LOG_NAME)
+
+
+def rank_results(p: PreparedGraph, run: ReplayRun) -> list[RankResult]:
+    """Each rank's predicted step against its measured one, and its lanes'
+    busy and idle time; notes each rank's end in ``run.rank_end``."""
+    results = []
+    for rank, rng in enumerate(p.rank_nodes):
+        origin = run.origin[rank]
+        by_lane = _ran_by_lane(p, run, rng)
+        # the last end of each lane's nodes that ran (the same largest end as
+        # over all of them: no pass over a million nodes) and of each thread
+        last = {lane: max(lane_ends) for lane, (_s, lane_ends) in by_lane.items()}
+        thread_ends = _thread_ends(run, last)
+        ends = thread_ends if thread_ends and step_ends_on_cpu(p.step_period[rank:rank + 1]) \
+            else list(last.values()) + thread_ends
+        unfinished = len(rng) - sum(len(lane_ends) for _s, lane_ends in by_lane.values())
+        predicted = (max(ends) - origin) if ends else 0.0
+        run.rank_end.append(max(ends) if ends else origin)
+        measured = p.step_end[rank] - p.step_start[rank]
+        if unfinished:
+            log.warning("rank %d: %d nodes never ran (waiting on a collective that another "
+                        "rank never reached, or a cycle)", rank, unfinished)
+        results.append(RankResult(
+            rank=p.rank_label[rank], source=p.sources[rank], nodes=len(rng), predicted_step_us=predicted,
+            measured_step_us=measured,
+            error_pct=error_pct(predicted, measured),
+            start_offset_us=origin, lanes=_lane_stats(p, by_lane, origin, predicted),
+            unfinished=unfinished,
+            step_definition=STEP_PERIOD if p.step_period[rank] else STEP_SPAN))
+    return results
+
+
+def _ran_by_lane(p: PreparedGraph, run: ReplayRun, rng: range,
+                 ) -> dict[int, tuple[list[float], list[float]]]:
+    """Each lane of the rank (in the order of its first node that ran): the
+    starts and ends of its nodes that ran, in node order."""
+    a, b = rng.start, rng.stop
+    ends = run.end[a:b]
+    ran = list(ran_flags(ends))
+    lanes = list(compress(p.lane[a:b], ran))
+    starts, ends = list(compress(run.start[a:b], ran)), list(compress(ends, ran))
+    order = dict.fromkeys(lanes)
+    if len(order) == 1:
+        return {lane: (starts, ends) for lane in order}
+    out: dict[int, tuple[list[float], list[float]]] = {lane: ([], []) for lane in order}
+    if len(order) <= MASK_PASSES_MAX:  # one C-level pass per lane
+        for lane in order:
+            mine = list(map(operator.eq, lanes, repeat(lane)))
+            out[lane] = (list(compress(starts, mine)), list(compress(ends, mine)))
+        return out
+    for lane, start, end in zip(lanes, starts, ends):
+        lane_starts, lane_ends = out[lane]
+        lane_starts.append(start)
+        lane_ends.append(end)
+    return out
+
+
+def _thread_ends(run: ReplayRun, last: dict[int, float]) -> list[float]:
+    """Each CPU thread's end (from the last end of each lane): its recorded
+    time after its last op started (callers returning) still belongs to the step."""
+    tail = run.tails
+    return [end + tail[lane] for lane, end in last.items() if lane in tail]
+
+
+def _lane_stats(p: PreparedGraph, by_lane: dict[int, tuple[list[float], list[float]]],
+                origin: float, predicted: float) -> list[LaneStats]:
+    """Busy and idle time of each lane of the rank over its predicted step,
+    CPU threads and GPU streams by name (busy time summed in node order)."""
+    lanes = []
+    for lane in sorted(by_lane, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
+        _r, kind, label = p.lane_names[lane]
+        starts, ends = by_lane[lane]
+        busy = reduce(operator.add, map(operator.sub, ends, starts), 0.0)
+        lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
+                               idle_us=max(0.0, predicted - busy), nodes=len(starts),
+                               idle_gaps=_idle_gaps(starts, ends, origin, predicted)))
+    return lanes
+
+
+def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted: float) -> int:
+    """Idle intervals of a lane between the rank's start and its predicted end
+    (its spans in start order: as they are when starts and ends both ascend,
+    as on most lanes, else sorted)."""
+    gaps = 0
+    cursor = origin
+    spans = zip(starts, ends)
+    for s, e in (spans if non_decreasing(starts) and non_decreasing(ends) else sorted(spans)):
+        if s > cursor + 1e-9:
+            gaps += 1
+        if e > cursor:  # max(cursor, e), inline
+            cursor = e
+    if cursor < origin + predicted - 1e-9:
+        gaps += 1
+    return gaps
+
+
+def overall_step(p: PreparedGraph, run: ReplayRun, results: list[RankResult], align: str,
+                 ) -> tuple[float, float]:
+    """The whole step, predicted and measured: on the shared clock from the
+    first rank's start to the last rank's end (``recorded``), else the
+    longest rank's."""
+    if not results:
+        return 0.0, 0.0
+    if align == "recorded":
+        predicted = max(run.rank_end, default=0.0) - min(run.origin)
+        measured = max(p.step_end) - min(p.step_start)
+    else:
+        predicted = max(r.predicted_step_us for r in results)
+        measured = max(r.measured_step_us for r in results)
+    return predicted, measured

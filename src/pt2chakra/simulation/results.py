@@ -1,0 +1,126 @@
+"""What the simulator is asked and what it answers: one simulation setting
+(``SimConfig``), the report of a run (``SimulationResult`` with its ranks,
+lanes, critical path and what-if rows) and the per-node ``Schedule`` that
+timelines and plots draw. Plain structs: every output of ``simulate`` (text,
+``--json``, timeline) is made from these."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+
+from pt2chakra.chakra.conventions import STEP_SPAN
+from pt2chakra.chakra.records import ChakraNode
+
+
+class SimConfig(msgspec.Struct, frozen=True):
+    """One simulation setting. Defaults replay the measured durations."""
+
+    compute_scale: float = 1.0  # GPU kernel durations (not memcpy, not comm)
+    cpu_scale: float = 1.0  # CPU op durations and replayed gaps
+    # Scale only the CPU time inside ops whose name matches (op_scale.py); None: all of it.
+    cpu_scale_ops: str | None = None
+    bandwidth_scale: float = 1.0  # network bandwidth (comm durations / this)
+    comm_streams: int = 0  # 0: as recorded; N: collectives round-robin on N streams
+    bandwidth_gbps: float | None = None  # with latency_us: network model
+    latency_us: float | None = None
+    algorithm: str = "ring"  # network model: "ring" or "tree"
+    align: str = "auto"  # rank start offsets: "auto", "recorded", "together"
+    # Collective times from a network model fitted to the recording (see
+    # calibration.py); a rank's collectives then share its link one at a time.
+    calibrate: bool = False
+
+    def label(self) -> str:
+        cpu_ops = f" (ops /{self.cpu_scale_ops}/)" if self.cpu_scale_ops else ""
+        parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}{cpu_ops}",
+                 f"bandwidth x{self.bandwidth_scale:g}",
+                 f"comm streams {self.comm_streams or 'as recorded'}"]
+        return ", ".join(parts)
+
+
+class LaneStats(msgspec.Struct):
+    lane: str
+    busy_us: float
+    idle_us: float
+    nodes: int
+    idle_gaps: int  # number of idle intervals between the rank's start and its last op
+
+
+class RankResult(msgspec.Struct):
+    rank: int
+    source: str
+    nodes: int
+    predicted_step_us: float
+    measured_step_us: float
+    error_pct: float | None
+    start_offset_us: float
+    lanes: list[LaneStats]
+    unfinished: int = 0
+    # what "measured" means for the rank (chakra.conventions: period or span)
+    step_definition: str = STEP_SPAN
+
+
+class CriticalPath(msgspec.Struct):
+    length_us: float
+    nodes: int
+    rank_crossings: int  # times the path moves to another rank (collectives)
+    by_node_type: dict[str, float]  # category -> microseconds
+    by_edge_kind: dict[str, float]  # kind of the edge that made each step critical -> us
+    top_nodes: list[dict[str, Any]]  # longest nodes on the path
+
+
+class WhatIf(msgspec.Struct):
+    compute_scale: float
+    cpu_scale: float
+    bandwidth_scale: float
+    comm_streams: int
+    predicted_step_us: float
+    speedup: float  # baseline predicted / this predicted
+
+
+class SimulationResult(msgspec.Struct):
+    ranks: list[RankResult]
+    predicted_step_us: float
+    measured_step_us: float
+    error_pct: float | None
+    align: str
+    network_model: str | None
+    critical_path: CriticalPath | None = None
+    what_if: list[WhatIf] = []
+    inferred_stream_waits: int = 0
+
+    def summary(self) -> str:
+        lines = []
+        for r in self.ranks:
+            err = f"{r.error_pct:+.2f} %" if r.error_pct is not None else "n/a (no timing)"
+            lines.append(f"rank {r.rank} ({os.path.basename(r.source)}): predicted "
+                         f"{r.predicted_step_us:.0f} us, measured {r.measured_step_us:.0f} us, "
+                         f"error {err}, {r.nodes} nodes on {len(r.lanes)} lanes")
+        err = f"{self.error_pct:+.2f} %" if self.error_pct is not None else "n/a"
+        lines.append(f"step: predicted {self.predicted_step_us:.0f} us, measured "
+                     f"{self.measured_step_us:.0f} us, error {err}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+class Schedule(msgspec.Struct):
+    """Per-node simulated times of one run (for timelines and plots)."""
+
+    nodes: list[ChakraNode]
+    rank: list[int]
+    lane: list[int]
+    lane_names: list[tuple[int, str, str]]  # (rank, "cpu"|"gpu", label)
+    start: list[float]
+    end: list[float]
+    category: list[int]
+    critical: set[int]
+    rank_origin: list[float]  # per rank: its simulated start
+    step_start: list[float]  # per rank: recorded step start (trace clock)
+    align: str
+    rank_label: list[int]
+    rank_timed: list[bool] = []  # per rank: recorded start times (else no measured schedule)
+    inclusive: list[float] = []  # per node: recorded inclusive time (else its duration)
