@@ -14,7 +14,7 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.engine import Simulator, simulate
+from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.tools.validate import validate
 
 
@@ -105,11 +105,11 @@ def test_unwritable_output_is_one_line(converted, tmp_path):  # noqa: F811
 def _replay_errors(files: list) -> dict[str, float]:
     """Predicted step vs the full trace's measured step, in %, per CPU mode."""
     graphs = [(md, list(nodes)) for md, nodes in map(read_et, files)]
-    full = simulate(graphs)
+    full = simulate_graphs(graphs)
     measured = full.measured_step_us
     errors = {"full": (full.predicted_step_us - measured) / measured * 100}
     for mode in ("keep", "drop", "drop-no-gaps"):
-        predicted = simulate([profile(md, nodes, mode) for md, nodes in graphs]).predicted_step_us
+        predicted = simulate_graphs([profile(md, nodes, mode) for md, nodes in graphs]).predicted_step_us
         errors[mode] = (predicted - measured) / measured * 100
     return errors
 

@@ -9,7 +9,7 @@ import pytest
 from builders import MD, cpu, gpu
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.engine import Simulator, simulate
+from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.simulation.network import collective_time, cost_factors
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
 from pt2chakra.simulation.results import SimConfig
@@ -17,7 +17,7 @@ from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_p
 
 
 def run(*ranks, cfg=None):
-    return simulate([(MD, list(nodes)) for nodes in ranks], config=cfg)
+    return simulate_graphs([(MD, list(nodes)) for nodes in ranks], config=cfg)
 
 
 def test_completion_based_release():

@@ -137,14 +137,14 @@ def order_by_rank(paths: Sequence[str], graphs: list[tuple[GlobalMetadata, list[
     return list(paths), graphs
 
 
-def simulate(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-             sources: Sequence[str] | None = None, config: SimConfig | None = None,
-             ) -> SimulationResult:
+def simulate_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                    sources: Sequence[str] | None = None, config: SimConfig | None = None,
+                    ) -> SimulationResult:
     """Replay one or more ranks together."""
     return Simulator(graphs, sources).run(config or SimConfig())[0]
 
 
 def simulate_files(paths: Sequence[str], config: SimConfig | None = None) -> SimulationResult:
     paths, graphs = order_by_rank(paths, load(paths))
-    return simulate(graphs, sources=list(paths), config=config)
+    return simulate_graphs(graphs, sources=list(paths), config=config)
 
