@@ -186,6 +186,7 @@ ctypes = st.sampled_from([AR, AG, RS, A2A])
 topologies = st.sampled_from(["Ring", "FullyConnected", "Switch"])
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(ctypes, topologies, st.integers(2, 16), st.integers(4, 1 << 28), st.integers(1, 1 << 20))
 def test_monotone_in_size_over_whole_chunks(ctype: int, topo: str, npus: int, size: int,
@@ -202,6 +203,7 @@ def test_monotone_in_size_over_whole_chunks(ctype: int, topo: str, npus: int, si
 @settings(max_examples=200, deadline=None)
 @given(ctypes, topologies, st.integers(2, 16), st.integers(4, 1 << 28),
        st.floats(1.0, 400.0), st.floats(1.0, 4.0), st.floats(0.0, 5000.0))
+@pytest.mark.slow
 def test_faster_links_never_slower(ctype: int, topo: str, npus: int, size: int, bw: float,
                                    factor: float, lat: float) -> None:
     slow = AstraNetwork(topo, npus, bw, lat)

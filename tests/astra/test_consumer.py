@@ -97,6 +97,7 @@ def test_what_it_cannot_run_is_refused_naming_the_node():
         finish([[comp(1, 1, deps=(9,))], [comp(1, 1)]])
 
 
+@pytest.mark.slow
 def test_cli_consumer_prints_per_rank_finish(tmp_path):
     for r in range(2):
         write_et(tmp_path / f"t.{r}.et", MD, [comp(1, 10 + 10 * r)])

@@ -116,6 +116,7 @@ def _schedules(draw: st.DrawFn) -> tuple[GlobalMetadata, list[ChakraNode]]:
     return metadata(world_size=2, step=(0, end)), nodes
 
 
+@pytest.mark.slow
 @given(_schedules(), st.integers(0, 50))
 @settings(max_examples=150, deadline=None)
 def test_chain_invariants(schedule, origin):

@@ -120,6 +120,7 @@ def test_simulate_refuses_the_deadlock_pair(tmp_path):
     assert "rank 0" in message and "rank 1" in message
 
 
+@pytest.mark.slow
 def test_cli_validate_exits_1_and_simulate_refuses_in_one_line(tmp_path):
     files = deadlock_pair(tmp_path)
     proc = run_cli("validate", *files)

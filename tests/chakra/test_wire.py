@@ -80,6 +80,7 @@ def sample_nodes() -> list[ChakraNode]:
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(nodes_strategy())
 def test_encode_node_matches_protobuf(node: ChakraNode) -> None:
@@ -91,6 +92,7 @@ def test_encode_node_matches_protobuf(node: ChakraNode) -> None:
     assert encode_node(node) == expected
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.text(max_size=10), attrs_strategy(exact_floats=False))
 def test_encode_metadata_matches_protobuf(version: str, attrs: list) -> None:
@@ -183,6 +185,7 @@ def _encoded_io(texts: tuple[str, str, str], tail: bytes) -> Any:
     return SimpleNamespace(ioinfo=body, ioinfo_size=len(body) - len(tail))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.tuples(IO_TEXT, IO_TEXT, IO_TEXT), IO_TEXT)
 def test_ioinfo_texts_undo_ioinfo_body(texts: tuple[str, str, str], tail: str) -> None:
@@ -279,6 +282,7 @@ def test_large_message_spanning_read_chunks(tmp_path: Path) -> None:
     assert list(read_et(path)[1]) == nodes
 
 
+@pytest.mark.slow
 def test_many_nodes_stream(tmp_path: Path) -> None:
     nodes = [
         ChakraNode(id=i, name=f"op{i}", type=NodeType.COMP_NODE, data_deps=[i - 1] if i else [])
@@ -621,6 +625,7 @@ unknown_field = st.one_of(
     st.lists(unknown_field, max_size=3),
     st.randoms(use_true_random=False),
 )
+@pytest.mark.slow
 def test_fast_reader_matches_protobuf(node: ChakraNode, unpacked: bool, extra: list, rnd) -> None:
     data = _unpacked(node) if unpacked else (encode_node(node) if encode_node_ok(node) else b"")
     if data and not extra:  # clean input takes the fast path
@@ -652,6 +657,7 @@ EDGE_TAILS = [
         max_size=4,
     ),
 )
+@pytest.mark.slow
 def test_varint_attribute_tails_match_protobuf(member: str, name: str, tails: list) -> None:
     """Per-node numbers take the "name + one varint" path: any tail bytes
     (overlong, over 64 bits, truncated, trailing fields) read as protobuf does."""

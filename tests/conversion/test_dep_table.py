@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ def _reference(groups: list[list[tuple[int, int, EdgeKind]]]) -> dict[int, list[
     return {dst: list(best.items()) for dst, best in merged.items()}
 
 
+@pytest.mark.slow
 @given(_groups)
 def test_merged_is_the_plain_merge(groups: list[list[tuple[int, int, EdgeKind]]]) -> None:
     table = DepTable.merged(iter([iter(edges) for edges in groups]))

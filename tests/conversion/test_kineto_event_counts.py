@@ -23,6 +23,8 @@ from pt2chakra.pytorch import json_slices
 from pt2chakra.pytorch.kineto_decode import REPEATED_FLOW_START
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 
+pytestmark = pytest.mark.slow  # real traces, converted and replayed
+
 REAL = ["dlrm_8gpu/rank3.kineto.json.gz", "hta_kineto/alexnet.kineto.json.gz",
         "hta_simple_add/kineto.json.gz"]
 SAMPLES = sorted(ROOT.glob("samples/*/*.kineto.json.gz"))

@@ -28,6 +28,8 @@ from pt2chakra.pytorch.records import CpuEvent, KinetoTrace
 from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 
+pytestmark = pytest.mark.slow  # real traces, converted and replayed
+
 # The acceptance target of the issue: replay within 5 % of the measured step.
 MAX_ERROR_PCT = 5.0
 GLOO = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"

@@ -211,6 +211,7 @@ _EVENT = st.fixed_dictionaries(
               "args": _ARGS})
 
 
+@pytest.mark.slow
 @given(events=st.lists(_EVENT, max_size=40), chunk=st.integers(64, 2048))
 @settings(max_examples=150, deadline=None)
 def test_torch_layout_and_minified_load_alike(events: list[dict[str, Any]], chunk: int) -> None:

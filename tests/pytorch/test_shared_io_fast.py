@@ -30,6 +30,7 @@ _texts = st.one_of(st.just([]), _json_values, st.just(["x" * 20000]))
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.fixed_dictionaries({}, optional={
     "values": _texts, "shapes": _texts, "types": _texts, "strides": _texts}), max_size=4))
+@pytest.mark.slow
 def test_same_io_values(ios: list[dict[str, Any]]) -> None:
     fast = compiled.FAST
     assert fast is not None
@@ -48,6 +49,7 @@ def test_same_io_values(ios: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("name", ["dlrm_8gpu/rank0.host_et.json.gz", "gpt2_host/host_et.json.gz",
                                   "linear_1gpu/host_et.json.gz", "resnet_2gpu_host/host_et.json.gz"])
+@pytest.mark.slow
 def test_real_trace_loads_the_same(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     path = TRACES / name
     if not path.exists():

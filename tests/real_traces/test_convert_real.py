@@ -172,6 +172,7 @@ def test_garbage_kineto_trace(tmp_path):
     assert_clean_failure(proc, out, str(bad))
 
 
+@pytest.mark.slow
 def test_wrong_field_type_and_unknown_schema(tmp_path):
     out = tmp_path / "o" / "x.et"
     out.parent.mkdir()

@@ -99,6 +99,7 @@ def test_dlrm_page(dlrm_ets: tuple[list[Path], list[Path]], tmp_path: Path,
     assert page.count("dlrm.") >= 8 * 2  # per-rank table and conversion table
 
 
+@pytest.mark.slow
 def test_cli_report_and_errors(sample_et: tuple[Path, Path], tmp_path: Path) -> None:
     et, rep = sample_et
     out = tmp_path / "r.html"
@@ -114,6 +115,7 @@ def test_cli_report_and_errors(sample_et: tuple[Path, Path], tmp_path: Path) -> 
     assert not (tmp_path / "x.html").exists()
 
 
+@pytest.mark.slow
 def test_convert_html(tmp_path: Path) -> None:
     et, html = tmp_path / "s.et", tmp_path / "s.html"
     args = ("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "--device-trace",
@@ -127,6 +129,7 @@ def test_convert_html(tmp_path: Path) -> None:
     assert not bad.exists()
 
 
+@pytest.mark.slow
 def test_64_ranks(many_ranks: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "dp.html"
     summary = write_report(many_ranks, out)

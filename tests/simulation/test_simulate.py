@@ -167,6 +167,7 @@ def test_timeline_json_format(tmp_path):
     assert json.loads(path.read_text())["traceEvents"]
 
 
+@pytest.mark.slow
 def test_plot_png(tmp_path):
     pytest.importorskip("matplotlib")
     nodes = [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])]
