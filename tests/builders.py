@@ -292,6 +292,14 @@ EXTRAS_BY_VERSION: dict[str, list[dict[str, Any]]] = {
 # --------------------------------------------------------------------------
 
 
+def trace_event(cat: str, name: str, ts: Any, dur: Any = 1.0, pid: Any = 1, tid: Any = 1,
+                ph: Any = "X", **args: Any) -> dict[str, Any]:
+    """One Chrome-trace event as Kineto writes it (a complete ``X`` event by
+    default); ``args`` are its ``args``, keys as Kineto spells them."""
+    return {"ph": ph, "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}
+
+
 def kineto_event(name: str, ts: float, rf_id: int, pid: Any = PID, **args: Any) -> dict[str, Any]:
     """A 5 us ``cpu_op`` on thread 1 that links to host op ``rf_id``."""
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": 1, "ts": ts, "dur": 5,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from builders import trace_event
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,9 +34,7 @@ MAX_ERROR_PCT = 5.0
 PERIOD = 100.0
 
 
-def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}
+_x = partial(trace_event, pid=1, tid=1)
 
 
 def _gpu_lagging_loop(steps: int = 3) -> dict[str, Any]:

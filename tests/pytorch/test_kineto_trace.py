@@ -6,10 +6,12 @@ import gzip
 import json
 import logging
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import trace_event
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_trace import load_host_trace
@@ -105,8 +107,7 @@ def test_real_rf_id_matches_external_id(traces: Path) -> None:
 # --------------------------------------------------------------------------
 
 
-def ev(cat: str, name: str, ts: Any, dur: Any = 1.0, pid: Any = 10, tid: Any = 11, ph: Any = "X", **args: Any) -> dict[str, Any]:
-    return {"ph": ph, "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+ev = partial(trace_event, pid=10, tid=11)
 
 
 def write(tmp_path: Path, doc: Any, name: str = "kineto.json") -> Path:

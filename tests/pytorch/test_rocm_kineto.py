@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import trace_event
 from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,10 +32,7 @@ from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_nccl_kernel
 PID, TID = 4242, 4243  # the host thread; GPU rows use pid = device, tid = stream
 
 
-def _x(cat: str, name: str, ts: float, dur: float = 1.0, pid: Any = PID, tid: Any = TID,
-       **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}
+_x = partial(trace_event, pid=PID, tid=TID)
 
 
 def _op(name: str, ts: float, dur: float, ext: str, **args: Any) -> dict[str, Any]:
