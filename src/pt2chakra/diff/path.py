@@ -29,7 +29,6 @@ from pt2chakra.simulation.prepare import CPU_WAKE_TOL_US, WAKE_TOL_FRACTION
 # recorded clocks of two lanes (a launch call's return, the kernel's start)
 # disagree by about a microsecond.
 READY_TOL_US = 1.0
-GPU_SYNC_KIND = "gpu_sync"
 NONE = -1
 
 # What a charge is: an op's exclusive CPU time, a device op, a collective's
@@ -201,12 +200,13 @@ class _Walker:
     def _waited_for(self, op: int, a: float, prev_start: float,
                     prev_owner: int) -> tuple[tuple[str, Any], float] | None:
         """``op`` starts at ``a`` right after a busy piece: that piece was a
-        wait when it was a synchronisation that ``op`` depends on (a
-        ``gpu_sync`` dependency ending during it)."""
+        wait (a synchronisation, a join with the autograd thread) when a
+        dependency of ``op`` on another lane ended during it."""
+        lane = self.t.lane[op]
         best, best_end = None, prev_start
-        for d, kind in self.t.deps[op]:
+        for d, _kind in self.t.deps[op]:
             e = self.t.end[d]
-            if kind == GPU_SYNC_KIND and best_end < e <= a + READY_TOL_US:
+            if self.t.lane[d] != lane and best_end < e <= a + READY_TOL_US:
                 best, best_end = d, e
         if best is None or prev_owner == NONE:
             return None
