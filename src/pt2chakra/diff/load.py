@@ -130,12 +130,19 @@ def _load_rank(path: str, index: int) -> RankTrace:
     starts: list[int] = []
     durations: list[float] = []
     incl_col: list[float] = []
+    # The lean reader shares one attribute list between nodes with equal
+    # attributes: read each list once (kept alive here, so ids stay unique).
+    read: dict[tuple[int, int], tuple[list[Any], dict[str, Any], bool, tuple[Any, ...]]] = {}
     for k, node in enumerate(nodes):
         if node.type == NodeType.METADATA_NODE or (not node.start_time_micros
                                                    and not node.duration_micros):
             continue  # untimed: nothing to attribute
-        attrs = attr_dict(node.attrs)
-        cpu = not is_gpu(attrs)
+        seen = read.get((id(node.attrs), node.type))
+        if seen is None or seen[0] is not node.attrs:
+            attrs = attr_dict(node.attrs)
+            seen = (node.attrs, attrs, not is_gpu(attrs), lane_of(node.type, attrs).key)
+            read[(id(node.attrs), node.type)] = seen
+        _list, attrs, cpu, lane = seen
         incl = inclusive[k]
         if math.isnan(incl):
             value = attrs.get(INCLUSIVE_ATTR)
@@ -148,7 +155,7 @@ def _load_rank(path: str, index: int) -> RankTrace:
         start = float(node.start_time_micros)
         trace.start.append(start)
         trace.end.append(start + (max(incl, node.duration_micros) if cpu else node.duration_micros))
-        trace.lane.append(lane_of(node.type, attrs).key)
+        trace.lane.append(lane)
         trace.is_cpu.append(cpu)
         trace.tid.append(attrs.get("tid"))
         raw_deps.append((node.data_deps, dep_kinds_of(node.data_deps, attrs)))

@@ -152,26 +152,33 @@ class _Walker:
     # -- on a CPU thread ------------------------------------------------------
 
     def _step_thread(self, lane: tuple[Any, ...], t: float) -> tuple[tuple[str, Any], float] | None:
-        """Charge the piece of the thread before ``t``; then, where an op
-        started, move to what it waited for on another lane, if anything."""
+        """Charge the thread's pieces back from ``t`` (the tiling is
+        contiguous) until an op that started there waited for something on
+        another lane: move there. None when the thread's first piece is passed."""
         tiling = self.tilings[lane]
-        k = bisect.bisect_left(tiling.ends, t)  # first piece ending at or after t
-        if k >= len(tiling.starts) or tiling.starts[k] >= t:
+        starts, ends, owners = tiling.starts, tiling.ends, tiling.owners
+        k = bisect.bisect_left(ends, t)  # first piece ending at or after t
+        if k >= len(starts) or starts[k] >= t:
             k -= 1
         if k < 0:
             return None
-        a, b, owner = tiling.starts[k], min(tiling.ends[k], t), tiling.owners[k]
-        if b < t:
-            self.charge(GAP, owner, b, t)
-        if owner == NONE:
-            return self._leave_gap(lane, tiling, k, a, b)
-        self.charge(COMPUTE, owner, a, b)
-        if self.t.start[owner] == a:
-            jump = self._waited_for(owner, a, tiling.starts[k - 1], tiling.owners[k - 1]) \
-                if k > 0 else self._first_op_waited(owner, a)
-            if jump is not None:
-                return jump
-        return (CPU_LANE, lane), a
+        if ends[k] < t:
+            self.charge(GAP, owners[k], ends[k], t)
+            t = ends[k]
+        node_start, charges, rank, begin = self.t.start, self.charges, self.t.rank, self.begin
+        while k >= 0 and t > begin:
+            a, owner = starts[k], owners[k]
+            if owner == NONE:
+                return self._leave_gap(lane, tiling, k, a, t)
+            charges.append(Charge(COMPUTE, rank, owner, t - max(a, begin)))
+            if node_start[owner] == a:
+                jump = self._waited_for(owner, a, starts[k - 1], owners[k - 1]) \
+                    if k > 0 else self._first_op_waited(owner, a)
+                if jump is not None:
+                    return jump
+            t = a
+            k -= 1
+        return (CPU_LANE, lane), t
 
     def _first_op_waited(self, op: int, a: float) -> tuple[tuple[str, Any], float] | None:
         """The thread's first op: it started after whatever it depends on elsewhere."""
