@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pt2chakra import __version__
-from pt2chakra.cli import collect, convert, options, report, simulate, tools
+from pt2chakra.cli import collect, convert, diff, options, report, simulate, tools
 from pt2chakra.errors import InputError
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.register(sub, common)
     collect.register(sub, common)
     report.register(sub, common)
+    diff.register(sub, common)
     return parser
 
 

@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--congestion-aware", action="store_true",
                    help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
                    "(messages forwarded hop by hop)")
+    p.add_argument("--write-et", metavar="PREFIX",
+                   help="write the replay (of the one what-if setting given) as PREFIX.<rank>.et, "
+                   "to compare with a measured run: pt2chakra diff")
     options.add_force(p, "validate finds errors in the traces or some nodes never run")
     p.set_defaults(func=_cmd_simulate)
 
@@ -116,9 +119,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(flag, "applies to --consumer astra-sim only")
     from pt2chakra.simulation.api import simulate_run
 
+    if args.write_et:
+        from pt2chakra.simulation.replayed_et import check_prefix, replay_config
+
+        check_prefix(args.write_et)
+        replay_config(options_from(args))
     run = simulate_run(args.traces, options_from(args))
     options.keep_until_exit(run)  # its million objects: not freed one by one before exit
     result = run.result
+    if args.write_et:
+        from pt2chakra.simulation.replayed_et import write_replayed_et
+
+        written = write_replayed_et(run, options_from(args), args.write_et)
+        if not args.quiet:
+            print(f"replay written: {', '.join(written)}", file=sys.stderr)
     if args.json:
         from pt2chakra.simulation.report import result_json
 
@@ -135,7 +149,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
     from pt2chakra.astra.api import AstraSimOptions, simulate_astra_sim
 
-    for flag, given in (("--calibrate", args.calibrate),
+    for flag, given in (("--calibrate", args.calibrate), ("--write-et", args.write_et is not None),
                         ("--cpu-scale-ops", args.cpu_scale_ops is not None)):
         if given:
             from pt2chakra.errors import InputError

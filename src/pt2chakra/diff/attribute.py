@@ -1,0 +1,145 @@
+"""Step(B) - step(A), attributed: each run's critical-path charges summed per
+aligned key, and the change of each.
+
+Each run's charges tile its step, so the changes add up to the step
+difference; the residual says by how much they do not (float rounding).
+A node whose key the other run lacks is reported apart, as in one run only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pt2chakra.diff.align import NodeKey, label_of, node_keys
+from pt2chakra.diff.load import Run
+from pt2chakra.diff.model import (
+    CATEGORIES,
+    Attribution,
+    CategoryTotal,
+    CollectiveArrival,
+    DiffResult,
+    RunStep,
+)
+from pt2chakra.diff.path import GAP, NONE, step_charges
+
+STEP_EDGE = "step edge"  # a gap before the first node or after the last
+
+# (category, key of the node, or a step-edge marker) -> microseconds
+Tally = dict[tuple[str, Any], float]
+
+
+def run_keys(run: Run) -> dict[int, list[NodeKey]]:
+    """rank -> each node's key."""
+    return {r.rank: node_keys(r) for r in run.ranks}
+
+
+def tally(run: Run, keys: dict[int, list[NodeKey]]) -> Tally:
+    """The run's critical-path charges summed per (category, node key)."""
+    out: Tally = defaultdict(float)
+    for c in step_charges(run):
+        key = keys[c.rank][c.node] if c.node != NONE else (STEP_EDGE, c.rank)
+        out[(c.category, key)] += c.us
+    return out
+
+
+def attribute(a: Run, b: Run) -> DiffResult:
+    """The typed comparison of two loaded runs."""
+    keys_a, keys_b = run_keys(a), run_keys(b)
+    known_a = {k for ks in keys_a.values() for k in ks}
+    known_b = {k for ks in keys_b.values() for k in ks}
+    tally_a, tally_b = tally(a, keys_a), tally(b, keys_b)
+    difference = b.step_us - a.step_us
+    rows = [_row(category, key, tally_a.get((category, key), 0.0),
+                 tally_b.get((category, key), 0.0), known_a, known_b, difference)
+            for category, key in set(tally_a) | set(tally_b)]
+    rows.sort(key=lambda r: (-abs(r.delta_us), r.category, r.label))
+    attributed = _exact_sum(r.delta_us for r in rows)
+    residual = difference - attributed
+    return DiffResult(
+        a=_run_step(a), b=_run_step(b), difference_us=difference, attributed_us=attributed,
+        residual_us=residual, residual_pct=_share(residual, difference),
+        categories=_totals(rows, difference), rows=rows,
+        collectives=collective_arrivals(a, b),
+        matched_nodes=len(known_a & known_b), only_in_a_nodes=len(known_a - known_b),
+        only_in_b_nodes=len(known_b - known_a))
+
+
+def _row(category: str, key: Any, a_us: float, b_us: float, known_a: set[NodeKey],
+         known_b: set[NodeKey], difference: float) -> Attribution:
+    if key[0] == STEP_EDGE:
+        label, rank = f"r{key[1]} {STEP_EDGE}", key[1]
+    else:
+        label, rank = label_of(key), key[1]
+        if category == GAP:
+            label = f"before {label}"
+        elif key not in known_b:
+            category = "only_in_a"
+        elif key not in known_a:
+            category = "only_in_b"
+    delta = b_us - a_us
+    return Attribution(category=category, label=label, rank=rank, a_us=a_us, b_us=b_us,
+                       delta_us=delta, share_pct=_share(delta, difference))
+
+
+def _share(part: float, whole: float) -> float | None:
+    return part / whole * 100 if whole else None
+
+
+def _exact_sum(values: Iterable[float]) -> float:
+    return math.fsum(values)
+
+
+def _totals(rows: Sequence[Attribution], difference: float) -> list[CategoryTotal]:
+    out = []
+    for category in CATEGORIES:
+        mine = [r for r in rows if r.category == category]
+        a_us = _exact_sum(r.a_us for r in mine)
+        b_us = _exact_sum(r.b_us for r in mine)
+        out.append(CategoryTotal(category=category, a_us=a_us, b_us=b_us, delta_us=b_us - a_us,
+                                 share_pct=_share(b_us - a_us, difference)))
+    return out
+
+
+def _run_step(run: Run) -> RunStep:
+    return RunStep(sources=[r.source for r in run.ranks], ranks=len(run.ranks),
+                   step_us=run.step_us, step_definition=run.step_definition,
+                   step_rank=run.step_rank().rank)
+
+
+def arrivals(run: Run) -> dict[tuple[Any, ...], tuple[int, float, str]]:
+    """Each collective of the run (rendezvous key): the rank that started it
+    last, the time the others waited for that rank (summed, on the run's
+    common axis) and its name."""
+    starts: dict[tuple[Any, ...], list[tuple[float, int]]] = defaultdict(list)
+    names: dict[tuple[Any, ...], str] = {}
+    for r in run.ranks:
+        for i, key in r.comm_key.items():
+            starts[tuple(key)].append((r.on_axis(r.start[i]), r.rank))
+            names[tuple(key)] = r.names[i]
+    out: dict[tuple[Any, ...], tuple[int, float, str]] = {}
+    for ident, at in starts.items():
+        last_at, last_rank = max(at)
+        out[ident] = (last_rank, sum(last_at - t for t, _r in at), names[ident])
+    return out
+
+
+def collective_arrivals(a: Run, b: Run) -> list[CollectiveArrival]:
+    """The straggler of each collective of the two runs (multi-rank runs
+    only), the ones whose waits changed most first."""
+    if len(a.ranks) < 2 and len(b.ranks) < 2:
+        return []
+    from pt2chakra.chakra.rendezvous import RendezvousKey
+
+    in_a, in_b = arrivals(a), arrivals(b)
+    out = []
+    for key in set(in_a) | set(in_b):
+        ra, wa, name = in_a.get(key, (None, 0.0, ""))
+        rb, wb, name_b = in_b.get(key, (None, 0.0, ""))
+        label = f"{name or name_b} [{RendezvousKey(*key).describe()}]"
+        out.append(CollectiveArrival(label=label, last_rank_a=ra, others_wait_a_us=wa,
+                                     last_rank_b=rb, others_wait_b_us=wb))
+    out.sort(key=lambda c: (-abs(c.others_wait_b_us - c.others_wait_a_us), c.label))
+    return out

@@ -1,0 +1,179 @@
+"""One run as ``diff`` reads it: per rank, the timed nodes as columns (start,
+end, lane, dependencies), the measured step window and where each rank sits
+on the run's common axis.
+
+Every rule comes from its home: lanes (``conventions.lane_of``), the rank of
+a file (``conventions.rank_of``), the measured step (``conventions.step_window``),
+rank start offsets (``conventions.rank_origins``) and how collectives meet
+(``chakra.rendezvous``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from pt2chakra.chakra.conventions import (
+    COMM_NODE_TYPES,
+    STEP_PERIOD,
+    STEP_SPAN,
+    StepWindow,
+    attr_dict,
+    is_finite_number,
+    is_gpu,
+    is_period_step,
+    lane_of,
+    rank_of,
+    rank_origins,
+    step_window_from,
+)
+from pt2chakra.chakra.dep_kinds import dep_kinds_of
+from pt2chakra.chakra.lean_read import read_et_apart
+from pt2chakra.chakra.records import NodeType
+from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
+from pt2chakra.errors import InputError
+
+INCLUSIVE_ATTR = "inclusive_duration_micros"
+# The node attributes diff reads (the lean reader decodes only these).
+DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",
+                        "comm_seq", "comm_src", "comm_dst", "data_dep_kinds", INCLUSIVE_ATTR})
+# How collectives of one run are matched across ranks: by rendezvous key, the
+# alignment every consumer uses (conventions.rank_origins: shared clock or not).
+ALIGN = "auto"
+
+
+class RankTrace:
+    """One rank's timed nodes as parallel columns (index = position)."""
+
+    __slots__ = ("rank", "source", "ids", "names", "types", "start", "end", "lane", "is_cpu",
+                 "deps", "tid", "comm_key", "window", "period", "origin")
+
+    def __init__(self, rank: int, source: str) -> None:
+        self.rank = rank
+        self.source = source
+        self.ids: list[int] = []
+        self.names: list[str] = []
+        self.types: list[int] = []
+        self.start: list[float] = []
+        self.end: list[float] = []  # CPU ops: start + inclusive time; others: start + duration
+        self.lane: list[tuple[Any, ...]] = []
+        self.is_cpu: list[bool] = []
+        self.deps: list[list[tuple[int, str]]] = []  # (index, kind) of each data dependency
+        self.tid: list[Any] = []
+        self.comm_key: dict[int, RendezvousKey] = {}  # index -> rendezvous key
+        self.window = StepWindow(0.0, 0.0)
+        self.period = False
+        self.origin = 0.0  # where the rank's step starts on the run's common axis
+
+    @property
+    def step_us(self) -> float:
+        return self.window.end - self.window.start
+
+    def on_axis(self, t: float) -> float:
+        """A time of this rank's clock on the run's common axis."""
+        return t - self.window.start + self.origin
+
+
+class Run:
+    """The ranks of one run (ordered by rank) and its measured step."""
+
+    def __init__(self, label: str, ranks: list[RankTrace]) -> None:
+        self.label = label
+        self.ranks = ranks
+        self.by_rank = {r.rank: r for r in ranks}
+
+    @property
+    def step_us(self) -> float:
+        """The run's measured step: the latest rank end on the common axis."""
+        return max((r.origin + r.step_us for r in self.ranks), default=0.0)
+
+    def step_rank(self) -> RankTrace:
+        """The rank whose step ends last: the one that defines the run's step."""
+        return max(self.ranks, key=lambda r: (r.origin + r.step_us, -r.rank))
+
+    @property
+    def step_definition(self) -> str:
+        return STEP_PERIOD if any(r.period for r in self.ranks) else STEP_SPAN
+
+
+def load_run(label: str, paths: Sequence[str | os.PathLike[str]]) -> Run:
+    """Read every rank of one run; refuse a run without a measured step."""
+    names = [os.fspath(p) for p in paths]
+    if not names:
+        raise InputError(label, "no .et file given")
+    if len(set(map(os.path.realpath, names))) != len(names):
+        raise InputError(label, "the same file is given twice")
+    ranks = [_load_rank(path, index) for index, path in enumerate(names)]
+    seen: dict[int, str] = {}
+    for r in ranks:
+        if r.rank in seen:
+            raise InputError(r.source, f"rank {r.rank} again (also {seen[r.rank]})")
+        seen[r.rank] = r.source
+    ranks.sort(key=lambda r: r.rank)
+    origins, _align = rank_origins([r.window for r in ranks], ALIGN)
+    for r, origin in zip(ranks, origins):
+        r.origin = origin
+    return Run(label, ranks)
+
+
+def _load_rank(path: str, index: int) -> RankTrace:
+    metadata, nodes = read_et_apart(path, DIFF_ATTRS, INCLUSIVE_ATTR)
+    md = attr_dict(metadata.attrs)
+    trace = RankTrace(rank_of(metadata, path, index), path)
+    trace.period = is_period_step(md)
+    inclusive = nodes.apart
+    index_of: dict[int, int] = {}
+    raw_deps: list[tuple[list[int], list[str]]] = []
+    comm_ops = []
+    starts: list[int] = []
+    durations: list[float] = []
+    incl_col: list[float] = []
+    # The lean reader shares one attribute list between nodes with equal
+    # attributes: read each list once (kept alive here, so ids stay unique).
+    read: dict[tuple[int, int], tuple[list[Any], dict[str, Any], bool, tuple[Any, ...]]] = {}
+    for k, node in enumerate(nodes):
+        if node.type == NodeType.METADATA_NODE or (not node.start_time_micros
+                                                   and not node.duration_micros):
+            continue  # untimed: nothing to attribute
+        seen = read.get((id(node.attrs), node.type))
+        if seen is None or seen[0] is not node.attrs:
+            attrs = attr_dict(node.attrs)
+            seen = (node.attrs, attrs, not is_gpu(attrs), lane_of(node.type, attrs).key)
+            read[(id(node.attrs), node.type)] = seen
+        _list, attrs, cpu, lane = seen
+        incl = inclusive[k]
+        if math.isnan(incl):
+            value = attrs.get(INCLUSIVE_ATTR)
+            incl = float(value) if is_finite_number(value) else float(node.duration_micros)
+        i = len(trace.ids)
+        index_of[node.id] = i
+        trace.ids.append(node.id)
+        trace.names.append(node.name)
+        trace.types.append(int(node.type))
+        start = float(node.start_time_micros)
+        trace.start.append(start)
+        trace.end.append(start + (max(incl, node.duration_micros) if cpu else node.duration_micros))
+        trace.lane.append(lane)
+        trace.is_cpu.append(cpu)
+        trace.tid.append(attrs.get("tid"))
+        raw_deps.append((node.data_deps, dep_kinds_of(node.data_deps, attrs)))
+        starts.append(node.start_time_micros)
+        durations.append(float(node.duration_micros))
+        incl_col.append(incl)
+        if node.type in COMM_NODE_TYPES:
+            comm_ops.append((i, comm_op(node, attrs)))
+    if not trace.ids:
+        raise InputError(path, "no timed node: diff compares measured (or replayed) times")
+    trace.deps = [[(index_of[d], kind) for d, kind in zip(deps, kinds) if d in index_of]
+                  for deps, kinds in raw_deps]
+    by_node = {op.node: i for i, op in comm_ops}
+    for node_id, key in rendezvous_keys([op for _i, op in comm_ops], trace.rank).items():
+        trace.comm_key[by_node[node_id]] = key
+    window = step_window_from(md, starts, durations, incl_col)
+    if window is None or window.end <= window.start:
+        raise InputError(path, "no measured step (step_start_micros / step_end_micros, or "
+                         "timed nodes)")
+    trace.window = window
+    return trace

@@ -1,0 +1,146 @@
+"""A replay written back as ``.et`` files, one per rank: every node as it
+was, with the times the replay gave it. ``pt2chakra diff`` then compares a
+prediction with the measured run of that setting like two recordings.
+
+Times are on each rank's recorded clock (the replay's axis shifted by
+``engine.measured_offset``), rounded to whole microseconds as the format
+holds them. A CPU node's ``duration_micros`` is its replayed exclusive time
+and ``inclusive_duration_micros`` reaches its last callee's end; the step
+(``step_start_micros`` / ``step_end_micros``) is the predicted one, its
+definition (period or span) kept.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import msgspec
+
+from pt2chakra.atomic import refuse_overwriting_inputs
+from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
+from pt2chakra.errors import InputError
+from pt2chakra.simulation.api import SimulationOptions, SimulationRun
+from pt2chakra.simulation.engine import measured_offset
+from pt2chakra.simulation.results import Schedule, SimConfig
+
+REPLAY_SETTING_ATTR = "replay_setting"  # metadata: the setting the times come from
+INCLUSIVE_ATTR = "inclusive_duration_micros"
+STEP_ATTRS = ("step_start_micros", "step_end_micros")
+
+
+def replay_config(options: SimulationOptions) -> SimConfig:
+    """The one setting to write: each what-if knob must have one value."""
+    knobs = {"--compute-scale": options.compute_scale, "--cpu-scale": options.cpu_scale,
+             "--bandwidth-scale": options.bandwidth_scale, "--comm-streams": options.comm_streams}
+    for flag, values in knobs.items():
+        if len(values) != 1:
+            raise InputError(flag, "--write-et writes one setting: give one value")
+    return msgspec.structs.replace(
+        options.base_config(), compute_scale=options.compute_scale[0],
+        cpu_scale=options.cpu_scale[0], bandwidth_scale=options.bandwidth_scale[0],
+        comm_streams=options.comm_streams[0])
+
+
+def output_paths(prefix: str, ranks: Sequence[int]) -> list[str]:
+    return [f"{prefix}.{rank}.et" for rank in ranks]
+
+
+def write_replayed_et(run: SimulationRun, options: SimulationOptions, prefix: str) -> list[str]:
+    """Write ``<prefix>.<rank>.et`` for every rank of ``run`` under the
+    setting of ``options`` (the baseline replay when it asks no what-if);
+    returns the paths written."""
+    cfg = replay_config(options)
+    result, schedule = run.result, run.schedule
+    if options.asks_what_if():
+        result, schedule = run.simulator.run(cfg, critical_path=False)
+    sources = [r.source for r in result.ranks]
+    outs = output_paths(prefix, schedule.rank_label)
+    inputs: list[str | os.PathLike[str] | None] = list(sources)
+    for out in outs:
+        refuse_overwriting_inputs(out, inputs)
+    times = _times_by_rank(schedule)
+    for r, (source, out) in enumerate(zip(sources, outs)):
+        offset = measured_offset(schedule, r)
+        origin = result.ranks[r].start_offset_us + offset
+        step = (origin, origin + result.ranks[r].predicted_step_us)
+        _write_rank(source, out, times[r], offset, step, cfg.label())
+    return outs
+
+
+def _times_by_rank(schedule: Schedule) -> list[dict[int, tuple[float, float]]]:
+    """Per rank: node id -> (replayed start, end); nodes that never ran are left out."""
+    out: list[dict[int, tuple[float, float]]] = [{} for _ in schedule.rank_label]
+    for node, rank, start, end in zip(schedule.nodes, schedule.rank, schedule.start,
+                                      schedule.end):
+        if not math.isnan(end):
+            out[rank][node.id] = (start, end)
+    return out
+
+
+def _write_rank(source: str, out: str, times: dict[int, tuple[float, float]], offset: float,
+                step: tuple[float, float], setting: str) -> None:
+    metadata, node_iter = read_et(source)
+    nodes = list(node_iter)
+    times = _arrivals(nodes, times)
+    inclusive_end = _inclusive_ends(nodes, times)
+    rewritten = [_retimed(n, times.get(n.id), inclusive_end.get(n.id), offset) for n in nodes]
+    attrs = [a for a in metadata.attrs if a[0] not in STEP_ATTRS and a[0] != REPLAY_SETTING_ATTR]
+    attrs += [("step_start_micros", "int64_val", round(step[0])),
+              ("step_end_micros", "int64_val", round(step[1])),
+              (REPLAY_SETTING_ATTR, "string_val", setting)]
+    write_et(out, GlobalMetadata(version=metadata.version, attrs=attrs), rewritten)
+
+
+def _arrivals(nodes: Sequence[ChakraNode], times: dict[int, tuple[float, float]],
+              ) -> dict[int, tuple[float, float]]:
+    """A communication node starts, as recorded ones do, when its rank
+    reached it (its last dependency's end), not when the replay's rendezvous
+    let it run: its time waiting for peers stays inside it."""
+    out = dict(times)
+    for n in nodes:
+        if n.type not in COMM_NODE_TYPES or n.id not in times:
+            continue
+        start, end = times[n.id]
+        ready = max((times[d][1] for d in n.data_deps if d in times), default=start)
+        out[n.id] = (min(ready, start), end)
+    return out
+
+
+def _inclusive_ends(nodes: Sequence[ChakraNode], times: dict[int, tuple[float, float]],
+                    ) -> dict[int, float]:
+    """Each replayed CPU node: the latest end of it and its callees (callees
+    start after their caller in a replay, so latest start first reaches
+    every callee before its caller)."""
+    caller = {n.id: n.ctrl_deps[0] for n in nodes if n.ctrl_deps}
+    ends = {i: t[1] for i, t in times.items()}
+    for node_id in sorted(times, key=lambda i: (times[i][0], i), reverse=True):
+        parent = caller.get(node_id)
+        if parent is not None and parent in ends and ends[node_id] > ends[parent]:
+            ends[parent] = ends[node_id]
+    return ends
+
+
+def _retimed(node: ChakraNode, replayed: tuple[float, float] | None,
+             inclusive_end: float | None, offset: float) -> ChakraNode:
+    if replayed is None or not node.start_time_micros:
+        return node  # never ran (a forced replay), or untimed: as recorded
+    start, end = replayed
+    new_start = round(start + offset)
+    attrs: list[Attr] = node.attrs
+    if not is_gpu(attr_dict(node.attrs)) and inclusive_end is not None:
+        incl = max(0, round(inclusive_end + offset) - new_start)
+        attrs = [a for a in node.attrs if a[0] != INCLUSIVE_ATTR]
+        attrs.append((INCLUSIVE_ATTR, "int64_val", incl))
+    return msgspec.structs.replace(node, start_time_micros=max(1, new_start),
+                                   duration_micros=max(0, round(end - start)), attrs=attrs)
+
+
+def check_prefix(prefix: str) -> None:
+    """The folder of ``--write-et PREFIX`` must exist (checked before the replay)."""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        raise InputError(prefix, "--write-et: no such folder")
