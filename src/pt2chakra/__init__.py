@@ -14,7 +14,7 @@ The facade: one call per job, each a typed result::
     page = pt2chakra.report(["rank0.et", "rank1.et"], "report.html")   # HTML report
 
 Each area has its subpackage (``pytorch``, ``chakra``, ``conversion``,
-``simulation``, ``report``, ``tools``, ``export``, ``collect``, ``cli``); the names above
+``simulation``, ``astra``, ``report``, ``tools``, ``diff``, ``collect``, ``cli``); the names above
 are loaded lazily so that importing the package stays cheap.
 """
 
