@@ -59,7 +59,7 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import DEFAULT_CPU_MODE, convert_files
+from pt2chakra.astra.export import DEFAULT_CPU_MODE, MIN_NPUS, convert_files
 from pt2chakra.atomic import StagedOutputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.rendezvous import RendezvousKey
@@ -410,10 +410,13 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     if not name:
         raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
     system = AstraSystem()
-    fit = fit_network(recorded_fit(inputs), len(inputs), choice, system)
     Path(folder or ".").mkdir(parents=True, exist_ok=True)
     with StagedOutputs() as staged:
         written = convert_files(inputs, prefix, cpu=cpu, force=force, staged=staged)
+        if len(inputs) < MIN_NPUS:
+            raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
+                             f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
+        fit = fit_network(recorded_fit(inputs), len(inputs), choice, system)
         texts = astra_config_texts(fit.network, system, fit.notes)
         has_groups = any(p.endswith(".comm_groups.json") for p in written)
         texts[RUN_SCRIPT] = run_script(name, has_groups)
