@@ -30,7 +30,7 @@ import stat
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
@@ -345,9 +345,12 @@ def _notes(choice: NetworkChoice, backend: str | None, calibration: Calibration 
     if calibration is not None and fitted:
         header.append(f"Fitted to the recording: {backend or 'other'} collectives, "
                       f"{calibration.describe()} (the fit of simulate --calibrate).")
-        header.append(f"Expressed in ASTRA-sim's terms by least squares over the {fitted} "
-                      "recorded collectives its network runs; ASTRA-sim's time of each vs the "
-                      f"calibrated one: rms {rms or 0:.2f} %, worst {worst or 0:+.2f} %.")
+        how = (f"Expressed in ASTRA-sim's terms by least squares over the {fitted} recorded "
+               "collectives its network runs" if free else
+               f"Latency and bandwidth given on the command line; over the {fitted} recorded "
+               "collectives its network runs")
+        header.append(f"{how}; ASTRA-sim's time of each vs the calibrated one: "
+                      f"rms {rms or 0:.2f} %, worst {worst or 0:+.2f} %.")
     else:
         header.append("No recorded collective that ASTRA-sim's network runs: nothing fitted; "
                       "values not given on the command line are the project's reference "
@@ -448,7 +451,6 @@ class JobCheck:
     model: ConsumerResult
     binary: WorkloadRun | None = None
     binary_path: str | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def astra_sim_step_us(self) -> float | None:
