@@ -294,3 +294,15 @@ def test_check_runs_the_binary_from_the_command_line(gloo_job):
     assert "ASTRA-sim vs measured step:" in proc.stdout
     ranks = [line.split() for line in proc.stdout.splitlines() if re.match(r"\s+\d+ ", line)]
     assert all(r[1] != "-" for r in ranks)
+
+
+def test_one_network_for_several_backends_names_the_ones_not_fitted():
+    cal = Calibration(overhead_us=0.0, latency_us=5.0, bandwidth_gbps=10.0, algorithm="ring",
+                      samples=3, rel_error=0.0)
+    ring = tuple(range(4))
+    recorded = RecordedFit({"nccl": cal, "gloo": cal}, {
+        "nccl": [RecordedCollective(AR, s, ring) for s in (1 << 12, 1 << 20, 1 << 24)],
+        "gloo": [RecordedCollective(AR, 1 << 10, ring)]})
+    fit = fit_network(recorded, 4)
+    assert fit.backend == "nccl"  # the most collectives
+    assert "gloo run on it too (not fitted)" in fit.notes["header"]

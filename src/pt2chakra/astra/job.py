@@ -307,10 +307,18 @@ def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = Networ
     fixed = [reference[j] if given[j] is None else float(given[j] or 0.0)
              for j in (LATENCY, BANDWIDTH)]
     latency_ns, per_byte = _least_squares(rows, free, fixed) if free else (fixed[0], fixed[1])
-    network = AstraNetwork(topology, npus, gbps_of(per_byte), latency_ns)
+    bandwidth = choice.bandwidth_gbps if choice.bandwidth_gbps is not None else \
+        gbps_of(per_byte)
+    latency = choice.latency_us * NS_PER_US if choice.latency_us is not None else latency_ns
+    network = AstraNetwork(topology, npus, bandwidth, latency)
     rms, worst = _residual(recorded, backend, calibration, network, system) if rows else (None,
                                                                                           None)
     notes = _notes(choice, backend, calibration, len(rows), rms, worst, npus, free, system)
+    others = sorted(b or "other" for b, cs in recorded.collectives.items()
+                    if b != backend and _network_collectives(cs))
+    if others and backend is not None:
+        notes["header"] += (f"\nASTRA-sim has one network: the collectives of {', '.join(others)}"
+                            " run on it too (not fitted).")
     return NetworkFit(network, notes, backend, calibration, rms, worst)
 
 
