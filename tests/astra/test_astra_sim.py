@@ -98,8 +98,11 @@ def test_keep_mode_and_from_json_profile(converted, tmp_path):  # noqa: F811
 
 
 def test_unwritable_output_is_one_line(converted, tmp_path):  # noqa: F811
+    """A missing output folder is created (the job folder); one that cannot
+    be (a file is in the way) is one line."""
+    (tmp_path / "no").write_text("a file, not a folder")
     proc = run_cli("astra-sim", converted["dlrm_rank0"], "-o", tmp_path / "no" / "x")
-    assert_one_line_failure(proc, "No such file or directory")
+    assert_one_line_failure(proc, "cannot write")
 
 
 def _replay_errors(files: list) -> dict[str, float]:

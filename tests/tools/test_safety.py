@@ -112,7 +112,9 @@ def test_astra_sim_failure_while_moving_outputs_removes_this_runs_files(tmp_path
     assert _listing(tmp_path) == listing  # ap.0.et, written first, is gone again
     ok = run_cli("astra-sim", a, b, "-o", tmp_path / "ok")
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.split() == [str(tmp_path / "ok.0.et"), str(tmp_path / "ok.1.et")]
+    job_files = [str(tmp_path / name) for name in
+                 ("network.yml", "system.json", "memory.json", "run.sh")]  # the job beside them
+    assert ok.stdout.split() == [str(tmp_path / "ok.0.et"), str(tmp_path / "ok.1.et"), *job_files]
 
 
 @pytest.mark.parametrize("command", ["from-text", "microbench"])

@@ -63,17 +63,36 @@ class WorkloadRun(NamedTuple):
 def _execute(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,
              network: AstraNetwork, system: AstraSystem) -> WorkloadRun:
     net, sys_, mem = write_astra_configs(folder, network, system)
-    if network.congestion_aware:
+    configs = AstraConfigs(net, sys_, mem)
+    return run_configured(binary, prefix, groups, configs, network.npus,
+                          network.congestion_aware, cwd=folder)
+
+
+class AstraConfigs(NamedTuple):
+    """The three configuration files one ASTRA-sim run reads."""
+
+    network: Path
+    system: Path
+    memory: Path
+
+
+def run_configured(binary: str | os.PathLike[str], prefix: str | os.PathLike[str], groups: str,
+                   configs: AstraConfigs, npus: int, congestion_aware: bool = False,
+                   cwd: str | os.PathLike[str] | None = None) -> WorkloadRun:
+    """Run the binary on configuration files as they are (a written job's);
+    ``groups``: a comm-group file or ``empty``. ``cwd``: where ASTRA-sim
+    writes its ``log/`` folder."""
+    if congestion_aware:
         binary = aware_binary(binary)
     cmd = [os.path.abspath(binary), f"--workload-configuration={prefix}",
-           f"--comm-group-configuration={groups}", f"--system-configuration={sys_}",
-           f"--remote-memory-configuration={mem}", f"--network-configuration={net}"]
-    # cwd: ASTRA-sim writes its log/ folder where it runs
+           f"--comm-group-configuration={groups}", f"--system-configuration={configs.system}",
+           f"--remote-memory-configuration={configs.memory}",
+           f"--network-configuration={configs.network}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                          check=False, cwd=folder)
+                          check=False, cwd=cwd)
     found = list(_FINISHED.finditer(done.stdout))
     finished = {int(m[1]): int(m[2]) for m in found}
-    if done.returncode != 0 or len(finished) != network.npus:
+    if done.returncode != 0 or len(finished) != npus:
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
                            f"{(done.stdout + done.stderr)[-2000:]}")
     exposed = {int(m[1]): int(m[3]) for m in found}

@@ -39,11 +39,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.errors import InputError
 
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 IMPLEMENTATIONS = ("ring",)
@@ -319,19 +321,28 @@ def _ring_chunk(start: list[int], links: list[int], delays: list[int]) -> list[i
     return send
 
 
-def write_astra_configs(folder: str | os.PathLike[str], network: AstraNetwork,
-                        system: AstraSystem) -> tuple[Path, Path, Path]:
-    """Write network.yml, system.json, memory.json describing exactly what is modelled."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = out / "network.yml", out / "system.json", out / "memory.json"
-    paths[0].write_text(
-        f"topology: [ {network.topology} ]\n"
-        f"npus_count: [ {network.npus} ]\n"
-        f"bandwidth: [ {float(network.bandwidth_gbps)!r} ]\n"
-        f"latency: [ {float(network.latency_ns)!r} ]\n")
+NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE = "network.yml", "system.json", "memory.json"
+NETWORK_FIELDS = ("topology", "npus_count", "bandwidth", "latency")
+"""The network.yml fields written and read back, in file order."""
+
+
+def astra_config_texts(network: AstraNetwork, system: AstraSystem,
+                       notes: Mapping[str, str] | None = None) -> dict[str, str]:
+    """network.yml, system.json and memory.json as text, by file name.
+    ``notes``: per network.yml field, how its value was obtained (written as
+    a ``#`` comment above it; JSON has no comments, so system notes go into
+    network.yml under the key ``system``)."""
+    notes = notes or {}
+    values = {"topology": network.topology, "npus_count": str(network.npus),
+              "bandwidth": repr(float(network.bandwidth_gbps)),
+              "latency": repr(float(network.latency_ns))}
+    lines = [f"# {line}" for line in notes.get("header", "").splitlines()]
+    for field in NETWORK_FIELDS:
+        lines += [f"# {line}" for line in notes.get(field, "").splitlines()]
+        lines.append(f"{field}: [ {values[field]} ]")
+    lines += [f"# {line}" for line in notes.get("system", "").splitlines()]
     impl = [system.implementation]
-    paths[1].write_text(json.dumps({
+    system_json = json.dumps({
         "scheduling-policy": system.scheduling_policy,
         "endpoint-delay": system.endpoint_delay_ns,
         "active-chunks-per-dimension": system.active_chunks,
@@ -345,6 +356,76 @@ def write_astra_configs(folder: str | os.PathLike[str], network: AstraNetwork,
         "boost-mode": 0,
         "roofline-enabled": 0,
         "peak-perf": DEFAULT_PEAK_PERF_TFLOPS,
-    }, indent=2) + "\n")
-    paths[2].write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
+    }, indent=2) + "\n"
+    return {NETWORK_FILE: "\n".join(lines) + "\n", SYSTEM_FILE: system_json,
+            MEMORY_FILE: json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n"}
+
+
+def write_astra_configs(folder: str | os.PathLike[str], network: AstraNetwork,
+                        system: AstraSystem) -> tuple[Path, Path, Path]:
+    """Write network.yml, system.json, memory.json describing exactly what is modelled."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    texts = astra_config_texts(network, system)
+    paths = out / NETWORK_FILE, out / SYSTEM_FILE, out / MEMORY_FILE
+    for path in paths:
+        path.write_text(texts[path.name])
     return paths
+
+
+_NETWORK_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*\[\s*([^\],]+?)\s*\]\s*$")
+
+
+def read_network_file(path: str | os.PathLike[str],
+                      congestion_aware: bool = False) -> AstraNetwork:
+    """A one-dimensional network.yml as ``astra_config_texts`` writes it
+    (``key: [ value ]`` lines, ``#`` comments); ``InputError`` naming the
+    field otherwise."""
+    name = os.fspath(path)
+    fields: dict[str, str] = {}
+    for line in Path(name).read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _NETWORK_LINE.match(line)
+        if match is None:
+            raise InputError(name, f"cannot read {line.strip()!r}: expected 'key: [ value ]' "
+                             "of a one-dimensional network")
+        fields[match[1]] = match[2]
+    missing = [f for f in NETWORK_FIELDS if f not in fields]
+    if missing:
+        raise InputError(name, f"field {missing[0]} is missing")
+    try:
+        return AstraNetwork(fields["topology"], int(fields["npus_count"]),
+                            float(fields["bandwidth"]), float(fields["latency"]),
+                            congestion_aware=congestion_aware)
+    except ValueError as exc:
+        raise InputError(name, f"network fields: {exc}") from exc
+
+
+_SYSTEM_KEYS = {"splits": "preferred-dataset-splits", "active_chunks": "active-chunks-per-dimension",
+                "endpoint_delay_ns": "endpoint-delay", "local_mem_bw_gbps": "local-mem-bw",
+                "collective_optimization": "collective-optimization",
+                "scheduling_policy": "scheduling-policy"}
+
+
+def read_system_file(path: str | os.PathLike[str]) -> AstraSystem:
+    """A system.json whose settings the collective model covers (the one
+    ``astra_config_texts`` writes); ``InputError`` naming the field otherwise."""
+    name = os.fspath(path)
+    try:
+        data = json.loads(Path(name).read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(name, f"not JSON: {exc.msg} (line {exc.lineno})") from exc
+    if not isinstance(data, dict):
+        raise InputError(name, "expected a JSON object")
+    for key in ("all-reduce-implementation", *_SYSTEM_KEYS.values()):
+        if key not in data:
+            raise InputError(name, f"field {key} is missing")
+    implementation = data["all-reduce-implementation"]
+    if not isinstance(implementation, list) or len(implementation) != 1:
+        raise InputError(name, "field all-reduce-implementation: expected one dimension")
+    try:
+        return AstraSystem(implementation=str(implementation[0]),
+                           **{attr: data[key] for attr, key in _SYSTEM_KEYS.items()})
+    except (ValueError, TypeError) as exc:
+        raise InputError(name, f"system fields: {exc}") from exc

@@ -468,7 +468,8 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
 
 
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
-                  cpu: str = DEFAULT_CPU_MODE, force: bool = False) -> list[str]:
+                  cpu: str = DEFAULT_CPU_MODE, force: bool = False,
+                  staged: StagedOutputs | None = None) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
     metadata or name, else its position).
 
@@ -476,7 +477,9 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     (unique, no output overwriting an input) before anything is written, and
     the outputs are staged and moved into place only when every rank
     converted; on any error no output of this run is left behind. Inputs
-    ``validate`` calls unsound are refused (``InputError``) unless ``force``."""
+    ``validate`` calls unsound are refused (``InputError``) unless ``force``.
+    ``staged``: write into these staged outputs (the caller commits them
+    with its own files) instead of committing here."""
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
     ranks: list[int] = []
@@ -493,15 +496,23 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
         for out in output_paths(prefix, rank):
             refuse_overwriting_inputs(out, list(paths))
     origins = _origins(windows)
+    if staged is not None:
+        return _write_ranks(paths, ranks, origins, prefix, cpu, staged)
+    with StagedOutputs() as own:
+        written = _write_ranks(paths, ranks, origins, prefix, cpu, own)
+        own.commit()
+    return written
+
+
+def _write_ranks(paths: list[str], ranks: list[int], origins: list[float], prefix: str,
+                 cpu: str, staged: StagedOutputs) -> list[str]:
     written: list[str] = []
-    with StagedOutputs() as staged:
-        for path, rank, origin in zip(paths, ranks, origins):
-            metadata, lazy = read_et(path)
-            for p in _write_one(metadata, lazy, prefix, rank, cpu, staged, origin,
-                                ranks_given=len(paths), source=path):
-                if p not in written:
-                    written.append(p)
-        staged.commit()
+    for path, rank, origin in zip(paths, ranks, origins):
+        metadata, lazy = read_et(path)
+        for p in _write_one(metadata, lazy, prefix, rank, cpu, staged, origin,
+                            ranks_given=len(paths), source=path):
+            if p not in written:
+                written.append(p)
     return written
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra.collective import TOPOLOGIES
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
@@ -146,11 +148,26 @@ def _cmd_microbench(args: argparse.Namespace) -> int:
 
 
 def _cmd_astra_sim(args: argparse.Namespace) -> int:
-    from pt2chakra.astra.export import convert_files
+    from pt2chakra.astra.job import NetworkChoice, check_job, format_job_check, write_job
 
-    written = convert_files(args.input, args.output, cpu=args.cpu, force=args.force)
+    if args.check is not None:
+        for flag, given in (("input", args.input), ("-o", args.output),
+                            ("--topology", args.topology), ("--bandwidth", args.bandwidth),
+                            ("--latency", args.latency)):
+            if given:
+                raise InputError(flag, "not with --check (it runs the job as written)")
+        binary = args.bin or os.environ.get("ASTRA_SIM_BIN") or None
+        if binary is not None and not os.access(binary, os.X_OK):
+            raise InputError(binary, "not an executable ASTRA-sim binary (--bin / ASTRA_SIM_BIN)")
+        print(format_job_check(check_job(args.check, binary)))
+        return 0
+    if not args.input or args.output is None:
+        raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
+                         "or --check DIR/job")
+    choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
+    job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
-        print("\n".join(written))
+        print("\n".join(job.written))
     return 0
 
 
@@ -266,14 +283,28 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 
 def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """``astra-sim IN.et... -o PREFIX``: the ASTRA-sim rewrite."""
-    p = sub.add_parser("astra-sim", parents=[common], help="rewrite .et files for ASTRA-sim",
-                       description="No METADATA nodes, process groups in the metadata, "
-                       "<prefix>.<rank>.et per rank and <prefix>.comm_groups.json.")
-    p.add_argument("input", nargs="+", help=".et file(s), one per rank")
-    p.add_argument("-o", "--output", required=True, help="output prefix")
+    """``astra-sim IN.et... -o DIR/job``: the ASTRA-sim job; ``--check DIR/job`` runs it."""
+    p = sub.add_parser("astra-sim", parents=[common], help="write an ASTRA-sim job (or check one)",
+                       description="Writes DIR/job.<rank>.et (no METADATA nodes, process groups "
+                       "in the metadata), DIR/job.comm_groups.json, and network.yml (fitted to "
+                       "the recorded collectives), system.json, memory.json and run.sh in DIR. "
+                       "--check DIR/job runs the job beside the consumer model and the "
+                       "measured step.")
+    p.add_argument("input", nargs="*", help=".et file(s), one per rank")
+    p.add_argument("-o", "--output", help="output prefix DIR/job (DIR is created)")
     p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
                    help="serial (default): one serial compute chain per rank, CPU time as gaps; "
                    "drop: gaps per stream; keep: CPU nodes kept; drop-no-gaps: CPU time lost")
+    p.add_argument("--topology", choices=list(TOPOLOGIES),
+                   help="network.yml topology (default: Ring, the fit's ring algorithm)")
+    p.add_argument("--bandwidth", type=options.bandwidth, metavar="GBps",
+                   help="network.yml bandwidth in ASTRA-sim's GB/s (2^30 B) instead of the fit")
+    p.add_argument("--latency", type=options.latency, metavar="US",
+                   help="network.yml latency per message hop in us instead of the fit")
+    p.add_argument("--check", metavar="DIR/job",
+                   help="run a written job: ASTRA-sim's finish per rank (with --bin or "
+                   "$ASTRA_SIM_BIN) beside the consumer model and the measured step")
+    p.add_argument("--bin", metavar="PATH",
+                   help="with --check: the ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
     options.add_force(p, "validate finds errors in the inputs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

@@ -1,0 +1,554 @@
+"""An ASTRA-sim job: the export plus everything its analytical backends need to
+run it as is, with the network fitted to the recorded collectives.
+
+``write_job(traces, "DIR/job")`` writes ``DIR/job.<rank>.et`` (and
+``DIR/job.comm_groups.json``), ``DIR/network.yml``, ``DIR/system.json``,
+``DIR/memory.json`` and ``DIR/run.sh``, all or nothing. ``check_job`` runs it
+(with a binary) beside the consumer model and the measured step.
+
+**The network.** Without it the export's collectives would run on whatever
+network ASTRA-sim is handed, however unlike the recording's. The job takes
+the fit of ``simulate --calibrate`` (``simulation.calibration``: per backend,
+a fixed overhead, a latency per algorithm step and a bandwidth fitted to the
+recorded collectives) and expresses it in ASTRA-sim's terms: ASTRA-sim cuts
+a collective into ``splits`` chunks and each chunk into ring messages, each
+costing ``hops x latency + bytes / bandwidth`` plus fixed memory-bus delays
+(``collective.py``). Its latency and bandwidth are chosen by least squares
+(relative error, both non-negative) so that ASTRA-sim's time of every
+recorded collective its network runs matches the calibrated time of the
+same collective; the residual is written into ``network.yml``. The topology
+is a Ring (the fit's ring algorithm sends each message one hop, to the next
+rank); the system file is the project's reference one, held fixed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import stat
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.collective import (
+    BYTES_PER_GB_NETWORK,
+    LOCAL_RING_BUS_DELAY_NS,
+    MEMORY_FILE,
+    NETWORK_FILE,
+    SUPPORTED_COLLECTIVES,
+    SYSTEM_FILE,
+    TOPOLOGIES,
+    AstraNetwork,
+    AstraSystem,
+    astra_config_texts,
+    collective_rank_ns,
+    read_network_file,
+    read_system_file,
+    ring_plan,
+)
+from pt2chakra.astra.consumer import (
+    DEFAULT_BANDWIDTH_GBPS,
+    DEFAULT_LATENCY_NS,
+    DEFAULT_TOPOLOGY,
+    NS_PER_US,
+    ConsumerResult,
+    consume_loaded,
+    load_for_consumer,
+)
+from pt2chakra.astra.export import DEFAULT_CPU_MODE, MIN_NPUS, convert_files
+from pt2chakra.atomic import StagedOutputs, write_atomic
+from pt2chakra.chakra.conventions import error_pct
+from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.simulation.calibration import Calibration
+from pt2chakra.simulation.engine import calibrate, load, order_by_rank
+from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
+
+RUN_SCRIPT = "run.sh"
+JOB_FILES = (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE, RUN_SCRIPT)
+BINARY_ENV = "ASTRA_SIM_BIN"
+DEFAULT_BINARY = "AstraSim_Analytical_Congestion_Unaware"
+"""run.sh runs this unless ``ASTRA_SIM_BIN`` names another: the backend the
+consumer model and the fit describe (the aware one aborts on a 2-NPU Ring)."""
+FIT_ALGORITHM = "ring"
+"""ASTRA-sim's collectives here are its ring algorithm, so the calibration
+fits ring costs too."""
+CALIBRATION_LINK_STREAMS = 1
+"""As ``simulate --calibrate``: a rank's collectives share its link one at a
+time (and so does ASTRA-sim: one communication node at a time per NPU)."""
+NO_BYTE_COST_GBPS = 1.0e6
+"""Written when the fit sees no byte cost (the calibration's bandwidth is
+infinite): ASTRA-sim needs a finite number; at 10^6 GB/s the largest
+recorded payloads cost well under a microsecond, i.e. nothing the fit saw."""
+RELATIVE_SINGULAR = 1e-12
+"""A 2x2 system whose determinant is below this share of its diagonal's
+product cannot separate latency from bandwidth (every collective has the
+same ratio of messages to bytes): the one-parameter fits decide."""
+LATENCY, BANDWIDTH = 0, 1  # the fitted parameters: ns per hop, ns per byte
+FitRow = tuple[float, float, float, float]  # (hops x messages, bytes sent, fixed ns, target ns)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCollective:
+    """One collective the ranks reached together, as ASTRA-sim will see it."""
+
+    comm_type: int
+    size_bytes: int
+    ranks: tuple[int, ...]  # positions in rank order (ASTRA-sim's NPUs)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFit:
+    """What ``simulate --calibrate`` fits, per backend, and the collectives
+    it was fitted to."""
+
+    calibrations: dict[str, Calibration]
+    collectives: dict[str, list[RecordedCollective]]
+
+    def chosen_backend(self) -> str | None:
+        """The backend whose calibration the job's one network carries: the
+        one with the most collectives ASTRA-sim's network runs (ASTRA-sim has
+        one network for every collective)."""
+        fitted = [b for b in self.calibrations if _network_collectives(self.collectives[b])]
+        if not fitted:
+            return None
+        return max(sorted(fitted), key=lambda b: len(_network_collectives(self.collectives[b])))
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkFit:
+    """The job's network and, per network.yml field, how its value was obtained."""
+
+    network: AstraNetwork
+    notes: dict[str, str]
+    backend: str | None = None
+    calibration: Calibration | None = None
+    rms_error_pct: float | None = None  # ASTRA-sim's time vs the calibrated one, per collective
+    worst_error_pct: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkChoice:
+    """What the command line fixes; None: fitted (else the reference value)."""
+
+    topology: str | None = None
+    bandwidth_gbps: float | None = None
+    latency_us: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AstraJob:
+    """What ``write_job`` wrote."""
+
+    prefix: str
+    written: list[str]
+    fit: NetworkFit
+
+
+# --------------------------------------------------------------------------
+# The recorded collectives and their calibration
+# --------------------------------------------------------------------------
+
+
+def recorded_fit(paths: Sequence[str | os.PathLike[str]]) -> RecordedFit:
+    """``simulate --calibrate``'s fit of these traces, per backend, and the
+    collectives (matched across ranks) it was fitted to."""
+    names = [os.fspath(p) for p in paths]
+    ordered, graphs = order_by_rank(names, load(names))
+    prepared = prepare_graphs(graphs, ordered, CALIBRATION_LINK_STREAMS, refuse_deadlock=False)
+    matched = _matched_collectives(prepared)
+    calibrations = calibrate(prepared, matched, FIT_ALGORITHM)
+    collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
+    for members in matched.values():
+        first = members[0]
+        collectives[comm_backend(prepared.nodes[first].name)].append(RecordedCollective(
+            comm_type=prepared.comm_type[first],
+            size_bytes=max(prepared.comm_bytes[m] for m in members),
+            ranks=tuple(sorted(prepared.rank[m] for m in members))))
+    return RecordedFit(calibrations, dict(collectives))
+
+
+def _matched_collectives(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
+    """Collectives that more than one rank reached (the calibration's samples,
+    as the replay matches them)."""
+    members: dict[RendezvousKey, list[int]] = defaultdict(list)
+    for index, key in p.comm_key.items():
+        members[key].append(index)
+    return {k: v for k, v in members.items() if len(v) > 1}
+
+
+def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:
+    """The collectives ASTRA-sim's network model times (a broadcast it replays
+    from its duration; other types it refuses)."""
+    return [c for c in collectives if c.comm_type in SUPPORTED_COLLECTIVES and len(c.ranks) > 1]
+
+
+# --------------------------------------------------------------------------
+# The calibration in ASTRA-sim's terms
+# --------------------------------------------------------------------------
+
+
+def _fit_row(c: RecordedCollective, probe: AstraNetwork, system: AstraSystem,
+             target_ns: float) -> FitRow | None:
+    """ASTRA-sim's time of ``c`` as ``hops x messages x latency + bytes sent
+    x ns per byte + fixed ns`` (the unaware backend, every member issuing
+    together; ``collective.py``); None for a collective ASTRA-sim cannot
+    chunk (an all-gather smaller than its splits)."""
+    try:
+        plan = ring_plan(c.comm_type, c.size_bytes, len(c.ranks), probe.npus, system.splits)
+    except ValueError:
+        return None
+    ring = c.ranks
+    hops = max(probe.hops(ring[i - 1], ring[i]) for i in range(len(ring)))
+    whole_machine = len(ring) == probe.npus
+    bus = system.endpoint_delay_ns if whole_machine else LOCAL_RING_BUS_DELAY_NS
+    fixed = plan.chunks * ((plan.sends + 1) * bus
+                           + plan.reducing_receives * system.reduce_ns(plan.message_bytes))
+    messages = plan.chunks * plan.sends
+    return (messages * hops, messages * plan.message_bytes, fixed, target_ns)
+
+
+def _least_squares(rows: Sequence[FitRow], free: Sequence[int],
+                   fixed: Sequence[float]) -> tuple[float, float]:
+    """(latency ns, ns per byte) minimising the squared error relative to
+    each target, both >= 0; parameters not in ``free`` keep ``fixed``. An
+    exact search: every subset of the free parameters, the rest at zero."""
+    best: tuple[float, tuple[float, float]] | None = None
+    for subset in _subsets(free):
+        params = _solve_subset(rows, subset, fixed, free)
+        if params is None or min(params) < 0:
+            continue
+        error = _relative_sq_error(rows, params)
+        if best is None or error < best[0]:
+            best = (error, params)
+    return best[1] if best is not None else (fixed[LATENCY], fixed[BANDWIDTH])
+
+
+def _subsets(free: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    yield tuple(free)
+    if len(free) == 2:
+        yield (free[0],)
+        yield (free[1],)
+    if free:
+        yield ()
+
+
+def _solve_subset(rows: Sequence[FitRow], subset: tuple[int, ...], fixed: Sequence[float],
+                  free: Sequence[int]) -> tuple[float, float] | None:
+    """Weighted least squares over ``subset``; the other free parameters at
+    zero, the rest at ``fixed``. None when singular."""
+    params = [0.0 if j in free else fixed[j] for j in (LATENCY, BANDWIDTH)]
+    # residual relative to the target: (x . p + fixed - t) / t
+    xs = [[row[j] / row[3] for j in subset] for row in rows]
+    ys = [(row[3] - row[2] - sum(row[j] * params[j] for j in (LATENCY, BANDWIDTH)
+                                  if j not in subset)) / row[3] for row in rows]
+    if len(subset) == 1:
+        sxx = sum(x[0] * x[0] for x in xs)
+        if sxx <= 0:
+            return None
+        params[subset[0]] = sum(x[0] * y for x, y in zip(xs, ys)) / sxx
+    elif len(subset) == 2:
+        a = sum(x[0] * x[0] for x in xs)
+        b = sum(x[0] * x[1] for x in xs)
+        d = sum(x[1] * x[1] for x in xs)
+        det = a * d - b * b
+        if det <= RELATIVE_SINGULAR * a * d:
+            return None
+        u = sum(x[0] * y for x, y in zip(xs, ys))
+        v = sum(x[1] * y for x, y in zip(xs, ys))
+        params[subset[0]] = (d * u - b * v) / det
+        params[subset[1]] = (a * v - b * u) / det
+    return params[LATENCY], params[BANDWIDTH]
+
+
+def _relative_sq_error(rows: Sequence[FitRow], params: tuple[float, float]) -> float:
+    return sum(((r[0] * params[0] + r[1] * params[1] + r[2] - r[3]) / r[3]) ** 2 for r in rows)
+
+
+def gbps_of(ns_per_byte: float) -> float:
+    """ASTRA-sim's bandwidth (GB/s with 1 GB = 2^30 B) for a cost per byte."""
+    if ns_per_byte <= 0:
+        return NO_BYTE_COST_GBPS
+    return 1e9 / ns_per_byte / BYTES_PER_GB_NETWORK
+
+
+def ns_per_byte_of(gbps: float) -> float:
+    return 1e9 / (gbps * BYTES_PER_GB_NETWORK)
+
+
+def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = NetworkChoice(),
+                system: AstraSystem | None = None) -> NetworkFit:
+    """The job's network: the command line's values where given, the
+    calibration expressed in ASTRA-sim's terms for the rest (the reference
+    network's where nothing was recorded to fit)."""
+    system = system or AstraSystem()
+    topology = choice.topology or DEFAULT_TOPOLOGY
+    if topology not in TOPOLOGIES:
+        raise InputError("--topology", f"{topology!r}: expected one of {', '.join(TOPOLOGIES)}")
+    backend = recorded.chosen_backend()
+    probe = AstraNetwork(topology, npus, DEFAULT_BANDWIDTH_GBPS, DEFAULT_LATENCY_NS)
+    rows: list[FitRow] = []
+    calibration = recorded.calibrations.get(backend) if backend is not None else None
+    if calibration is not None and backend is not None:
+        for c in _network_collectives(recorded.collectives[backend]):
+            target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
+            row = _fit_row(c, probe, system, target) if target > 0 else None
+            if row is not None:
+                rows.append(row)
+    given = (None if choice.latency_us is None else choice.latency_us * NS_PER_US,
+             None if choice.bandwidth_gbps is None else ns_per_byte_of(choice.bandwidth_gbps))
+    free = [j for j in (LATENCY, BANDWIDTH) if given[j] is None] if rows else []
+    reference = (DEFAULT_LATENCY_NS, ns_per_byte_of(DEFAULT_BANDWIDTH_GBPS))
+    fixed = [reference[j] if given[j] is None else float(given[j] or 0.0)
+             for j in (LATENCY, BANDWIDTH)]
+    latency_ns, per_byte = _least_squares(rows, free, fixed) if free else (fixed[0], fixed[1])
+    bandwidth = choice.bandwidth_gbps if choice.bandwidth_gbps is not None else \
+        gbps_of(per_byte)
+    latency = choice.latency_us * NS_PER_US if choice.latency_us is not None else latency_ns
+    network = AstraNetwork(topology, npus, bandwidth, latency)
+    rms, worst = _residual(recorded, backend, calibration, network, system) if rows else (None,
+                                                                                          None)
+    notes = _notes(choice, backend, calibration, len(rows), rms, worst, npus, free, system)
+    others = sorted(b or "other" for b, cs in recorded.collectives.items()
+                    if b != backend and _network_collectives(cs))
+    if others and backend is not None:
+        notes["header"] += (f"\nASTRA-sim has one network: the collectives of {', '.join(others)}"
+                            " run on it too (not fitted).")
+    return NetworkFit(network, notes, backend, calibration, rms, worst)
+
+
+def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibration | None,
+              network: AstraNetwork, system: AstraSystem) -> tuple[float | None, float | None]:
+    """ASTRA-sim's time of each recorded collective (the exact collective
+    model, ``collective.py``) against the calibrated time: rms and worst
+    relative error in %."""
+    if backend is None or calibration is None:
+        return None, None
+    errors = []
+    for c in _network_collectives(recorded.collectives[backend]):
+        target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
+        try:
+            got = max(collective_rank_ns(c.comm_type, c.size_bytes, len(c.ranks), network,
+                                         system, ranks=c.ranks).values())
+        except ValueError:
+            continue
+        if target > 0:
+            errors.append(100.0 * (got - target) / target)
+    if not errors:
+        return None, None
+    return math.sqrt(sum(e * e for e in errors) / len(errors)), max(errors, key=abs)
+
+
+def _notes(choice: NetworkChoice, backend: str | None, calibration: Calibration | None,
+           fitted: int, rms: float | None, worst: float | None, npus: int, free: list[int],
+           system: AstraSystem) -> dict[str, str]:
+    """Per network.yml field, one comment saying where its value came from."""
+    header = ["ASTRA-sim analytical network, written by pt2chakra astra-sim.",
+              "Run the job with run.sh; check it: pt2chakra astra-sim --check <prefix>."]
+    if calibration is not None and fitted:
+        header.append(f"Fitted to the recording: {backend or 'other'} collectives, "
+                      f"{calibration.describe()} (the fit of simulate --calibrate).")
+        how = (f"Expressed in ASTRA-sim's terms by least squares over the {fitted} recorded "
+               "collectives its network runs" if free else
+               f"Latency and bandwidth given on the command line; over the {fitted} recorded "
+               "collectives its network runs")
+        header.append(f"{how}; ASTRA-sim's time of each vs the calibrated one: "
+                      f"rms {rms or 0:.2f} %, worst {worst or 0:+.2f} %.")
+    else:
+        header.append("No recorded collective that ASTRA-sim's network runs: nothing fitted; "
+                      "values not given on the command line are the project's reference "
+                      "network (Ring, 50 GB/s, 500 ns).")
+    fit_word = "fitted" if fitted else "reference value"
+    topology = "given with --topology" if choice.topology else (
+        "Ring: ASTRA-sim's ring collectives send every message one hop, to the next rank, "
+        "as the fitted ring algorithm assumes")
+    bandwidth = "given with --bandwidth (GB/s as ASTRA-sim reads it: 1 GB = 2^30 B)" \
+        if choice.bandwidth_gbps is not None else (
+            f"{fit_word}: the calibration's bytes term, per byte a ring message carries "
+            "(GB/s with 1 GB = 2^30 B)" if BANDWIDTH in free else
+            "reference value (ASTRA_SIM.md): nothing recorded to fit")
+    if BANDWIDTH in free and calibration is not None and math.isinf(calibration.bandwidth_gbps):
+        bandwidth = (f"the calibration saw no byte cost: {NO_BYTE_COST_GBPS:g} GB/s stands "
+                     "for none (a bandwidth what-if on this job changes nothing)")
+    latency = "given with --latency (us on the command line, ns here)" \
+        if choice.latency_us is not None else (
+            "fitted: ns per hop of each ring message; carries the calibration's fixed "
+            "overhead and per-step latency (a collective sends splits x steps messages)"
+            if LATENCY in free else "reference value (ASTRA_SIM.md): nothing recorded to fit")
+    system_note = (f"system.json: ring collectives, {system.splits} splits, endpoint-delay "
+                   f"{system.endpoint_delay_ns} ns, local-mem-bw {system.local_mem_bw_gbps:g}"
+                   " GB/s: the project's reference system, held fixed by the fit.")
+    return {"header": "\n".join(header), "topology": topology,
+            "npus_count": f"one NPU per rank ({npus} traces)", "bandwidth": bandwidth,
+            "latency": latency, "system": system_note}
+
+
+# --------------------------------------------------------------------------
+# Writing the job
+# --------------------------------------------------------------------------
+
+
+def run_script(name: str, groups: bool) -> str:
+    """run.sh: ASTRA-sim on the job, from the job's folder (where it writes log/)."""
+    groups_arg = shlex.quote(f"{name}.comm_groups.json") if groups else "empty"
+    return f"""#!/bin/sh
+# ASTRA-sim job written by pt2chakra astra-sim: {name}.<rank>.et, one per NPU.
+# ASTRA_SIM_BIN names the binary (default: {DEFAULT_BINARY} on PATH).
+# How each network value was obtained: the comments in {NETWORK_FILE}.
+cd "$(dirname "$0")" || exit 2
+exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
+  --workload-configuration={shlex.quote('./' + name)} \\
+  --comm-group-configuration={groups_arg} \\
+  --system-configuration={SYSTEM_FILE} \\
+  --remote-memory-configuration={MEMORY_FILE} \\
+  --network-configuration={NETWORK_FILE}
+"""
+
+
+def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
+              cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
+              force: bool = False) -> AstraJob:
+    """The export of ``inputs`` (one per rank) as ``<prefix>.<rank>.et``, and
+    the configuration and run.sh beside it; the folder is created. All or
+    nothing: every file is staged and moved into place together."""
+    prefix = os.fspath(prefix)
+    folder, name = os.path.split(prefix)
+    if not name:
+        raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
+    system = AstraSystem()
+    Path(folder or ".").mkdir(parents=True, exist_ok=True)
+    with StagedOutputs() as staged:
+        written = convert_files(inputs, prefix, cpu=cpu, force=force, staged=staged)
+        if len(inputs) < MIN_NPUS:
+            raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
+                             f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
+        fit = fit_network(recorded_fit(inputs), len(inputs), choice, system)
+        texts = astra_config_texts(fit.network, system, fit.notes)
+        has_groups = any(p.endswith(".comm_groups.json") for p in written)
+        texts[RUN_SCRIPT] = run_script(name, has_groups)
+        for file_name in JOB_FILES:
+            target = os.path.join(folder, file_name)
+            temp = staged.stage(target)
+            write_atomic(temp, texts[file_name].encode())
+            if file_name == RUN_SCRIPT:
+                os.chmod(temp, os.stat(temp).st_mode | stat.S_IXUSR | stat.S_IXGRP
+                         | stat.S_IXOTH)
+            written.append(target)
+        staged.commit()
+    return AstraJob(prefix, written, fit)
+
+
+# --------------------------------------------------------------------------
+# Checking the job
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobCheck:
+    """A job beside the consumer model and the measured step (and the binary's
+    output, when one ran)."""
+
+    prefix: str
+    network: AstraNetwork
+    system: AstraSystem
+    model: ConsumerResult
+    binary: WorkloadRun | None = None
+    binary_path: str | None = None
+
+    @property
+    def astra_sim_step_us(self) -> float | None:
+        if self.binary is None:
+            return None
+        return max(self.binary.finished.values()) / NS_PER_US
+
+    @property
+    def error_pct(self) -> float | None:
+        """ASTRA-sim's step against the measured one."""
+        step = self.astra_sim_step_us
+        return error_pct(step, self.model.measured_step_us) if step is not None else None
+
+    @property
+    def model_vs_binary_pct(self) -> float | None:
+        """The consumer model's worst rank against the binary, in %."""
+        if self.binary is None:
+            return None
+        return max(abs(r.finished_ns - self.binary.finished[r.rank])
+                   / max(self.binary.finished[r.rank], 1) * 100 for r in self.model.ranks)
+
+
+def _job_file(folder: str, name: str) -> str:
+    path = os.path.join(folder, name)
+    if not os.path.isfile(path):
+        raise InputError(path, "missing: not a job folder written by pt2chakra astra-sim -o "
+                         "DIR/job")
+    return path
+
+
+def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | None = None,
+              ) -> JobCheck:
+    """Run the job ``prefix`` (``DIR/job``) through the consumer model and,
+    when ``binary`` is given, through ASTRA-sim itself, with its own files."""
+    prefix = os.fspath(prefix)
+    folder = os.path.dirname(prefix) or "."
+    configs = AstraConfigs(*(Path(_job_file(folder, n)) for n in
+                             (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE)))
+    network = read_network_file(configs.network)
+    system = read_system_file(configs.system)
+    traces = [_job_file(folder, f"{os.path.basename(prefix)}.{r}.et")
+              for r in range(network.npus)]
+    names, graphs = load_for_consumer(traces)
+    model = consume_loaded(names, graphs, network, system).result
+    if binary is None:
+        return JobCheck(prefix, network, system, model)
+    groups = f"{prefix}.comm_groups.json"
+    groups_arg = os.path.abspath(groups) if os.path.isfile(groups) else "empty"
+    with tempfile.TemporaryDirectory(prefix="astracheck") as scratch:  # its log/ goes here
+        try:
+            run = run_configured(binary, os.path.abspath(prefix), groups_arg,
+                                 AstraConfigs(*(p.resolve() for p in configs)), network.npus,
+                                 cwd=scratch)
+        except (RuntimeError, OSError) as exc:
+            last = (str(exc).strip().splitlines() or ["no output"])[-1]
+            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
+    return JobCheck(prefix, network, system, model, run, os.fspath(binary))
+
+
+def format_job_check(check: JobCheck) -> str:
+    """What ``astra-sim --check`` prints: per rank, ASTRA-sim's finish, the
+    consumer model's and the measured span; then the step."""
+    net = check.network
+    lines = [f"job {check.prefix}: {net.npus} NPUs, {net.topology} {net.bandwidth_gbps:.4g} GB/s "
+             f"{net.latency_ns:.4g} ns; {check.system.implementation} collectives, "
+             f"{check.system.splits} splits",
+             f"ASTRA-sim: {check.binary_path}" if check.binary_path else
+             f"ASTRA-sim: not run (set {BINARY_ENV} or --bin)", "",
+             f"{'rank':>4} {'ASTRA-sim us':>13} {'consumer us':>12} {'measured us':>12}",
+             "(per rank: its finish; measured: its own recorded span; step: the last rank,"
+             " measured on the ranks' shared clock)"]
+    for r in check.model.ranks:
+        real = check.binary.finished.get(r.rank) if check.binary else None
+        lines.append(f"{r.rank:>4} {_us(real / NS_PER_US if real is not None else None):>13} "
+                     f"{_us(r.finished_ns / NS_PER_US):>12} {_us(r.measured_step_us):>12}")
+    lines.append(f"{'step':>4} {_us(check.astra_sim_step_us):>13} "
+                 f"{_us(check.model.predicted_step_us):>12} "
+                 f"{_us(check.model.measured_step_us):>12}")
+    lines.append("")
+    if check.error_pct is not None:
+        lines.append(f"ASTRA-sim vs measured step: {check.error_pct:+.2f} %; consumer model vs "
+                     f"ASTRA-sim, worst rank: {check.model_vs_binary_pct:.3f} %")
+    model_error = check.model.error_pct
+    if model_error is not None:
+        lines.append(f"consumer model vs measured step: {model_error:+.2f} %")
+    if check.binary and check.binary.warnings:
+        lines.append(f"ASTRA-sim warnings: {len(check.binary.warnings)} lines, first: "
+                     f"{check.binary.warnings[0].strip()}")
+    return "\n".join(lines)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"

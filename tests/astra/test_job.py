@@ -1,0 +1,308 @@
+"""``pt2chakra astra-sim -o DIR/job``: the job folder ASTRA-sim runs as is, its
+network fitted to the recorded collectives, and ``--check``. The runs in real
+ASTRA-sim are at the end and skip without ``ASTRA_SIM_BIN``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from helpers import ROOT, assert_one_line_failure, run_cli
+
+from pt2chakra import convert
+from pt2chakra.astra.collective import (
+    AstraNetwork,
+    AstraSystem,
+    collective_rank_ns,
+    read_network_file,
+    read_system_file,
+)
+from pt2chakra.astra.job import (
+    JOB_FILES,
+    NO_BYTE_COST_GBPS,
+    NetworkChoice,
+    RecordedCollective,
+    RecordedFit,
+    check_job,
+    fit_network,
+    format_job_check,
+    recorded_fit,
+    write_job,
+)
+from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.errors import InputError
+from pt2chakra.simulation.calibration import Calibration
+
+SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
+BINARY = os.environ.get("ASTRA_SIM_BIN", "")
+HAVE_BINARY = bool(BINARY) and os.access(BINARY, os.X_OK)
+# The issue's bound: the job run in ASTRA-sim reproduces the measured step.
+STEP_TOLERANCE_PCT = 5.0
+# ASTRA-sim's time of one all-reduce against the calibrated time it was fitted
+# to: they differ only by the fixed memory-bus delays and the reduction passes
+# (tens of ns against hundreds of us here) and by ASTRA-sim's whole-ns rounding.
+COLLECTIVE_TOLERANCE_PCT = 1.0
+AR = int(CollectiveType.ALL_REDUCE)
+A2A = int(CollectiveType.ALL_TO_ALL)
+
+
+@pytest.fixture(scope="module")
+def gloo(tmp_path_factory):
+    """The bundled gloo DDP sample, converted (2 ranks)."""
+    out = tmp_path_factory.mktemp("gloo")
+    files = []
+    for rank in range(2):
+        target = out / f"full.{rank}.et"
+        convert(f"{SAMPLE}.rank{rank}.host_et.json.gz", f"{SAMPLE}.rank{rank}.kineto.json.gz",
+                target)
+        files.append(str(target))
+    return files
+
+
+@pytest.fixture(scope="module")
+def gloo_job(gloo, tmp_path_factory):
+    return write_job(gloo, tmp_path_factory.mktemp("job") / "new" / "folder" / "job")
+
+
+def _collective_errors(fit_result, recorded: RecordedFit) -> list[float]:
+    """ASTRA-sim's time (the exact collective model) of each recorded collective
+    under the written network, against the calibrated time, in %."""
+    cal = fit_result.calibration
+    errors = []
+    for c in recorded.collectives[fit_result.backend]:
+        if c.comm_type not in (AR, A2A, int(CollectiveType.ALL_GATHER)):
+            continue
+        got = max(collective_rank_ns(c.comm_type, c.size_bytes, len(c.ranks),
+                                     fit_result.network, AstraSystem(), ranks=c.ranks).values())
+        want = cal.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * 1000
+        errors.append(100 * (got - want) / want)
+    return errors
+
+
+# --------------------------------------------------------------------------
+# The job folder
+# --------------------------------------------------------------------------
+
+
+def test_job_folder_is_created_with_every_file(gloo_job):
+    folder = os.path.dirname(gloo_job.prefix)
+    for name in JOB_FILES:
+        assert os.path.join(folder, name) in gloo_job.written
+        assert os.path.isfile(os.path.join(folder, name))
+    assert [p for p in gloo_job.written if p.endswith(".et")] == [
+        f"{gloo_job.prefix}.0.et", f"{gloo_job.prefix}.1.et"]
+    assert os.access(os.path.join(folder, "run.sh"), os.X_OK)
+    assert not [n for n in os.listdir(folder) if n.startswith(".")]  # no staged leftovers
+
+
+def test_run_script_runs_the_written_files(gloo_job):
+    script = open(os.path.join(os.path.dirname(gloo_job.prefix), "run.sh")).read()
+    assert script.startswith("#!/bin/sh")
+    for arg in ("--workload-configuration=./job", "--system-configuration=system.json",
+                "--remote-memory-configuration=memory.json",
+                "--network-configuration=network.yml",
+                "--comm-group-configuration=empty"):  # group "0" only: the whole machine
+        assert arg in script
+    assert "ASTRA_SIM_BIN" in script
+
+
+def test_network_file_reads_back_and_says_how_each_value_was_obtained(gloo_job):
+    path = os.path.join(os.path.dirname(gloo_job.prefix), "network.yml")
+    assert read_network_file(path) == gloo_job.fit.network
+    lines = open(path).read().splitlines()
+    for field in ("topology", "npus_count", "bandwidth", "latency"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{field}:"))
+        assert lines[at - 1].startswith("# "), field  # its note right above it
+    assert "simulate --calibrate" in open(path).read()
+    system = read_system_file(os.path.join(os.path.dirname(gloo_job.prefix), "system.json"))
+    assert system == AstraSystem()
+
+
+def test_gloo_network_reproduces_the_calibrated_collectives(gloo, gloo_job):
+    """The fit's point: ASTRA-sim's time of every recorded collective its
+    network runs is the calibrated time of that collective."""
+    recorded = recorded_fit(gloo)
+    errors = _collective_errors(gloo_job.fit, recorded)
+    assert errors and max(map(abs, errors)) < COLLECTIVE_TOLERANCE_PCT, errors
+    assert gloo_job.fit.backend == "gloo"
+    # the sample's calibration sees no byte cost, and the job says so
+    assert gloo_job.fit.network.bandwidth_gbps == NO_BYTE_COST_GBPS
+    assert "no byte cost" in gloo_job.fit.notes["bandwidth"]
+
+
+def test_consumer_model_on_the_job_reproduces_the_measured_step(gloo_job):
+    check = check_job(gloo_job.prefix)
+    measured = check.model.measured_step_us
+    assert measured is not None
+    assert abs(check.model.predicted_step_us - measured) / measured * 100 < STEP_TOLERANCE_PCT
+
+
+def test_fit_recovers_a_known_network():
+    """All-reduces generated from a known alpha-beta model on 8 ranks: the
+    fitted ASTRA-sim network gives each one its calibrated time, and its
+    bandwidth is the calibration's in ASTRA-sim's GB (2^30 B)."""
+    cal = Calibration(overhead_us=20.0, latency_us=3.0, bandwidth_gbps=12.0, algorithm="ring",
+                      samples=6, rel_error=0.0)
+    sizes = [1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26]
+    collectives = [RecordedCollective(AR, s, tuple(range(8))) for s in sizes]
+    recorded = RecordedFit({"nccl": cal}, {"nccl": collectives})
+    fit = fit_network(recorded, 8)
+    errors = _collective_errors(fit, recorded)
+    assert max(map(abs, errors)) < COLLECTIVE_TOLERANCE_PCT, errors
+    assert fit.network.bandwidth_gbps == pytest.approx(12.0 * 1e9 / 2**30, rel=0.02)
+    assert fit.rms_error_pct is not None and fit.rms_error_pct < COLLECTIVE_TOLERANCE_PCT
+
+
+def test_a_switch_costs_two_hops_per_message():
+    cal = Calibration(overhead_us=0.0, latency_us=5.0, bandwidth_gbps=10.0, algorithm="ring",
+                      samples=3, rel_error=0.0)
+    recorded = RecordedFit({"nccl": cal}, {"nccl": [
+        RecordedCollective(AR, s, tuple(range(4))) for s in (1 << 12, 1 << 20, 1 << 24)]})
+    ring = fit_network(recorded, 4)
+    switch = fit_network(recorded, 4, NetworkChoice(topology="Switch"))
+    assert switch.network.topology == "Switch"
+    assert switch.network.latency_ns == pytest.approx(ring.network.latency_ns / 2, rel=0.01)
+    assert max(map(abs, _collective_errors(switch, recorded))) < COLLECTIVE_TOLERANCE_PCT
+
+
+def test_given_values_replace_the_fit_and_the_rest_is_refitted():
+    cal = Calibration(overhead_us=0.0, latency_us=5.0, bandwidth_gbps=10.0, algorithm="ring",
+                      samples=3, rel_error=0.0)
+    recorded = RecordedFit({"nccl": cal}, {"nccl": [
+        RecordedCollective(AR, s, tuple(range(4))) for s in (1 << 12, 1 << 20, 1 << 24)]})
+    fitted = fit_network(recorded, 4)
+    both = fit_network(recorded, 4, NetworkChoice(bandwidth_gbps=3.0, latency_us=2.0))
+    assert (both.network.bandwidth_gbps, both.network.latency_ns) == (3.0, 2000.0)
+    assert "--bandwidth" in both.notes["bandwidth"] and "--latency" in both.notes["latency"]
+    one = fit_network(recorded, 4, NetworkChoice(latency_us=fitted.network.latency_ns / 1000))
+    assert one.network.bandwidth_gbps == pytest.approx(fitted.network.bandwidth_gbps, rel=1e-6)
+
+
+def test_nothing_recorded_gives_the_reference_network():
+    fit = fit_network(RecordedFit({}, {}), 2)
+    assert fit.network == AstraNetwork("Ring", 2, 50.0, 500.0)
+    assert "nothing fitted" in fit.notes["header"]
+    assert fit.backend is None
+
+
+def test_written_values_are_what_the_command_line_gave(gloo, tmp_path):
+    proc = run_cli("astra-sim", "-q", *gloo, "-o", tmp_path / "a" / "job", "--bandwidth", "7.5",
+                   "--latency", "2", "--topology", "FullyConnected")
+    assert proc.returncode == 0, proc.stderr
+    network = read_network_file(tmp_path / "a" / "network.yml")
+    assert network == AstraNetwork("FullyConnected", 2, 7.5, 2000.0)
+
+
+def test_check_prints_per_rank_model_and_measured(gloo_job):
+    env = {k: v for k, v in os.environ.items() if k != "ASTRA_SIM_BIN"}
+    proc = subprocess.run([sys.executable, "-m", "pt2chakra", "astra-sim", "--check",
+                           gloo_job.prefix], capture_output=True, text=True, timeout=300,
+                          env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    check = check_job(gloo_job.prefix)
+    assert format_job_check(check) in proc.stdout
+    ranks = [line.split() for line in proc.stdout.splitlines() if re.match(r"\s+\d+ ", line)]
+    assert [r[0] for r in ranks] == ["0", "1"]
+    assert all(r[1] == "-" for r in ranks)  # no binary: no ASTRA-sim column
+    assert re.search(r"consumer model vs measured step: [+-]\d", proc.stdout)
+
+
+# --------------------------------------------------------------------------
+# Refusals: one line, exit 2, nothing half-written
+# --------------------------------------------------------------------------
+
+
+def test_check_of_a_folder_without_a_job(tmp_path):
+    assert_one_line_failure(run_cli("astra-sim", "--check", tmp_path / "job"), "network.yml")
+
+
+def test_check_refuses_writing_options(gloo_job):
+    assert_one_line_failure(run_cli("astra-sim", "--check", gloo_job.prefix, "--latency", "1"),
+                            "--latency")
+
+
+def test_no_output_no_check(gloo):
+    assert_one_line_failure(run_cli("astra-sim", *gloo), "-o DIR/job")
+
+
+def test_a_bad_network_field_is_named(tmp_path):
+    path = tmp_path / "network.yml"
+    path.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nbandwidth: [ fast ]\nlatency: [ 1 ]\n")
+    with pytest.raises(InputError, match="network.yml"):
+        read_network_file(path)
+    path.write_text("topology: [ Ring ]\nnpus_count: [ 2 ]\nlatency: [ 1 ]\n")
+    with pytest.raises(InputError, match="field bandwidth is missing"):
+        read_network_file(path)
+
+
+def test_a_failed_export_leaves_no_job_behind(gloo, tmp_path):
+    bad = tmp_path / "bad.et"
+    bad.write_bytes(b"not a chakra trace")
+    proc = run_cli("astra-sim", gloo[0], bad, "-o", tmp_path / "out" / "job")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    leftovers = os.listdir(tmp_path / "out") if (tmp_path / "out").exists() else []
+    assert leftovers == []
+
+
+# --------------------------------------------------------------------------
+# In real ASTRA-sim
+# --------------------------------------------------------------------------
+
+needs_binary = pytest.mark.skipif(not HAVE_BINARY,
+                                  reason="ASTRA_SIM_BIN does not name an ASTRA-sim binary")
+
+
+def _finished(stdout: str) -> dict[int, int]:
+    return {int(m[1]): int(m[2])
+            for m in re.finditer(r"sys\[(\d+)\] finished, (\d+) cycles", stdout)}
+
+
+@needs_binary
+def test_run_script_in_astra_sim_reproduces_the_measured_gloo_step(gloo_job):
+    folder = os.path.dirname(gloo_job.prefix)
+    done = subprocess.run(["sh", os.path.join(folder, "run.sh")], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "ASTRA_SIM_BIN": BINARY}, check=False)
+    assert done.returncode == 0, done.stderr
+    finished = _finished(done.stdout)
+    assert sorted(finished) == [0, 1]
+    check = check_job(gloo_job.prefix, BINARY)
+    assert check.binary is not None and check.binary.finished == finished
+    assert check.model_vs_binary_pct == 0.0  # the consumer model is exact here
+    assert check.error_pct is not None and abs(check.error_pct) < STEP_TOLERANCE_PCT
+
+
+@needs_binary
+def test_dlrm_job_in_astra_sim_reproduces_the_measured_step(converted, tmp_path):
+    job = write_job([converted[f"dlrm_rank{r}"] for r in range(8)], tmp_path / "dlrm" / "job")
+    check = check_job(job.prefix, BINARY)
+    assert check.binary is not None and sorted(check.binary.finished) == list(range(8))
+    assert check.binary.warnings == []
+    assert check.error_pct is not None and abs(check.error_pct) < STEP_TOLERANCE_PCT
+    groups = json.loads(open(f"{job.prefix}.comm_groups.json").read()) \
+        if os.path.exists(f"{job.prefix}.comm_groups.json") else {}
+    assert "0" not in groups
+
+
+@needs_binary
+def test_check_runs_the_binary_from_the_command_line(gloo_job):
+    proc = run_cli("astra-sim", "--check", gloo_job.prefix, "--bin", BINARY)
+    assert proc.returncode == 0, proc.stderr
+    assert "ASTRA-sim vs measured step:" in proc.stdout
+    ranks = [line.split() for line in proc.stdout.splitlines() if re.match(r"\s+\d+ ", line)]
+    assert all(r[1] != "-" for r in ranks)
+
+
+def test_one_network_for_several_backends_names_the_ones_not_fitted():
+    cal = Calibration(overhead_us=0.0, latency_us=5.0, bandwidth_gbps=10.0, algorithm="ring",
+                      samples=3, rel_error=0.0)
+    ring = tuple(range(4))
+    recorded = RecordedFit({"nccl": cal, "gloo": cal}, {
+        "nccl": [RecordedCollective(AR, s, ring) for s in (1 << 12, 1 << 20, 1 << 24)],
+        "gloo": [RecordedCollective(AR, 1 << 10, ring)]})
+    fit = fit_network(recorded, 4)
+    assert fit.backend == "nccl"  # the most collectives
+    assert "gloo run on it too (not fitted)" in fit.notes["header"]
