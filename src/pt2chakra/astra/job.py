@@ -66,7 +66,8 @@ from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import Calibration
-from pt2chakra.simulation.engine import calibrate, load, order_by_rank
+from pt2chakra.simulation.durations import calibrate
+from pt2chakra.simulation.engine import load, order_by_rank
 from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
 
 RUN_SCRIPT = "run.sh"
