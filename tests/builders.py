@@ -23,6 +23,15 @@ from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.encode import AttrSpec
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.pytorch.records import (
+    CpuEvent,
+    GpuActivity,
+    HostOp,
+    HostTrace,
+    KinetoTrace,
+    RuntimeEvent,
+    SyncEvent,
+)
 
 # --------------------------------------------------------------------------
 # Chakra attributes
@@ -452,3 +461,44 @@ def _grown(n: ChakraNode, extra: int) -> ChakraNode:
     attrs = [(name, member, value + extra if name == INCLUSIVE else value)
              for name, member, value in n.attrs]
     return msgspec.structs.replace(n, attrs=attrs)
+
+# --------------------------------------------------------------------------
+# Typed records of the inputs (what the loaders give the linker)
+# --------------------------------------------------------------------------
+
+KINETO_MAIN_TID = 100  # the Kineto thread id the linker tests give the main thread
+
+
+def host_op(i: int, name: str, parent: int = 1, tid: int = 1, rf: int | None = None) -> HostOp:
+    """A host ET op with its caller, ET thread and rf_id."""
+    return HostOp(id=i, name=name, parent=parent, tid=tid, rf_id=rf)
+
+
+def cpu_event(name: str, ts: float, dur: float, tid: int = KINETO_MAIN_TID,
+              rf: int = -1) -> CpuEvent:
+    """A Kineto ``cpu_op`` with its Record function id (-1: none)."""
+    return CpuEvent(name=name, cat="cpu_op", ts=ts, dur=dur, pid=1, tid=tid,
+                    record_function_id=rf)
+
+
+def runtime_event(name: str, ts: float, corr: int, tid: int = KINETO_MAIN_TID) -> RuntimeEvent:
+    """A 2 us runtime call (a launch, a sync) with its correlation id."""
+    return RuntimeEvent(name=name, ts=ts, dur=2, pid=1, tid=tid, correlation=corr)
+
+
+def gpu_kernel(name: str, ts: float, dur: float, stream: int, corr: int) -> GpuActivity:
+    """A kernel on device 0."""
+    return GpuActivity(name=name, cat="kernel", ts=ts, dur=dur, device=0, stream=stream,
+                       correlation=corr)
+
+
+def host_trace(ops: Sequence[HostOp]) -> HostTrace:
+    """A host ET of ``ops`` under the observer's thread node (id 1)."""
+    return HostTrace(path="h.json", schema="1.1.1-chakra.0.0.4", pid=1, start_ts=0, finish_ts=1,
+                     ops=[host_op(1, OBSERVER_THREAD, parent=0), *ops])
+
+
+def kineto_trace(cpu: Sequence[CpuEvent], runtime: Sequence[RuntimeEvent] = (),
+                 gpu: Sequence[GpuActivity] = (), sync: Sequence[SyncEvent] = ()) -> KinetoTrace:
+    return KinetoTrace(path="k.json", cpu_events=list(cpu), runtime_events=list(runtime),
+                       gpu_activities=list(gpu), sync_events=list(sync))

@@ -8,6 +8,11 @@ import json
 import subprocess
 import sys
 
+from builders import cpu_event as cpu
+from builders import gpu_kernel as kernel
+from builders import host_op as op
+from builders import runtime_event as launch
+
 from pt2chakra.chakra.cycles import find_cycle
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
@@ -24,24 +29,6 @@ from pt2chakra.pytorch.records import (
 )
 
 MAIN, BW = 100, 200  # Kineto thread ids
-
-
-def op(i, name, parent, tid, rf):
-    return HostOp(id=i, name=name, parent=parent, tid=tid, rf_id=rf)
-
-
-def cpu(name, ts, dur, tid, rf):
-    return CpuEvent(name=name, cat="cpu_op", ts=ts, dur=dur, pid=1, tid=tid,
-                    record_function_id=rf)
-
-
-def launch(name, ts, corr, tid=MAIN):
-    return RuntimeEvent(name=name, ts=ts, dur=2, pid=1, tid=tid, correlation=corr)
-
-
-def kernel(name, ts, dur, stream, corr):
-    return GpuActivity(name=name, cat="kernel", ts=ts, dur=dur, device=0, stream=stream,
-                       correlation=corr)
 
 
 def traces():

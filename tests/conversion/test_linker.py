@@ -1,6 +1,10 @@
 """Linking host ops to Kineto events on small hand-made traces."""
 
 import pytest
+from builders import cpu_event as ev
+from builders import host_op as op
+from builders import host_trace as host
+from builders import kineto_trace as kineto
 
 from pt2chakra.conversion.linker import (
     best_alignment,
@@ -11,33 +15,10 @@ from pt2chakra.conversion.linker import (
 )
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import (
-    CpuEvent,
     GpuActivity,
-    HostOp,
-    HostTrace,
-    KinetoTrace,
     RuntimeEvent,
     SyncEvent,
 )
-
-
-def op(i, name, parent=1, tid=1, rf=None):
-    return HostOp(id=i, name=name, parent=parent, tid=tid, rf_id=rf)
-
-
-def ev(name, ts, dur, tid=100, rf=-1):
-    return CpuEvent(name=name, cat="cpu_op", ts=ts, dur=dur, pid=1, tid=tid,
-                    record_function_id=rf)
-
-
-def host(ops):
-    return HostTrace(path="h.json", schema="1.1.1-chakra.0.0.4", pid=1, start_ts=0, finish_ts=1,
-                     ops=[op(1, "[pytorch|profiler|execution_trace|thread]", parent=0)] + ops)
-
-
-def kineto(cpu, runtime=(), gpu=(), sync=()):
-    return KinetoTrace(path="k.json", cpu_events=list(cpu), runtime_events=list(runtime),
-                       gpu_activities=list(gpu), sync_events=list(sync))
 
 
 def test_rf_id_links_by_record_function_id():
