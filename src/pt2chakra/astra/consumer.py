@@ -49,6 +49,7 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     rank_origins,
+    run_measured_step,
     step_window,
 )
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
@@ -365,8 +366,8 @@ def _measured(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     timed = [w for w in windows if w is not None]
     if not timed or len(timed) != len(windows):
         return per_rank, None
-    origins, _align = rank_origins(timed, "auto")
-    return per_rank, max(o + (w.end - w.start) for o, w in zip(origins, timed))
+    _origins, align = rank_origins(timed, "auto")
+    return per_rank, run_measured_step(timed, align)
 
 
 def replay_as_astra_sim(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],

@@ -168,6 +168,19 @@ def rank_origins(windows: Sequence[StepWindow], align: str) -> tuple[list[float]
     return [0.0] * len(starts), "together"
 
 
+def run_measured_step(windows: Sequence[StepWindow], align: str) -> float:
+    """The whole run's measured step from its ranks' windows, placed as
+    ``rank_origins`` places them (``align`` already resolved, ``recorded`` or
+    ``together``): on the shared clock from the first rank's start to the last
+    rank's end, else the longest rank's step. The one home of the rule: the
+    simulator and the ASTRA-sim consumer model both report it."""
+    if not windows:
+        return 0.0
+    if align == "recorded":
+        return max(w.end for w in windows) - min(w.start for w in windows)
+    return max(w.end - w.start for w in windows)
+
+
 def step_window(metadata_attrs: Mapping[str, Any], nodes: Sequence[ChakraNode],
                 attrs_of: Sequence[Mapping[str, Any]]) -> StepWindow | None:
     """``step_window_from`` (the rule) over nodes and their attribute dicts:

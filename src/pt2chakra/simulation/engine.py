@@ -54,7 +54,7 @@ class Simulator:
         if p is None:
             with gc_paused():
                 p = prepare_graphs(self.graphs, self.sources, comm_streams, self.infer_waits,
-                             self.refuse_deadlock)
+                                   self.refuse_deadlock)
             self._prepared[comm_streams] = p
         return p
 

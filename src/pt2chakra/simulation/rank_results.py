@@ -9,7 +9,13 @@ import operator
 from functools import reduce
 from itertools import compress, repeat
 
-from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, error_pct
+from pt2chakra.chakra.conventions import (
+    STEP_PERIOD,
+    STEP_SPAN,
+    StepWindow,
+    error_pct,
+    run_measured_step,
+)
 from pt2chakra.simulation.prepare import MASK_PASSES_MAX, PreparedGraph, non_decreasing
 from pt2chakra.simulation.replay import LOG_NAME, ReplayRun, ran_flags, step_ends_on_cpu
 from pt2chakra.simulation.results import LaneStats, RankResult
@@ -120,8 +126,7 @@ def overall_step(p: PreparedGraph, run: ReplayRun, results: list[RankResult], al
         return 0.0, 0.0
     if align == "recorded":
         predicted = max(run.rank_end, default=0.0) - min(run.origin)
-        measured = max(p.step_end) - min(p.step_start)
     else:
         predicted = max(r.predicted_step_us for r in results)
-        measured = max(r.measured_step_us for r in results)
-    return predicted, measured
+    windows = [StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)]
+    return predicted, run_measured_step(windows, align)
