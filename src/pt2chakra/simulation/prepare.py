@@ -163,7 +163,13 @@ def metadata_attrs(md: GlobalMetadata, bad: set[str] | None = None) -> Attrs:
 
 
 class PreparedGraph:
-    """All ranks' nodes as flat arrays indexed by a global node index."""
+    """All ranks' nodes as flat arrays indexed by a global node index: the
+    documented seam between preparing (``prepare_graphs``, once per trace set
+    and comm-stream setting) and replaying (``replay.run_replay``, once per
+    what-if). Columns are plain lists and arrays, not nodes, because the
+    replay reads them a million times; a node's rank, lane, recorded start
+    and duration, CPU delay, children (``child_start``/``child``) and wait
+    count (``nwait``) are all found at its index."""
 
     def __init__(self) -> None:
         self.nodes: list[ChakraNode] = []
@@ -218,8 +224,10 @@ class PreparedGraph:
 
 
 def prepare_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-             sources: Sequence[str], comm_streams: int, infer_waits: bool = True,
-             refuse_deadlock: bool = True) -> PreparedGraph:
+                   sources: Sequence[str], comm_streams: int, infer_waits: bool = True,
+                   refuse_deadlock: bool = True) -> PreparedGraph:
+    """Every rank's nodes as the flat arrays the replay runs on (see
+    ``PreparedGraph``), checked for collectives that can never meet."""
     p = PreparedGraph()
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
