@@ -25,6 +25,7 @@ from pt2chakra.diff.model import (
     RunStep,
 )
 from pt2chakra.diff.path import GAP, NONE, step_charges
+from pt2chakra.simulation.arrivals import arrivals_of
 
 STEP_EDGE = "step edge"  # a gap before the first node or after the last
 
@@ -119,18 +120,15 @@ def _run_step(run: Run) -> RunStep:
 def arrivals(run: Run) -> dict[tuple[Any, ...], tuple[int, float, str]]:
     """Each collective of the run (rendezvous key): the rank that started it
     last, the time the others waited for that rank (summed, on the run's
-    common axis) and its name."""
+    common axis; ``simulation.arrivals`` has the rule) and its name."""
     starts: dict[tuple[Any, ...], list[tuple[float, int]]] = defaultdict(list)
     names: dict[tuple[Any, ...], str] = {}
     for r in run.ranks:
         for i, key in r.comm_key.items():
             starts[tuple(key)].append((r.on_axis(r.start[i]), r.rank))
             names[tuple(key)] = r.names[i]
-    out: dict[tuple[Any, ...], tuple[int, float, str]] = {}
-    for ident, at in starts.items():
-        last_at, last_rank = max(at)
-        out[ident] = (last_rank, sum(last_at - t for t, _r in at), names[ident])
-    return out
+    return {ident: (last.last_rank, last.others_wait_us, names[ident])
+            for ident, last in arrivals_of(starts).items()}
 
 
 def collective_arrivals(a: Run, b: Run) -> list[CollectiveArrival]:
