@@ -186,7 +186,7 @@ def _rank_chart(r: SimulationResult) -> str:
 
 
 def _legend(tl: Timeline, extra: str) -> str:
-    return (f'<div class="legend">'
+    return ('<div class="legend">'
             + "".join(f'<span><i style="background:{c}"></i>{_esc(n)}</span>'
                       for n, c in zip(tl.categories, tl.colors)) + extra + "</div>")
 
