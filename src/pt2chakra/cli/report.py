@@ -10,6 +10,7 @@ EPILOG = """examples:
   pt2chakra report rank0.et -o report.html
   pt2chakra report rank*.et -o report.html --conversion-report rank*.report.json
   pt2chakra report rank*.et -o report.html --compute-scale 0.5 1 --bandwidth-scale 1 2
+  pt2chakra report new/rank*.et -o report.html --baseline old/rank*.et
 """
 
 
@@ -27,6 +28,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-o", "--output", required=True, metavar="OUT.html", help="the page to write")
     p.add_argument("--conversion-report", nargs="+", default=[], metavar="R.json",
                    help="conversion reports (convert --report) to account for")
+    p.add_argument("--baseline", nargs="+", default=[], metavar="B.et",
+                   help="another run of the same job (one .et per rank): the page adds what "
+                   "changed (pt2chakra diff: by category, the top changes, each collective's "
+                   "straggler) and both runs' recorded lanes on one time axis")
     p.add_argument("--title", default="", help="page title (default: from the file names)")
     p.add_argument("--no-what-if", action="store_true", help="leave the standard what-ifs out")
     add_model_args(p)
@@ -39,7 +44,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     options = ReportOptions(simulation=options_from(args), title=args.title,
                             standard_what_ifs=not args.no_what_if)
-    summary = write_report(args.traces, args.output, options, args.conversion_report)
+    summary = write_report(args.traces, args.output, options, args.conversion_report,
+                           args.baseline)
     if not args.quiet:
         print(summary.summary())
     return 0

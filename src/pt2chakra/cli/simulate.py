@@ -11,7 +11,8 @@ import orjson
 from pt2chakra.cli import options
 
 if TYPE_CHECKING:
-    from pt2chakra.simulation.api import SimulationOptions
+    from pt2chakra.simulation.api import SimulationOptions, SimulationRun
+    from pt2chakra.simulation.collectives import CollectiveRow
 
 EPILOG = """examples:
   pt2chakra simulate rank0.et
@@ -136,13 +137,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.json:
         from pt2chakra.simulation.report import result_json
 
-        sys.stdout.write(orjson.dumps(result_json(result), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
+        sys.stdout.write(orjson.dumps(result_json(result, _collectives(run)),
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
         from pt2chakra.simulation.report import format_report
 
-        print(format_report(result, lanes=not args.no_lanes))
+        print(format_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
     return 0
+
+
+def _collectives(run: SimulationRun) -> list[CollectiveRow]:
+    """The replay's collectives (their stragglers), for a multi-rank run."""
+    if len(run.result.ranks) < 2:
+        return []
+    from pt2chakra.simulation.collectives import collective_rows
+
+    return collective_rows(run.simulator, run.schedule)
 
 
 def _cmd_consumer(args: argparse.Namespace) -> int:

@@ -33,6 +33,35 @@ NodeKey = tuple[Any, ...]
 def node_keys(trace: RankTrace) -> list[NodeKey]:
     """A key per node of ``trace`` (see the module docstring)."""
     n = len(trace.ids)
+    caller, launcher = _callers_and_launchers(trace)
+    paths: list[tuple[str, ...] | None] = [None] * n
+    keys: list[NodeKey | None] = [None] * n
+    seen: dict[tuple[Any, ...], int] = defaultdict(int)
+    rank, names, is_cpu, comm_key = trace.rank, trace.names, trace.is_cpu, trace.comm_key
+    for _start, _id, i in sorted(zip(trace.start, trace.ids, range(n))):
+        comm = comm_key.get(i)
+        if comm is not None:
+            keys[i] = ("comm", rank, names[i], tuple(comm))
+            continue
+        if is_cpu[i]:
+            path = paths[i]
+            if path is None:
+                path = _path(i, caller, names, paths)
+            ident: tuple[Any, ...] = ("op", rank, names[i], path)
+        else:
+            parent = launcher[i]
+            above = keys[parent] if parent >= 0 else None
+            ident = ("kernel", rank, names[i], above)
+        occurrence = seen[ident]
+        seen[ident] = occurrence + 1
+        keys[i] = (*ident, occurrence)
+    return [k if k is not None else ("op", rank, names[i], (), i) for i, k in enumerate(keys)]
+
+
+def _callers_and_launchers(trace: RankTrace) -> tuple[list[int], list[int]]:
+    """Each node's caller and launching op (their index, -1 for none): the
+    last dependency of that kind."""
+    n = len(trace.ids)
     caller = [-1] * n
     launcher = [-1] * n
     for i, deps in enumerate(trace.deps):
@@ -41,26 +70,7 @@ def node_keys(trace: RankTrace) -> list[NodeKey]:
                 caller[i] = d
             elif kind == LAUNCH_KIND:
                 launcher[i] = d
-    paths: list[tuple[str, ...] | None] = [None] * n
-    keys: list[NodeKey | None] = [None] * n
-    seen: dict[tuple[Any, ...], int] = defaultdict(int)
-    rank, names = trace.rank, trace.names
-    for i in sorted(range(n), key=lambda k: (trace.start[k], trace.ids[k])):
-        comm = trace.comm_key.get(i)
-        if comm is not None:
-            keys[i] = ("comm", rank, names[i], tuple(comm))
-            continue
-        if trace.is_cpu[i]:
-            path = _path(i, caller, names, paths)
-            ident: tuple[Any, ...] = ("op", rank, names[i], path)
-        else:
-            parent = launcher[i]
-            above = keys[parent] if parent >= 0 else None
-            ident = ("kernel", rank, names[i], above)
-        occurrence = seen[ident]
-        seen[ident] += 1
-        keys[i] = (*ident, occurrence)
-    return [k if k is not None else ("op", rank, names[i], (), i) for i, k in enumerate(keys)]
+    return caller, launcher
 
 
 def _path(i: int, caller: list[int], names: list[str],

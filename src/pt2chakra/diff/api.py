@@ -16,6 +16,7 @@ from pt2chakra.diff.attribute import attribute
 from pt2chakra.diff.load import Run, load_run
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES, DiffResult
 from pt2chakra.errors import InputError
+from pt2chakra.pytorch.json_input import gc_paused
 
 # Two recordings of one step share nearly every op name (two DLRM or gloo
 # runs, a replay and its source: all of them); two different models share
@@ -31,9 +32,10 @@ def diff(a: Sequence[str | os.PathLike[str]], b: Sequence[str | os.PathLike[str]
     """Compare run A (one ``.et`` per rank) with run B: B's step minus A's,
     attributed to ops, kernels, collectives (wait vs transfer), CPU gaps and
     what only one run has. Raises ``InputError`` for traces of different jobs."""
-    run_a, run_b = load_run("A", a), load_run("B", b)
-    refuse_other_job(run_a, run_b)
-    return attribute(run_a, run_b)
+    with gc_paused():  # columns and keys hold no cycles: the collector's passes find nothing
+        run_a, run_b = load_run("A", a), load_run("B", b)
+        refuse_other_job(run_a, run_b)
+        return attribute(run_a, run_b)
 
 
 def refuse_other_job(a: Run, b: Run) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from pt2chakra.diff.align import NodeKey, label_of, node_keys
@@ -24,6 +25,7 @@ from pt2chakra.diff.model import (
     RunStep,
 )
 from pt2chakra.diff.path import GAP, NONE, step_charges
+from pt2chakra.simulation.arrivals import arrivals_of
 
 STEP_EDGE = "step edge"  # a gap before the first node or after the last
 
@@ -39,9 +41,9 @@ def run_keys(run: Run) -> dict[int, list[NodeKey]]:
 def tally(run: Run, keys: dict[int, list[NodeKey]]) -> Tally:
     """The run's critical-path charges summed per (category, node key)."""
     out: Tally = defaultdict(float)
-    for c in step_charges(run):
-        key = keys[c.rank][c.node] if c.node != NONE else (STEP_EDGE, c.rank)
-        out[(c.category, key)] += c.us
+    for category, rank, node, us in step_charges(run):
+        key = keys[rank][node] if node != NONE else (STEP_EDGE, rank)
+        out[(category, key)] += us
     return out
 
 
@@ -52,19 +54,23 @@ def attribute(a: Run, b: Run) -> DiffResult:
     known_b = {k for ks in keys_b.values() for k in ks}
     tally_a, tally_b = tally(a, keys_a), tally(b, keys_b)
     difference = b.step_us - a.step_us
-    rows = [_row(category, key, tally_a.get((category, key), 0.0),
-                 tally_b.get((category, key), 0.0), known_a, known_b, difference)
-            for category, key in set(tally_a) | set(tally_b)]
-    rows.sort(key=lambda r: (-abs(r.delta_us), r.category, r.label))
+    rows = [_row(charged[0], charged[1], tally_a.get(charged, 0.0), tally_b.get(charged, 0.0),
+                 known_a, known_b, difference) for charged in tally_a.keys() | tally_b.keys()]
+    # largest change first, then by category and label: three stable passes
+    # (C-level keys) sort as the one tuple key would
+    rows.sort(key=attrgetter("label"))
+    rows.sort(key=attrgetter("category"))
+    rows.sort(key=lambda r: -abs(r.delta_us))
     attributed = _exact_sum(r.delta_us for r in rows)
     residual = difference - attributed
+    matched = len(known_a & known_b)
     return DiffResult(
         a=_run_step(a), b=_run_step(b), difference_us=difference, attributed_us=attributed,
         residual_us=residual, residual_pct=_share(residual, difference),
         categories=_totals(rows, difference), rows=rows,
         collectives=collective_arrivals(a, b),
-        matched_nodes=len(known_a & known_b), only_in_a_nodes=len(known_a - known_b),
-        only_in_b_nodes=len(known_b - known_a))
+        matched_nodes=matched, only_in_a_nodes=len(known_a) - matched,
+        only_in_b_nodes=len(known_b) - matched)
 
 
 def _row(category: str, key: Any, a_us: float, b_us: float, known_a: set[NodeKey],
@@ -93,9 +99,11 @@ def _exact_sum(values: Iterable[float]) -> float:
 
 
 def _totals(rows: Sequence[Attribution], difference: float) -> list[CategoryTotal]:
+    by_category: dict[str, list[Attribution]] = {category: [] for category in CATEGORIES}
+    for r in rows:
+        by_category[r.category].append(r)
     out = []
-    for category in CATEGORIES:
-        mine = [r for r in rows if r.category == category]
+    for category, mine in by_category.items():
         a_us = _exact_sum(r.a_us for r in mine)
         b_us = _exact_sum(r.b_us for r in mine)
         out.append(CategoryTotal(category=category, a_us=a_us, b_us=b_us, delta_us=b_us - a_us,
@@ -112,18 +120,15 @@ def _run_step(run: Run) -> RunStep:
 def arrivals(run: Run) -> dict[tuple[Any, ...], tuple[int, float, str]]:
     """Each collective of the run (rendezvous key): the rank that started it
     last, the time the others waited for that rank (summed, on the run's
-    common axis) and its name."""
+    common axis; ``simulation.arrivals`` has the rule) and its name."""
     starts: dict[tuple[Any, ...], list[tuple[float, int]]] = defaultdict(list)
     names: dict[tuple[Any, ...], str] = {}
     for r in run.ranks:
         for i, key in r.comm_key.items():
             starts[tuple(key)].append((r.on_axis(r.start[i]), r.rank))
             names[tuple(key)] = r.names[i]
-    out: dict[tuple[Any, ...], tuple[int, float, str]] = {}
-    for ident, at in starts.items():
-        last_at, last_rank = max(at)
-        out[ident] = (last_rank, sum(last_at - t for t, _r in at), names[ident])
-    return out
+    return {ident: (last.last_rank, last.others_wait_us, names[ident])
+            for ident, last in arrivals_of(starts).items()}
 
 
 def collective_arrivals(a: Run, b: Run) -> list[CollectiveArrival]:

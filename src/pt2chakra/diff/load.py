@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from itertools import compress
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
@@ -118,60 +120,78 @@ def load_run(label: str, paths: Sequence[str | os.PathLike[str]]) -> Run:
     return Run(label, ranks)
 
 
+class _NodeClass(NamedTuple):
+    """What diff reads from one shared attribute list (with the node type):
+    decoded once for every node that shares it."""
+
+    attrs: dict[str, Any]
+    cpu: bool
+    lane: tuple[Any, ...]
+    tid: Any
+
+
+def _classes(attr_lists: list[list[Any]], types: list[int]) -> list[_NodeClass]:
+    """Each node's ``_NodeClass``: the lean reader shares one attribute list
+    between nodes with equal attributes, so each list is decoded once (the
+    nodes keep the lists alive, so their ids stay unique meanwhile)."""
+    keys = list(zip(map(id, attr_lists), types))
+    first = dict(zip(keys, zip(attr_lists, types)))
+    decoded = {key: _node_class(attrs, node_type) for key, (attrs, node_type) in first.items()}
+    return list(map(decoded.__getitem__, keys))
+
+
+def _node_class(attr_list: list[Any], node_type: int) -> _NodeClass:
+    attrs = attr_dict(attr_list)
+    return _NodeClass(attrs, not is_gpu(attrs), lane_of(node_type, attrs).key, attrs.get("tid"))
+
+
+def _dep_kinds(classes: list[_NodeClass], data_deps: list[list[int]]) -> list[list[str]]:
+    """Each node's dependency kinds (``dep_kinds_of``), decoded once per
+    attribute list and dependency count (shared, read only)."""
+    keys = list(zip(map(id, classes), map(len, data_deps)))
+    first = dict(zip(keys, zip(classes, data_deps)))
+    decoded = {key: dep_kinds_of(deps, cls.attrs) for key, (cls, deps) in first.items()}
+    return list(map(decoded.__getitem__, keys))
+
+
 def _load_rank(path: str, index: int) -> RankTrace:
-    metadata, nodes = read_et_apart(path, DIFF_ATTRS, INCLUSIVE_ATTR)
+    metadata, all_nodes = read_et_apart(path, DIFF_ATTRS, INCLUSIVE_ATTR)
     md = attr_dict(metadata.attrs)
     trace = RankTrace(rank_of(metadata, path, index), path)
     trace.period = is_period_step(md)
-    inclusive = nodes.apart
-    index_of: dict[int, int] = {}
-    raw_deps: list[tuple[list[int], list[str]]] = []
-    comm_ops = []
-    starts: list[int] = []
-    durations: list[float] = []
-    incl_col: list[float] = []
-    # The lean reader shares one attribute list between nodes with equal
-    # attributes: read each list once (kept alive here, so ids stay unique).
-    read: dict[tuple[int, int], tuple[list[Any], dict[str, Any], bool, tuple[Any, ...]]] = {}
-    for k, node in enumerate(nodes):
-        if node.type == NodeType.METADATA_NODE or (not node.start_time_micros
-                                                   and not node.duration_micros):
-            continue  # untimed: nothing to attribute
-        seen = read.get((id(node.attrs), node.type))
-        if seen is None or seen[0] is not node.attrs:
-            attrs = attr_dict(node.attrs)
-            seen = (node.attrs, attrs, not is_gpu(attrs), lane_of(node.type, attrs).key)
-            read[(id(node.attrs), node.type)] = seen
-        _list, attrs, cpu, lane = seen
-        incl = inclusive[k]
-        if math.isnan(incl):
-            value = attrs.get(INCLUSIVE_ATTR)
-            incl = float(value) if is_finite_number(value) else float(node.duration_micros)
-        i = len(trace.ids)
-        index_of[node.id] = i
-        trace.ids.append(node.id)
-        trace.names.append(node.name)
-        trace.types.append(int(node.type))
-        start = float(node.start_time_micros)
-        trace.start.append(start)
-        trace.end.append(start + (max(incl, node.duration_micros) if cpu else node.duration_micros))
-        trace.lane.append(lane)
-        trace.is_cpu.append(cpu)
-        trace.tid.append(attrs.get("tid"))
-        raw_deps.append((node.data_deps, dep_kinds_of(node.data_deps, attrs)))
-        starts.append(node.start_time_micros)
-        durations.append(float(node.duration_micros))
-        incl_col.append(incl)
-        if node.type in COMM_NODE_TYPES:
-            comm_ops.append((i, comm_op(node, attrs)))
-    if not trace.ids:
+    # untimed nodes (metadata, neither start nor duration): nothing to attribute
+    timed = [n.type != NodeType.METADATA_NODE and bool(n.start_time_micros or n.duration_micros)
+             for n in all_nodes]
+    nodes = list(compress(all_nodes, timed))
+    if not nodes:
         raise InputError(path, "no timed node: diff compares measured (or replayed) times")
+    inclusive = list(compress(all_nodes.apart, timed))
+    starts: list[int] = list(map(attrgetter("start_time_micros"), nodes))
+    durations = list(map(float, map(attrgetter("duration_micros"), nodes)))
+    node_types = list(map(attrgetter("type"), nodes))
+    classes = _classes(list(map(attrgetter("attrs"), nodes)), node_types)
+    for k in [k for k, x in enumerate(inclusive) if math.isnan(x)]:
+        value = classes[k].attrs.get(INCLUSIVE_ATTR)
+        inclusive[k] = float(value) if is_finite_number(value) else durations[k]
+    trace.ids = list(map(attrgetter("id"), nodes))
+    trace.names = list(map(attrgetter("name"), nodes))
+    trace.types = list(map(int, node_types))
+    trace.start = list(map(float, starts))
+    trace.is_cpu = list(map(attrgetter("cpu"), classes))
+    trace.end = [s + (max(incl, d) if cpu else d)
+                 for s, d, incl, cpu in zip(trace.start, durations, inclusive, trace.is_cpu)]
+    trace.lane = list(map(attrgetter("lane"), classes))
+    trace.tid = list(map(attrgetter("tid"), classes))
+    data_deps = list(map(attrgetter("data_deps"), nodes))
+    index_of = dict(zip(trace.ids, range(len(nodes))))
     trace.deps = [[(index_of[d], kind) for d, kind in zip(deps, kinds) if d in index_of]
-                  for deps, kinds in raw_deps]
+                  for deps, kinds in zip(data_deps, _dep_kinds(classes, data_deps))]
+    comm_ops = [(i, comm_op(nodes[i], classes[i].attrs))
+                for i, node_type in enumerate(node_types) if node_type in COMM_NODE_TYPES]
     by_node = {op.node: i for i, op in comm_ops}
     for node_id, key in rendezvous_keys([op for _i, op in comm_ops], trace.rank).items():
         trace.comm_key[by_node[node_id]] = key
-    window = step_window_from(md, starts, durations, incl_col)
+    window = step_window_from(md, starts, durations, inclusive)
     if window is None or window.end <= window.start:
         raise InputError(path, "no measured step (step_start_micros / step_end_micros, or "
                          "timed nodes)")

@@ -69,28 +69,32 @@ def _tile(ops: list[int], start: list[float], end: list[float]) -> ThreadTiling:
     tiling = ThreadTiling([], [], [])
     stack: list[tuple[int, float]] = []  # (op, its end cut to its caller's)
     cursor = start[ops[0]] if ops else 0.0
+    add_start, add_end, add_owner = tiling.starts.append, tiling.ends.append, \
+        tiling.owners.append
 
     def piece(a: float, b: float, owner: int) -> None:
         if b > a:
-            tiling.starts.append(a)
-            tiling.ends.append(b)
-            tiling.owners.append(owner)
+            add_start(a)
+            add_end(b)
+            add_owner(owner)
 
     for op in ops:
         s = start[op]
         while stack and stack[-1][1] <= s:
             top, top_end = stack.pop()
             piece(cursor, top_end, top)
-            cursor = max(cursor, top_end)
+            if top_end > cursor:
+                cursor = top_end
         if s > cursor:
             piece(cursor, s, stack[-1][0] if stack else NONE)
             cursor = s
         e = min(end[op], stack[-1][1]) if stack else end[op]
-        stack.append((op, max(e, s)))
+        stack.append((op, e if e > s else s))
     while stack:
         top, top_end = stack.pop()
         piece(cursor, top_end, top)
-        cursor = max(cursor, top_end)
+        if top_end > cursor:
+            cursor = top_end
     return tiling
 
 
@@ -170,7 +174,7 @@ class _Walker:
             a, owner = starts[k], owners[k]
             if owner == NONE:
                 return self._leave_gap(lane, tiling, k, a, t)
-            charges.append(Charge(COMPUTE, rank, owner, t - max(a, begin)))
+            charges.append(Charge(COMPUTE, rank, owner, t - (a if a > begin else begin)))
             if node_start[owner] == a:
                 jump = self._waited_for(owner, a, starts[k - 1], owners[k - 1]) \
                     if k > 0 else self._first_op_waited(owner, a)
@@ -209,13 +213,16 @@ class _Walker:
         """``op`` starts at ``a`` right after a busy piece: that piece was a
         wait (a synchronisation, a join with the autograd thread) when a
         dependency of ``op`` on another lane ended during it."""
-        lane = self.t.lane[op]
+        if prev_owner == NONE:
+            return None
+        ends, lanes = self.t.end, self.t.lane
+        lane, ready_by = lanes[op], a + READY_TOL_US
         best, best_end = None, prev_start
         for d, _kind in self.t.deps[op]:
-            e = self.t.end[d]
-            if self.t.lane[d] != lane and best_end < e <= a + READY_TOL_US:
+            e = ends[d]
+            if best_end < e <= ready_by and lanes[d] != lane:
                 best, best_end = d, e
-        if best is None or prev_owner == NONE:
+        if best is None:
             return None
         ready = min(best_end, a)
         self.charge(GAP, op, ready, a)

@@ -39,15 +39,19 @@ class ReportSummary(msgspec.Struct):
     predicted_step_us: float
     measured_step_us: float
     notes: list[str] = []  # simulation.report.timing_notes: why a step is 0 us
+    # With a baseline: this run's measured step minus the baseline's (diff's B - A).
+    baseline_difference_us: float | None = None
 
     def summary(self) -> str:
         merged = (f", bars closer than {self.merged_below_us:g} us merged"
                   if self.merged_below_us else "")
+        compared = ([f"compared with the baseline: measured step {self.baseline_difference_us:+.0f}"
+                     " us"] if self.baseline_difference_us is not None else [])
         return "\n".join([
             f"{self.output}: {self.bytes / 1e6:.2f} MB, {self.ranks} rank"
             f"{'s' if self.ranks != 1 else ''}, {self.nodes} nodes, {self.bars} timeline "
             f"bars{merged}; predicted step {self.predicted_step_us:.0f} us, measured "
-            f"{self.measured_step_us:.0f} us", *self.notes])
+            f"{self.measured_step_us:.0f} us", *compared, *self.notes])
 
 
 def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None],
@@ -86,19 +90,24 @@ def write_page(data: ReportData, output: str | os.PathLike[str]) -> int:
 def write_report(paths: Sequence[str | os.PathLike[str]], output: str | os.PathLike[str],
                  options: ReportOptions | None = None,
                  conversion: Sequence[ConversionReport | str | os.PathLike[str]] = (),
+                 baseline: Sequence[str | os.PathLike[str]] = (),
                  ) -> ReportSummary:
     """Replay the ranks' ``.et`` files and write the self-contained HTML page.
-    ``conversion``: conversion reports (or their JSON files) to account for."""
-    inputs: list[str | os.PathLike[str] | None] = [*paths]
+    ``conversion``: conversion reports (or their JSON files) to account for;
+    ``baseline``: another run of the job (one ``.et`` per rank) to compare with
+    (``pt2chakra.diff``)."""
+    inputs: list[str | os.PathLike[str] | None] = [*paths, *baseline]
     inputs += [c for c in conversion if not isinstance(c, ConversionReport)]
     check_output(output, inputs)
     reports = [c if isinstance(c, ConversionReport) else read_conversion_report(c)
                for c in conversion]
-    data = build_report(paths, options, reports)
+    data = build_report(paths, options, reports, baseline)
     size = write_page(data, output)
     return ReportSummary(output=os.fspath(output), bytes=size, ranks=len(data.result.ranks),
                          nodes=data.nodes, bars=data.timeline.bars,
                          merged_below_us=data.timeline.merged_below_us,
                          predicted_step_us=data.result.predicted_step_us,
                          measured_step_us=data.result.measured_step_us,
-                         notes=timing_notes(data.result))
+                         notes=timing_notes(data.result),
+                         baseline_difference_us=(data.comparison.result.difference_us
+                                                 if data.comparison else None))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.conversion.api import ConversionReport
+from pt2chakra.diff import DiffResult, diff
 from pt2chakra.simulation.api import SimulationOptions, replay
 from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
 from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
@@ -35,6 +36,11 @@ NAME_CHARS = 120
 # Rows of the top-ops and per-collective tables (the rest is summed up).
 TOP_OPS = 30
 MAX_COLLECTIVE_ROWS = 300
+# The comparison with a baseline draws both runs' measured lanes: a third of
+# the page's bar and byte budgets, so that both timelines fit one page.
+COMPARISON_SHARE = 3
+# Labels of the two runs' lanes on the comparison timeline.
+BASELINE_RUN, THIS_RUN = "baseline", "this run"
 
 # The what-ifs every page shows when the user asks for none: one knob at a
 # time, the questions people ask first (faster GPU, faster host, slower or
@@ -63,6 +69,7 @@ class Row(msgspec.Struct):
     bars: list[float]
     critical: list[float]
     merged_below_us: float  # resolution this lane was merged at (0: every node)
+    run: str = ""  # on the comparison timeline: which run the lane is of
 
 
 class RankLanes(msgspec.Struct):
@@ -111,6 +118,16 @@ class WhatIfRow(msgspec.Struct):
     row: WhatIf
 
 
+class Comparison(msgspec.Struct):
+    """The page's section on a baseline run: ``diff(baseline, this run)``
+    (A = the baseline, B = this run) and both runs' measured lanes on one
+    time axis (each rank's lanes of the baseline above its lanes of this run)."""
+
+    sources: list[str]  # the baseline's files
+    result: DiffResult
+    timeline: Timeline
+
+
 class ReportData(msgspec.Struct):
     title: str
     sources: list[str]
@@ -123,12 +140,16 @@ class ReportData(msgspec.Struct):
     collective_groups: list[CollectiveGroup]
     what_if: list[WhatIfRow]
     conversion: list[ConversionReport]
+    comparison: Comparison | None = None  # with --baseline
 
 
 def build_report(paths: Sequence[str | os.PathLike[str]], options: ReportOptions | None = None,
-                 conversion: Sequence[ConversionReport] = ()) -> ReportData:
-    """Replay the ranks' ``.et`` files and gather every section of the page."""
+                 conversion: Sequence[ConversionReport] = (),
+                 baseline: Sequence[str | os.PathLike[str]] = ()) -> ReportData:
+    """Replay the ranks' ``.et`` files and gather every section of the page;
+    with ``baseline`` (another run's files, one per rank), the comparison."""
     options = options or ReportOptions()
+    compared = diff(baseline, paths) if baseline else None  # a run of another job: refused first
     sim, result, schedule = replay(paths, options.simulation)
     rows = collective_rows(sim, schedule)
     names = [os.fspath(p) for p in paths]
@@ -139,7 +160,40 @@ def build_report(paths: Sequence[str | os.PathLike[str]], options: ReportOptions
         top_ops=top_ops(schedule), collectives=_capped(rows), collectives_total=len(rows),
         collective_groups=collective_groups(rows),
         what_if=what_if_rows(sim, options, result.predicted_step_us),
-        conversion=list(conversion))
+        conversion=list(conversion),
+        comparison=None if compared is None else comparison(
+            compared, baseline, schedule, options, [r.source for r in result.ranks]))
+
+
+def comparison(compared: DiffResult, baseline: Sequence[str | os.PathLike[str]],
+               schedule: Schedule, options: ReportOptions, sources: Sequence[str]) -> Comparison:
+    """The baseline section: the diff as computed, and both runs' recorded
+    lanes (the baseline replayed for its schedule) on one axis: each rank's
+    step starts where its start offset puts it, in both runs."""
+    _sim, base_result, base_schedule = replay(baseline, options.simulation)
+    names = _Names()
+    lanes = []
+    for base_lane, this_lane in _paired_by_rank(_measured_lanes(base_schedule, names, BASELINE_RUN),
+                                                _measured_lanes(schedule, names, THIS_RUN)):
+        lanes += base_lane + this_lane
+    budget = max(MIN_LANE_BARS, options.bar_budget // COMPARISON_SHARE)
+    labels = [f"{os.path.basename(a)} vs {os.path.basename(b)}"
+              for a, b in zip([r.source for r in base_result.ranks], sources)]
+    return Comparison(sources=[r.source for r in base_result.ranks], result=compared,
+                      timeline=_fitted(schedule, lanes, names, budget, labels,
+                                       TIMELINE_BYTES // COMPARISON_SHARE))
+
+
+def _measured_lanes(schedule: Schedule, names: _Names, run: str) -> list[_LaneBars]:
+    return [msgspec.structs.replace(lane, run=run)
+            for lane in _lane_bars(schedule, names) if lane.measured]
+
+
+def _paired_by_rank(base: list[_LaneBars], this: list[_LaneBars],
+                    ) -> list[tuple[list[_LaneBars], list[_LaneBars]]]:
+    """Per rank (position; both runs have the same ranks): its lanes in each run."""
+    ranks = sorted({lane.rank for lane in base} | {lane.rank for lane in this})
+    return [([x for x in base if x.rank == r], [x for x in this if x.rank == r]) for r in ranks]
 
 
 def _default_title(names: list[str]) -> str:
@@ -173,16 +227,21 @@ class _LaneBars(msgspec.Struct):
     measured: bool
     bars: list[Bar]
     critical: list[Bar]
+    run: str = ""
 
 
 def fitted_timeline(schedule: Schedule, budget: int = BAR_BUDGET,
                     sources: Sequence[str] = ()) -> Timeline:
     """The timeline at ``budget`` bars, halved until its JSON fits ``TIMELINE_BYTES``."""
     names = _Names()
-    lanes = _lane_bars(schedule, names)
+    return _fitted(schedule, _lane_bars(schedule, names), names, budget, sources, TIMELINE_BYTES)
+
+
+def _fitted(schedule: Schedule, lanes: list[_LaneBars], names: _Names, budget: int,
+            sources: Sequence[str], max_bytes: int) -> Timeline:
     while True:
         tl = timeline_view(schedule, lanes, names.names, budget, sources)
-        if budget <= MIN_LANE_BARS or len(msgspec.json.encode(tl)) <= TIMELINE_BYTES:
+        if budget <= MIN_LANE_BARS or len(msgspec.json.encode(tl)) <= max_bytes:
             return tl
         budget //= 2
 
@@ -236,7 +295,7 @@ def timeline_view(schedule: Schedule, lanes: list[_LaneBars], names: list[str], 
         coarsest = max(coarsest, res)
         by_rank[lb.rank].append(Row(label=lb.label, measured=lb.measured,
                                     bars=_flat(bars, True), critical=_flat(crit, False),
-                                    merged_below_us=round(res, 3)))
+                                    merged_below_us=round(res, 3), run=lb.run))
     ranks = [RankLanes(rank=schedule.rank_label[r] if r < len(schedule.rank_label) else r,
                        source=os.path.basename(sources[r]) if r < len(sources) else "",
                        rows=by_rank[r])

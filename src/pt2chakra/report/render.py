@@ -13,12 +13,25 @@ import msgspec
 
 from pt2chakra import __version__
 from pt2chakra.conversion.api import ConversionReport
+from pt2chakra.diff import DiffResult
+from pt2chakra.diff.api import DEFAULT_TOP
+from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES
 from pt2chakra.simulation.collectives import CollectiveRow
 from pt2chakra.simulation.report import step_notes, timing_notes
 from pt2chakra.simulation.results import CriticalPath, SimulationResult
 from pt2chakra.simulation.views import CATEGORY_COLORS
 
-from .gather import CollectiveGroup, OpRow, ReportData, WhatIfRow
+from .gather import (
+    BASELINE_RUN,
+    MAX_COLLECTIVE_ROWS,
+    THIS_RUN,
+    CollectiveGroup,
+    Comparison,
+    OpRow,
+    ReportData,
+    Timeline,
+    WhatIfRow,
+)
 
 # Ranks whose lanes are drawn when the page opens; the others are drawn
 # when their section is opened (a 64-rank page opens quickly).
@@ -172,32 +185,48 @@ def _rank_chart(r: SimulationResult) -> str:
     return "".join(out)
 
 
+def _legend(tl: Timeline, extra: str) -> str:
+    return ('<div class="legend">'
+            + "".join(f'<span><i style="background:{c}"></i>{_esc(n)}</span>'
+                      for n, c in zip(tl.categories, tl.colors)) + extra + "</div>")
+
+
+def _merged(tl: Timeline) -> str:
+    return (f" Bars closer than {_esc(fmt_us(tl.merged_below_us))} (at most) are merged "
+            "into one, coloured by the category holding most of its time; the tooltip "
+            "says how many nodes it stands for." if tl.merged_below_us else
+            " Every node is drawn.")
+
+
+def _lanes(prefix: str, checkboxes: str, legend: str) -> str:
+    """The controls, the axis and the lanes of one timeline; the page's
+    script draws it from the JSON ``<prefix>timeline-data``."""
+    return ('<div class="controls"><button type="button" data-zoom="in">zoom in</button>'
+            '<button type="button" data-zoom="out">zoom out</button>'
+            '<button type="button" data-zoom="reset">reset</button>'
+            f'{checkboxes}<span id="{prefix}range" class="note"></span></div>'
+            + legend
+            + f'<div id="{prefix}axis-wrap" class="axis-wrap"><svg id="{prefix}axis" class="axis" '
+            'height="26"></svg></div>'
+            f'<div id="{prefix}lanes"><noscript>The timeline is drawn by the page\'s script.'
+            '</noscript></div>')
+
+
 def _timeline(data: ReportData) -> str:
     tl = data.timeline
-    legend = "".join(f'<span><i style="background:{c}"></i>{_esc(n)}</span>'
-                     for n, c in zip(tl.categories, tl.colors))
-    legend += ('<span><i class="cpkey"></i>critical path (under its lane)</span>'
-               '<span><i class="meas"></i>measured (lighter, below its simulated lane)</span>')
-    merged = (f" Bars closer than {_esc(fmt_us(tl.merged_below_us))} (at most) are merged "
-              "into one, coloured by the category holding most of its time; the tooltip "
-              "says how many nodes it stands for." if tl.merged_below_us else
-              " Every node is drawn.")
+    legend = _legend(tl, '<span><i class="cpkey"></i>critical path (under its lane)</span>'
+                     '<span><i class="meas"></i>measured (lighter, below its simulated lane)'
+                     '</span>')
+    lanes = _lanes("", '<label><input type="checkbox" id="dim"> dim what is off the critical '
+                   'path</label><label><input type="checkbox" id="hide-measured"> hide measured '
+                   'lanes</label>', legend)
     return (
         '<section id="timeline"><h2>Lane timeline: simulated vs measured</h2>'
         '<p class="note">Each lane (CPU thread, GPU stream) as the simulator replayed it, '
         'with the recorded run beneath it on the same time axis. Ctrl+wheel (or the buttons) '
         'zooms, dragging pans, dragging on the time axis zooms to a range, a double-click '
-        f'resets. {tl.bars:,} bars drawn.{merged}</p>'
-        '<div class="controls"><button type="button" data-zoom="in">zoom in</button>'
-        '<button type="button" data-zoom="out">zoom out</button>'
-        '<button type="button" data-zoom="reset">reset</button>'
-        '<label><input type="checkbox" id="dim"> dim what is off the critical path</label>'
-        '<label><input type="checkbox" id="hide-measured"> hide measured lanes</label>'
-        '<span id="range" class="note"></span></div>'
-        f'<div class="legend">{legend}</div>'
-        '<div id="axis-wrap"><svg id="axis" height="26"></svg></div>'
-        '<div id="lanes"><noscript>The timeline is drawn by the page\'s script.</noscript></div>'
-        '<div id="tip" hidden></div></section>')
+        f'resets. {tl.bars:,} bars drawn.{_merged(tl)}</p>'
+        + lanes + '<div id="tip" hidden></div></section>')
 
 
 def _breakdown(title: str, parts: dict[str, float], total: float,
@@ -267,20 +296,104 @@ def _collectives(rows: list[CollectiveRow], total: int, groups: list[CollectiveG
                _t(c.measured_max_us), _t(c.simulated_us),
                (_esc(fmt_gbps(c.algbw_gbps)), c.algbw_gbps or 0.0),
                (_esc(fmt_gbps(c.busbw_gbps)), c.busbw_gbps or 0.0),
-               ("yes" if c.critical else "", int(c.critical))] for c in rows]
+               ("yes" if c.critical else "", int(c.critical)),
+               _rank_cell(c.measured_last_rank), _t(c.measured_others_wait_us),
+               _rank_cell(c.replay_last_rank), _t(c.replay_others_wait_us)] for c in rows]
     shown = (f"all {total:,}" if len(rows) == total
              else f"the {len(rows):,} longest of {total:,}")
     return ('<section id="comm"><h2>Communication</h2><p class="note">Each collective (or '
             'transfer) matched across ranks. "Measured" is the shortest participant kernel '
             '(a longer one also waited for its peers), "slowest" the longest. Achieved '
             'bandwidth: algbw = payload / measured time; busbw = algbw x the collective\'s '
-            'byte factor (nccl-tests\' convention, comparable with the link speed).</p>'
+            'byte factor (nccl-tests\' convention, comparable with the link speed). "Last" '
+            'is the rank that reached the collective last (the straggler), as recorded and '
+            'in the replay; "others waited" sums the other ranks\' wait for it.</p>'
             '<h3>By kind and payload</h3>'
             + _table(["kind", "payload", "count", "total measured", "algbw", "busbw"], g_rows)
             + f"<h3>Each collective ({shown})</h3>"
             + _table(["kind", "name", "matched as", "ranks", "payload", "start (sim)",
-                      "measured", "slowest", "simulated", "algbw", "busbw", "critical"],
+                      "measured", "slowest", "simulated", "algbw", "busbw", "critical",
+                      "last (measured)", "others waited (measured)", "last (replay)",
+                      "others waited (replay)"],
                      c_rows, "small") + "</section>")
+
+
+def _rank_cell(rank: int | None) -> tuple[str, object]:
+    return ("-", -1) if rank is None else (_esc(rank), rank)
+
+
+def _baseline(c: Comparison | None) -> str:
+    """What changed against the baseline: the diff's tables (as ``pt2chakra
+    diff`` prints them) and both runs' recorded lanes on one time axis."""
+    if c is None:
+        return ""
+    d = c.result
+    cards = (f'<div class="cards"><div class="card"><div class="k">baseline step</div>'
+             f'<div class="v">{_esc(fmt_us(d.a.step_us))}</div></div>'
+             f'<div class="card"><div class="k">this run\'s step</div>'
+             f'<div class="v">{_esc(fmt_us(d.b.step_us))}</div></div>'
+             f'<div class="card"><div class="k">difference</div>'
+             f'<div class="v">{_esc(_signed_us(d.difference_us))}</div></div>'
+             f'<div class="card"><div class="k">residual</div>'
+             f'<div class="v">{_esc(_signed_us(d.residual_us))}</div></div></div>')
+    how = (f'<p class="note">Baseline (A): {_esc(_files(c.sources))}; this run (B): '
+           f'{_esc(_files(d.b.sources))}. The step difference B - A is cut along each run\'s '
+           'critical path and charged to what changed; the parts add up to the difference '
+           f'(the residual is rounding). Nodes: {d.matched_nodes:,} matched, '
+           f'{d.only_in_a_nodes:,} in the baseline only, {d.only_in_b_nodes:,} in this run '
+           'only (pt2chakra diff).</p>')
+    return ('<section id="baseline"><h2>Compared with the baseline</h2>' + cards + how
+            + "<h3>By category</h3>" + _diff_categories(d)
+            + f"<h3>Largest changes (top {DEFAULT_TOP} per category)</h3>" + _diff_rows(d)
+            + _diff_collectives(d) + _comparison_timeline(c.timeline) + "</section>")
+
+
+def _signed_us(us: float) -> str:
+    return ("+" if us > 0 else "") + fmt_us(us)
+
+
+def _files(sources: Sequence[str]) -> str:
+    names = [s.rsplit("/", 1)[-1] for s in sources]
+    return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} ranks)"
+
+
+def _share(pct: float | None) -> tuple[str, object]:
+    return ("-", 0.0) if pct is None else (f"{pct:+.1f} %", pct)
+
+
+def _diff_categories(d: DiffResult) -> str:
+    rows = [[_s(CATEGORY_TITLES.get(c.category, c.category)), _t(c.a_us), _t(c.b_us),
+             (_esc(_signed_us(c.delta_us)), c.delta_us), _share(c.share_pct)]
+            for c in d.categories]
+    return _table(["category", "baseline", "this run", "B - A", "% of difference"], rows)
+
+
+def _diff_rows(d: DiffResult) -> str:
+    rows = [[_s(category), _s(r.label), _t(r.a_us), _t(r.b_us),
+             (_esc(_signed_us(r.delta_us)), r.delta_us), _share(r.share_pct)]
+            for category in CATEGORIES for r in d.top(category, DEFAULT_TOP)
+            if r.delta_us or r.a_us or r.b_us]
+    return _table(["category", "what", "baseline", "this run", "B - A", "% of difference"],
+                  rows, "small")
+
+
+def _diff_collectives(d: DiffResult) -> str:
+    if not d.collectives:
+        return ""
+    rows = [[_rank_cell(s.last_rank_a), _t(s.others_wait_a_us), _rank_cell(s.last_rank_b),
+             _t(s.others_wait_b_us), _s(s.label)] for s in d.collectives[:MAX_COLLECTIVE_ROWS]]
+    return ("<h3>Collectives: the last rank to arrive (straggler) and the others' wait for it"
+            "</h3>" + _table(["baseline last", "baseline others waited", "this run last",
+                              "this run others waited", "collective"], rows, "small"))
+
+
+def _comparison_timeline(tl: Timeline) -> str:
+    lanes = _lanes("base-", "", _legend(tl, ""))
+    return ('<h3>Both runs\' recorded lanes on one time axis</h3>'
+            f'<p class="note">Per rank, the baseline\'s lanes ("{BASELINE_RUN}") above this '
+            f'run\'s ("{THIS_RUN}"), as recorded; each rank\'s step starts where its start '
+            f'offset puts it, in both runs. {tl.bars:,} bars drawn.{_merged(tl)}</p>'
+            + f'<div class="comparison">{lanes}</div>')
 
 
 def _what_if(rows: list[WhatIfRow], baseline: float) -> str:
@@ -329,7 +442,7 @@ def _conversion(reports: list[ConversionReport]) -> str:
                       "cycles broken", "accounted"], rows, "small") + "</section>")
 
 
-_SECTIONS = (("summary", "Summary"), ("timeline", "Timeline"), ("critical", "Critical path"),
+_SECTIONS = (("summary", "Summary"), ("baseline", "Baseline"), ("timeline", "Timeline"), ("critical", "Critical path"),
              ("ops", "Top ops"), ("comm", "Communication"), ("whatif", "What if"),
              ("conversion", "Conversion"))
 
@@ -337,7 +450,8 @@ _SECTIONS = (("summary", "Summary"), ("timeline", "Timeline"), ("critical", "Cri
 def render(data: ReportData) -> str:
     """The whole page."""
     r = data.result
-    body = [_summary(data), _timeline(data), _critical(r.critical_path),
+    body = [_summary(data), _baseline(data.comparison), _timeline(data),
+            _critical(r.critical_path),
             _top_ops(data.top_ops),
             _collectives(data.collectives, data.collectives_total, data.collective_groups),
             _what_if(data.what_if, r.predicted_step_us), _conversion(data.conversion)]
@@ -354,4 +468,7 @@ def render(data: ReportData) -> str:
         + "".join(body) + "</main>"
         + _json_script("timeline-data", {"open_ranks": OPEN_RANKS, **msgspec.structs.asdict(
             data.timeline)})
+        + ("" if data.comparison is None else _json_script(
+            "base-timeline-data", {"open_ranks": OPEN_RANKS, **msgspec.structs.asdict(
+                data.comparison.timeline)}))
         + f"<script>{_static('report.js')}</script></body></html>")

@@ -19,7 +19,8 @@ import msgspec
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.chakra.rendezvous import P2P, RendezvousKey
-from pt2chakra.simulation.engine import Simulator
+from pt2chakra.simulation.arrivals import Arrival, arrival_of
+from pt2chakra.simulation.engine import Simulator, measured_offset
 from pt2chakra.simulation.network import cost_factors
 from pt2chakra.simulation.prepare import COMM
 from pt2chakra.simulation.results import Schedule
@@ -43,6 +44,14 @@ class CollectiveRow(msgspec.Struct, frozen=True):
     algbw_gbps: float | None  # size / measured time
     busbw_gbps: float | None  # algbw * the collective's byte factor
     critical: bool  # a participant is on the critical path
+    # The participant that started last (the straggler, a rank label) and the
+    # others' wait for it, summed (simulation.arrivals), as recorded (starts
+    # placed on the replay's axis by the ranks' offsets) and in the replay.
+    # None for a lone participant, or without recorded times.
+    measured_last_rank: int | None = None
+    measured_others_wait_us: float | None = None
+    replay_last_rank: int | None = None
+    replay_others_wait_us: float | None = None
 
 
 def _what(node_type: int, comm_type: int) -> str:
@@ -72,13 +81,33 @@ def collective_rows(sim: Simulator, schedule: Schedule, comm_streams: int = 0,
     for i, key in p.comm_key.items():
         if p.cat[i] == COMM:
             members[key].append(i)
-    rows = [_row(p.comm_type, p.comm_bytes, schedule, key, m) for key, m in members.items()]
+    reached = replay_reached(schedule, [i for m in members.values() for i in m])
+    rows = [_row(p.comm_type, p.comm_bytes, schedule, key, m, reached)
+            for key, m in members.items()]
     rows.sort(key=lambda r: (r.start_us, r.group))
     return rows
 
 
+def replay_reached(schedule: Schedule, comm: list[int]) -> dict[int, float]:
+    """When each communication node's rank reached it in the replay: its
+    last dependency's end (at most its start), the start a replay written
+    as ``.et`` gives it (``replayed_et``); the rendezvous's start is when the
+    last participant arrived, so it shows no wait."""
+    rank, nodes = schedule.rank, schedule.nodes
+    wanted = {(rank[i], d) for i in comm for d in nodes[i].data_deps}
+    end_of = {(r, node.id): e for node, r, e in zip(nodes, rank, schedule.end)
+              if (r, node.id) in wanted and not math.isnan(e)}
+    out = {}
+    for i in comm:
+        start = schedule.start[i]
+        ready = max((end_of[(rank[i], d)] for d in nodes[i].data_deps
+                     if (rank[i], d) in end_of), default=start)
+        out[i] = min(ready, start)
+    return out
+
+
 def _row(comm_type: dict[int, int], comm_bytes: dict[int, int], schedule: Schedule,
-         key: RendezvousKey, m: list[int]) -> CollectiveRow:
+         key: RendezvousKey, m: list[int], reached: dict[int, float]) -> CollectiveRow:
     first = m[0]
     measured = [float(schedule.nodes[i].duration_micros) for i in m]
     size = max(comm_bytes.get(i, 0) for i in m)
@@ -87,9 +116,30 @@ def _row(comm_type: dict[int, int], comm_bytes: dict[int, int], schedule: Schedu
     sim_us = max((schedule.end[i] - schedule.start[i] for i in m
                   if not math.isnan(schedule.start[i])), default=math.nan)
     algbw, busbw = _bandwidths(size, min(measured), ctype, len(m), key.kind == P2P)
+    recorded, replayed = _arrivals(schedule, m, reached)
     return CollectiveRow(
         what=_what(int(schedule.nodes[first].type), ctype), name=schedule.nodes[first].name,
         group=key.describe(), ranks=sorted(schedule.rank_label[schedule.rank[i]] for i in m),
         size_bytes=size, measured_us=min(measured), measured_max_us=max(measured),
         simulated_us=sim_us, start_us=min(starts, default=math.nan), algbw_gbps=algbw,
-        busbw_gbps=busbw, critical=any(i in schedule.critical for i in m))
+        busbw_gbps=busbw, critical=any(i in schedule.critical for i in m),
+        measured_last_rank=recorded.last_rank if recorded else None,
+        measured_others_wait_us=recorded.others_wait_us if recorded else None,
+        replay_last_rank=replayed.last_rank if replayed else None,
+        replay_others_wait_us=replayed.others_wait_us if replayed else None)
+
+
+def _arrivals(schedule: Schedule, m: list[int], reached: dict[int, float],
+              ) -> tuple[Arrival | None, Arrival | None]:
+    """The straggler as recorded and in the replay (None for a lone
+    participant, or where a participant has no time)."""
+    if len(m) < 2:
+        return None, None
+    label = schedule.rank_label
+    timed = schedule.rank_timed
+    recorded = [(schedule.nodes[i].start_time_micros - measured_offset(schedule, schedule.rank[i]),
+                 label[schedule.rank[i]]) for i in m
+                if schedule.rank[i] >= len(timed) or timed[schedule.rank[i]]]
+    replayed = [(reached[i], label[schedule.rank[i]]) for i in m if not math.isnan(reached[i])]
+    return (arrival_of(recorded) if len(recorded) == len(m) else None,
+            arrival_of(replayed) if len(replayed) == len(m) else None)

@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN
 from pt2chakra.simulation.results import RankResult, SimulationResult
+
+if TYPE_CHECKING:
+    from pt2chakra.simulation.collectives import CollectiveRow
 
 # Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
 NO_TIMING_WHY = ("no node has a duration or a recorded time (a host execution trace "
@@ -48,11 +52,72 @@ def step_notes(result: SimulationResult) -> list[str]:
     return [f"measured step = {STEP_MEANINGS.get(d, d)}" for d in used]
 
 
-def result_json(result: SimulationResult) -> dict[str, Any]:
-    """``--json``: the result, and the notes the text report prints."""
+# Collectives in the text report's straggler table: the ones the other ranks
+# waited longest for; the whole list is in --json and the HTML report.
+TOP_STRAGGLERS = 5
+# A collective name is cut to this many characters in the table (NCCL kernel
+# names carry their whole signature).
+STRAGGLER_NAME_CHARS = 48
+
+
+def stragglers(rows: Sequence[CollectiveRow]) -> list[CollectiveRow]:
+    """The collectives with a straggler, longest recorded wait first (the
+    replay's where nothing was recorded)."""
+    waited = [r for r in rows if r.measured_last_rank is not None or r.replay_last_rank is not None]
+    return sorted(waited, key=lambda r: (-_wait_of(r), r.start_us))
+
+
+def _wait_of(row: CollectiveRow) -> float:
+    if row.measured_others_wait_us is not None:
+        return row.measured_others_wait_us
+    return row.replay_others_wait_us or 0.0
+
+
+def result_json(result: SimulationResult, collectives: Sequence[CollectiveRow] = (),
+                ) -> dict[str, Any]:
+    """``--json``: the result, the notes the text report prints and, for a
+    multi-rank run, each collective's straggler (``stragglers``)."""
     doc = result.to_json()
     doc["notes"] = timing_notes(result)
+    if len(result.ranks) > 1 and collectives:
+        doc["stragglers"] = [_straggler_json(r) for r in stragglers(collectives)]
     return doc
+
+
+def _straggler_json(row: CollectiveRow) -> dict[str, Any]:
+    return {"name": row.name, "group": row.group, "start_us": row.start_us,
+            "measured_last_rank": row.measured_last_rank,
+            "measured_others_wait_us": row.measured_others_wait_us,
+            "replay_last_rank": row.replay_last_rank,
+            "replay_others_wait_us": row.replay_others_wait_us}
+
+
+def straggler_lines(rows: Sequence[CollectiveRow], top: int = TOP_STRAGGLERS) -> list[str]:
+    """The text table: per collective, who arrived last and how long the
+    others waited, recorded and replayed (the top ``top`` by wait)."""
+    shown = stragglers(rows)[:top]
+    if not shown:
+        return []
+    out = ["", f"stragglers: the last rank to reach a collective and the others' wait for it, "
+           f"summed (top {len(shown)} of {len(rows)} by recorded wait)",
+           f"  {'measured last':>13} {'wait us':>10} {'replay last':>12} {'wait us':>10}  collective"]
+    for r in shown:
+        out.append(f"  {_rank(r.measured_last_rank):>13} {_us(r.measured_others_wait_us):>10} "
+                   f"{_rank(r.replay_last_rank):>12} {_us(r.replay_others_wait_us):>10}  "
+                   f"{_short(r.name)} [{r.group}]")
+    return out
+
+
+def _rank(rank: int | None) -> str:
+    return "-" if rank is None else str(rank)
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= STRAGGLER_NAME_CHARS else name[:STRAGGLER_NAME_CHARS - 3] + "..."
 
 
 def _pct(value: float | None) -> str:
@@ -64,7 +129,10 @@ def _shares(parts: dict[str, float], total: float) -> list[str]:
             for name, us in parts.items() if us > 0]
 
 
-def format_report(result: SimulationResult, lanes: bool = True) -> str:
+def format_report(result: SimulationResult, lanes: bool = True,
+                  collectives: Sequence[CollectiveRow] = ()) -> str:
+    """The text report; ``collectives`` (``collective_rows`` of the replay)
+    adds the straggler table of a multi-rank run."""
     out = []
     out.append(f"ranks: {len(result.ranks)}, start offsets: {result.align}"
                + (f", network model: {result.network_model}" if result.network_model
@@ -105,6 +173,8 @@ def format_report(result: SimulationResult, lanes: bool = True) -> str:
             for t in cp.top_nodes[:5]:
                 out.append(f"    rank {t['rank']} node {t['id']} {t['name'][:60]} "
                            f"({t['category']}) {t['duration_us']:.0f} us")
+    if len(result.ranks) > 1:
+        out += straggler_lines(collectives)
     if result.what_if:
         out.append("")
         out.append("what-if (predicted step per setting):")
