@@ -33,3 +33,13 @@ def arrival_of(starts: Iterable[tuple[float, int]]) -> Arrival:
 def arrivals_of(starts: Mapping[Key, Iterable[tuple[float, int]]]) -> dict[Key, Arrival]:
     """``arrival_of`` for each collective (by its rendezvous key)."""
     return {key: arrival_of(at) for key, at in starts.items()}
+
+
+def reached_at(start: float, dependency_ends: Iterable[float]) -> float:
+    """When a rank reached a communication node in a replay: its last
+    dependency's end, at most its start. The replay starts a collective when
+    its last participant arrives, so its start alone shows no wait; a
+    recording starts it where its rank reached it, the wait inside. The one
+    home of the rule: the stragglers of a replay and a replay written back
+    as ``.et`` both use it."""
+    return min(max(dependency_ends, default=start), start)

@@ -19,7 +19,7 @@ import msgspec
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.chakra.rendezvous import P2P, RendezvousKey
-from pt2chakra.simulation.arrivals import Arrival, arrival_of
+from pt2chakra.simulation.arrivals import Arrival, arrival_of, reached_at
 from pt2chakra.simulation.engine import Simulator, measured_offset
 from pt2chakra.simulation.network import cost_factors
 from pt2chakra.simulation.prepare import COMM
@@ -99,10 +99,8 @@ def replay_reached(schedule: Schedule, comm: list[int]) -> dict[int, float]:
               if (r, node.id) in wanted and not math.isnan(e)}
     out = {}
     for i in comm:
-        start = schedule.start[i]
-        ready = max((end_of[(rank[i], d)] for d in nodes[i].data_deps
-                     if (rank[i], d) in end_of), default=start)
-        out[i] = min(ready, start)
+        out[i] = reached_at(schedule.start[i], (end_of[(rank[i], d)] for d in nodes[i].data_deps
+                                                if (rank[i], d) in end_of))
     return out
 
 

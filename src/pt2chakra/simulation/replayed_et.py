@@ -24,6 +24,7 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import SimulationOptions, SimulationRun
+from pt2chakra.simulation.arrivals import reached_at
 from pt2chakra.simulation.engine import measured_offset
 from pt2chakra.simulation.results import Schedule, SimConfig
 
@@ -105,8 +106,7 @@ def _arrivals(nodes: Sequence[ChakraNode], times: dict[int, tuple[float, float]]
         if n.type not in COMM_NODE_TYPES or n.id not in times:
             continue
         start, end = times[n.id]
-        ready = max((times[d][1] for d in n.data_deps if d in times), default=start)
-        out[n.id] = (min(ready, start), end)
+        out[n.id] = (reached_at(start, (times[d][1] for d in n.data_deps if d in times)), end)
     return out
 
 
