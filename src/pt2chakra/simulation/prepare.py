@@ -48,15 +48,16 @@ from pt2chakra.chakra.rendezvous import (
 )
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
-from pt2chakra.simulation.waits import (  # noqa: F401  (CPU_WAKE_TOL_US, WAKE_TOL_FRACTION: read here by diff)
-    CPU_WAKE_TOL_US,
+# CPU_WAKE_TOL_US and WAKE_TOL_FRACTION are re-exported: diff reads them here.
+from pt2chakra.simulation.waits import CPU_WAKE_TOL_US as CPU_WAKE_TOL_US
+from pt2chakra.simulation.waits import (
     INFER_MIN_US,
-    WAKE_TOL_FRACTION,
     CollectiveEnds,
     HostOp,
     host_comm_waits,
     thread_holds,
 )
+from pt2chakra.simulation.waits import WAKE_TOL_FRACTION as WAKE_TOL_FRACTION
 
 log = logging.getLogger("pt2chakra.simulation")
 
