@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pt2chakra.astra.collective import AstraNetwork, AstraSystem, collective_ns
 from pt2chakra.astra.consumer import ConsumerOptions, consume, replay_as_astra_sim
 from pt2chakra.astra.export import convert_files, profile
-from pt2chakra.astra.serial_chain import COMM_DONE, ISSUE_POINT
+from pt2chakra.astra.serial_chain import COMM_DONE, COMM_ORDER, HOST_WAIT, ISSUE_POINT
 from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, attr_dict
 from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.io import read_et
@@ -198,3 +198,73 @@ def test_one_rank_trace_is_refused_in_one_line(converted, tmp_path, name):  # no
     assert_one_line_failure(proc, str(converted[name]), "at least 2 NPUs")
     assert proc.returncode == 2
     assert list(tmp_path.iterdir()) == []
+
+
+# -- host-only ranks (gloo on CPU) ---------------------------------------------
+
+def _host_op(i: int, start: int, dur: int, deps: list[int] | None = None) -> ChakraNode:
+    return ChakraNode(id=i, name=f"op{i}", type=NodeType.COMP_NODE, start_time_micros=start,
+                      duration_micros=dur, data_deps=deps or [], attrs=CPU)
+
+
+def _host_coll(i: int, start: int, dur: int, deps: list[int]) -> ChakraNode:
+    return ChakraNode(id=i, name=f"gloo:all_reduce{i}", type=NodeType.COMM_COLL_NODE,
+                      start_time_micros=start, duration_micros=dur, data_deps=deps,
+                      attrs=[("is_cpu_op", "bool_val", False), ("comm_type", "int64_val", 0),
+                             ("comm_size", "int64_val", 1 << 20)])
+
+
+def _host_rank(queued: bool = False) -> list[ChakraNode]:
+    """op1 issues an all-reduce that a gloo worker runs [100, 1100); op3 (no
+    recorded edge to it) resumes at 1120, 20 us after it ended. ``queued``:
+    op4 [150, 160) issues a second all-reduce that waits for the busy worker
+    and runs [1100, 2100); op5 resumes at 2120."""
+    nodes = [_host_op(1, 0, 100), _host_coll(2, 100, 1000, [1]), _host_op(3, 1120, 50, [1])]
+    if queued:
+        nodes[2] = _host_op(3, 150, 10, [1])
+        nodes += [_host_coll(4, 1100, 1000, [2, 3]), _host_op(5, 2120, 50, [3])]
+    return nodes
+
+
+def test_host_wait_for_a_collective_is_a_dependency_plus_the_wake_up():
+    _md_out, out = profile(metadata(world_size=2, step=(0, 1170)), _host_rank(), "serial")
+    chain = _chain(out)
+    waiting = [n for n in chain if 2 in n.data_deps]  # the wait, then the step's tail
+    assert waiting[0].duration_micros == 20  # the wake-up only
+    kinds = dict(zip(waiting[0].data_deps, attr_dict(waiting[0].attrs)["data_dep_kinds"]))
+    assert kinds[2] == COMM_DONE
+    # busy time before the wait and after it stays: 100 + 20 + 50 us of chain
+    assert sum(n.duration_micros for n in chain) == 170
+
+
+def test_host_only_rank_follows_a_network_what_if():
+    """Kept as a fixed gap, the wait would hold the step at its measured
+    length on a faster network (issue 22: 1 -> 4 Gbit/s was +75 %)."""
+    md = metadata(world_size=2, step=(0, 1170))
+    graphs = [profile(md, _host_rank(), "serial") for _ in range(2)]
+    net = AstraNetwork("Ring", 2, 50.0, 500.0)
+    network_us = collective_ns(0, 1 << 20, 2, net, AstraSystem()) / 1000
+    for scale in (1.0, 4.0):
+        options = ConsumerOptions(network=net, bandwidth_scale=scale)
+        step = replay_as_astra_sim(graphs, ["a.0.et", "a.1.et"], options).predicted_step_us
+        scaled_us = collective_ns(0, 1 << 20, 2, AstraNetwork("Ring", 2, 50.0 * scale, 500.0),
+                                  AstraSystem()) / 1000
+        assert step == pytest.approx(100 + scaled_us + 20 + 50, abs=0.01)
+    assert network_us > scaled_us  # the faster network shortened the step
+
+
+def test_collective_queued_on_a_busy_worker_is_issued_at_its_issuing_op():
+    _md_out, out = profile(metadata(world_size=2, step=(0, 2170)), _host_rank(queued=True),
+                           "serial")
+    by_id = {n.id: n for n in out}
+    second = by_id[4]
+    kinds = dict(zip(second.data_deps, attr_dict(second.attrs)["data_dep_kinds"]))
+    assert kinds[2] in (COMM_ORDER, HOST_WAIT)  # it starts when the first one ends
+    issue = next(d for d, k in kinds.items() if k == ISSUE_POINT)
+    # issued where op3 ended (160 us), not at its recorded start (1100 us)
+    assert by_id[issue].start_time_micros + by_id[issue].duration_micros == 160
+    # op5 waited for it: a dependency, then the 20 us wake-up
+    waiting = [n for n in _chain(out) if 4 in n.data_deps]
+    assert waiting[0].duration_micros == 20
+    assert find_cycle_in([n.id for n in out],
+                         {n.id: [(d, "data") for d in n.data_deps] for n in out}) == []

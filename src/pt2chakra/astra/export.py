@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import msgspec
 import orjson
@@ -89,20 +89,29 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = DE
             origin_us: float = 0.0) -> tuple[GlobalMetadata, list[ChakraNode]]:
     """Apply the ASTRA-sim rules to one rank's trace (see the module doc).
     ``origin_us``: the rank's start after the earliest rank's (``serial``)."""
+    all_nodes = list(nodes)
+    return _profile_rank(metadata, all_nodes, cpu, origin_us, rank_window(metadata, all_nodes))
+
+
+def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: str,
+                  origin_us: float, window: StepWindow | None,
+                  ) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """``profile`` with the rank's step window (``rank_window``) worked out
+    once by the caller: the serial chain, the gaps and the ranks' origins all
+    read it."""
     if cpu not in CPU_MODES:
         raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
-    all_nodes = list(nodes)
-    if cpu == "serial" and _window(metadata, all_nodes) is None:
+    if cpu == "serial" and window is None:
         cpu = "drop"  # an untimed graph (microbench, from-text) has no schedule to fold
     removed = _removed_nodes(all_nodes, cpu)
     kept = [n for n in all_nodes if n.id not in removed]
     ancestry = _Ancestry(kept, removed)
-    if cpu == "serial":
+    if cpu == "serial" and window is not None:
         inherited = {n.id: ancestry.via(n) for n in kept
                      if any(d in removed for d in n.data_deps)}
-        out_nodes = serial_chain(metadata, all_nodes, set(removed), inherited, origin_us)
+        out_nodes = serial_chain(all_nodes, set(removed), inherited, window, origin_us)
         return _profile_metadata(metadata, all_nodes, cpu), out_nodes
-    gaps = _GapMaker(metadata, all_nodes, removed) if cpu == "drop" else None
+    gaps = _GapMaker(all_nodes, removed, window) if cpu == "drop" else None
     out: list[ChakraNode] = []
     for node in kept:
         out.extend(_rewired(node, removed, ancestry, gaps))
@@ -112,7 +121,8 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = DE
     return _profile_metadata(metadata, all_nodes, cpu), out
 
 
-def _window(metadata: GlobalMetadata, nodes: list[ChakraNode]) -> StepWindow | None:
+def rank_window(metadata: GlobalMetadata, nodes: Sequence[ChakraNode]) -> StepWindow | None:
+    """The rank's recorded step (None: untimed), as the simulator measures it."""
     return step_window(attr_dict(metadata.attrs), nodes, [attr_dict(n.attrs) for n in nodes])
 
 
@@ -260,13 +270,12 @@ def _kept_deps(node: ChakraNode, removed: dict[int, ChakraNode], kinds: list[str
 class _GapMaker:
     """``cpu_gap`` nodes: the measured time a GPU node waited for the CPU."""
 
-    def __init__(self, metadata: GlobalMetadata, nodes: list[ChakraNode],
-                 removed: dict[int, ChakraNode]) -> None:
+    def __init__(self, nodes: list[ChakraNode], removed: dict[int, ChakraNode],
+                 window: StepWindow | None) -> None:
+        """``window``: the rank's step as the simulator measures it."""
         self.removed = removed
         self.end = {n.id: n.start_time_micros + n.duration_micros for n in nodes}
         self.next_id = max((n.id for n in nodes), default=0) + 1
-        # The step as the simulator measures it.
-        window = _window(metadata, nodes)
         self.t0 = round(window.start) if window is not None else None
         self.t1 = round(window.end) if window is not None else None
 
@@ -436,10 +445,24 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
                          "larger than 1'); replay it with pt2chakra simulate instead")
 
 
+class RankPlacement(NamedTuple):
+    """A rank's recorded step (None: untimed) and its start after the
+    earliest rank's, worked out once per rank."""
+
+    window: StepWindow | None
+    origin_us: float
+
+
 def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
-               cpu: str, staged: StagedOutputs, origin_us: float = 0.0,
+               cpu: str, staged: StagedOutputs, placed: RankPlacement | None = None,
                ranks_given: int = 1, source: str | None = None) -> list[str]:
-    md, out_nodes = profile(metadata, nodes, cpu, origin_us)
+    """One rank's file (and the groups file); ``placed``: its window and
+    origin when the caller worked them out (``convert_files``), else they
+    are worked out here."""
+    all_nodes = list(nodes)
+    if placed is None:
+        placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
+    md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
     _refuse_one_npu(md, source or prefix, ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
@@ -492,24 +515,24 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
         ranks.append(rank)
-        windows.append(_window(metadata, nodes))
+        windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
             refuse_overwriting_inputs(out, list(paths))
-    origins = _origins(windows)
+    placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
-        return _write_ranks(paths, ranks, origins, prefix, cpu, staged)
+        return _write_ranks(paths, ranks, placements, prefix, cpu, staged)
     with StagedOutputs() as own:
-        written = _write_ranks(paths, ranks, origins, prefix, cpu, own)
+        written = _write_ranks(paths, ranks, placements, prefix, cpu, own)
         own.commit()
     return written
 
 
-def _write_ranks(paths: list[str], ranks: list[int], origins: list[float], prefix: str,
-                 cpu: str, staged: StagedOutputs) -> list[str]:
+def _write_ranks(paths: list[str], ranks: list[int], placements: list[RankPlacement],
+                 prefix: str, cpu: str, staged: StagedOutputs) -> list[str]:
     written: list[str] = []
-    for path, rank, origin in zip(paths, ranks, origins):
+    for path, rank, placed in zip(paths, ranks, placements):
         metadata, lazy = read_et(path)
-        for p in _write_one(metadata, lazy, prefix, rank, cpu, staged, origin,
+        for p in _write_one(metadata, lazy, prefix, rank, cpu, staged, placed,
                             ranks_given=len(paths), source=path):
             if p not in written:
                 written.append(p)

@@ -37,18 +37,31 @@ too, and they would add orderings the schedule does not have).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import msgspec
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
+    StepWindow,
     attr_dict,
-    step_window,
+    inclusive_micros,
+    is_gpu,
+    lane_of,
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
+from pt2chakra.simulation.waits import (
+    INFER_MIN_US,
+    CollectiveEnds,
+    HostOp,
+    HostWait,
+    host_comm_waits,
+    thread_holds,
+)
 
 # Kinds of the edges this profile writes (``data_dep_kinds``).
 SERIAL_ORDER = "serial_order"  # previous chain node -> next (one compute resource)
@@ -56,19 +69,18 @@ CPU_GAP_EDGE = "cpu_gap"  # gap -> the chain node it delays
 COMM_DONE = "comm_done"  # communication node -> chain node that waited for it
 ISSUE_POINT = "issue_point"  # chain node ending at a comm node's measured start -> it
 COMM_ORDER = "comm_order"  # previous communication node of the rank -> next
+HOST_WAIT = "host_wait"  # collective -> what its host thread did after waiting for it
 
 
 class SerialChain:
     """Builds one rank's chain (see the module doc). ``removed``: the nodes
     ASTRA-sim cannot run (CPU, METADATA); ``inherited``: for each kept node,
-    the kept nodes it depends on through removed ones."""
+    the kept nodes it depends on through removed ones; ``window``: the
+    rank's recorded step."""
 
-    def __init__(self, metadata: GlobalMetadata, nodes: Sequence[ChakraNode],
-                 removed: set[int], inherited: dict[int, list[int]], origin_us: float) -> None:
-        window = step_window(attr_dict(metadata.attrs), nodes,
-                             [attr_dict(n.attrs) for n in nodes])
-        if window is None:
-            raise ValueError("the serial profile needs a timed trace")
+    def __init__(self, nodes: Sequence[ChakraNode], removed: set[int],
+                 inherited: dict[int, list[int]], window: StepWindow,
+                 origin_us: float) -> None:
         self.t1 = round(window.end)
         self.cursor = round(window.start - origin_us)  # ASTRA-sim's time 0, on this clock
         self.next_id = max((n.id for n in nodes), default=0) + 1
@@ -86,13 +98,19 @@ class SerialChain:
         self.comm_position: dict[int, int] = {}
         self._issued = 0  # communication nodes issued so far, in measured order
         self._last_is_gap = False
+        host = HostTimeline(nodes, removed, self.comm) if not self.compute else None
+        # Host-only ranks (gloo on CPU): when each communication node was
+        # issued and what it waited for; the waits of the host threads.
+        self.issue = host.issues() if host is not None else {}
+        self.waits = host.waits() if host is not None else []
+        self._pending: list[int] = []  # collectives waited for, on the next chain node
 
     def build(self) -> list[ChakraNode]:
         """The chain, then the communication nodes, as written."""
         for node in self.compute:
-            self._issue_comm_until(node.start_time_micros)
+            self._advance_until(node.start_time_micros)
             self._append_compute(node)
-        self._issue_comm_until(self.t1)
+        self._advance_until(self.t1)
         self._append_tail()
         return self.chain + [self._comm_node(k, n) for k, n in enumerate(self.comm)]
 
@@ -108,9 +126,12 @@ class SerialChain:
 
     def _gap(self, until: int, comm_deps: list[int]) -> bool:
         """A gap node from the cursor to ``until``, after the previous chain
-        node and ``comm_deps``; False when there is no time to fill."""
+        node, ``comm_deps`` and the collectives a host thread waited for;
+        False when there is no time to fill."""
         if until <= self.cursor:
             return False
+        comm_deps = comm_deps + [d for d in self._pending if d not in comm_deps]
+        self._pending = []
         deps = self._last() + comm_deps
         kinds = [SERIAL_ORDER] * len(self._last()) + [COMM_DONE] * len(comm_deps)
         attrs: list[Attr] = [("is_cpu_op", "bool_val", False),
@@ -125,20 +146,51 @@ class SerialChain:
         self.cursor = until
         return True
 
-    def _issue_comm_until(self, t: int) -> None:
-        """Cut the idle time before ``t`` at each communication node issued in
-        it, so each is issued after the chain node ending at its start."""
-        while self._issued < len(self.comm) and self.comm[self._issued].start_time_micros <= t:
-            comm = self.comm[self._issued]
-            self._gap(comm.start_time_micros, [])
-            position = len(self.chain) - 1
-            for d in self.preds[comm.id]:
-                position = max(position, self.index.get(d, -1),
-                               self.comm_position.get(d, -1))
-            if self._issued > 0:
-                position = max(position, self.comm_position[self.comm[self._issued - 1].id])
-            self.comm_position[comm.id] = position
-            self._issued += 1
+    def _advance_until(self, t: int) -> None:
+        """The communication issues and host waits up to ``t``, in measured
+        order (a wait before an issue at the same time: the thread woke,
+        then issued)."""
+        while True:
+            issue_t = self._next_issue_time()
+            wait_t = self.waits[0].wake if self.waits else None
+            if wait_t is not None and wait_t <= t and (issue_t is None or wait_t <= issue_t):
+                self._wait(self.waits.pop(0))
+            elif issue_t is not None and issue_t <= t:
+                self._issue_next()
+            else:
+                return
+
+    def _next_issue_time(self) -> int | None:
+        if self._issued >= len(self.comm):
+            return None
+        comm = self.comm[self._issued]
+        return self.issue[comm.id].time if comm.id in self.issue else comm.start_time_micros
+
+    def _issue_next(self) -> None:
+        """Cut the idle time at the next communication node's issue, so it
+        is issued after the chain node ending there."""
+        comm = self.comm[self._issued]
+        self._gap(self._next_issue_time() or 0, [])
+        position = len(self.chain) - 1
+        for d in self.preds[comm.id]:
+            position = max(position, self.index.get(d, -1), self.comm_position.get(d, -1))
+        if self._issued > 0:
+            position = max(position, self.comm_position[self.comm[self._issued - 1].id])
+        self.comm_position[comm.id] = position
+        self._issued += 1
+
+    def _wait(self, wait: HostWaitPoint) -> None:
+        """A host thread idle from ``gap_start`` until ``wake``, waiting for
+        a collective: its busy time before stays fixed, the wait is the
+        collective's (the network decides it), the rest a fixed gap after it
+        (the wake-up latency)."""
+        if wait.collective not in self.comm_position:
+            return
+        self._gap(wait.gap_start, [])
+        waited = self.end[wait.collective]
+        self.cursor = min(max(self.cursor, waited), wait.wake)
+        if not self._gap(wait.wake, [wait.collective]) and wait.collective not in self._pending:
+            self._pending.append(wait.collective)  # woke at its end: the next node waits
 
     def _comm_deps(self, node_id: int) -> list[int]:
         """The communication nodes a chain node appended next waits for: those
@@ -189,6 +241,10 @@ class SerialChain:
         if k > 0:
             deps.append(self.comm[k - 1].id)
             kinds.append(COMM_ORDER)
+        issue = self.issue.get(node.id)
+        if issue is not None and issue.waited is not None and issue.waited not in deps:
+            deps.append(issue.waited)
+            kinds.append(HOST_WAIT)
         return msgspec.structs.replace(node, data_deps=deps, ctrl_deps=[],
                                        attrs=_with_kinds(node.attrs, kinds))
 
@@ -209,7 +265,112 @@ def _kept_preds(node: ChakraNode, removed: set[int], inherited: dict[int, list[i
     return preds
 
 
-def serial_chain(metadata: GlobalMetadata, nodes: Sequence[ChakraNode], removed: set[int],
-                 inherited: dict[int, list[int]], origin_us: float = 0.0) -> list[ChakraNode]:
-    """One rank's nodes for ASTRA-sim under the serial profile."""
-    return SerialChain(metadata, nodes, removed, inherited, origin_us).build()
+def serial_chain(nodes: Sequence[ChakraNode], removed: set[int], inherited: dict[int, list[int]],
+                 window: StepWindow, origin_us: float = 0.0) -> list[ChakraNode]:
+    """One rank's nodes for ASTRA-sim under the serial profile (``window``:
+    its recorded step)."""
+    return SerialChain(nodes, removed, inherited, window, origin_us).build()
+
+
+# -- host-only ranks ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommIssue:
+    """When a communication node was issued on a host-only rank, and the
+    collective its start waited for (a busy gloo worker), if any."""
+
+    time: int
+    waited: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HostWaitPoint:
+    """A host thread idle from ``gap_start`` until ``wake``, waiting for
+    ``collective`` (the wake-up rule, ``simulation.waits``)."""
+
+    wake: int
+    gap_start: int
+    collective: int
+
+
+class HostTimeline:
+    """A rank without GPU work: its host threads' waits for collectives and
+    when its collectives were issued, by the replay's wake-up rule. Gloo
+    runs collectives on worker threads: a thread that waited for one resumes
+    when the collective ends, and a collective queued behind another on a
+    busy worker starts when that one ends. Kept as fixed time, neither would
+    move when the network does."""
+
+    def __init__(self, nodes: Sequence[ChakraNode], removed: set[int],
+                 comm: Sequence[ChakraNode]) -> None:
+        self.nodes = {n.id: n for n in nodes}
+        self.removed = removed
+        self.comm = comm
+        self.ends = CollectiveEnds((c.start_time_micros,
+                                    c.start_time_micros + c.duration_micros, c.id)
+                                   for c in comm if c.duration_micros)
+        self.cpu = [n for n in nodes if n.id in removed and n.type != NodeType.METADATA_NODE
+                    and not is_gpu(attr_dict(n.attrs))
+                    and (n.start_time_micros or n.duration_micros)]
+
+    def waits(self) -> list[HostWaitPoint]:
+        """The host threads' waits, by wake time."""
+        threads: dict[tuple[object, ...], list[ChakraNode]] = {}
+        for n in sorted(self.cpu, key=lambda n: n.id):  # ids follow op start (as the replay)
+            threads.setdefault(lane_of(n.type, attr_dict(n.attrs)).key, []).append(n)
+        host_ops = [self._host_ops(ops) for ops in threads.values()]
+        found = host_comm_waits(host_ops, self.ends) + _recorded_waits(host_ops, self.nodes)
+        points = {HostWaitPoint(self.nodes[w.op].start_time_micros, round(w.gap_start),
+                                w.collective) for w in found}
+        return sorted(points, key=lambda w: (w.wake, w.gap_start, w.collective))
+
+    def _host_ops(self, ops: list[ChakraNode]) -> list[HostOp]:
+        starts = [float(n.start_time_micros) for n in ops]
+        holds = thread_holds(starts, [inclusive_micros(n, attr_dict(n.attrs)) for n in ops])
+        return [HostOp(n.id, start, start + held, self._comm_preds_end(n))
+                for n, start, held in zip(ops, starts, holds)]
+
+    def _comm_preds_end(self, node: ChakraNode) -> float:
+        """The latest end of the collectives ``node`` recorded a dependency on."""
+        ends = [self.nodes[d].start_time_micros + self.nodes[d].duration_micros
+                for d in node.data_deps
+                if d in self.nodes and self.nodes[d].type in COMM_NODE_TYPES]
+        return max(ends, default=-math.inf)
+
+    def issues(self) -> dict[int, CommIssue]:
+        """Per communication node, its issue: the end of the host op that
+        issued it when its start then waited for another collective (the
+        wake-up rule, from that op's end), else its recorded start."""
+        out: dict[int, CommIssue] = {}
+        for c in self.comm:
+            issuer_end = max((self.nodes[d].start_time_micros + self.nodes[d].duration_micros
+                              for d in c.data_deps if d in self.removed and d in self.nodes
+                              and self.nodes[d].type != NodeType.METADATA_NODE),
+                             default=None)
+            waited = None
+            if issuer_end is not None and c.start_time_micros - issuer_end > INFER_MIN_US:
+                waited = self.ends.waited(c.start_time_micros, issuer_end, -math.inf)
+            out[c.id] = CommIssue(issuer_end, waited) if waited is not None and \
+                issuer_end is not None else CommIssue(c.start_time_micros, None)
+        return out
+
+
+def _recorded_waits(threads: Sequence[Sequence[HostOp]],
+                    nodes: dict[int, ChakraNode]) -> list[HostWait]:
+    """Waits the trace records: an op with a dependency on a collective that
+    ended inside the op's idle gap (after its thread's latest hold) waited
+    for it, as the replay holds it (the latest such collective). The wake-up
+    rule leaves these out: they are explained."""
+    waits: list[HostWait] = []
+    for ops in threads:
+        cursor = -math.inf
+        for op in ops:
+            ends = [(nodes[d].start_time_micros + nodes[d].duration_micros, d)
+                    for d in nodes[op.key].data_deps
+                    if d in nodes and nodes[d].type in COMM_NODE_TYPES]
+            inside = [(end, d) for end, d in ends if cursor < end <= op.start]
+            if inside and cursor > -math.inf:
+                waits.append(HostWait(op.key, max(inside)[1], cursor))
+            cursor = max(cursor, op.held_end)
+    return waits

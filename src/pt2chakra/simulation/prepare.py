@@ -14,7 +14,7 @@ import math
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, chain, compress, islice, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
 from typing import Any, NamedTuple, TypeVar
 
@@ -49,6 +49,17 @@ from pt2chakra.chakra.rendezvous import (
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
 
+# CPU_WAKE_TOL_US and WAKE_TOL_FRACTION are re-exported: diff reads them here.
+from pt2chakra.simulation.waits import CPU_WAKE_TOL_US as CPU_WAKE_TOL_US
+from pt2chakra.simulation.waits import (
+    INFER_MIN_US,
+    CollectiveEnds,
+    HostOp,
+    host_comm_waits,
+    thread_holds,
+)
+from pt2chakra.simulation.waits import WAKE_TOL_FRACTION as WAKE_TOL_FRACTION
+
 log = logging.getLogger("pt2chakra.simulation")
 
 _T = TypeVar("_T")
@@ -77,22 +88,10 @@ K_START = _KIND_CODE["rank_start"]
 K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
 
 # Inferring cross-stream waits: an op that started this much later than
-# anything recorded explains, and at most this long after another stream's op
-# ended, waited for that op.
-INFER_MIN_US = 20.0
+# anything recorded explains (``INFER_MIN_US``, shared with the wake-up rule
+# of ``waits.py``), and at most this long after another stream's op ended,
+# waited for that op.
 INFER_TOL_US = 10.0
-# A host thread that blocked on a collective run by another host thread
-# (gloo's worker threads, CPU-only ranks) wakes up this long after the
-# collective ends at most: measured wake-ups on gloo DDP steps are ~0.1 ms,
-# loaded machines add scheduling delay.
-CPU_WAKE_TOL_US = 500.0
-# On a loaded machine it grows (up to ~1.4 ms seen after 20-27 ms waits),
-# and the waiter may even wake before the collective's recorded end (the
-# worker marks the work done, then closes its record): a gap may end this
-# share of its length away from the collective's end, either side. (Not
-# more before it: a thread issuing the next collective while one finishes
-# is no wait.)
-WAKE_TOL_FRACTION = 0.1
 
 
 # Attributes by name, and each node's dependencies as (index, kind code).
@@ -611,14 +610,8 @@ def _cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
     up front instead would launch its callees' GPU work late."""
     dur = p.dur
     for ops in cpu_lane_ops.values():
-        starts = _float_starts(p, ops)
-        callees = chain(islice(starts, 1, None), (math.inf,))  # the next op's start; none last
-        for i, start, callee, inclusive in zip(ops, starts, callees, _of_rank(incl, ops, base)):
-            stop = start + inclusive
-            if callee < stop:  # min(stop, callee), inline
-                stop = callee
-            held = stop - start  # max(0.0, stop - start), inline (a million ops)
-            dur[i] = held if held > 0.0 else 0.0
+        for i, held in zip(ops, thread_holds(_float_starts(p, ops), _of_rank(incl, ops, base))):
+            dur[i] = held
 
 
 def _float_starts(p: PreparedGraph, ops: list[int]) -> list[float]:
@@ -770,62 +763,30 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
 
 def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parents,
                            cpu_lane_ops: dict[int, list[int]]) -> list[tuple[int, int]]:
-    """On a rank without GPU work, collectives run on host worker threads
-    (gloo) and a thread that waits for one (DDP finalising its buckets, a
-    ``work.wait()``) shows an idle gap that ends just after the collective
-    ends, with no recorded edge. Replayed as a fixed gap, that wait would not
-    move when the collective does; as an edge it does.
-
-    An op X whose gap (after its thread's previous slice) is longer than
-    ``INFER_MIN_US`` and ends near the end of a collective of the rank that
-    ended after the gap began (within ``CPU_WAKE_TOL_US`` or a
-    ``WAKE_TOL_FRACTION`` of the gap after it, that fraction before it) gets
-    a ``stream_wait`` edge from that collective (the latest such). Returns
-    the (X, collective) pairs."""
+    """On a rank without GPU work, the waits of its host threads for the
+    collectives gloo runs on its worker threads (the wake-up rule,
+    ``waits.host_comm_waits``): each such op X gets a ``stream_wait`` edge
+    from the collective it waited for. Returns the (X, collective) pairs."""
     cats = p.cat[base:end]
     if GPU_COMPUTE in cats or COMM not in cats:
         return []  # the GPU's own waits are inferred elsewhere; or no collective to wait on
     node = p.nodes
-    comm = [i for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros]
-    if not comm:
-        return []
-    ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in comm)
-    end_t = [e for e, _ in ends]
-    added: list[tuple[int, int]] = []
-    for ops in cpu_lane_ops.values():
-        cursor = -math.inf
-        for x in ops:
-            s_x = node[x].start_time_micros
-            explained = max([cursor] + [node[src].start_time_micros + p.dur[src]
-                                        for src, _kind in parents[x - base]
-                                        if p.cat[src] == COMM])
-            src = None
-            if s_x - cursor > INFER_MIN_US and cursor > -math.inf:
-                share = WAKE_TOL_FRACTION * (s_x - cursor)
-                src = _waited_collective(node, ends, end_t, s_x, cursor, explained,
-                                         max(CPU_WAKE_TOL_US, share), share)
-            if src is not None:
-                parents[x - base] += ((src, K_STREAM_WAIT),)
-                added.append((x, src))
-            cursor = max(cursor, s_x + p.dur[x])
+    collectives = CollectiveEnds(
+        (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
+        for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros)
+    threads = ([HostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
+                       _comm_parents_end(p, parents[x - base])) for x in ops]
+               for ops in cpu_lane_ops.values())
+    added = [(w.op, w.collective) for w in host_comm_waits(threads, collectives)]
+    for x, src in added:
+        parents[x - base] += ((src, K_STREAM_WAIT),)
     return added
 
 
-def _waited_collective(node: list[ChakraNode], ends: Sequence[tuple[float, int]],
-                       end_t: Sequence[float], s_x: float, gap_start: float,
-                       explained: float, tol: float, lead: float) -> int | None:
-    """The latest collective that ended inside the gap ``(gap_start, s_x]``
-    (after what X's recorded dependencies explain), at most ``tol`` before
-    ``s_x``, and started before X (so it cannot depend on X: no cycle); or
-    one that ended at most ``lead`` after ``s_x`` and was already running
-    when the gap began."""
-    k = bisect.bisect_right(end_t, s_x + lead) - 1
-    while k >= 0 and end_t[k] > max(gap_start, explained) and end_t[k] >= s_x - tol:
-        start = node[ends[k][1]].start_time_micros
-        if start < s_x and (end_t[k] <= s_x or start <= gap_start):
-            return ends[k][1]
-        k -= 1
-    return None
+def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> float:
+    """The latest end of the collectives among an op's recorded parents."""
+    return max([-math.inf] + [p.nodes[src].start_time_micros + p.dur[src]
+                              for src, _kind in plist if p.cat[src] == COMM])
 
 
 def _respread_comm(p: PreparedGraph, rank: int, comm: list[int], parents: Parents,

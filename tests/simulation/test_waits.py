@@ -1,0 +1,41 @@
+"""The wake-up rule (``simulation.waits``), the one home the replay and the
+ASTRA-sim serial chain share."""
+
+from __future__ import annotations
+
+import math
+
+from pt2chakra.simulation.waits import (
+    CPU_WAKE_TOL_US,
+    CollectiveEnds,
+    HostOp,
+    HostWait,
+    host_comm_waits,
+    thread_holds,
+)
+
+
+def test_a_caller_holds_its_thread_only_until_its_first_callee():
+    # caller [0, 100) with a callee [10, 20); then an op at 200
+    assert list(thread_holds([0.0, 10.0, 200.0], [100.0, 10.0, 5.0])) == [10.0, 10.0, 5.0]
+
+
+def _thread(wake_at: float) -> list[HostOp]:
+    return [HostOp(1, 0.0, 100.0), HostOp(3, wake_at, wake_at + 50.0)]
+
+
+def test_gap_ending_just_after_a_collective_waited_for_it():
+    ends = CollectiveEnds([(100.0, 1100.0, 2)])
+    assert host_comm_waits([_thread(1120.0)], ends) == [HostWait(3, 2, 100.0)]
+
+
+def test_gap_ending_far_after_it_did_not():
+    ends = CollectiveEnds([(100.0, 1100.0, 2)])
+    assert host_comm_waits([_thread(1100.0 + CPU_WAKE_TOL_US + 1000.0)], ends) == []
+
+
+def test_a_recorded_edge_explains_the_gap():
+    ends = CollectiveEnds([(100.0, 1100.0, 2)])
+    explained = [HostOp(1, 0.0, 100.0), HostOp(3, 1120.0, 1170.0, explained=1100.0)]
+    assert host_comm_waits([explained], ends) == []
+    assert ends.waited(1120.0, 100.0, -math.inf) == 2
