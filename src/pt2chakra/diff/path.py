@@ -17,13 +17,14 @@ charges always add up to the step.
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from pt2chakra.chakra.conventions import CPU_LANE
 from pt2chakra.diff.load import RankTrace, Run
-from pt2chakra.simulation.prepare import CPU_WAKE_TOL_US, WAKE_TOL_FRACTION
+from pt2chakra.simulation.waits import CollectiveEnds
 
 # A dependency counts as ready "at" a start up to this much after it: the
 # recorded clocks of two lanes (a launch call's return, the kernel's start)
@@ -109,9 +110,8 @@ class _Walker:
         self.charges: list[Charge] = []
         self.begin = trace.window.start
         self.peers = _last_arrivals(run, trace)
-        ends = sorted((trace.end[i], i) for i in trace.comm_key)
-        self.comm_ends = [e for e, _i in ends]
-        self.comm_by_end = [i for _e, i in ends]
+        self.collective_ends = CollectiveEnds(
+            (trace.start[i], trace.end[i], i) for i in trace.comm_key if trace.end[i] > trace.start[i])
 
     def charge(self, category: str, node: int, a: float, b: float) -> None:
         a = max(a, self.begin)
@@ -239,13 +239,10 @@ class _Walker:
         return best
 
     def _blocking_collective(self, a: float, b: float) -> int | None:
-        """A collective of this rank that ended just before the idle piece
-        [a, b) ended (the simulator's wake tolerance): the thread waited for it."""
-        tol = max(CPU_WAKE_TOL_US, WAKE_TOL_FRACTION * (b - a))
-        k = bisect.bisect_right(self.comm_ends, b + READY_TOL_US) - 1
-        if k >= 0 and self.comm_ends[k] > a and b - self.comm_ends[k] <= tol:
-            return self.comm_by_end[k]
-        return None
+        """The collective of this rank the thread waited for in the idle piece
+        [a, b): the simulator's wake-up rule (``simulation.waits``), so that
+        diff and the replay see the same waits."""
+        return self.collective_ends.waited(b, a, -math.inf)
 
     # -- on a device op or a collective ---------------------------------------
 

@@ -48,9 +48,6 @@ from pt2chakra.chakra.rendezvous import (
 )
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
-
-# CPU_WAKE_TOL_US and WAKE_TOL_FRACTION are re-exported: diff reads them here.
-from pt2chakra.simulation.waits import CPU_WAKE_TOL_US as CPU_WAKE_TOL_US
 from pt2chakra.simulation.waits import (
     INFER_MIN_US,
     CollectiveEnds,
@@ -58,7 +55,6 @@ from pt2chakra.simulation.waits import (
     host_comm_waits,
     thread_holds,
 )
-from pt2chakra.simulation.waits import WAKE_TOL_FRACTION as WAKE_TOL_FRACTION
 
 log = logging.getLogger("pt2chakra.simulation")
 
