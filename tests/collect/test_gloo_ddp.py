@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 MAX_ERROR_PCT = 5.0
 RANKS = (0, 1)
+RECORDING_TRIES = 3  # see test_accumulate_repeats_the_passes_not_the_communication
 
 
 def _gloo_ops(rank: int) -> list[dict]:
@@ -104,13 +105,24 @@ def test_accumulate_repeats_the_passes_not_the_communication(tmp_path) -> None:
     pytest.importorskip("torch")
     from pt2chakra.collect.distributed import DdpConfig, collect_gloo_ddp
 
-    counts = []
-    for k in (1, 2):
-        cfg = DdpConfig(hidden=16, layers=1, batch=2, warmup=1, accumulate=k)
-        host, kineto = collect_gloo_ddp(tmp_path / str(k), cfg, name="acc")[0]
-        convert(host, kineto, tmp_path / f"acc{k}.et")
-        names = [n.name for n in read_et(tmp_path / f"acc{k}.et")[1]]
-        counts.append((names.count("aten::mse_loss"), names.count("gloo:all_reduce")))
+    def passes_and_all_reduces(k: int) -> tuple[int, int]:
+        # Once in CI (2 loaded cores; never in 8 runs here) a recording
+        # converted with no gloo:all_reduce node at all. The cause is not
+        # pinned down (likely the gloo worker thread's record cut off by the
+        # profiler's stop). A recording without the all-reduce says nothing
+        # about --accumulate, so it is taken again, at most RECORDING_TRIES times.
+        for attempt in range(RECORDING_TRIES):
+            cfg = DdpConfig(hidden=16, layers=1, batch=2, warmup=1, accumulate=k)
+            out = tmp_path / f"{k}_{attempt}"
+            host, kineto = collect_gloo_ddp(out, cfg, name="acc")[0]
+            convert(host, kineto, out / "acc.et")
+            names = [n.name for n in read_et(out / "acc.et")[1]]
+            found = (names.count("aten::mse_loss"), names.count("gloo:all_reduce"))
+            if found[1]:
+                break
+        return found
+
+    counts = [passes_and_all_reduces(k) for k in (1, 2)]
     assert counts[0] == (1, counts[0][1]) and counts[0][1] >= 1
     assert counts[1] == (2, counts[0][1])
 
