@@ -35,9 +35,9 @@ def _rank(rank: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
 
 
 def test_the_rule() -> None:
-    assert arrival_of([(10.0, 0), (15.0, 1), (12.0, 2)]) == Arrival(1, 5.0 + 3.0)
-    assert arrival_of([(10.0, 3), (10.0, 1)]) == Arrival(3, 0.0)  # a tie: the higher rank
-    assert arrivals_of({"k": [(1.0, 0), (4.0, 1)]}) == {"k": Arrival(1, 3.0)}
+    assert arrival_of([(10.0, 0), (15.0, 1), (12.0, 2)]) == Arrival(1, 5.0 + 3.0, 15.0)
+    assert arrival_of([(10.0, 3), (10.0, 1)]) == Arrival(3, 0.0, 10.0)  # a tie: the higher rank
+    assert arrivals_of({"k": [(1.0, 0), (4.0, 1)]}) == {"k": Arrival(1, 3.0, 4.0)}
 
 
 def test_rows_name_the_straggler_recorded_and_replayed() -> None:

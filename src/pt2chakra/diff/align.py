@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, EdgeKind
+from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.diff.load import RankTrace
 
-CALLER_KIND = "caller"
-LAUNCH_KIND = "launch"
+CALLER_KIND = EDGE_KIND_NAMES[EdgeKind.CALLER]
+LAUNCH_KIND = EDGE_KIND_NAMES[EdgeKind.LAUNCH]
 # Call path levels shown in a label (the full path is in the key).
 LABEL_CALLERS = 2
 
@@ -94,8 +96,6 @@ def label_of(key: NodeKey) -> str:
     """A short readable name for a key (rank, name, nearest callers)."""
     kind, rank, name = key[0], key[1], key[2]
     if kind == "comm":
-        from pt2chakra.chakra.rendezvous import RendezvousKey
-
         return f"r{rank} {name} [{RendezvousKey(*key[3]).describe()}]"
     occurrence = key[-1]
     if kind == "kernel":

@@ -14,18 +14,21 @@ from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.diff.align import NodeKey, label_of, node_keys
 from pt2chakra.diff.load import Run
 from pt2chakra.diff.model import (
     CATEGORIES,
+    GAP,
+    ONLY_IN_A,
+    ONLY_IN_B,
     Attribution,
     CategoryTotal,
     CollectiveArrival,
     DiffResult,
     RunStep,
 )
-from pt2chakra.diff.path import GAP, NONE, step_charges
-from pt2chakra.simulation.arrivals import arrivals_of
+from pt2chakra.diff.path import NONE, step_charges
 
 STEP_EDGE = "step edge"  # a gap before the first node or after the last
 
@@ -82,9 +85,9 @@ def _row(category: str, key: Any, a_us: float, b_us: float, known_a: set[NodeKey
         if category == GAP:
             label = f"before {label}"
         elif key not in known_b:
-            category = "only_in_a"
+            category = ONLY_IN_A
         elif key not in known_a:
-            category = "only_in_b"
+            category = ONLY_IN_B
     delta = b_us - a_us
     return Attribution(category=category, label=label, rank=rank, a_us=a_us, b_us=b_us,
                        delta_us=delta, share_pct=_share(delta, difference))
@@ -117,18 +120,13 @@ def _run_step(run: Run) -> RunStep:
                    step_rank=run.step_rank().rank)
 
 
-def arrivals(run: Run) -> dict[tuple[Any, ...], tuple[int, float, str]]:
+def arrivals(run: Run) -> dict[RendezvousKey, tuple[int, float, str]]:
     """Each collective of the run (rendezvous key): the rank that started it
     last, the time the others waited for that rank (summed, on the run's
-    common axis; ``simulation.arrivals`` has the rule) and its name."""
-    starts: dict[tuple[Any, ...], list[tuple[float, int]]] = defaultdict(list)
-    names: dict[tuple[Any, ...], str] = {}
-    for r in run.ranks:
-        for i, key in r.comm_key.items():
-            starts[tuple(key)].append((r.on_axis(r.start[i]), r.rank))
-            names[tuple(key)] = r.names[i]
-    return {ident: (last.last_rank, last.others_wait_us, names[ident])
-            for ident, last in arrivals_of(starts).items()}
+    common axis: ``Run.arrivals``) and its name."""
+    names = {key: r.names[i] for r in run.ranks for i, key in r.comm_key.items()}
+    return {key: (last.last_rank, last.others_wait_us, names[key])
+            for key, last in run.arrivals.items()}
 
 
 def collective_arrivals(a: Run, b: Run) -> list[CollectiveArrival]:
@@ -136,14 +134,12 @@ def collective_arrivals(a: Run, b: Run) -> list[CollectiveArrival]:
     only), the ones whose waits changed most first."""
     if len(a.ranks) < 2 and len(b.ranks) < 2:
         return []
-    from pt2chakra.chakra.rendezvous import RendezvousKey
-
     in_a, in_b = arrivals(a), arrivals(b)
     out = []
     for key in set(in_a) | set(in_b):
         ra, wa, name = in_a.get(key, (None, 0.0, ""))
         rb, wb, name_b = in_b.get(key, (None, 0.0, ""))
-        label = f"{name or name_b} [{RendezvousKey(*key).describe()}]"
+        label = f"{name or name_b} [{key.describe()}]"
         out.append(CollectiveArrival(label=label, last_rank_a=ra, others_wait_a_us=wa,
                                      last_rank_b=rb, others_wait_b_us=wb))
     out.sort(key=lambda c: (-abs(c.others_wait_b_us - c.others_wait_a_us), c.label))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections import defaultdict
 from collections.abc import Sequence
+from functools import cached_property
 from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -23,12 +25,13 @@ from pt2chakra.chakra.conventions import (
     STEP_SPAN,
     StepWindow,
     attr_dict,
-    is_finite_number,
+    inclusive_micros,
     is_gpu,
     is_period_step,
     lane_of,
     rank_of,
     rank_origins,
+    run_measured_step,
     step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
@@ -36,8 +39,10 @@ from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
 from pt2chakra.errors import InputError
+from pt2chakra.files import refuse_repeated_inputs
+from pt2chakra.simulation.arrivals import Arrival, arrivals_of
+from pt2chakra.simulation.prepare import INCLUSIVE_ATTR
 
-INCLUSIVE_ATTR = "inclusive_duration_micros"
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",
                         "comm_seq", "comm_src", "comm_dst", "data_dep_kinds", INCLUSIVE_ATTR})
@@ -81,15 +86,26 @@ class RankTrace:
 class Run:
     """The ranks of one run (ordered by rank) and its measured step."""
 
-    def __init__(self, label: str, ranks: list[RankTrace]) -> None:
+    def __init__(self, label: str, ranks: list[RankTrace], align: str) -> None:
         self.label = label
         self.ranks = ranks
         self.by_rank = {r.rank: r for r in ranks}
+        self.align = align  # as rank_origins resolved it: recorded or together
+
+    @cached_property
+    def arrivals(self) -> dict[RendezvousKey, Arrival]:
+        """Each collective's straggler, the others' wait and the last arrival,
+        on the run's common axis (``simulation.arrivals``)."""
+        starts: dict[RendezvousKey, list[tuple[float, int]]] = defaultdict(list)
+        for r in self.ranks:
+            for i, key in r.comm_key.items():
+                starts[key].append((r.on_axis(r.start[i]), r.rank))
+        return arrivals_of(starts)
 
     @property
     def step_us(self) -> float:
-        """The run's measured step: the latest rank end on the common axis."""
-        return max((r.origin + r.step_us for r in self.ranks), default=0.0)
+        """The run's measured step (``conventions.run_measured_step``)."""
+        return run_measured_step([r.window for r in self.ranks], self.align)
 
     def step_rank(self) -> RankTrace:
         """The rank whose step ends last: the one that defines the run's step."""
@@ -105,8 +121,7 @@ def load_run(label: str, paths: Sequence[str | os.PathLike[str]]) -> Run:
     names = [os.fspath(p) for p in paths]
     if not names:
         raise InputError(label, "no .et file given")
-    if len(set(map(os.path.realpath, names))) != len(names):
-        raise InputError(label, "the same file is given twice")
+    refuse_repeated_inputs(names)
     ranks = [_load_rank(path, index) for index, path in enumerate(names)]
     seen: dict[int, str] = {}
     for r in ranks:
@@ -114,10 +129,10 @@ def load_run(label: str, paths: Sequence[str | os.PathLike[str]]) -> Run:
             raise InputError(r.source, f"rank {r.rank} again (also {seen[r.rank]})")
         seen[r.rank] = r.source
     ranks.sort(key=lambda r: r.rank)
-    origins, _align = rank_origins([r.window for r in ranks], ALIGN)
+    origins, align = rank_origins([r.window for r in ranks], ALIGN)
     for r, origin in zip(ranks, origins):
         r.origin = origin
-    return Run(label, ranks)
+    return Run(label, ranks, align)
 
 
 class _NodeClass(NamedTuple):
@@ -171,8 +186,7 @@ def _load_rank(path: str, index: int) -> RankTrace:
     node_types = list(map(attrgetter("type"), nodes))
     classes = _classes(list(map(attrgetter("attrs"), nodes)), node_types)
     for k in [k for k, x in enumerate(inclusive) if math.isnan(x)]:
-        value = classes[k].attrs.get(INCLUSIVE_ATTR)
-        inclusive[k] = float(value) if is_finite_number(value) else durations[k]
+        inclusive[k] = inclusive_micros(nodes[k], classes[k].attrs)
     trace.ids = list(map(attrgetter("id"), nodes))
     trace.names = list(map(attrgetter("name"), nodes))
     trace.types = list(map(int, node_types))

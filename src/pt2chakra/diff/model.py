@@ -6,9 +6,13 @@ from typing import Any
 
 import msgspec
 
-# Categories of the step, in the order reports list them.
-CATEGORIES = ("compute", "kernel", "collective_wait", "collective_transfer", "cpu_gap",
-              "only_in_a", "only_in_b")
+# What a piece of the step is charged to: an op's exclusive CPU time, a device
+# op, a collective's wait for its last peer or its transfer, a gap; and what
+# only one run has. In the order reports list them.
+COMPUTE, KERNEL, WAIT, TRANSFER, GAP = "compute", "kernel", "collective_wait", \
+    "collective_transfer", "cpu_gap"
+ONLY_IN_A, ONLY_IN_B = "only_in_a", "only_in_b"
+CATEGORIES = (COMPUTE, KERNEL, WAIT, TRANSFER, GAP, ONLY_IN_A, ONLY_IN_B)
 CATEGORY_TITLES = {
     "compute": "compute by op (exclusive CPU time)",
     "kernel": "kernels and copies (by launching op)",

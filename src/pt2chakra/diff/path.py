@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from pt2chakra.chakra.conventions import CPU_LANE
 from pt2chakra.diff.load import RankTrace, Run
+from pt2chakra.diff.model import COMPUTE, GAP, KERNEL, TRANSFER, WAIT
 from pt2chakra.simulation.waits import CollectiveEnds
 
 # A dependency counts as ready "at" a start up to this much after it: the
@@ -32,10 +33,6 @@ from pt2chakra.simulation.waits import CollectiveEnds
 READY_TOL_US = 1.0
 NONE = -1
 
-# What a charge is: an op's exclusive CPU time, a device op, a collective's
-# wait for its last peer or its transfer, or a gap.
-COMPUTE, KERNEL, WAIT, TRANSFER, GAP = "compute", "kernel", "collective_wait", \
-    "collective_transfer", "cpu_gap"
 
 
 class Charge(NamedTuple):
@@ -215,23 +212,18 @@ class _Walker:
         dependency of ``op`` on another lane ended during it."""
         if prev_owner == NONE:
             return None
-        ends, lanes = self.t.end, self.t.lane
-        lane, ready_by = lanes[op], a + READY_TOL_US
-        best, best_end = None, prev_start
-        for d, _kind in self.t.deps[op]:
-            e = ends[d]
-            if best_end < e <= ready_by and lanes[d] != lane:
-                best, best_end = d, e
+        best = self._cross_dep(op, a, after=prev_start)
         if best is None:
             return None
-        ready = min(best_end, a)
+        ready = min(self.t.end[best], a)
         self.charge(GAP, op, ready, a)
         return self._position_of(best), ready
 
-    def _cross_dep(self, op: int, at: float) -> int | None:
-        """The dependency of ``op`` on another lane that ended last before ``at``."""
+    def _cross_dep(self, op: int, at: float, after: float = -1.0) -> int | None:
+        """The dependency of ``op`` on another lane that ended last before
+        ``at`` (up to the tolerance), and after ``after``."""
         lane = self.t.lane[op]
-        best, best_end = None, -1.0
+        best, best_end = None, after
         for d, _kind in self.t.deps[op]:
             e = self.t.end[d]
             if self.t.lane[d] != lane and best_end < e <= at + READY_TOL_US:
@@ -280,14 +272,9 @@ class _Walker:
 def _last_arrivals(run: Run, trace: RankTrace) -> dict[int, float]:
     """Each collective of ``trace``: when its last participant started, on
     ``trace``'s clock (ranks placed by their origins on the run's axis)."""
-    latest: dict[Any, float] = {}
-    for r in run.ranks:
-        for i, key in r.comm_key.items():
-            at = r.on_axis(r.start[i])
-            if at > latest.get(key, -float("inf")):
-                latest[key] = at
+    arrivals = run.arrivals
     shift = trace.window.start - trace.origin
-    return {i: latest[key] + shift for i, key in trace.comm_key.items()}
+    return {i: arrivals[key].last_at + shift for i, key in trace.comm_key.items()}
 
 
 def step_charges(run: Run) -> Iterator[Charge]:

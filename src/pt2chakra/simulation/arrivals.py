@@ -17,17 +17,19 @@ Key = TypeVar("Key", bound=Hashable)
 
 
 class Arrival(NamedTuple):
-    """The straggler of one collective and the others' wait for it, summed."""
+    """The straggler of one collective, the others' wait for it (summed) and
+    when it arrived (on the axis of the starts given)."""
 
     last_rank: int
     others_wait_us: float
+    last_at: float
 
 
 def arrival_of(starts: Iterable[tuple[float, int]]) -> Arrival:
     """The arrival of one collective from its participants' (start, rank)."""
     at = list(starts)
     last_at, last_rank = max(at)
-    return Arrival(last_rank, sum(last_at - t for t, _rank in at))
+    return Arrival(last_rank, sum(last_at - t for t, _rank in at), last_at)
 
 
 def arrivals_of(starts: Mapping[Key, Iterable[tuple[float, int]]]) -> dict[Key, Arrival]:
