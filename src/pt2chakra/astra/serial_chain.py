@@ -89,7 +89,7 @@ class SerialChain:
                            key=lambda n: (n.start_time_micros, n.id))
         self.compute = sorted((n for n in kept if n.type not in COMM_NODE_TYPES),
                               key=lambda n: (n.start_time_micros, n.id))
-        self.end = {n.id: n.start_time_micros + n.duration_micros for n in kept}
+        self.end = {n.id: _end(n) for n in kept}
         self.preds = {n.id: _kept_preds(n, removed, inherited) for n in kept}
         self.chain: list[ChakraNode] = []
         self.index: dict[int, int] = {}  # chain node id -> its index in the chain
@@ -307,18 +307,18 @@ class HostTimeline:
         self.nodes = {n.id: n for n in nodes}
         self.removed = removed
         self.comm = comm
-        self.ends = CollectiveEnds((c.start_time_micros,
-                                    c.start_time_micros + c.duration_micros, c.id)
+        self.ends = CollectiveEnds((c.start_time_micros, _end(c), c.id)
                                    for c in comm if c.duration_micros)
-        self.cpu = [n for n in nodes if n.id in removed and n.type != NodeType.METADATA_NODE
-                    and not is_gpu(attr_dict(n.attrs))
+        self.attrs = {n.id: attr_dict(n.attrs) for n in nodes
+                      if n.id in removed and n.type != NodeType.METADATA_NODE}
+        self.cpu = [n for n in nodes if n.id in self.attrs and not is_gpu(self.attrs[n.id])
                     and (n.start_time_micros or n.duration_micros)]
 
     def waits(self) -> list[HostWaitPoint]:
         """The host threads' waits, by wake time."""
         threads: dict[tuple[object, ...], list[ChakraNode]] = {}
         for n in sorted(self.cpu, key=lambda n: n.id):  # ids follow op start (as the replay)
-            threads.setdefault(lane_of(n.type, attr_dict(n.attrs)).key, []).append(n)
+            threads.setdefault(lane_of(n.type, self.attrs[n.id]).key, []).append(n)
         host_ops = [self._host_ops(ops) for ops in threads.values()]
         found = host_comm_waits(host_ops, self.ends) + _recorded_waits(host_ops, self.nodes)
         points = {HostWaitPoint(self.nodes[w.op].start_time_micros, round(w.gap_start),
@@ -327,14 +327,13 @@ class HostTimeline:
 
     def _host_ops(self, ops: list[ChakraNode]) -> list[HostOp]:
         starts = [float(n.start_time_micros) for n in ops]
-        holds = thread_holds(starts, [inclusive_micros(n, attr_dict(n.attrs)) for n in ops])
+        holds = thread_holds(starts, [inclusive_micros(n, self.attrs[n.id]) for n in ops])
         return [HostOp(n.id, start, start + held, self._comm_preds_end(n))
                 for n, start, held in zip(ops, starts, holds)]
 
     def _comm_preds_end(self, node: ChakraNode) -> float:
         """The latest end of the collectives ``node`` recorded a dependency on."""
-        ends = [self.nodes[d].start_time_micros + self.nodes[d].duration_micros
-                for d in node.data_deps
+        ends = [_end(self.nodes[d]) for d in node.data_deps
                 if d in self.nodes and self.nodes[d].type in COMM_NODE_TYPES]
         return max(ends, default=-math.inf)
 
@@ -344,10 +343,9 @@ class HostTimeline:
         wake-up rule, from that op's end), else its recorded start."""
         out: dict[int, CommIssue] = {}
         for c in self.comm:
-            issuer_end = max((self.nodes[d].start_time_micros + self.nodes[d].duration_micros
-                              for d in c.data_deps if d in self.removed and d in self.nodes
-                              and self.nodes[d].type != NodeType.METADATA_NODE),
-                             default=None)
+            issuer_end = max((_end(self.nodes[d]) for d in c.data_deps
+                              if d in self.removed and d in self.nodes
+                              and self.nodes[d].type != NodeType.METADATA_NODE), default=None)
             waited = None
             if issuer_end is not None and c.start_time_micros - issuer_end > INFER_MIN_US:
                 waited = self.ends.waited(c.start_time_micros, issuer_end, -math.inf)
@@ -366,11 +364,15 @@ def _recorded_waits(threads: Sequence[Sequence[HostOp]],
     for ops in threads:
         cursor = -math.inf
         for op in ops:
-            ends = [(nodes[d].start_time_micros + nodes[d].duration_micros, d)
-                    for d in nodes[op.key].data_deps
+            ends = [(_end(nodes[d]), d) for d in nodes[op.key].data_deps
                     if d in nodes and nodes[d].type in COMM_NODE_TYPES]
             inside = [(end, d) for end, d in ends if cursor < end <= op.start]
             if inside and cursor > -math.inf:
                 waits.append(HostWait(op.key, max(inside)[1], cursor))
             cursor = max(cursor, op.held_end)
     return waits
+
+
+def _end(node: ChakraNode) -> int:
+    """Where a node's recorded time ends."""
+    return node.start_time_micros + node.duration_micros

@@ -148,7 +148,13 @@ def _cmd_microbench(args: argparse.Namespace) -> int:
 
 
 def _cmd_astra_sim(args: argparse.Namespace) -> int:
-    from pt2chakra.astra.job import NetworkChoice, check_job, format_job_check, write_job
+    from pt2chakra.astra.job import (
+        BINARY_ENV,
+        NetworkChoice,
+        check_job,
+        format_job_check,
+        write_job,
+    )
 
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
@@ -156,7 +162,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
                             ("--latency", args.latency)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
-        binary = args.bin or os.environ.get("ASTRA_SIM_BIN") or None
+        binary = args.bin or os.environ.get(BINARY_ENV) or None
         if binary is not None and not os.access(binary, os.X_OK):
             raise InputError(binary, "not an executable ASTRA-sim binary (--bin / ASTRA_SIM_BIN)")
         print(format_job_check(check_job(args.check, binary)))
