@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import attr_dict, is_gpu
+from pt2chakra.chakra.conventions import INCLUSIVE_ATTR, attr_dict, is_gpu
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.encode import AttrSpec
 from pt2chakra.chakra.io import read_et, write_et
@@ -415,7 +415,6 @@ WRITER_ATTRS = (
 # as if the op really had been that slow.
 # --------------------------------------------------------------------------
 
-INCLUSIVE = "inclusive_duration_micros"  # grows with the planted op in its callers
 
 
 def leaf_cpu_ops(path: Path) -> list[ChakraNode]:
@@ -458,7 +457,7 @@ def _moved(n: ChakraNode, op: ChakraNode, end: int, extra: int, callers: set[int
 
 
 def _grown(n: ChakraNode, extra: int) -> ChakraNode:
-    attrs = [(name, member, value + extra if name == INCLUSIVE else value)
+    attrs = [(name, member, value + extra if name == INCLUSIVE_ATTR else value)
              for name, member, value in n.attrs]
     return msgspec.structs.replace(n, attrs=attrs)
 

@@ -134,10 +134,14 @@ def is_finite_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# A CPU node's inclusive time: the converter's ``duration_micros`` is its
+# exclusive time (callees taken out), this attribute the whole span.
+INCLUSIVE_ATTR = "inclusive_duration_micros"
+
+
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
-    """A CPU node's inclusive time (``inclusive_duration_micros``; the
-    converter's ``duration_micros`` is exclusive), else its duration."""
-    value = attrs.get("inclusive_duration_micros")
+    """A CPU node's inclusive time (``INCLUSIVE_ATTR``), else its duration."""
+    value = attrs.get(INCLUSIVE_ATTR)
     return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 

@@ -21,6 +21,7 @@ import orjson
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
     COMM_CHANNEL,
+    INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
     STEP_SPAN,
 )
@@ -377,7 +378,7 @@ CPU_ATTRS: tuple[AttrSpec, ...] = (
     AttrSpec("rf_id", "int64_val", repeats=False),
     AttrSpec("tid", "int64_val"),
     AttrSpec("op_schema", "string_val"),
-    AttrSpec("inclusive_duration_micros", "int64_val", repeats=False),
+    AttrSpec(INCLUSIVE_ATTR, "int64_val", repeats=False),
     AttrSpec(DEP_KINDS_ATTR, "string_list", plain=_dep_kind_names),
 )
 

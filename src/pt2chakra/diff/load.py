@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    INCLUSIVE_ATTR,
     STEP_PERIOD,
     STEP_SPAN,
     StepWindow,
@@ -41,7 +42,6 @@ from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
 from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.arrivals import Arrival, arrivals_of
-from pt2chakra.simulation.prepare import INCLUSIVE_ATTR
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",

@@ -23,6 +23,7 @@ from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
     CPU_LANE,
+    INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
     StepWindow,
     is_finite_number,
@@ -122,13 +123,12 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "is_cpu_op": lambda v: isinstance(v, (bool, int)),
     "category": lambda v: isinstance(v, str),
     "pg_name": lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
-    "inclusive_duration_micros": is_finite_number,
+    INCLUSIVE_ATTR: is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
     STEP_DEFINITION_ATTR: lambda v: isinstance(v, str),
 }
 
 
-INCLUSIVE_ATTR = "inclusive_duration_micros"  # per node: read apart from the shared attribute sets
 
 # Every node attribute the simulator reads (the lean reader decodes only these).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.atomic import refuse_overwriting_inputs
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
+from pt2chakra.chakra.conventions import COMM_NODE_TYPES, INCLUSIVE_ATTR, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
@@ -29,7 +29,6 @@ from pt2chakra.simulation.engine import measured_offset
 from pt2chakra.simulation.results import Schedule, SimConfig
 
 REPLAY_SETTING_ATTR = "replay_setting"  # metadata: the setting the times come from
-INCLUSIVE_ATTR = "inclusive_duration_micros"
 STEP_ATTRS = ("step_start_micros", "step_end_micros")
 
 

@@ -23,6 +23,7 @@ from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
 from pt2chakra.chakra.conventions import (
     COMM_LANE,
     CPU_LANE,
+    INCLUSIVE_ATTR,
     STREAM_LANE,
     attr_dict,
     lane_of,
@@ -149,7 +150,7 @@ def _complete_event(node: ChakraNode, attrs: dict[str, Any], pid: int,
                     tid: int) -> dict[str, Any]:
     """An "X" event; its duration is the inclusive one so callees nest
     inside callers."""
-    dur = attrs.get("inclusive_duration_micros", node.duration_micros)
+    dur = attrs.get(INCLUSIVE_ATTR, node.duration_micros)
     args: dict[str, Any] = {"id": node.id, "type": NodeType(node.type).name}
     args.update((k, attrs[k]) for k in _ARG_ATTRS if k in attrs)
     if node.data_deps:
