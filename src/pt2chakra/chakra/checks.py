@@ -47,7 +47,7 @@ from pt2chakra.chakra.rendezvous import (
 )
 from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
-from pt2chakra.pytorch.names import is_backend_comm_op, is_nccl_kernel
+from pt2chakra.pytorch.names import looks_collective
 
 log = logging.getLogger(__name__)
 
@@ -187,10 +187,6 @@ class _Scan(msgspec.Struct):
     comms: list[_Comm] = []
 
 
-def _looks_collective(name: str) -> bool:
-    return is_backend_comm_op(name) or is_nccl_kernel(name)
-
-
 def _check_attrs(node: ChakraNode, c: _Collector) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for name, member, value in node.attrs:
@@ -229,7 +225,7 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
         elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
             c.add("warning", "comm-size-zero", f"{node.name!r}: comm_size is 0",
                   "a zero-byte collective replays as free", node.id)
-    elif _looks_collective(node.name) and node.type == NodeType.COMP_NODE:
+    elif looks_collective(node.name) and node.type == NodeType.COMP_NODE:
         if is_gpu(attrs):
             c.add("warning", "collective-as-compute",
                   f"GPU op {node.name!r} is a collective but typed COMP_NODE",
