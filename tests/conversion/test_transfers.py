@@ -8,14 +8,16 @@ Then the real pair (``h200/gloo2``) when ``../shared`` is there."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from builders import OBSERVER_ROOT, OBSERVER_THREAD, host_attr, host_node, trace_event, write_json
+from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra import convert
-from pt2chakra.chakra.checks import check_files
+from pt2chakra.chakra.checks import check_files, collective_mismatch
 from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
@@ -162,6 +164,50 @@ def test_rule_device_transfers_and_ownership() -> None:
     assert own_transfers([3, 5], [4], ops, host_only=False) == {5}
     assert own_transfers([3, 5], [], ops, host_only=False) == {3, 5}
     assert own_transfers([3, 5], [4], ops, host_only=True) == {3, 5}
+
+
+def _rank_pair(tmp_path: Path, second_has_it: bool) -> None:
+    """rank0/rank1 pairs of the gloo trace; rank 1 without the all-reduce
+    when not ``second_has_it`` (its host op and annotation left out)."""
+    for rank in (0, 1):
+        host, events = _gloo_host("cpu"), _gloo_events(cuda=False)
+        if rank == 1 and not second_has_it:
+            host["nodes"] = [{**n, "ctrl_deps": 2} if n["ctrl_deps"] == 5 else n
+                             for n in host["nodes"] if n["name"] != "gloo:all_reduce"]
+            events = [e for e in events if e["name"] != "gloo:all_reduce"]
+        write_json(tmp_path / f"h{rank}.json", host)
+        write_json(tmp_path / f"k{rank}.json", {"schemaVersion": 1, "traceEvents": events,
+                                                 "distributedInfo": {**GROUPS, "rank": rank}})
+
+
+def _convert_ranks(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("convert", "--ranks", "0-1", "--host-trace", tmp_path / "h{rank}.json",
+                   "--device-trace", tmp_path / "k{rank}.json", "-o", tmp_path / "o.{rank}.et",
+                   "--jobs", "1", "-q", *extra)
+
+
+def test_ranks_that_agree_convert(tmp_path: Path) -> None:
+    _rank_pair(tmp_path, second_has_it=True)
+    proc = _convert_ranks(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert collective_mismatch([str(tmp_path / "o.0.et"), str(tmp_path / "o.1.et")]) is None
+
+
+def test_ranks_that_disagree_are_refused_in_one_line(tmp_path: Path) -> None:
+    _rank_pair(tmp_path, second_has_it=False)
+    proc = _convert_ranks(tmp_path)
+    assert proc.returncode == 2
+    assert_one_line_failure(proc, "process group '0'", "collective #0", "ALL_REDUCE 4096 B",
+                            "absent on rank 1", "--allow-mismatch")
+    assert not list(tmp_path.glob("o.*.et"))  # no job that would hang
+    kept = _convert_ranks(tmp_path, "--allow-mismatch")
+    assert kept.returncode == 0 and "warning: ranks disagree" in kept.stderr
+    assert len(list(tmp_path.glob("o.*.et"))) == 2
+
+
+def test_allow_mismatch_goes_with_ranks(tmp_path: Path) -> None:
+    proc = run_cli("convert", "--host-trace", "h.json", "-o", tmp_path / "o.et", "--allow-mismatch")
+    assert_one_line_failure(proc, "--allow-mismatch", "only with --ranks")
 
 
 GLOO2 = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "h200" / "gloo2"
