@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test test-fast lint bench bench-convert bench-sim bench-whatif clean
+.PHONY: setup demo test test-fast lint bench bench-convert bench-sim bench-whatif bench-scale clean
 
 # setup.py and the C source: the compiled reader is rebuilt when they change.
 $(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
@@ -67,6 +67,12 @@ bench-sim: setup
 # rates and two batch sizes (needs root and tc; skips in one line otherwise).
 bench-whatif: setup
 	$(BIN)/python scripts/bench_whatif.py
+
+# Scale-out checked against measurements: DDP and FSDP2 over gloo at 2, 3, 4 and 8
+# ranks, each rank in its own network namespace on a shaped veth link (needs root,
+# ip, tc and torch; skips in one line otherwise). docs/SCALE_OUT_BENCH.md.
+bench-scale: setup
+	$(BIN)/python scripts/bench_scale.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis

@@ -24,7 +24,7 @@ TIERS: dict[str, int] = {
     "children": 0,
     "pytorch": 1, "chakra": 1,
     "conversion": 2, "simulation": 2, "astra": 2, "tools": 2, "report": 2, "diff": 2,
-    "collect": 2,
+    "collect": 2, "scaleout": 2,
     "cli": 3,
 }
 

@@ -101,6 +101,7 @@ positive_count = int_range(1, INT64_MAX)
 scale = float_range(MIN_SCALE, MAX_SCALE)
 bandwidth = float_range(0.0, 1e12, low_open=True)  # GB/s
 latency = float_range(0.0, 1e12)  # us
+real_step = float_range(0.0, 1e9, low_open=True)  # ms: a step of up to ~11 days
 # A child's time limit: a day is longer than any job we run.
 MAX_SECONDS = 86_400.0
 seconds = float_range(0.0, MAX_SECONDS, low_open=True)
