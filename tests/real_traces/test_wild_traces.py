@@ -10,6 +10,7 @@ elsewhere; the manifest's own checks always run."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from types import ModuleType
@@ -39,6 +40,9 @@ REQUIRED_COVER = [{"rocm", "mi2xx"}, {"rocm", "mi3xx"}, {"rocm", "training"},
                   {"rocm", "inference"}, {"multi_rank", "nccl"}, {"old_torch1"}, {"cuda12"},
                   {"gpu_only"}, {"host_et_pair"}]
 MIN_TRACES = 12
+JOBS = os.cpu_count() or 1
+"""Traces run at once: each runs its commands one after another, in processes
+of their own, so one per core keeps the cores busy."""
 
 
 def test_the_manifest_says_where_each_trace_comes_from() -> None:
@@ -67,10 +71,23 @@ def traces_root():
     return root
 
 
+RUN_TEST = "test_every_command_succeeds_and_the_replay_is_close"
+
+
+@pytest.fixture(scope="module")
+def outcomes(traces_root, request) -> dict[str, Any]:
+    """The selected traces run together, as ``scripts/wild_traces.py --jobs``
+    does: one command per core at a time instead of one trace after another."""
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if item.name.startswith(RUN_TEST + "[") and hasattr(item, "callspec")}
+    entries = [e for e in ENTRIES if e["name"] in selected]
+    return {e["name"]: o for e, o in zip(entries, wild.run_all(entries, str(traces_root), JOBS))}
+
+
+@pytest.mark.slow  # real traces, ~110 CPU-s in all
 @pytest.mark.parametrize("name", [e["name"] for e in ENTRIES])
-def test_every_command_succeeds_and_the_replay_is_close(traces_root, name: str) -> None:
-    entry = next(e for e in ENTRIES if e["name"] == name)
-    outcome = wild.run_trace(entry, str(traces_root))
+def test_every_command_succeeds_and_the_replay_is_close(outcomes, name: str) -> None:
+    outcome = outcomes[name]
     assert outcome.failures == []
     assert outcome.accounted and outcome.nodes > 0
     assert wild.problems(outcome) == []
