@@ -15,7 +15,7 @@ OUT    := out
 TESTS_READY := $(VENV)/.tests-ready
 
 .PHONY: setup setup-demo demo test test-suite test-fast typecheck lint astra-sim \
-        bench bench-convert bench-sim bench-whatif clean
+        bench bench-convert bench-sim bench-whatif bench-scale clean
 
 # What the demo runs: the package (and matplotlib, for its --plot), nothing else.
 # setup.py and the C source: the compiled reader is rebuilt when they change.
@@ -94,6 +94,12 @@ bench-sim: setup
 # rates and two batch sizes (needs root and tc; skips in one line otherwise).
 bench-whatif: setup
 	$(BIN)/python scripts/bench_whatif.py
+
+# Scale-out checked against measurements: DDP and FSDP2 over gloo at 2, 3, 4 and 8
+# ranks, each rank in its own network namespace on a shaped veth link (needs root,
+# ip, tc and torch; skips in one line otherwise). docs/SCALE_OUT_BENCH.md.
+bench-scale: setup
+	$(BIN)/python scripts/bench_scale.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis
