@@ -21,9 +21,13 @@ from pt2chakra.simulation.results import SimConfig
 
 
 def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
-               ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
-    """Durations and delays under ``cfg``'s knobs; each matched collective
-    gets one duration for all its participants (they end together)."""
+              shared_clock: bool = False,
+              ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
+    """Durations and delays under ``cfg``'s knobs; a matched collective gets
+    one duration for all its participants (they end together), except a
+    measured one on ranks that share a clock (``shared_clock``): each
+    participant then runs from the last arrival to its own recorded end
+    (``_member_us``). The returned map holds each collective's longest."""
     dur, delay = _scaled(p, cfg)
     model = None
     coll: dict[RendezvousKey, float] = {}
@@ -36,13 +40,31 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
             or "calibration: no collective to fit"
         if cfg.bandwidth_gbps is not None:
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
+    measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
     for key, members in participants.items():
         c = cal.get(comm_backend(p.nodes[members[0]].name)) if cal else None
-        t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
-        coll[key] = t
-        for m in members:
+        if c is None and measured and shared_clock:
+            each = _member_us(p, cfg, members)
+        else:
+            t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
+            each = [t] * len(members)
+        coll[key] = max(each)
+        for m, t in zip(members, each):
             dur[m] = t
     return dur, delay, coll, model
+
+
+def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int]) -> list[float]:
+    """Each participant's measured time once the last one arrived: its
+    recorded end less the last recorded arrival (the clocks agree). The last
+    to arrive keeps its own duration; the others lose the wait for it, and
+    keep what they spent after it, which differs by rank where the ranks'
+    transfers finished at different times (a link shared unevenly by
+    concurrent collectives, a peer whose data came last). Never negative (a
+    participant that ended before the last arrival, e.g. a broadcast root
+    that only queued its send)."""
+    last = max(p.start[m] for m in members)
+    return [max(p.start[m] + p.dur[m] - last, 0.0) / cfg.bandwidth_scale for m in members]
 
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
