@@ -121,6 +121,11 @@ def refuse_control_names(output: str) -> None:
                          "or escape); choose a plain name")
 
 
+def refuse_overwriting_inputs(output: Path, inputs: Iterable[Path | None]) -> None:
+    """``check_outputs`` for a single output."""
+    check_outputs(inputs, [output], folders_exist=False)
+
+
 # What follows ``<prefix>.`` in the files of a per-rank output set.
 RANK_FILES = r"\d+\.et(\.gz)?"
 

@@ -237,7 +237,7 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     together."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
-    return _finish(sim, result, schedule, options)
+    return _finish(sim, result, schedule, options, staged)
 
 
 def simulate_graphs_run(names: Sequence[str],
@@ -253,7 +253,7 @@ def simulate_graphs_run(names: Sequence[str],
 
 
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
-            options: SimulationOptions) -> SimulationRun:
+            options: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
     """The what-if rows, the timeline and the plot of a baseline replay."""
     options = scaled_out_options(sim.graphs, options)
     base = base_config(sim, [r.source for r in result.ranks], options)
