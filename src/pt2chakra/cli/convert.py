@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import TYPE_CHECKING
 
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
+
+if TYPE_CHECKING:
+    from pt2chakra.conversion.step import StepChoice
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
 EXIT_RANK_FAILED = 2
@@ -16,6 +21,7 @@ EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
   pt2chakra convert --host-trace host_et.json -o host_only.et --report report.json
   pt2chakra convert --device-trace kineto.json.gz -o kineto_only.et   (no host ET)
+  pt2chakra convert --device-trace kineto.json.gz --step median -o typical.et
   pt2chakra convert --host-trace cut_host_et.json --repair -o recovered.et
   pt2chakra convert --ranks 0-7 --host-trace 'd/rank{rank}.host_et.json.gz' \
       --device-trace 'd/rank{rank}.kineto.json.gz' -o 'out/job.{rank}.et' --jobs 2
@@ -24,7 +30,11 @@ EPILOG_CONVERT = """examples:
 
 with --ranks, {rank} in the paths is each rank's number; every rank is converted
 as if alone (same bytes); a failing rank gets one line on stderr and the others'
-outputs are still written (exit 2 when any rank failed).
+outputs are still written (exit 2 when any rank failed). Ranks that disagree
+about their collectives (a group's collective missing on one rank, or of
+another type or size) make a job that validate and simulate refuse and that
+ASTRA-sim hangs on: one line names the group and the first collective that
+differs, the outputs are removed, exit 2 (--allow-mismatch keeps them).
 """
 
 EPILOG_LINK = """examples:
@@ -48,9 +58,10 @@ def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.ranks is not None:
         return _cmd_convert_ranks(args)
-    if args.jobs is not None or args.ray is not None:
-        raise InputError("--jobs" if args.jobs is not None else "--ray",
-                         "only with --ranks (several ranks in one command)")
+    for option, given in (("--jobs", args.jobs is not None), ("--ray", args.ray is not None),
+                          ("--allow-mismatch", args.allow_mismatch)):
+        if given:
+            raise InputError(option, "only with --ranks (several ranks in one command)")
     from pt2chakra.conversion.api import convert_run
 
     _check_traces(args, "convert")
@@ -59,7 +70,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
                       break_cycles=args.break_cycles, progress=args.progress,
                       profile=_output_profile(args), report_path=args.report,
-                      repair=args.repair, force=args.force)
+                      repair=args.repair, force=args.force, step=_step(args))
     options.keep_until_exit(run)  # its million objects: not freed one by one before exit
     report = run.report
     if not args.quiet:
@@ -93,6 +104,13 @@ def _check_traces(args: argparse.Namespace, where: str) -> None:
         raise InputError("--repair", "repairs a host trace: give --host-trace")
 
 
+def _step(args: argparse.Namespace) -> StepChoice:
+    """``--step``: which of a Kineto trace's steps is measured."""
+    from pt2chakra.conversion.step import parse_step_choice
+
+    return parse_step_choice(args.step)
+
+
 def _check_html(args: argparse.Namespace) -> None:
     """Refuse an unusable ``--html`` before the conversion starts."""
     from pt2chakra.report.api import check_output
@@ -122,7 +140,8 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     result = convert_ranks(templates.jobs(parse_ranks(args.ranks)), workers=args.jobs,
                            use_ray=args.ray is not None, ray_address=args.ray or None,
                            options=RankOptions(break_cycles=args.break_cycles,
-                                               force=args.force, repair=args.repair),
+                                               force=args.force, repair=args.repair,
+                                               step=_step(args)),
                            progress=args.progress)
     for failed in result.failed:
         print(f"pt2chakra: error: {failed.line()}", file=sys.stderr)
@@ -130,9 +149,29 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
         print(result.summary())
     if result.failed:
         return EXIT_RANK_FAILED
+    if _collectives_disagree(result.outputs, args.allow_mismatch):
+        return EXIT_RANK_FAILED
     if args.simulate:
         _print_simulation(result.outputs)
     return 0
+
+
+def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
+    """True (after one line on stderr, the outputs removed) when the ranks
+    disagree about their collectives and the user did not allow it."""
+    from pt2chakra.chakra.checks import collective_mismatch
+
+    line = collective_mismatch(outputs) if len(outputs) > 1 else None
+    if line is None:
+        return False
+    if allow:
+        print(f"pt2chakra: warning: {line} (kept: --allow-mismatch)", file=sys.stderr)
+        return False
+    for path in outputs:
+        os.remove(path)
+    print(f"pt2chakra: error: {line}; outputs removed (--allow-mismatch keeps them)",
+          file=sys.stderr)
+    return True
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
@@ -156,6 +195,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--repair", action="store_true",
                    help="read a host trace cut off mid-array up to its last complete op")
     p.add_argument("-o", "--output", required=True, help="output .et (.et.gz to compress)")
+    p.add_argument("--step", default="last", metavar="N|median|last|all",
+                   help="Kineto trace alone: the step measured, ProfilerStep#N, the median "
+                   "period, the last one followed by another (default) or all of them")
     p.add_argument("--rank", type=options.rank, help="rank to record (default: from the Kineto trace)")
     p.add_argument("--report", metavar="R.json", help="write the accounting report as JSON")
     p.add_argument("--break-cycles", action="store_true",
@@ -176,6 +218,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--ranks", metavar="SPEC",
                    help="convert several ranks, e.g. 0-7,9: {rank} in --host-trace, "
                         "--device-trace, -o and --report is each rank's number")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="with --ranks: keep the outputs when the ranks disagree about their "
+                        "collectives (a warning instead of exit 2)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="with --ranks: ranks converted at once (default: the CPU count)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
