@@ -39,6 +39,7 @@ from typing import Any
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, new_token, remove_temps
 from pt2chakra.conversion.progress import Stages
+from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class RankOptions:
     break_cycles: bool = False
     force: bool = False  # convert pairs that look like two ranks or runs
     repair: bool = False  # read host ETs cut off mid-array
+    step: StepChoice = STEP_LAST  # a Kineto-only rank's measured step (convert --step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +196,8 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
             report = convert_run(job.host_trace, job.device_trace, job.output,
                                  break_cycles=options.break_cycles, progress=False,
                                  report_path=job.report, force=options.force,
-                                 repair=options.repair, staged=staged).report
+                                 repair=options.repair, step=options.step,
+                                 staged=staged).report
             files = staged.detach()
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
