@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,13 @@ def run_trace(entry: dict[str, Any], root: str) -> Outcome:
     return out
 
 
+def run_all(entries: list[dict[str, Any]], root: str, jobs: int) -> list[Outcome]:
+    """``run_trace`` on each entry, ``jobs`` at a time (threads suffice: every
+    command runs in a process of its own). Used by ``main`` and the tests."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(run_trace, entries, [root] * len(entries)))
+
+
 def _convert_rank(entry: dict[str, Any], folder: Path, rank: dict[str, Any], tmp: Path,
                   out: Outcome) -> str | None:
     """Kineto alone (and with the host ET where there is one); the .et the
@@ -169,7 +176,7 @@ def markdown(entries: list[dict[str, Any]], outcomes: list[Outcome]) -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     for entry, o in zip(entries, outcomes):
         err = "–" if o.error_pct is None else f"{o.error_pct:+.2f} %"
-        step = o.step.split(";")[0]
+        step = o.step.split(": ")[0].split(";")[0]
         note = "; ".join(problems(o)) or o.note
         rows.append(f"| {o.name} | {', '.join(entry['kinds'])} | [{entry['repo']}]"
                     f"({entry['source_url']}) | {o.nodes} | {step} | {_fmt(o.predicted_us)} | "
@@ -190,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     entries = [e for e in load_manifest() if not args.only or e["name"] in args.only]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(run_trace, entries, [str(root)] * len(entries)))
+    outcomes = run_all(entries, str(root), args.jobs)
     table = markdown(entries, outcomes)
     print(table)
     if args.markdown:
