@@ -25,12 +25,15 @@ from pt2chakra.chakra.conventions import (
     CPU_LANE,
     INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
+    ScaledWorld,
     StepWindow,
+    group_sizes,
     is_finite_number,
     is_gpu,
     is_int,
     is_period_step,
     lane_of,
+    scaled_world,
     step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
@@ -200,6 +203,12 @@ class PreparedGraph:
         self.step_period: list[bool] = []
         self.sources: list[str] = []
         self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
+        # per rank: the world a scaled-out file stands for (None: as recorded)
+        self.scaled: list[ScaledWorld | None] = []
+        # per rank: its process groups' sizes by name and the world size, as
+        # recorded (0: unknown): what times a collective with no peer given (lone.py)
+        self.pg_sizes: list[dict[str, int]] = []
+        self.world: list[int] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
@@ -471,6 +480,10 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
+    p.scaled.append(scaled_world(mda))
+    p.pg_sizes.append(group_sizes(mda))
+    world = mda.get("world_size")
+    p.world.append(world if is_int(world) and world > 0 else 0)
     p.step_end.append(window.end)
     p.step_period.append(is_period_step(mda))
     return window.start
