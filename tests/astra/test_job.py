@@ -308,7 +308,7 @@ def test_an_all_gather_is_written_with_each_ranks_input(gloo_job):
     from pt2chakra.chakra.records import NodeType
 
     _md, nodes = read_et(f"{gloo_job.prefix}.0.et")
-    sizes = {}
+    sizes: dict[int, set[int]] = {}
     for n in nodes:
         if n.type == NodeType.COMM_COLL_NODE:
             a = attr_dict(n.attrs)
