@@ -428,7 +428,9 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
 def _member(f: _FileFacts, pg: str) -> bool:
     """Does the file's own process-group record put its rank in group ``pg``
     (a group that lists no ranks holds every rank, as the default one)? A
-    file that records no groups is taken to be in every one of its job."""
+    file that records no groups is taken to be in every one of its job.
+    ``validate`` and ``convert --ranks`` both expect a member of a group to
+    reach its collectives."""
     if not f.process_groups:
         return True
     for group in f.process_groups:
@@ -511,9 +513,9 @@ def _check_group(pg: str, members: list[_FileFacts],
                  missing: list[_FileFacts]) -> list[Problem]:
     """One process group's collectives, every member against the first."""
     problems: list[Problem] = []
-    label = f"process group {pg!r}" if pg else "collectives without pg_name"
-    if not pg:
-        for f in missing:
+    label = f"collectives of process group {pg!r}" if pg else "collectives without pg_name"
+    for f in missing:
+        if not pg or _member(f, pg):  # a rank of the group that never reached it
             problems.append(Problem(f.path, "error", "alignment",
                                     f"rank {f.rank} has none of the {len(cols_of[0])} {label} "
                                     f"that {_rank_at(members[0])} runs",
@@ -551,8 +553,8 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
     if count != ref_count:
         problems.append(Problem(
             f.path, "error", "alignment",
-            f"rank {f.rank} runs {count} collectives of {label}, {_rank_at(ref)} "
-            f"runs {ref_count}", "ranks would hang waiting for each other"))
+            f"this file runs {count} {label}, {_rank_at(ref)} runs {ref_count}",
+            "ranks would hang waiting for each other"))
     else:
         lone = [k for k in ref_keyed if k not in mine]
         extra = [k for k in mine if k not in ref_keyed]
