@@ -23,15 +23,17 @@ from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
+from pt2chakra.simulation.lone import lone_collectives, lone_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import metadata_attrs
+from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
     parse_figure,
     resolve,
 )
+from pt2chakra.simulation.replay import participants_of
 from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 
@@ -157,10 +159,25 @@ def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, S
                     refuse_deadlock=not options.force)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
+    if asks_network(options):
+        note = lone_note_of(sim.prepared(link_streams(base)), len(names))
+        if note:
+            result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
     if base.profiler_overhead_us or options.strips_profiler():
         result = msgspec.structs.replace(result, profiler_overhead=_overhead(sim, names, options))
     return sim, result, schedule
+
+
+def asks_network(options: SimulationOptions) -> bool:
+    """Whether some setting of ``options`` changes collective times."""
+    return options.bandwidth_gbps is not None or options.calibrate or \
+        any(b != 1.0 for b in options.bandwidth_scale)
+
+
+def lone_note_of(p: PreparedGraph, ranks_given: int) -> str | None:
+    """The note on collectives no other given rank reaches (lone.py)."""
+    return lone_note(p, lone_collectives(p, participants_of(p)), ranks_given)
 
 
 def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
