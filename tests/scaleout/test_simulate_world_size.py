@@ -111,8 +111,9 @@ def test_gloo_reduce_scatter_timed_as_all_reduce(built_job, m: int) -> None:
     ``gloo:all_reduce`` of the block; at M it moves 2(M-1)/M of the block
     per link (all-reduce), not a reduce-scatter's (M-1)/M, and its size is
     still the block (shards shrink, the block does not)."""
-    from pt2chakra.simulation.network import collective_time
     from scaleout.conftest import BLOCK
+
+    from pt2chakra.simulation.network import collective_time
 
     bw, lat = 0.001, 10.0  # GB/s, us: the bytes term dominates
     options = SimulationOptions(bandwidth_gbps=bw, latency_us=lat)
