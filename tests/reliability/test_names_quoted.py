@@ -43,7 +43,7 @@ def _writers(i: dict[str, Path], out: str) -> list[list[object]]:
         ["astra-sim", i["r0"], i["r1"], "-o", out],
         ["timeline", i["r0"], "-o", out],
         ["jsonize", i["r0"], "-o", out],
-        ["microbench", "--npus", "2", "-o", out],
+        ["microbench", "--npus", "2", "--size", "8", "-o", out],
     ]
 
 
