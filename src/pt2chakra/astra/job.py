@@ -531,8 +531,8 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
                                  AstraConfigs(*(p.resolve() for p in configs)), network.npus,
                                  cwd=scratch, timeout_s=timeout_s)
         except (RuntimeError, OSError) as exc:
-            last = (str(exc).strip().splitlines() or ["no output"])[-1]
-            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
+            first = (str(exc).strip().splitlines() or ["no output"])[0]
+            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {first}") from exc
     return JobCheck(prefix, network, system, model, run, os.fspath(binary))
 
 
