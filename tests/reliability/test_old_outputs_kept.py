@@ -89,8 +89,9 @@ def test_failed_job_keeps_the_previous_job(tmp_path: Path) -> None:
 def test_generated_sets_keep_the_previous_set(tmp_path: Path, command: str) -> None:
     text = tmp_path / "w.txt"
     text.write_text("MICRO\n1\nl0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 1024 1\n")
-    argv = {"microbench": ["microbench", "--npus", "3", "--size", "64"],
-            "from-text": ["from-text", text, "--npus", "3"]}[command]
+    argvs: dict[str, list[object]] = {"microbench": ["microbench", "--npus", "3", "--size", "64"],
+                                      "from-text": ["from-text", text, "--npus", "3"]}
+    argv = argvs[command]
     assert run_quietly(*argv, "-o", tmp_path / "g")[0] == 0
     _blocked(tmp_path / "g.2.et")
     before = snapshot(tmp_path)

@@ -23,6 +23,7 @@ rank); the system file is the project's reference one, held fixed.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -417,6 +418,25 @@ exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
 """
 
 
+@contextlib.contextmanager
+def _new_folders(folder: str) -> Iterator[None]:
+    """``folder`` created (with its parents) for the block; the ones created
+    are removed again when the block fails (a failed job leaves nothing)."""
+    missing = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in missing:  # deepest first; a folder not empty stays
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
+
+
 def _comment_name(name: str) -> str:
     """``name`` as written in run.sh's comment: as is when plain, else quoted
     for the shell (``check_outputs`` already refuses control characters, so
@@ -438,8 +458,7 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     check_prefix_outputs(inputs, prefix, EXPORT_FILES)
     check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
-    Path(folder or ".").mkdir(parents=True, exist_ok=True)
-    with StagedOutputs() as staged:
+    with _new_folders(folder or "."), StagedOutputs() as staged:
         written = convert_files(inputs, prefix, cpu=cpu, force=force, staged=staged)
         if len(inputs) < MIN_NPUS:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "

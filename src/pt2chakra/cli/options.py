@@ -233,10 +233,9 @@ def session(verbosity: int) -> Iterator[Callable[[], None]]:
         sys.stdout = cast(TextIO, _EscapingStream(saved_stdout))
     previous = {}
     for signum in SIGNAL_EXITS:
-        if signum == signal.SIGINT:
-            continue
         with contextlib.suppress(ValueError, OSError):  # not the main thread
-            previous[signum] = signal.signal(signum, _raise_terminated)
+            previous[signum] = signal.signal(signum, signal.default_int_handler
+                                             if signum == signal.SIGINT else _raise_terminated)
     try:
         yield held.pass_on if held is not None else (lambda: None)
     finally:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, TypeVar
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    COMM_SIZE_UNKNOWN_ATTR,
     CPU_GAP_CATEGORY,
     CPU_LANE,
     INCLUSIVE_ATTR,
@@ -133,8 +134,9 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 
-# Every node attribute the simulator reads (the lean reader decodes only these).
-SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
+# Every node attribute the simulator reads (the lean reader decodes only these);
+# the size-unknown marker for the set check (chakra.checks.replay_problems).
+SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 
 def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:
