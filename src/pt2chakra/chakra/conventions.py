@@ -138,6 +138,10 @@ def is_finite_number(value: Any) -> TypeGuard[float]:
 # exclusive time (callees taken out), this attribute the whole span.
 INCLUSIVE_ATTR = "inclusive_duration_micros"
 
+# Metadata of a replay written back as .et (simulate --write-et): the setting
+# its times come from; diff prints it beside the run's step.
+REPLAY_SETTING_ATTR = "replay_setting"
+
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     """A CPU node's inclusive time (``INCLUSIVE_ATTR``), else its duration."""
