@@ -15,8 +15,10 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra.binary import CHECK_TIMEOUT_S
 from pt2chakra.astra.collective import TOPOLOGIES
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
+from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
 from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
 from pt2chakra.errors import InputError
@@ -36,6 +38,7 @@ def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
             if isinstance(exc, BrokenPipeError):
                 raise
             target = exc.filename or getattr(args, "output", None) or "?"  # the file at fault
+            target = target_of(os.fspath(target))
             raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
 
     return wrapper
@@ -189,19 +192,26 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
-                            ("--latency", args.latency)):
+                            ("--latency", args.latency), ("--world-size", args.world_size)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
         if binary is not None and not os.access(binary, os.X_OK):
             raise InputError(binary, "not an executable ASTRA-sim binary (--bin / ASTRA_SIM_BIN)")
-        print(format_job_check(check_job(args.check, binary)))
+        print(format_job_check(check_job(args.check, binary, timeout_s=args.timeout)))
         return 0
     if not args.input or args.output is None:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
-    job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
+    if args.world_size is not None:
+        from pt2chakra.scaleout.api import extrapolated_job
+
+        job = extrapolated_job(args.input, args.world_size, args.output,
+                               lambda files: write_job(files, args.output, cpu=args.cpu,
+                                                       choice=choice, force=args.force))
+    else:
+        job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))
     return 0
@@ -348,10 +358,16 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    help="network.yml bandwidth in ASTRA-sim's GB/s (2^30 B) instead of the fit")
     p.add_argument("--latency", type=options.latency, metavar="US",
                    help="network.yml latency per message hop in us instead of the fit")
+    p.add_argument("--world-size", type=options.npus, metavar="M",
+                   help="the job of the data-parallel recording scaled out to M ranks "
+                   "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")
     p.add_argument("--bin", metavar="PATH",
                    help="with --check: the ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
+    p.add_argument("--timeout", type=options.seconds, default=CHECK_TIMEOUT_S, metavar="S",
+                   help=f"with --check: stop the binary after S seconds (default "
+                   f"{CHECK_TIMEOUT_S:g})")
     options.add_force(p, "validate finds errors in the inputs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

@@ -27,6 +27,7 @@ from pt2chakra.chakra.conventions import (
     STEP_DEFINITION_ATTR,
     ScaledWorld,
     StepWindow,
+    group_sizes,
     is_finite_number,
     is_gpu,
     is_int,
@@ -204,6 +205,10 @@ class PreparedGraph:
         self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
         # per rank: the world a scaled-out file stands for (None: as recorded)
         self.scaled: list[ScaledWorld | None] = []
+        # per rank: its process groups' sizes by name and the world size, as
+        # recorded (0: unknown): what times a collective with no peer given (lone.py)
+        self.pg_sizes: list[dict[str, int]] = []
+        self.world: list[int] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
@@ -476,6 +481,9 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.scaled.append(scaled_world(mda))
+    p.pg_sizes.append(group_sizes(mda))
+    world = mda.get("world_size")
+    p.world.append(world if is_int(world) and world > 0 else 0)
     p.step_end.append(window.end)
     p.step_period.append(is_period_step(mda))
     return window.start
@@ -795,7 +803,11 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     quiet, up to 15 ms seen with 8 ranks on 2 shared cores). That time, from
     the later of its dependencies' and its lane's previous node's recorded
     ends to its recorded start, is replayed as a delay, like a CPU thread's
-    gap; a collective without either keeps its own rule (``_pin_orphans``)."""
+    gap; a collective without either keeps its own rule (``_pin_orphans``).
+    A collective the recording ran beside the previous one of its lane
+    (a lane a what-if or the calibrated link serialises: ``comm_streams``)
+    had been picked up already: serialised, it starts when that one ends,
+    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it)."""
     cats = p.cat[base:end]
     if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
         return
@@ -811,7 +823,9 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
         prev = lane_end.get(lane, -math.inf)
         if ready < prev <= start:
             ready = prev
-        if ready > -math.inf:
+        if prev > start:
+            p.delay[i] = 0.0
+        elif ready > -math.inf:
             p.delay[i] = start - ready
         lane_end[lane] = max(prev, start + dur[i])
 
