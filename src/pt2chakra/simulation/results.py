@@ -116,8 +116,8 @@ class SimulationResult(msgspec.Struct):
     inferred_stream_waits: int = 0
     # --without-profiler: the figure used and the step with the profiler in
     profiler_overhead: ProfilerOverhead | None = None
-    # Network what-ifs on collectives no other given rank reaches (lone.py):
-    # one note line, or "" (then left out of --json, as before)
+    # Network what-ifs on collectives they cannot time as the others (lone.py:
+    # no peer given, no size recorded): note lines, or "" (left out of --json)
     lone_note: str = ""
 
     def summary(self) -> str:
