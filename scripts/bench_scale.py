@@ -221,13 +221,12 @@ def step_hosts(run_dir: Path, world_size: int, steps: int) -> list[list[Path]]:
 
 
 def real_step_us(run_dir: Path) -> float | None:
-    """The unprofiled step ``collect`` stored beside the traces, if it did."""
-    for note in sorted(run_dir.glob("*meta.json")):
-        d = json.loads(note.read_text())
-        for key, unit in (("real_step_us", 1.0), ("real_step_ms", 1e3)):
-            if isinstance(d.get(key), (int, float)):
-                return float(d[key]) * unit
-    return None
+    """The unprofiled step ``collect`` stored beside the traces (``meta.json``:
+    the median over timed steps of the slowest rank's), if it did."""
+    from pt2chakra.simulation.profiler_overhead import read_meta
+
+    found = read_meta([str(run_dir / "any")])
+    return found[0] if found else None
 
 
 def convert_step(hosts: list[Path]) -> Recording:

@@ -807,7 +807,10 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     A collective the recording ran beside the previous one of its lane
     (a lane a what-if or the calibrated link serialises: ``comm_streams``)
     had been picked up already: serialised, it starts when that one ends,
-    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it)."""
+    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it).
+    Likewise a dependency that ended after the recorded start (the issuing
+    op returns once the worker has taken the work): the replay starts the
+    collective after it, so no delay is left to add."""
     cats = p.cat[base:end]
     if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
         return
@@ -815,18 +818,10 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     lane_end: dict[int, float] = {}
     for i in sorted((i for i in range(base, end) if p.cat[i] == COMM), key=starts.__getitem__):
         start, lane = float(starts[i]), lanes[i]
-        ready = -math.inf
-        for src, _kind in parents[i - base]:
-            e = starts[src] + dur[src]
-            if ready < e <= start:
-                ready = e
         prev = lane_end.get(lane, -math.inf)
-        if ready < prev <= start:
-            ready = prev
-        if prev > start:
-            p.delay[i] = 0.0
-        elif ready > -math.inf:
-            p.delay[i] = start - ready
+        ready = max([prev, *(starts[src] + dur[src] for src, _kind in parents[i - base])])
+        if ready > -math.inf:
+            p.delay[i] = max(0.0, start - ready)
         lane_end[lane] = max(prev, start + dur[i])
 
 
