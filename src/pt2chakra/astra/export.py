@@ -26,6 +26,7 @@ ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -42,9 +43,10 @@ from pt2chakra.atomic import (
     check_prefix_outputs,
     write_atomic,
 )
-from pt2chakra.chakra.checks import check_loaded, refuse_unsound
+from pt2chakra.chakra.checks import SetChecker, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
+    COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     STREAM_LANE,
@@ -55,10 +57,12 @@ from pt2chakra.chakra.conventions import (
     profile_tag,
     rank_of,
     rank_origins,
+    size_unknown,
     step_window,
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
@@ -72,6 +76,8 @@ MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
 CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
+
+log = logging.getLogger(__name__)
 
 
 def _process_groups_from_node(node: ChakraNode) -> str | None:
@@ -348,25 +354,15 @@ def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: 
         lanes[lane] = nid
 
 
-def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict[str, list[int]]:
-    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON."""
-    raw = attr_dict(metadata.attrs).get("process_groups")
-    if not isinstance(raw, str):
-        return {}
-    try:
-        groups = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return {}
+def comm_groups(metadata: GlobalMetadata, world_size: int | None = None,
+                where: str = "metadata") -> dict[str, list[int]]:
+    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON
+    (``chakra.process_groups``: malformed records are refused, naming ``where``)."""
     out: dict[str, list[int]] = {}
-    for pg in groups if isinstance(groups, list) else []:
-        if not isinstance(pg, dict) or "pg_name" not in pg:
-            continue
-        ranks = pg.get("ranks") or []
-        size = pg.get("group_size") or pg.get("pg_size") or 0
-        if not ranks and size and (world_size is None or size == world_size):
-            ranks = list(range(size))
+    for pg in read_process_groups(metadata, where):
+        ranks = pg.members(world_size)
         if ranks:
-            out[str(pg["pg_name"])] = [int(r) for r in ranks]
+            out[pg.name] = list(ranks)
     return out
 
 
@@ -455,7 +451,7 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
     number of ranks given together."""
     world = attr_dict(metadata.attrs).get("world_size")
     if not isinstance(world, int) or isinstance(world, bool):
-        world = max([ranks_given, *(len(r) for r in comm_groups(metadata).values())])
+        world = max([ranks_given, *(len(r) for r in comm_groups(metadata, None, where).values())])
     if world < MIN_NPUS:
         raise InputError(where, f"a {world}-rank trace: ASTRA-sim's analytical backend needs "
                          f"at least {MIN_NPUS} NPUs (it stops with 'npus_count (1) should be "
@@ -477,13 +473,15 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     origin when the caller worked them out (``convert_files``), else they
     are worked out here."""
     all_nodes = list(nodes)
+    _warn_size_unknown(all_nodes, source or prefix)
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
-    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world), world or ranks_given)
+    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world, source or prefix),
+                             world or ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -498,7 +496,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
-    groups = groups_file(comm_groups(md, world), source or prefix)
+    groups = groups_file(comm_groups(md, world, source or prefix), source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
@@ -506,6 +504,17 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
             raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
+
+
+def _warn_size_unknown(nodes: list[ChakraNode], source: str) -> None:
+    """Say what the export does with communication nodes whose size the trace
+    does not hold (``comm_size_unknown``): ASTRA-sim reads only ``comm_size``."""
+    unknown = [n for n in nodes if n.type in COMM_NODE_TYPES and size_unknown(attr_dict(n.attrs))]
+    if unknown:
+        log.warning("%s: %d communication nodes without a size in the trace (comm_size_unknown) "
+                    "are written with comm_size 0: ASTRA-sim times them by latency alone, not "
+                    "by their recorded %.0f us", source, len(unknown),
+                    sum(n.duration_micros for n in unknown))
 
 
 def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
@@ -546,10 +555,11 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     check_prefix_outputs(paths, prefix, EXPORT_FILES)
     ranks: list[int] = []
     windows: list[StepWindow | None] = []
+    checker = SetChecker()
     for index, path in enumerate(paths):
         metadata, lazy = read_et(path)
         nodes = list(lazy)
-        refuse_unsound(check_loaded(path, index, metadata, nodes), force)
+        refuse_unsound(checker.add(path, index, metadata, nodes), force)
         rank = rank_of(metadata, path, index)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
@@ -557,6 +567,9 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
             check_outputs(paths, [out])
+    # Collectives that differ or are crossed between ranks: ASTRA-sim would
+    # wait forever on the job (refused unless ``force``, as validate's errors).
+    refuse_unsound(checker.finish(), force)
     placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
         return _write_ranks(paths, ranks, placements, prefix, cpu, staged)
