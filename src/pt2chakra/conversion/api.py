@@ -21,7 +21,14 @@ from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
-from pt2chakra.conversion.linker import LinkedTrace, check_same_recording, link, thread_map
+from pt2chakra.conversion.linker import (
+    RANKS_OPTION,
+    LinkedTrace,
+    check_rank_flag,
+    check_same_recording,
+    link,
+    thread_map,
+)
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_trace import load_host_trace
@@ -195,7 +202,8 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 break_cycles: bool = False, progress: bool | None = None,
                 profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
-                repair: bool = False, force: bool = False) -> ConversionRun:
+                repair: bool = False, force: bool = False,
+                named_rank: int | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
@@ -209,7 +217,12 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     runs (see ``linker.check_same_recording``).
 
     ``host_trace=None`` converts the Kineto trace alone (see ``kineto_only``);
-    ``repair=True`` reads a host ET cut off mid-array (see ``repair``)."""
+    ``repair=True`` reads a host ET cut off mid-array (see ``repair``).
+
+    ``rank`` (``--rank``) is written as the output's rank; ``named_rank``
+    (``--ranks``: the number in the file names) is only checked. Either one
+    that disagrees with the rank the Kineto trace records is refused unless
+    ``force`` (``linker.check_rank_flag``)."""
     if host_trace is None and device_trace is None:
         raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
     _check_outputs(host_trace, device_trace, output, report_path, profile)
@@ -224,6 +237,10 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
         else:
             linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
                                  force=force, ignored=ignored)
+        if linked.kineto is not None:
+            if host_trace is None:  # a pair's --rank is checked with its pid, when linked
+                check_rank_flag(rank, linked.kineto, force)
+            check_rank_flag(named_rank, linked.kineto, force, RANKS_OPTION, written=False)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles)

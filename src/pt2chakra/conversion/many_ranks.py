@@ -10,7 +10,9 @@ Each rank is one independent ``convert`` call (so its ``.et`` is byte-identical
 to converting that rank alone), run in a local process pool or, with
 ``ray_address``, as Ray tasks on a cluster. ``{rank}`` in a template is the
 rank number; it only names files: the rank recorded in each ``.et`` is the one
-its trace says, as for a single ``convert``.
+its trace says, as for a single ``convert``. A trace that records another rank
+than its files' number is refused (that rank fails) unless ``force``; each
+outcome names the rank its ``.et`` records.
 
 Failure policy: ranks are independent, so a rank that fails (bad input, a
 cycle, an unreadable file) gets one line naming it and the other ranks'
@@ -27,13 +29,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pt2chakra.conversion.linker import RANKS_OPTION
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.errors import InputError
 
 log = logging.getLogger(__name__)
 
 RANK_FIELD = "{rank}"
-RANKS_OPTION = "--ranks"
 # A rank spec naming more ranks than this is a typo (e.g. "0-1000000"), not a job.
 MAX_RANKS = 1 << 20
 
@@ -60,18 +62,23 @@ class RankOptions:
 
 @dataclass(frozen=True, slots=True)
 class RankOutcome:
-    """What one rank's conversion did: ``error`` is its one-line failure, or None."""
+    """What one rank's conversion did: ``error`` is its one-line failure, or
+    None. ``rank``: the one its ``.et`` records (else its number in the file
+    names, ``named``)."""
 
     rank: int
     output: str
     nodes: int
     seconds: float
     error: str | None = None
+    named: int | None = None  # the file names' rank, when the trace records another
 
     def line(self) -> str:
         if self.error is not None:
             return f"rank {self.rank}: {self.error}"
-        return f"rank {self.rank}: {self.output}: {self.nodes} nodes ({self.seconds:.2f} s)"
+        named = f" (named {self.named} by {RANKS_OPTION})" if self.named is not None else ""
+        return (f"rank {self.rank}{named}: {self.output}: {self.nodes} nodes "
+                f"({self.seconds:.2f} s)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,20 +166,25 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
     """One rank, as ``pt2chakra convert`` would do it; bad input becomes the
     outcome's one-line error instead of an exception (so that one rank cannot
     stop the others)."""
-    from pt2chakra.conversion.api import convert
+    from pt2chakra.chakra.ranks import rank_in_metadata
+    from pt2chakra.conversion.api import convert_run
 
     t0 = time.perf_counter()
     try:
-        report = convert(job.host_trace, job.device_trace, job.output,
-                         break_cycles=options.break_cycles, progress=False,
-                         report_path=job.report, force=options.force, repair=options.repair)
+        run = convert_run(job.host_trace, job.device_trace, job.output,
+                          break_cycles=options.break_cycles, progress=False,
+                          report_path=job.report, force=options.force, repair=options.repair,
+                          named_rank=job.rank)
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
     except OSError as exc:
         where = exc.filename if exc.filename is not None else "I/O"
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0,
                            f"{where}: {exc.strerror or exc}")
-    return RankOutcome(job.rank, job.output, report.nodes, time.perf_counter() - t0)
+    recorded = rank_in_metadata(run.graph.metadata)
+    rank = job.rank if recorded is None else recorded
+    return RankOutcome(rank, job.output, run.report.nodes, time.perf_counter() - t0,
+                       named=job.rank if rank != job.rank else None)
 
 
 Runner = Callable[[list[RankJob], RankOptions, int], Iterator[RankOutcome]]

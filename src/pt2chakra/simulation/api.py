@@ -18,10 +18,10 @@ import msgspec
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
 from pt2chakra.chakra.conventions import ALIGNMENTS
+from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
-from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
+from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
 from pt2chakra.simulation.results import Schedule, SimConfig, SimulationResult
@@ -122,12 +122,11 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     per-node schedule (what the HTML report draws)."""
     names = [os.fspath(p) for p in paths]
     check_options(options, names)
-    refuse_repeated_inputs(names)
-    graphs = load(names)
-    refuse_unsound_set(names, graphs, options.force)
-    names, graphs = order_by_rank(names, graphs)
-    sim = Simulator(graphs, names, infer_waits=options.infer_waits,
-                    refuse_deadlock=not options.force)
+    ranks = open_rank_set(names, options.force)
+    graphs = load(ranks)
+    refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
+    sim = Simulator(graphs, ranks.paths, infer_waits=options.infer_waits,
+                    refuse_deadlock=not options.force, ranks=ranks.ranks)
     result, schedule = sim.run(options.base_config())
     _refuse_unfinished(result, options.force)
     return sim, result, schedule
@@ -135,16 +134,16 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
 
 def refuse_unsound_set(paths: Sequence[str],
                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                       force: bool) -> None:
+                       force: bool, ranks: Sequence[int]) -> None:
     """Before a replay: each file's errors that stop a replay, then what
     ``validate`` calls an error across the ranks (a collective that is
     another type, size or count on another rank: ranks of different jobs, or
     a broken recording). The replay would match such collectives anyway and
     print a normal step, so the set is refused unless ``force``."""
-    for index, (path, (metadata, nodes)) in enumerate(zip(paths, graphs)):
-        refuse_unsound(replay_problems(path, index, metadata, nodes), force, replay_only=True)
+    for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
+        refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
-                                        in zip(paths, graphs)]), force)
+                                        in zip(paths, graphs)], ranks), force)
 
 
 class SimulationRun(NamedTuple):
