@@ -1,20 +1,32 @@
 # Two entry points for a newcomer on a fresh machine:
-#   make demo   set up, then link -> convert -> validate -> simulate -> report on the bundled sample
-#               (out/gpt_tiny_cpu.html: the HTML report, one self-contained page)
-#   make test   set up, then lint (ruff), type-check (mypy, src and tests) and run the test suite
+#   make demo   install the package alone, then link -> convert -> validate -> simulate -> report
+#               on the bundled sample (out/gpt_tiny_cpu.html: the HTML report, one page)
+#   make test   install the rest (test tools, mlc-chakra, Ray, torch), then lint (ruff),
+#               type-check (mypy, src and tests) and run the test suite, ASTRA-sim's tests
+#               included where `make astra-sim` has built it (they skip, named, otherwise)
 #   make test-fast   the test suite less its slow tier (pytest -m "not slow")
+#   make astra-sim   build ASTRA-sim from ../shared once (6-17 min), into a cache outside the clone
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 SAMPLE := samples/gpt_tiny_cpu/gpt_tiny_cpu
 OUT    := out
 
-.PHONY: setup demo test test-fast lint bench bench-convert bench-sim bench-whatif clean
+TESTS_READY := $(VENV)/.tests-ready
 
+.PHONY: setup setup-demo demo test test-suite test-fast typecheck lint astra-sim \
+        bench bench-convert bench-sim bench-whatif bench-scale clean
+
+# What the demo runs: the package (and matplotlib, for its --plot), nothing else.
 # setup.py and the C source: the compiled reader is rebuilt when they change.
 $(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[plot]'
+	touch $@
+
+# What the tests use besides.
+$(TESTS_READY): $(BIN)/pt2chakra
 	$(BIN)/pip install -q -e '.[test,plot]'
 	# The reference implementation, for wire-compatibility tests (its other
 	# requirements are for tools we do not call).
@@ -25,9 +37,11 @@ $(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch not installed: collection tests will skip"
 	touch $@
 
-setup: $(BIN)/pt2chakra
+setup-demo: $(BIN)/pt2chakra
 
-demo: setup
+setup: $(TESTS_READY)
+
+demo: setup-demo
 	mkdir -p $(OUT)
 	$(BIN)/pt2chakra convert --host-trace $(SAMPLE).host_et.json.gz \
 	    --device-trace $(SAMPLE).kineto.json.gz -o $(OUT)/gpt_tiny_cpu.et \
@@ -38,10 +52,23 @@ demo: setup
 	$(BIN)/pt2chakra report $(OUT)/gpt_tiny_cpu.et -o $(OUT)/gpt_tiny_cpu.html \
 	    --conversion-report $(OUT)/gpt_tiny_cpu.report.json
 
-test: setup
-	$(BIN)/ruff check src tests scripts
+test: lint typecheck test-suite
+
+# ASTRA_SIM_BIN: the user's, else the binary `make astra-sim` cached (none:
+# the ASTRA-sim tests skip, and one line before the tests names them).
+# --durations: the slowest tests, to keep an eye on the suite's time.
+test-suite: setup
+	ASTRA_SIM_BIN="$${ASTRA_SIM_BIN:-$$($(PYTHON) scripts/astra_sim_cache.py --find 2>/dev/null)}" \
+	    $(BIN)/python -m pytest --durations=15
+
+typecheck: setup
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+
+# ASTRA-sim's analytical binaries, built from ../shared/astra-sim-src once per
+# tarball into ${XDG_CACHE_HOME:-~/.cache}/pt2chakra/ (needs root for apt-get);
+# prints the binary's path. Standard library only: no setup needed.
+astra-sim:
+	$(PYTHON) scripts/astra_sim_cache.py
 
 # The fast tier: everything but the tests marked slow (real traces, subprocess
 # batches, collection, browsers, long property runs); under a minute.
@@ -67,6 +94,12 @@ bench-sim: setup
 # rates and two batch sizes (needs root and tc; skips in one line otherwise).
 bench-whatif: setup
 	$(BIN)/python scripts/bench_whatif.py
+
+# Scale-out checked against measurements: DDP and FSDP2 over gloo at 2, 3, 4 and 8
+# ranks, each rank in its own network namespace on a shaped veth link (needs root,
+# ip, tc and torch; skips in one line otherwise). docs/SCALE_OUT_BENCH.md.
+bench-scale: setup
+	$(BIN)/python scripts/bench_scale.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis

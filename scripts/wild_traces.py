@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,13 @@ def run_trace(entry: dict[str, Any], root: str) -> Outcome:
         _run(["report", *sims[0], "-o", str(Path(tmp) / "r.html"), "--no-what-if"], out,
              "report")
     return out
+
+
+def run_all(entries: list[dict[str, Any]], root: str, jobs: int) -> list[Outcome]:
+    """``run_trace`` on each entry, ``jobs`` at a time (threads suffice: every
+    command runs in a process of its own). Used by ``main`` and the tests."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(run_trace, entries, [root] * len(entries)))
 
 
 def _convert_rank(entry: dict[str, Any], folder: Path, rank: dict[str, Any], tmp: Path,
@@ -190,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     entries = [e for e in load_manifest() if not args.only or e["name"] in args.only]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(run_trace, entries, [str(root)] * len(entries)))
+    outcomes = run_all(entries, str(root), args.jobs)
     table = markdown(entries, outcomes)
     print(table)
     if args.markdown:

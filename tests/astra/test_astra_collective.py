@@ -1,11 +1,10 @@
 """The ASTRA-sim collective model: against values measured from the binary (always),
-against the binary itself (when ``ASTRA_SIM_BIN`` names the congestion-unaware one),
+against the binary itself (the ``astra_bin`` fixture: ``ASTRA_SIM_BIN``),
 and its invariants."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -31,9 +30,6 @@ RING8 = AstraNetwork("Ring", 8, 50.0, 500.0)
 DEFAULT = AstraSystem()
 VARIANT = AstraSystem(splits=7, endpoint_delay_ns=37, local_mem_bw_gbps=50.0,
                       collective_optimization="baseline")
-BIN = os.environ.get("ASTRA_SIM_BIN")
-needs_binary = pytest.mark.skipif(not BIN, reason="set ASTRA_SIM_BIN to the congestion-unaware "
-                                  "ASTRA-sim binary")
 
 # Measured with ASTRA-sim 518bd513 (AstraSim_Analytical_Congestion_Unaware), the configs
 # write_astra_configs writes, one COMM_COLL_NODE per member (pg_name "1" and a
@@ -260,47 +256,45 @@ MAX_ERROR = 0.005
 """The brief's bound; over every grid point the model has matched the binary exactly."""
 
 
-@needs_binary
 @pytest.mark.parametrize(("topo", "npus", "bw", "lat", "name", "size"), GRID)
-def test_against_binary(topo: str, npus: int, bw: float, lat: float, name: str,
-                        size: int) -> None:
+def test_against_binary(astra_bin: str, topo: str, npus: int, bw: float, lat: float,
+                        name: str, size: int) -> None:
     from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, npus, bw, lat)
-    real = max(run_collective(str(BIN), TYPES[name], size, network, DEFAULT).values())
+    real = max(run_collective(astra_bin, TYPES[name], size, network, DEFAULT).values())
     model = collective_ns(TYPES[name], size, npus, network, DEFAULT)
     assert abs(model - real) <= MAX_ERROR * real
 
 
-@needs_binary
 @pytest.mark.parametrize("group", [(0, 1), (0, 2, 5, 6), (7, 1, 4), (3, 9, 4, 15, 0)])
 @pytest.mark.parametrize("topo", ["Ring", "Switch"])
 @pytest.mark.parametrize("name", list(TYPES))
-def test_groups_against_binary(group: tuple[int, ...], topo: str, name: str) -> None:
+def test_groups_against_binary(astra_bin: str, group: tuple[int, ...], topo: str,
+                               name: str) -> None:
     from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, 16, 50.0, 500.0)
-    real = run_collective(str(BIN), TYPES[name], 1576964, network, VARIANT, group)
+    real = run_collective(astra_bin, TYPES[name], 1576964, network, VARIANT, group)
     model = collective_rank_ns(TYPES[name], 1576964, len(group), network, VARIANT, group)
     assert all(abs(model[r] - real[r]) <= MAX_ERROR * real[r] for r in group)
 
 
-@needs_binary
 @pytest.mark.parametrize("aware", [False, True])
 @pytest.mark.parametrize(("src", "dst"), [(0, 1), (1, 5), (6, 1)])
-def test_send_against_binary(src: int, dst: int, aware: bool) -> None:
+def test_send_against_binary(astra_bin: str, src: int, dst: int, aware: bool) -> None:
     from pt2chakra.astra.binary import run_send
     network = AstraNetwork("Ring", 8, 50.0, 500.0, congestion_aware=aware)
-    real = run_send(str(BIN), 1576964, src, dst, network, DEFAULT)
+    real = run_send(astra_bin, 1576964, src, dst, network, DEFAULT)
     assert real[src] == real[dst] == send_ns(1576964, src, dst, network)
 
 
-@needs_binary
 @pytest.mark.parametrize("group", [None, (0, 2, 5, 6), (7, 1, 4)])
 @pytest.mark.parametrize("topo", ["Ring", "FullyConnected", "Switch"])
 @pytest.mark.parametrize("name", list(TYPES))
-def test_aware_against_binary(group: tuple[int, ...] | None, topo: str, name: str) -> None:
+def test_aware_against_binary(astra_bin: str, group: tuple[int, ...] | None, topo: str,
+                              name: str) -> None:
     from pt2chakra.astra.binary import run_collective
     network = AstraNetwork(topo, 16, 50.0, 500.0, congestion_aware=True)
-    real = run_collective(str(BIN), TYPES[name], 16777216, network, DEFAULT, group)
+    real = run_collective(astra_bin, TYPES[name], 16777216, network, DEFAULT, group)
     model = collective_rank_ns(TYPES[name], 16777216, 16 if group is None else len(group),
                                network, DEFAULT, group)
     assert all(abs(model[r] - real[r]) <= MAX_ERROR * real[r] for r in model)

@@ -1,6 +1,6 @@
 """``pt2chakra astra-sim -o DIR/job``: the job folder ASTRA-sim runs as is, its
 network fitted to the recorded collectives, and ``--check``. The runs in real
-ASTRA-sim are at the end and skip without ``ASTRA_SIM_BIN``."""
+ASTRA-sim are at the end (the ``astra_bin`` fixture)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,6 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.calibration import Calibration
 
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
-BINARY = os.environ.get("ASTRA_SIM_BIN", "")
-HAVE_BINARY = bool(BINARY) and os.access(BINARY, os.X_OK)
 # The issue's bound: the job run in ASTRA-sim reproduces the measured step.
 STEP_TOLERANCE_PCT = 5.0
 # ASTRA-sim's time of one all-reduce against the calibrated time it was fitted
@@ -252,33 +250,27 @@ def test_a_failed_export_leaves_no_job_behind(gloo, tmp_path):
 # In real ASTRA-sim
 # --------------------------------------------------------------------------
 
-needs_binary = pytest.mark.skipif(not HAVE_BINARY,
-                                  reason="ASTRA_SIM_BIN does not name an ASTRA-sim binary")
-
-
 def _finished(stdout: str) -> dict[int, int]:
     return {int(m[1]): int(m[2])
             for m in re.finditer(r"sys\[(\d+)\] finished, (\d+) cycles", stdout)}
 
 
-@needs_binary
-def test_run_script_in_astra_sim_reproduces_the_measured_gloo_step(gloo_job):
+def test_run_script_in_astra_sim_reproduces_the_measured_gloo_step(astra_bin, gloo_job):
     folder = os.path.dirname(gloo_job.prefix)
     done = subprocess.run(["sh", os.path.join(folder, "run.sh")], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "ASTRA_SIM_BIN": BINARY}, check=False)
+                          timeout=120, env={**os.environ, "ASTRA_SIM_BIN": astra_bin}, check=False)
     assert done.returncode == 0, done.stderr
     finished = _finished(done.stdout)
     assert sorted(finished) == [0, 1]
-    check = check_job(gloo_job.prefix, BINARY)
+    check = check_job(gloo_job.prefix, astra_bin)
     assert check.binary is not None and check.binary.finished == finished
     assert check.model_vs_binary_pct == 0.0  # the consumer model is exact here
     assert check.error_pct is not None and abs(check.error_pct) < STEP_TOLERANCE_PCT
 
 
-@needs_binary
-def test_dlrm_job_in_astra_sim_reproduces_the_measured_step(converted, tmp_path):
+def test_dlrm_job_in_astra_sim_reproduces_the_measured_step(astra_bin, converted, tmp_path):
     job = write_job([converted[f"dlrm_rank{r}"] for r in range(8)], tmp_path / "dlrm" / "job")
-    check = check_job(job.prefix, BINARY)
+    check = check_job(job.prefix, astra_bin)
     assert check.binary is not None and sorted(check.binary.finished) == list(range(8))
     assert check.binary.warnings == []
     assert check.error_pct is not None and abs(check.error_pct) < STEP_TOLERANCE_PCT
@@ -287,9 +279,8 @@ def test_dlrm_job_in_astra_sim_reproduces_the_measured_step(converted, tmp_path)
     assert "0" not in groups
 
 
-@needs_binary
-def test_check_runs_the_binary_from_the_command_line(gloo_job):
-    proc = run_cli("astra-sim", "--check", gloo_job.prefix, "--bin", BINARY)
+def test_check_runs_the_binary_from_the_command_line(astra_bin, gloo_job):
+    proc = run_cli("astra-sim", "--check", gloo_job.prefix, "--bin", astra_bin)
     assert proc.returncode == 0, proc.stderr
     assert "ASTRA-sim vs measured step:" in proc.stdout
     ranks = [line.split() for line in proc.stdout.splitlines() if re.match(r"\s+\d+ ", line)]

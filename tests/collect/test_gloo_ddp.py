@@ -132,3 +132,36 @@ def test_ddp_config_refuses_one_rank() -> None:
 
     with pytest.raises(ValueError):
         DdpConfig(world_size=1)
+
+
+def test_collect_one_rank_refuses_a_rank_outside_the_world(tmp_path) -> None:
+    proc = run_cli("collect", "--ddp", "gloo", "--world-size", "2", "--rank", "2",
+                   "--master-port", "29999", "--out-dir", tmp_path / "o")
+    assert proc.returncode == 2 and "--rank" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_collect_one_rank_needs_the_master_port(tmp_path) -> None:
+    proc = run_cli("collect", "--ddp", "gloo", "--rank", "0", "--out-dir", tmp_path / "o")
+    assert proc.returncode == 2 and "--master-port" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_fsdp2_records_per_block_all_gathers_and_gradient_reductions(tmp_path) -> None:
+    """FSDP2 over gloo: each block's parameters all-gathered in forward and
+    again in backward, its gradients reduced (``_reduce_scatter_base_``,
+    which gloo runs as an all-reduce), on two comm lanes."""
+    pytest.importorskip("torch")
+    layers = 3
+    proc = run_cli("collect", "--ddp", "gloo", "--parallel", "fsdp2", "--layers", layers,
+                   "--hidden", 32, "--out-dir", tmp_path, "--name", "f", "-q")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(gzip.decompress((tmp_path / "f.rank0.host_et.json.gz").read_bytes()))
+    names = [n["name"] for n in doc["nodes"]]
+    assert names.count("c10d::_allgather_base_") >= 2 * layers
+    assert names.count("c10d::_reduce_scatter_base_") >= layers
+    et = tmp_path / "f.0.et"
+    convert(tmp_path / "f.rank0.host_et.json.gz", tmp_path / "f.rank0.kineto.json.gz", et)
+    _meta, nodes = read_et(str(et))
+    lanes = {attr_dict(n.attrs)[COMM_CHANNEL] for n in nodes if n.type == NodeType.COMM_COLL_NODE}
+    assert len(lanes) == 2

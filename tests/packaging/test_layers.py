@@ -23,7 +23,7 @@ TIERS: dict[str, int] = {
     "": 0, "__main__": 3, "errors": 0, "files": 0, "atomic": 0,
     "pytorch": 1, "chakra": 1,
     "conversion": 2, "simulation": 2, "astra": 2, "tools": 2, "report": 2, "diff": 2,
-    "collect": 2,
+    "collect": 2, "scaleout": 2,
     "cli": 3,
 }
 

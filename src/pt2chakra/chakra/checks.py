@@ -35,6 +35,7 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.ranks import ranks_in_memory, survey
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
+    SEQ,
     CommOp,
     RankComms,
     RendezvousKey,
@@ -46,7 +47,7 @@ from pt2chakra.chakra.rendezvous import (
     rendezvous_keys,
 )
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import is_backend_comm_op, is_nccl_kernel
+from pt2chakra.pytorch.names import looks_collective
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +187,6 @@ class _Scan(msgspec.Struct):
     comms: list[_Comm] = []
 
 
-def _looks_collective(name: str) -> bool:
-    return is_backend_comm_op(name) or is_nccl_kernel(name)
-
-
 def _check_attrs(node: ChakraNode, c: _Collector) -> dict[str, Any]:
     attrs: dict[str, Any] = {}
     for name, member, value in node.attrs:
@@ -228,7 +225,7 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
         elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
             c.add("warning", "comm-size-zero", f"{node.name!r}: comm_size is 0",
                   "a zero-byte collective replays as free", node.id)
-    elif _looks_collective(node.name) and node.type == NodeType.COMP_NODE:
+    elif looks_collective(node.name) and node.type == NodeType.COMP_NODE:
         if is_gpu(attrs):
             c.add("warning", "collective-as-compute",
                   f"GPU op {node.name!r} is a collective but typed COMP_NODE",
@@ -399,6 +396,81 @@ def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[Cha
              for rank, (path, metadata, nodes) in zip(ranks, loaded)]
     keys = _keys_of(facts)
     return _check_collectives(facts, keys) + _check_transfers(facts, keys)
+
+
+def collective_mismatch(paths: Sequence[str]) -> str | None:
+    """Where the ranks of one job (one ``.et`` per rank) disagree about their
+    collectives: one line naming the process group and the first collective
+    that differs (missing on a rank, or of another type or size), or None
+    when every group's collectives match. Only communication nodes are kept
+    while reading. ``convert --ranks`` refuses a job this answers for: its
+    replay, and ASTRA-sim's, would wait forever for the odd collective."""
+    comm_types = frozenset(COMM_NODE_TYPES)
+    facts = []
+    for index, path in enumerate(paths):
+        metadata, nodes = read_et(path)
+        facts.append(_comm_facts(path, index, metadata,
+                                 [n for n in nodes if n.type in comm_types]))
+    per_pg: dict[str, dict[int, list[tuple[RendezvousKey, _Comm]]]] = defaultdict(dict)
+    for k, (f, keys) in enumerate(zip(facts, _keys_of(facts))):
+        for comm in f.comms:
+            key = keys[comm.op.node]
+            if is_collective(key):
+                per_pg[key.pg].setdefault(k, []).append((key, comm))
+    for pg, ranks in sorted(per_pg.items()):
+        for k, f in enumerate(facts):
+            if _member(f, pg):
+                ranks.setdefault(k, [])
+        line = _first_difference(pg, [(facts[k], sorted(cols, key=_rendezvous_order))
+                                      for k, cols in sorted(ranks.items())])
+        if line is not None:
+            return line
+    return None
+
+
+def _member(f: _FileFacts, pg: str) -> bool:
+    """Does the file's own process-group record put its rank in group ``pg``
+    (a group that lists no ranks holds every rank, as the default one)? A
+    file that records no groups is taken to be in every one of its job."""
+    if not f.process_groups:
+        return True
+    for group in f.process_groups:
+        if isinstance(group, dict) and str(group.get("pg_name", "")) == pg:
+            ranks = group.get("ranks")
+            return not ranks or (isinstance(ranks, list) and f.rank in ranks)
+    return False
+
+
+def _rendezvous_order(item: tuple[RendezvousKey, _Comm]) -> tuple[str, int]:
+    return item[0].kind, item[0].position
+
+
+def _first_difference(pg: str, ranks: list[tuple[_FileFacts, list[tuple[RendezvousKey, _Comm]]]],
+                      ) -> str | None:
+    """The first collective of group ``pg`` on which a rank differs from the
+    first rank (by rendezvous order: comm_seq, else recorded order)."""
+    group = f"process group {pg!r}" if pg else "collectives without pg_name"
+    ref, ref_cols = ranks[0]
+    for f, cols in ranks[1:]:
+        for i in range(max(len(cols), len(ref_cols))):
+            a = ref_cols[i] if i < len(ref_cols) else None
+            b = cols[i] if i < len(cols) else None
+            if a is not None and b is not None and a[0] == b[0] and a[1].ctype == b[1].ctype \
+                    and (a[1].size == b[1].size or a[1].ctype == CollectiveType.ALL_TO_ALL):
+                continue
+            return (f"ranks disagree about {group}: its collective #{i} is "
+                    f"{_describe_comm(a)} on {_rank_at(ref)} but {_describe_comm(b)} on "
+                    f"{_rank_at(f)}")
+    return None
+
+
+def _describe_comm(item: tuple[RendezvousKey, _Comm] | None) -> str:
+    if item is None:
+        return "absent"
+    key, comm = item
+    size = f" {comm.size} B" if comm.size is not None else ""
+    seq = f"seq {key.position}, " if key.kind == SEQ else ""
+    return f"{_ctype(comm.ctype)}{size} ({seq}node {comm.op.node})"
 
 
 def _keys_of(facts: Sequence[_FileFacts]) -> list[dict[int, RendezvousKey]]:

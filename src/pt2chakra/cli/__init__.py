@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pt2chakra import __version__
-from pt2chakra.cli import collect, convert, diff, options, report, simulate, tools
+from pt2chakra.cli import collect, convert, diff, extrapolate, options, report, simulate, tools
 from pt2chakra.errors import InputError
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     convert.register(sub, common)
     simulate.register(sub, common)
+    extrapolate.register(sub, common)
     tools.register(sub, common)
     collect.register(sub, common)
     report.register(sub, common)

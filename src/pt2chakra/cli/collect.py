@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pt2chakra.collect.distributed import DEFAULT_WORLD_SIZE, DdpConfig
+from pt2chakra.cli import options
+from pt2chakra.collect.distributed import (
+    DDP,
+    DEFAULT_WORLD_SIZE,
+    PARALLEL_MODES,
+    DdpConfig,
+    Rendezvous,
+)
 from pt2chakra.collect.record import DEFAULT_NAME, DEFAULT_WARMUP
 from pt2chakra.collect.sample_model import (
     DEFAULT_BATCH,
@@ -15,6 +22,8 @@ from pt2chakra.collect.sample_model import (
     DEFAULT_SEQ_LEN,
 )
 from pt2chakra.errors import InputError
+
+MAX_PORT = 65535  # TCP ports are 16 bits
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -37,17 +46,23 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _collect_ddp(args: argparse.Namespace) -> int:
-    from pt2chakra.collect.distributed import collect_gloo_ddp
+    from pt2chakra.collect.distributed import collect_gloo_ddp, collect_one_rank
 
     try:
         cfg = DdpConfig(world_size=args.world_size,
                         warmup=_given(args.steps_warmup, DdpConfig.warmup),
                         hidden=args.hidden, layers=_given(args.layers, DdpConfig.layers),
                         batch=_given(args.batch, DdpConfig.batch), bucket_mb=args.bucket_mb,
-                        steps=args.steps, accumulate=args.accumulate)
+                        steps=args.steps, accumulate=args.accumulate, parallel=args.parallel)
     except ValueError as exc:
         raise InputError("collect --ddp", str(exc)) from None
-    pairs = collect_gloo_ddp(args.out_dir, cfg, name=args.name)
+    if args.rank is None:
+        pairs = collect_gloo_ddp(args.out_dir, cfg, name=args.name)
+    else:
+        if args.master_port is None:
+            raise InputError("collect --rank", "needs --master-port (rank 0's port)")
+        pairs = collect_one_rank(args.out_dir, cfg, args.rank,
+                                 Rendezvous(args.master_addr, args.master_port), name=args.name)
     if not args.quiet:
         for host, kineto in pairs:
             print(host)
@@ -95,4 +110,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--accumulate", type=int, default=DdpConfig.accumulate, metavar="K",
                    help="with --ddp: micro-batches per step (gradient accumulation; the "
                         "gradients are all-reduced once)")
+    p.add_argument("--parallel", choices=PARALLEL_MODES, default=DDP,
+                   help="with --ddp: replicate the model (DistributedDataParallel) or shard it "
+                        "(FSDP2: fully_shard on each block and on the whole model)")
+    p.add_argument("--rank", type=options.rank, default=None,
+                   help="with --ddp: run only this rank here (a launcher starts the others, "
+                        "e.g. each in its own network namespace); needs --master-port")
+    p.add_argument("--master-addr", default="127.0.0.1",
+                   help="with --rank: rank 0's address (MASTER_ADDR)")
+    p.add_argument("--master-port", type=options.int_range(1, MAX_PORT), default=None,
+                   help="with --rank: rank 0's port (MASTER_PORT)")
     p.set_defaults(func=_cmd_collect)

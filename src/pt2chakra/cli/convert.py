@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
@@ -24,7 +25,11 @@ EPILOG_CONVERT = """examples:
 
 with --ranks, {rank} in the paths is each rank's number; every rank is converted
 as if alone (same bytes); a failing rank gets one line on stderr and the others'
-outputs are still written (exit 2 when any rank failed).
+outputs are still written (exit 2 when any rank failed). Ranks that disagree
+about their collectives (a group's collective missing on one rank, or of
+another type or size) make a job that validate and simulate refuse and that
+ASTRA-sim hangs on: one line names the group and the first collective that
+differs, the outputs are removed, exit 2 (--allow-mismatch keeps them).
 """
 
 EPILOG_LINK = """examples:
@@ -48,9 +53,10 @@ def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
 def _cmd_convert(args: argparse.Namespace) -> int:
     if args.ranks is not None:
         return _cmd_convert_ranks(args)
-    if args.jobs is not None or args.ray is not None:
-        raise InputError("--jobs" if args.jobs is not None else "--ray",
-                         "only with --ranks (several ranks in one command)")
+    for option, given in (("--jobs", args.jobs is not None), ("--ray", args.ray is not None),
+                          ("--allow-mismatch", args.allow_mismatch)):
+        if given:
+            raise InputError(option, "only with --ranks (several ranks in one command)")
     from pt2chakra.conversion.api import convert_run
 
     _check_traces(args, "convert")
@@ -130,9 +136,29 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
         print(result.summary())
     if result.failed:
         return EXIT_RANK_FAILED
+    if _collectives_disagree(result.outputs, args.allow_mismatch):
+        return EXIT_RANK_FAILED
     if args.simulate:
         _print_simulation(result.outputs)
     return 0
+
+
+def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
+    """True (after one line on stderr, the outputs removed) when the ranks
+    disagree about their collectives and the user did not allow it."""
+    from pt2chakra.chakra.checks import collective_mismatch
+
+    line = collective_mismatch(outputs) if len(outputs) > 1 else None
+    if line is None:
+        return False
+    if allow:
+        print(f"pt2chakra: warning: {line} (kept: --allow-mismatch)", file=sys.stderr)
+        return False
+    for path in outputs:
+        os.remove(path)
+    print(f"pt2chakra: error: {line}; outputs removed (--allow-mismatch keeps them)",
+          file=sys.stderr)
+    return True
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
@@ -176,6 +202,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--ranks", metavar="SPEC",
                    help="convert several ranks, e.g. 0-7,9: {rank} in --host-trace, "
                         "--device-trace, -o and --report is each rank's number")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="with --ranks: keep the outputs when the ranks disagree about their "
+                        "collectives (a warning instead of exit 2)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="with --ranks: ranks converted at once (default: the CPU count)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",

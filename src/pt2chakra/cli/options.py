@@ -101,6 +101,7 @@ positive_count = int_range(1, INT64_MAX)
 scale = float_range(MIN_SCALE, MAX_SCALE)
 bandwidth = float_range(0.0, 1e12, low_open=True)  # GB/s
 latency = float_range(0.0, 1e12)  # us
+real_step = float_range(0.0, 1e9, low_open=True)  # ms: a step of up to ~11 days
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

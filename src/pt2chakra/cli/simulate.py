@@ -92,6 +92,19 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    "(recorded when the ranks' steps overlap on one clock)")
     p.add_argument("--no-infer-waits", action="store_true",
                    help="do not infer cross-stream waits from timing")
+    p.add_argument("--without-profiler", action="store_true",
+                   help="predict the step without the profiler's own cost: a per-op figure "
+                   "taken out of every recorded CPU op and the gaps before it (GPU work "
+                   "unchanged), from --real-step, --profiler-overhead, a meta.json beside the "
+                   "traces (pt2chakra collect writes it), or else estimated from the trace; "
+                   "see docs/PROFILER_OVERHEAD.md")
+    p.add_argument("--real-step", type=options.real_step, metavar="MS",
+                   help="your step time without the profiler (ms, e.g. from the training log): "
+                   "fit the figure so that the replay gives it (implies --without-profiler)")
+    p.add_argument("--profiler-overhead", metavar="FIGURE",
+                   help="the profiler's cost per recorded CPU op, e.g. 32.95us/op (printed by "
+                   "a fit, or by pt2chakra microbench --profiler-overhead; implies "
+                   "--without-profiler)")
 
 
 def options_from(args: argparse.Namespace) -> SimulationOptions:
@@ -105,7 +118,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         cpu_scale_ops=args.cpu_scale_ops,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
         infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
-        timeline=getattr(args, "timeline", None),
+        without_profiler=args.without_profiler, real_step_ms=args.real_step,
+        profiler_overhead=args.profiler_overhead, timeline=getattr(args, "timeline", None),
         plot=getattr(args, "plot", None), force=getattr(args, "force", False))
 
 
@@ -160,7 +174,10 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
     from pt2chakra.astra.api import AstraSimOptions, simulate_astra_sim
 
     for flag, given in (("--calibrate", args.calibrate), ("--write-et", args.write_et is not None),
-                        ("--cpu-scale-ops", args.cpu_scale_ops is not None)):
+                        ("--cpu-scale-ops", args.cpu_scale_ops is not None),
+                        ("--without-profiler", args.without_profiler),
+                        ("--real-step", args.real_step is not None),
+                        ("--profiler-overhead", args.profiler_overhead is not None)):
         if given:
             from pt2chakra.errors import InputError
 

@@ -1,9 +1,13 @@
-"""Record a multi-rank CPU sample: DDP over gloo, one process per rank on localhost.
+"""Record a multi-rank CPU sample: data parallel over gloo, one process per rank.
 
 Each rank records its own host ET + Kineto pair with ``record_training_step``
 (``<name>.rank<N>.host_et.json.gz`` / ``.kineto.json.gz``), so a gloo
 collective appears in both files exactly as a user's torch.distributed job
-writes it. torch is imported lazily (in the spawned processes too).
+writes it. The model is replicated (DDP) or sharded (FSDP2 ``fully_shard``
+per block and on the whole model). ``collect_gloo_ddp`` spawns every rank on
+localhost; ``collect_one_rank`` runs one rank of a job whose other ranks a
+launcher starts elsewhere (e.g. each in its own network namespace).
+torch is imported lazily (in the spawned processes too).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ SEED = 0
 LEARNING_RATE = 1e-2
 # Spawned ranks give up on a peer that never joins after this long.
 RENDEZVOUS_TIMEOUT_S = 120
+# How the model is spread over the ranks: replicated with DistributedDataParallel,
+# or sharded with FSDP2 (``fully_shard`` on each block, then on the whole model).
+DDP, FSDP2 = "ddp", "fsdp2"
+PARALLEL_MODES = (DDP, FSDP2)
 
 
 @dataclass(frozen=True)
@@ -46,12 +54,16 @@ class DdpConfig:
     # ``no_sync``): the same ops K times, the communication unchanged; a
     # compute change whose factor is known before measuring.
     accumulate: int = 1
+    parallel: str = DDP  # one of PARALLEL_MODES
 
     def __post_init__(self) -> None:
         if self.world_size < 2 or \
                 min(self.hidden, self.layers, self.batch, self.steps, self.accumulate) < 1 \
                 or self.warmup < 0 or not self.bucket_mb > 0:
             raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
+        if self.parallel not in PARALLEL_MODES:
+            raise ValueError(f"parallel must be one of {', '.join(PARALLEL_MODES)}, "
+                             f"got {self.parallel!r}")
 
     def step_names(self, name: str, rank: int) -> list[str]:
         """One recording per step: ``NAME.rankN`` alone, else ``NAME.stepS.rankN``."""
@@ -72,22 +84,50 @@ def recording_paths(out_dir: Path, name: str, cfg: DdpConfig) -> list[tuple[Path
             for step in zip(*per_rank) for n in step]
 
 
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the ranks meet: rank 0's address and a port (``MASTER_ADDR/PORT``)."""
+
+    addr: str
+    port: int
+
+
 def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
                      name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
-    """Record ``cfg.steps`` DDP steps per rank over gloo; returns each
-    recording's (host ET, Kineto), step by step, rank by rank."""
+    """Record ``cfg.steps`` steps per rank over gloo, every rank spawned here on
+    localhost; returns each recording's (host ET, Kineto), step by step, rank by rank."""
+    out = _prepared(out_dir)
+    from torch.multiprocessing.spawn import spawn
+
+    meet = Rendezvous(LOCALHOST, _free_port())
+    spawn(_rank_main, args=(cfg, str(out), name, meet), nprocs=cfg.world_size, join=True)
+    return recording_paths(out, name, cfg)
+
+
+def collect_one_rank(out_dir: Path | str, cfg: DdpConfig, rank: int, meet: Rendezvous,
+                     name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
+    """Run and record rank ``rank`` of ``cfg.world_size`` in this process (a
+    launcher starts the others, all meeting at ``meet``); returns this rank's
+    (host ET, Kineto) per recorded step."""
+    if not 0 <= rank < cfg.world_size:
+        raise InputError("--rank", f"must be in 0..{cfg.world_size - 1}, got {rank}")
+    out = _prepared(out_dir)
+    _rank_main(rank, cfg, str(out), name, meet)
+    return [(Path(f"{out / n}{HOST_ET_SUFFIX}"), Path(f"{out / n}{KINETO_SUFFIX}"))
+            for n in cfg.step_names(name, rank)]
+
+
+def _prepared(out_dir: Path | str) -> Path:
+    """The output folder, created, once torch with gloo is known to be here."""
     try:
         import torch.distributed as dist
-        from torch.multiprocessing.spawn import spawn
     except ImportError:
         raise InputError("collect", "needs torch: pip install 'pt2chakra[collect]'") from None
     if not dist.is_available() or not dist.is_gloo_available():
         raise InputError("collect --ddp", "this torch build has no gloo backend")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    spawn(_rank_main, args=(cfg, str(out), name, port), nprocs=cfg.world_size, join=True)
-    return recording_paths(out, name, cfg)
+    return out
 
 
 def _free_port() -> int:
@@ -96,20 +136,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, port: int) -> None:
+def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezvous) -> None:
     """One rank: join the group, build the model, record one step."""
     from datetime import timedelta
 
     import torch
     import torch.distributed as dist
 
-    os.environ["MASTER_ADDR"] = LOCALHOST
-    os.environ["MASTER_PORT"] = str(port)
+    os.environ["MASTER_ADDR"] = meet.addr
+    os.environ["MASTER_PORT"] = str(meet.port)
     torch.set_num_threads(1)  # ranks share the machine's cores
     dist.init_process_group("gloo", rank=rank, world_size=cfg.world_size,
                             timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     try:
-        step = _ddp_step(cfg, rank)
+        step = (_fsdp2_step if cfg.parallel == FSDP2 else _ddp_step)(cfg, rank)
         for s, step_name in enumerate(cfg.step_names(name, rank)):
             dist.barrier()  # every recorded step starts with both ranks ready
             record_training_step(step, out_dir, warmup=cfg.warmup if s == 0 else 0,
@@ -150,6 +190,43 @@ def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
             with nullcontext() if last else model.no_sync():
                 loss = t.nn.functional.mse_loss(model(x), y)
                 loss.backward()
+        opt.step()
+        dist.all_gather(losses, loss.detach().reshape(1))
+
+    return step
+
+
+def _fsdp2_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
+    """The same MLP sharded with FSDP2: ``fully_shard`` on each block (a
+    Linear and its ReLU), then on the whole model, so each step all-gathers
+    every block's parameters (forward, and again in backward) and
+    reduce-scatters its gradients, prefetched under the neighbouring blocks'
+    compute; the same broadcast and loss all_gather as the DDP step."""
+    import torch as t
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    t.manual_seed(SEED)
+    blocks = [t.nn.Sequential(t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU())
+              for _ in range(cfg.layers)]
+    model = t.nn.Sequential(*blocks)
+    for block in blocks:
+        fully_shard(block)
+    fully_shard(model)
+    opt = t.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    gen = t.Generator().manual_seed(SEED + rank)
+    x = t.randn(cfg.batch, cfg.hidden, generator=gen)
+    y = t.randn(cfg.batch, cfg.hidden, generator=gen)
+    flag = t.zeros(1)
+    losses = [t.zeros(1) for _ in range(cfg.world_size)]
+
+    def step() -> None:
+        dist.broadcast(flag, src=0)
+        opt.zero_grad(set_to_none=True)
+        for micro in range(cfg.accumulate):
+            model.set_requires_gradient_sync(micro == cfg.accumulate - 1)  # type: ignore[operator]
+            loss = t.nn.functional.mse_loss(model(x), y)
+            loss.backward()
         opt.step()
         dist.all_gather(losses, loss.detach().reshape(1))
 

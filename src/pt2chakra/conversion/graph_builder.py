@@ -53,9 +53,9 @@ from pt2chakra.pytorch.names import (
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
-    is_nccl_kernel,
 )
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
+from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 
 
 class CpuNodeSources(NamedTuple):
@@ -191,21 +191,15 @@ class CommContext(NamedTuple):
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
                  ops_by_id: dict[int, HostOp], host_only: bool) -> frozenset[int]:
-    """Backend communication ops that stand for the transfer itself: in a
-    host-only trace every one (the only record of it); with a Kineto trace,
-    those that launched no GPU work (gloo, MPI, or UCC on CPU tensors), since
-    otherwise the NCCL kernel they launched is the transfer."""
+    """The backend ops that are their collective's transfer
+    (``pytorch.transfers.own_transfers``): every one in a host-only trace,
+    else those no collective GPU node (an NCCL kernel) belongs to."""
     mask = names_passing(ops, is_backend_comm_op)
     backend = [] if mask is None else list(map(_op_id, compress(ops, mask)))
-    if host_only or not backend:
-        return frozenset(backend)
-    launching: set[int] = set()
-    for g in gpu_ops:  # the launcher and every caller above it launched GPU work
-        cur, hops = g.host_op_id, 0
-        while cur in ops_by_id and cur not in launching and hops < MAX_UNLINKED_CALLERS:
-            launching.add(cur)
-            cur, hops = ops_by_id[cur].parent, hops + 1
-    return frozenset(i for i in backend if i not in launching)
+    launchers = (g.host_op_id for g in gpu_ops
+                 if _gpu_collective(g.activity.name, g.activity.collective,
+                                    ops_by_id.get(g.host_op_id), ops_by_id) is not None)
+    return own_transfers(backend, launchers, ops_by_id, host_only)
 
 
 def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommContext:
@@ -517,7 +511,7 @@ def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp |
                     ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
     """Kineto collective metadata first, then the launching op, then the
     kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
-    if not is_nccl_kernel(kernel) and info is None:
+    if not is_device_transfer(kernel, info):
         return None
     if info is not None and info.name:
         ctype = coll.collective_from_name(info.name)

@@ -38,6 +38,7 @@ from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
     CpuEvent,
+    GpuActivity,
     HostOp,
     HostTrace,
     IOValues,
@@ -45,6 +46,7 @@ from pt2chakra.pytorch.records import (
     ProcessGroup,
     RuntimeEvent,
 )
+from pt2chakra.pytorch.transfers import is_device_transfer
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +137,17 @@ def process_groups(kineto: KinetoTrace) -> list[ProcessGroup]:
 
 
 def _cpu_transfers(events: Sequence[CpuEvent], callers: list[int],
-                   runtime: Sequence[RuntimeEvent]) -> list[bool]:
-    """Per event: does it run inside a backend op that launches no GPU work
-    (a gloo collective on its worker thread)? Such an op is one transfer
-    node; the copies its algorithm does are part of its time, not ops of
-    their own (the ET does not record them under it either)."""
+                   runtime: Sequence[RuntimeEvent], gpu: Sequence[GpuActivity]) -> list[bool]:
+    """Per event: does it run inside a backend op that is its own transfer
+    (``pytorch.transfers``: it launches no NCCL kernel; a gloo collective
+    on its worker thread, its tensors on the CPU or on a GPU)? Such an op is
+    one transfer node; the copies its algorithm does are part of its time,
+    not ops of their own (the ET does not record them under it either)."""
+    transfers = {a.correlation for a in gpu if is_device_transfer(a.name, a.collective)}
     launches: dict[int, list[float]] = {}
     for rt in runtime:
-        if is_launch(rt.name):
+        # a launch whose activity is unknown may be a kernel's: it counts
+        if is_launch(rt.name) and (rt.correlation < 0 or rt.correlation in transfers):
             launches.setdefault(rt.tid, []).append(rt.ts)
     for times in launches.values():
         times.sort()
@@ -176,7 +181,7 @@ def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
     if not inside and not gpu_only:
         raise InputError(kineto.path, f"no CPU op in the step ({window.label}): nothing to convert")
     callers = _callers(inside)
-    folded = _cpu_transfers(inside, callers, kineto.runtime_events)
+    folded = _cpu_transfers(inside, callers, kineto.runtime_events, kineto.gpu_activities)
     new_id = [0] * len(inside)  # 0: folded into its transfer (ids start at 1)
     ops: list[HostOp] = []
     for k, ev in enumerate(inside):

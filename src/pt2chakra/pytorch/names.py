@@ -113,3 +113,9 @@ def nccl_kernel_word(kernel_name: str) -> str | None:
 
 def is_nccl_kernel(kernel_name: str) -> bool:
     return NCCL_KERNEL.match(kernel_name) is not None
+
+
+def looks_collective(name: str) -> bool:
+    """A node name that can be a collective's transfer (``transfers``): a
+    backend op or an NCCL/RCCL kernel; ``validate`` warns when one is compute."""
+    return is_backend_comm_op(name) or is_nccl_kernel(name)

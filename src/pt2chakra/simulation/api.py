@@ -21,10 +21,17 @@ from pt2chakra.chakra.conventions import ALIGNMENTS
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
+from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.results import Schedule, SimConfig, SimulationResult
+from pt2chakra.simulation.profiler_overhead import (
+    OPTION,
+    REAL_STEP_OPTION,
+    parse_figure,
+    resolve,
+)
+from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 
 class SimulationOptions(msgspec.Struct, frozen=True):
@@ -46,6 +53,16 @@ class SimulationOptions(msgspec.Struct, frozen=True):
     timeline: str | None = None  # Chrome/Perfetto JSON of the simulated + measured schedule
     plot: str | None = None  # .png/.svg/.pdf per-lane picture
     force: bool = False  # replay traces validate calls unsound, and accept nodes that never run
+    # Take the profiler's cost out (profiler_overhead.py): the figure from
+    # real_step_ms (fitted), profiler_overhead (given), a meta.json beside the
+    # traces, or the trace alone. Either figure source implies it.
+    without_profiler: bool = False
+    real_step_ms: float | None = None
+    profiler_overhead: str | None = None  # e.g. "32.95us/op"
+
+    def strips_profiler(self) -> bool:
+        return self.without_profiler or self.real_step_ms is not None or \
+            self.profiler_overhead is not None
 
     def base_config(self) -> SimConfig:
         return SimConfig(bandwidth_gbps=self.bandwidth_gbps, latency_us=self.latency_us,
@@ -98,6 +115,12 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError("--align", f"must be one of {', '.join(ALIGNMENTS)}")
     if any(n < 0 for n in options.comm_streams):
         raise InputError("--comm-streams", "must be 0 (as recorded) or more")
+    if options.real_step_ms is not None and options.profiler_overhead is not None:
+        raise InputError(REAL_STEP_OPTION, f"fits the figure that {OPTION} gives: give one")
+    if options.real_step_ms is not None and not 0 < options.real_step_ms < math.inf:
+        raise InputError(REAL_STEP_OPTION, "must be a positive number of milliseconds")
+    if options.profiler_overhead is not None:
+        parse_figure(options.profiler_overhead)
     if options.cpu_scale_ops is not None:
         compile_ops(options.cpu_scale_ops)
         if list(options.cpu_scale) == [1.0]:
@@ -124,12 +147,38 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     check_options(options, names)
     ranks = open_rank_set(names, options.force)
     graphs = load(ranks)
-    refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
-    sim = Simulator(graphs, ranks.paths, infer_waits=options.infer_waits,
+    names = ranks.paths
+    refuse_unsound_set(names, graphs, options.force, ranks.ranks)
+    sim = Simulator(graphs, names, infer_waits=options.infer_waits,
                     refuse_deadlock=not options.force, ranks=ranks.ranks)
-    result, schedule = sim.run(options.base_config())
+    base = base_config(sim, names, options)
+    result, schedule = sim.run(base)
     _refuse_unfinished(result, options.force)
+    if base.profiler_overhead_us or options.strips_profiler():
+        result = msgspec.structs.replace(result, profiler_overhead=_overhead(sim, names, options))
     return sim, result, schedule
+
+
+def base_config(sim: Simulator, names: Sequence[str], options: SimulationOptions) -> SimConfig:
+    """The baseline setting, with the profiler's cost to take out when asked."""
+    base = options.base_config()
+    if not options.strips_profiler():
+        return base
+    got = _overhead(sim, names, options)
+    return msgspec.structs.replace(base, profiler_overhead_us=got.per_op_us)
+
+
+def _overhead(sim: Simulator, names: Sequence[str], options: SimulationOptions,
+              ) -> ProfilerOverhead:
+    """The figure ``options`` ask for, worked out once per simulator."""
+    got = sim.profiler_overhead
+    if got is None:
+        base = options.base_config()
+        got = sim.profiler_overhead = resolve(
+            sim.prepared(link_streams(base)),
+            lambda c: sim.predict(msgspec.structs.replace(base, profiler_overhead_us=c)),
+            names, options.real_step_ms, options.profiler_overhead)
+    return got
 
 
 def refuse_unsound_set(paths: Sequence[str],
@@ -167,7 +216,7 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     """``simulate``, keeping the simulator and the schedule."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
-    base = options.base_config()
+    base = base_config(sim, [r.source for r in result.ranks], options)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,

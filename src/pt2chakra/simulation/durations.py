@@ -16,6 +16,7 @@ from pt2chakra.simulation.calibration import (
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepare import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
+from pt2chakra.simulation.profiler_overhead import take_out
 from pt2chakra.simulation.results import SimConfig
 
 
@@ -46,9 +47,11 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
     """Recorded durations and CPU delays under the compute and CPU knobs (a
-    GPU-side CPU gap is CPU time)."""
+    GPU-side CPU gap is CPU time), the profiler's cost taken out first (the
+    what-ifs then scale the job's own time)."""
     dur = list(p.dur)
     delay = list(p.delay)
+    take_out(p, dur, delay, cfg.profiler_overhead_us)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
     if cs == 1.0 and cpu == 1.0:
         return dur, delay  # nothing scales: no pass over a million nodes
@@ -62,11 +65,19 @@ def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]
                 delay[i] *= cpu
             else:  # only the share of the slice / the delay inside matching ops
                 start, lane = float(p.start[i]), p.lane[i]
-                dur[i] += (cpu - 1.0) * covered.within(lane, start, start + p.dur[i])
-                delay[i] += (cpu - 1.0) * covered.within(lane, start - p.delay[i], start)
+                dur[i] += (cpu - 1.0) * covered.within(lane, start, start + p.dur[i]) \
+                    * _left(dur[i], p.dur[i])
+                delay[i] += (cpu - 1.0) * covered.within(lane, start - p.delay[i], start) \
+                    * _left(delay[i], p.delay[i])
         elif cat == GPU_CPU_GAP and cpu != 1.0 and covered is None:  # unnamed CPU time
             dur[i] *= cpu
     return dur, delay
+
+
+def _left(now: float, recorded: float) -> float:
+    """The share of a recorded interval left once the profiler's cost is out
+    (1.0 exactly when none was taken: the what-if is then unchanged)."""
+    return now / recorded if recorded > 0.0 and now != recorded else 1.0
 
 
 def _covered(p: PreparedGraph, cfg: SimConfig) -> CoveredTime | None:

@@ -30,7 +30,13 @@ from pt2chakra.simulation.prepare import (
 )
 from pt2chakra.simulation.rank_results import overall_step, rank_results
 from pt2chakra.simulation.replay import run_replay
-from pt2chakra.simulation.results import Schedule, SimConfig, SimulationResult, WhatIf
+from pt2chakra.simulation.results import (
+    ProfilerOverhead,
+    Schedule,
+    SimConfig,
+    SimulationResult,
+    WhatIf,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,8 @@ class Simulator:
         self.sources = list(sources) if sources else [f"rank{r}" for r in range(len(graphs))]
         self.ranks = ranks
         self._prepared: dict[int, PreparedGraph] = {}
+        # --without-profiler: the figure, resolved once (profiler_overhead.py)
+        self.profiler_overhead: ProfilerOverhead | None = None
 
     def prepared(self, comm_streams: int) -> PreparedGraph:
         p = self._prepared.get(comm_streams)

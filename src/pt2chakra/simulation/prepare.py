@@ -206,6 +206,8 @@ class PreparedGraph:
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
         # --cpu-scale-ops: per pattern, the time the matching ops cover (op_scale.py)
         self.covered: dict[str, CoveredTime] = {}
+        # --without-profiler: per CPU thread, its ops in start order (profiler_overhead.py)
+        self.overhead_lanes: list[list[int]] | None = None
         self.rank_nodes: list[range] = []
         self.rank_timed: list[bool] = []  # per rank: some node has a start time
         self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order

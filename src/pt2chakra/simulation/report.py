@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN
+from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, error_pct
 from pt2chakra.simulation.results import RankResult, SimulationResult
 
 if TYPE_CHECKING:
@@ -129,6 +129,24 @@ def _shares(parts: dict[str, float], total: float) -> list[str]:
             for name, us in parts.items() if us > 0]
 
 
+def profiler_lines(result: SimulationResult) -> list[str]:
+    """``--without-profiler``: both steps, the figure and where it came from."""
+    o = result.profiler_overhead
+    if o is None:
+        return []
+    kind = "estimated" if o.estimate else ("fitted" if o.source == "fit" else "given")
+    out = ["", f"without the profiler: predicted {result.predicted_step_us:.0f} us; with it (the "
+           f"replay as recorded) {o.profiled_step_us:.0f} us",
+           f"  profiler overhead: {o.figure} ({kind}: {o.source_detail}), "
+           f"{o.taken_out_us:.0f} us taken out of {o.ops} recorded CPU ops"]
+    if o.real_step_us is not None:
+        out.append(f"  real step {o.real_step_us:.0f} us: predicted "
+                   f"{_pct(error_pct(result.predicted_step_us, o.real_step_us))}")
+    if o.note:
+        out.append(f"  {o.note}")
+    return out
+
+
 def format_report(result: SimulationResult, lanes: bool = True,
                   collectives: Sequence[CollectiveRow] = ()) -> str:
     """The text report; ``collectives`` (``collective_rows`` of the replay)
@@ -148,7 +166,7 @@ def format_report(result: SimulationResult, lanes: bool = True,
                    + (f"  ({r.unfinished} nodes never ran)" if r.unfinished else ""))
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
                f"{_pct(result.error_pct):>9}")
-    out += step_notes(result) + timing_notes(result)
+    out += step_notes(result) + timing_notes(result) + profiler_lines(result)
     if lanes:
         out.append("")
         out.append("lanes (simulated): busy / idle over the rank's predicted step")

@@ -31,6 +31,9 @@ class SimConfig(msgspec.Struct, frozen=True):
     # Collective times from a network model fitted to the recording (see
     # calibration.py); a rank's collectives then share its link one at a time.
     calibrate: bool = False
+    # The profiler's cost taken out of each recorded CPU op, in microseconds
+    # (profiler_overhead.py); 0: the step as recorded, profiler included.
+    profiler_overhead_us: float = 0.0
 
     def label(self) -> str:
         cpu_ops = f" (ops /{self.cpu_scale_ops}/)" if self.cpu_scale_ops else ""
@@ -80,6 +83,25 @@ class WhatIf(msgspec.Struct):
     speedup: float  # baseline predicted / this predicted
 
 
+class ProfilerOverhead(msgspec.Struct):
+    """The profiler's cost a ``--without-profiler`` replay took out, and
+    where the figure came from (profiler_overhead.py)."""
+
+    figure: str  # as --profiler-overhead reads it back, e.g. "32.95us/op"
+    per_op_us: float
+    source: str  # "fit" (--real-step or meta.json), "given", or "estimate"
+    source_detail: str  # the option, file or method the figure came from
+    estimate: bool  # from the trace alone: an estimate, not a measurement
+    profiled_step_us: float  # the replay as recorded, the profiler's cost in
+    ops: int  # recorded CPU ops the figure applies to
+    taken_out_us: float  # thread time taken out, all threads together
+    real_step_us: float | None = None  # the step the fit aimed at
+    fit_low: str | None = None  # figures from here ...
+    fit_high: str | None = None  # ... to here reach it (None: every larger one too)
+    reachable: bool = True
+    note: str = ""
+
+
 class SimulationResult(msgspec.Struct):
     ranks: list[RankResult]
     predicted_step_us: float
@@ -90,6 +112,8 @@ class SimulationResult(msgspec.Struct):
     critical_path: CriticalPath | None = None
     what_if: list[WhatIf] = []
     inferred_stream_waits: int = 0
+    # --without-profiler: the figure used and the step with the profiler in
+    profiler_overhead: ProfilerOverhead | None = None
 
     def summary(self) -> str:
         lines = []
@@ -104,7 +128,10 @@ class SimulationResult(msgspec.Struct):
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self)
+        doc: dict[str, Any] = msgspec.to_builtins(self)
+        if self.profiler_overhead is None:  # runs without it print what they always did
+            del doc["profiler_overhead"]
+        return doc
 
 
 class Schedule(msgspec.Struct):

@@ -1,0 +1,52 @@
+"""``pt2chakra extrapolate``: CLI wiring over :func:`pt2chakra.scaleout.api.extrapolate`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from pt2chakra.cli import options
+
+EPILOG = """examples:
+  pt2chakra extrapolate job.*.et --world-size 1024 -o out/job1024
+  pt2chakra simulate out/job1024.*.et          (or: pt2chakra simulate job.*.et --world-size 1024)
+  pt2chakra astra-sim out/job1024.*.et -o astra/job
+"""
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``extrapolate`` to the ``pt2chakra`` parser."""
+    p = sub.add_parser("extrapolate", parents=[common], epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       help="write the M-rank job of a data-parallel job recorded on N ranks",
+                       description="Scale a data-parallel job recorded on N ranks to M ranks "
+                       "(weak scaling: per-rank batch fixed): PREFIX.<rank>.et for every rank, "
+                       "process groups and collective sizes rewritten, new ranks cloned from a "
+                       "representative recorded rank. See docs/SCALE_OUT.md.")
+    p.add_argument("traces", nargs="+", help="every recorded rank's .et file")
+    p.add_argument("--world-size", type=options.npus, required=True, metavar="M",
+                   help="ranks of the job to write")
+    p.add_argument("-o", "--output", required=True, metavar="DIR/PREFIX",
+                   help="writes PREFIX.<rank>.et for ranks 0..M-1")
+    p.add_argument("--scaling", choices=["weak", "strong"], default="weak",
+                   help="weak (per-rank batch fixed, default); strong (a fixed global batch) "
+                   "is refused: the trace does not say how per-rank work divides")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_cmd_extrapolate)
+
+
+
+def _cmd_extrapolate(args: argparse.Namespace) -> int:
+    from pt2chakra.scaleout.api import extrapolate
+
+    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling)
+    if args.json:
+        import msgspec
+
+        sys.stdout.write(orjson.dumps(msgspec.to_builtins(summary),
+                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not args.quiet:
+        print(summary.describe())
+    return 0

@@ -1,0 +1,141 @@
+"""Scale-out's public API: write the M-rank job of a recorded N-rank
+data-parallel job (``extrapolate``), or build only the distinct ranks of it
+for a replay (``scaled_graphs``).
+
+    from pt2chakra.scaleout.api import extrapolate
+    summary = extrapolate(["job.0.et", "job.1.et"], 1024, "out/job")
+    print(summary.describe())
+
+Streaming: one recorded rank is read, rewritten and encoded at a time, and
+its clones are written from those bytes, so memory follows one rank, not M.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import msgspec
+
+from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs
+from pt2chakra.chakra.encode import encode_node
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
+from pt2chakra.errors import InputError
+from pt2chakra.scaleout.plan import ScalePlan, plan
+from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
+
+# What extrapolate does not know to be right: listed in every summary.
+UNVALIDATED = (
+    "op inputs/outputs of the c10d calls keep the recorded tensor lists (a list all-gather's "
+    "output still holds N tensors)",
+    "compute and CPU time copied as recorded (weak scaling); contention a larger job adds "
+    "(a shared switch, stragglers) is not modelled",
+)
+
+
+class ExtrapolateSummary(msgspec.Struct):
+    """What ``extrapolate`` wrote and did (printed by the CLI)."""
+
+    recorded_ranks: int
+    world_size: int
+    job_kind: str
+    representative: int
+    kept_ranks: list[int]  # new ranks holding their own recorded work
+    files: int
+    nodes_per_rank: dict[int, int]  # recorded rank -> nodes of each file cloned from it
+    rescaled: dict[int, int]  # recorded rank -> collectives whose comm_size changed
+    groups_rewritten: int
+    rules: dict[str, int]
+    unvalidated: list[str]
+    prefix: str
+
+    def describe(self) -> str:
+        lines = [f"{self.prefix}.{{0..{self.world_size - 1}}}.et: {self.files} ranks from "
+                 f"{self.recorded_ranks} recorded ({self.job_kind}, weak scaling)"]
+        kept = self.kept_ranks
+        lines.append(f"  ranks {kept[0]}..{kept[-1]} hold their own recorded work; "
+                     + (f"ranks {len(kept)}..{self.world_size - 1} are clones of recorded "
+                        f"rank {self.representative}" if self.world_size > len(kept)
+                        else "no clone"))
+        copied = sum(self.nodes_per_rank.values()) - sum(self.rescaled.values())
+        lines.append(f"  copied: {copied} nodes of {len(self.nodes_per_rank)} distinct ranks "
+                     "(compute, CPU time, dependencies as recorded)")
+        lines.append(f"  rescaled: {sum(self.rescaled.values())} collective sizes, "
+                     f"{self.groups_rewritten} process-group records (group_size "
+                     f"{self.recorded_ranks} -> {self.world_size})")
+        for rule, count in sorted(self.rules.items()):
+            lines.append(f"    {count} x {rule}")
+        lines.extend(f"  unvalidated: {u}" for u in self.unvalidated)
+        return "\n".join(lines)
+
+
+def output_path(prefix: str, rank: int) -> str:
+    return f"{prefix}.{rank}.et"
+
+
+def _scaled_rank(p: ScalePlan, source: int) -> tuple[GlobalMetadata, list[ChakraNode],
+                                                       RewriteCounts]:
+    metadata, nodes = read_et(p.paths[source])
+    new_nodes, counts = rewrite_nodes(list(nodes), p.recorded, p.target)
+    return metadata, new_nodes, counts
+
+
+def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
+                prefix: str | os.PathLike[str], scaling: str = "weak") -> ExtrapolateSummary:
+    """Write ``<prefix>.<rank>.et`` for ranks 0..world_size-1 (all or
+    nothing); refuses in one ``InputError`` what the trace cannot tell."""
+    prefix = os.fspath(prefix)
+    names = [os.fspath(x) for x in paths]
+    p = plan(names, world_size, scaling)
+    folder = os.path.dirname(prefix) or "."
+    if not os.path.isdir(folder):
+        raise InputError(prefix, f"folder {folder!r} does not exist")
+    inputs: list[str | os.PathLike[str] | None] = list(names)
+    for r in range(world_size):
+        refuse_overwriting_inputs(output_path(prefix, r), inputs)
+    nodes_per: dict[int, int] = {}
+    rescaled: dict[int, int] = {}
+    groups = 0
+    with StagedOutputs() as staged:
+        for source in sorted(set(p.sources)):
+            metadata, nodes, counts = _scaled_rank(p, source)
+            encoded = [encode_node(n) for n in nodes]
+            del nodes
+            nodes_per[source], rescaled[source] = len(encoded), counts.rescaled
+            groups += counts.groups
+            for r in p.targets_of(source):
+                md = rank_metadata(metadata, r, source, p.recorded, p.target)
+                write_et(staged.stage(output_path(prefix, r)), md, encoded)
+        staged.commit()
+    kept = list(range(min(p.recorded, world_size)))
+    return ExtrapolateSummary(
+        recorded_ranks=p.recorded, world_size=world_size, job_kind=p.job_kind,
+        representative=p.representative, kept_ranks=kept, files=world_size,
+        nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
+        unvalidated=list(UNVALIDATED), prefix=prefix)
+
+
+class ScaledGraphs(msgspec.Struct):
+    """The distinct ranks of the M-rank job, in memory (``simulate
+    --world-size``): new ranks 0..min(N, M)-1, each with the metadata of an
+    M-rank job. Every other new rank is a clone of ``plan.representative``,
+    whose graph is one of these."""
+
+    plan: ScalePlan
+    sources: list[str]  # a label per graph
+    graphs: list[tuple[GlobalMetadata, list[ChakraNode]]]
+
+
+def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
+                  scaling: str = "weak") -> ScaledGraphs:
+    """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs)."""
+    names = [os.fspath(x) for x in paths]
+    p = plan(names, world_size, scaling)
+    graphs = []
+    labels = []
+    for r in range(min(p.recorded, world_size)):
+        metadata, nodes, _ = _scaled_rank(p, r)
+        graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target), nodes))
+        labels.append(p.paths[r])
+    return ScaledGraphs(p, labels, graphs)

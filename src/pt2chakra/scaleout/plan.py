@@ -1,0 +1,240 @@
+"""What a recorded job is, and the plan to scale it from N to M ranks: which
+recorded rank each new rank is cloned from, and every refusal of what the
+trace cannot tell.
+
+The job must be data-parallel replicas only: every collective on a group
+that every recorded rank uses (the world), no point-to-point transfer
+(pipeline parallel), no all-to-all (expert parallel), no group that only
+some ranks use (tensor parallel, or the shard and replica groups of hybrid
+sharding, whose growth with M the trace does not say). A group counts as the
+world when all N rank files hold collectives on it: each rank reaches only
+its own groups' collectives, so that is proof, not a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+
+from pt2chakra.chakra.conventions import attr_dict
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.errors import InputError
+from pt2chakra.scaleout.rules import (
+    EXPERT_PARALLEL_TYPES,
+    POINT_TO_POINT,
+    SizeRule,
+    comm_type_of,
+    issuing_calls,
+    size_rule,
+)
+
+# The largest target world size: the generated-trace limit of the CLI (--npus).
+MAX_WORLD_SIZE = 65536
+# Names a sharded job's annotations carry: FSDP2's ``FSDP::...`` record
+# functions, FSDP1's ``FullyShardedDataParallel`` module and its hooks.
+FSDP2_MARK = "FSDP::"
+FSDP1_MARK = "FullyShardedDataParallel"
+
+# Job kinds.
+DDP, FSDP1, FSDP2, SHARDED = "data parallel (replicated)", "FSDP1", "FSDP2", "sharded (ZeRO/FSDP)"
+
+
+class CommFact(NamedTuple):
+    """One communication node as the plan sees it."""
+
+    pg: str
+    node_type: int
+    comm_type: int
+    call: str | None  # the c10d call that issued it
+    rule: SizeRule
+
+
+class RankFacts(NamedTuple):
+    """What planning needs of one recorded rank file (its nodes are dropped)."""
+
+    path: str
+    rank: int
+    world_size: int  # metadata world_size (0 when absent)
+    groups: dict[str, dict[str, Any]]  # pg_name -> its declared record
+    comms: list[CommFact]
+    step_us: float | None
+    fsdp_marks: frozenset[str]
+
+
+class ScalePlan(NamedTuple):
+    """The N -> M plan: ``sources[r]`` is the recorded rank new rank r is cloned from."""
+
+    recorded: int  # N
+    target: int  # M
+    paths: dict[int, str]  # recorded rank -> file
+    sources: list[int]
+    representative: int  # the rank clones beyond the recorded ones come from
+    job_kind: str
+    rules: dict[str, int]  # "<collective> <rule>" -> count on the representative
+
+    def targets_of(self, source: int) -> list[int]:
+        return [r for r, s in enumerate(self.sources) if s == source]
+
+
+def process_groups(metadata: GlobalMetadata, nodes: Iterable[ChakraNode] = ()) -> list[Any]:
+    """The process-group records the file declares: the metadata's
+    ``process_groups`` JSON, else the ``process_group:init`` node's."""
+    raw = attr_dict(metadata.attrs).get("process_groups")
+    if isinstance(raw, str):
+        try:
+            groups = msgspec.json.decode(raw)
+            if isinstance(groups, list):
+                return groups
+        except msgspec.DecodeError:
+            pass
+    return []
+
+
+def rank_facts(path: str) -> RankFacts:
+    """Read one recorded rank file for planning."""
+    metadata, node_iter = read_et(path)
+    nodes = list(node_iter)
+    md = attr_dict(metadata.attrs)
+    rank, world = md.get("rank"), md.get("world_size")
+    if type(rank) is not int or rank < 0:
+        raise InputError(path, "metadata has no rank: extrapolate needs every recorded rank's "
+                         "file as convert writes it")
+    groups = {str(g.get("pg_name")): g for g in process_groups(metadata)
+              if isinstance(g, dict) and "pg_name" in g}
+    calls = issuing_calls(nodes)
+    comms = []
+    for n in nodes:
+        if n.type not in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE,
+                          NodeType.COMM_RECV_NODE):
+            continue
+        a = attr_dict(n.attrs)
+        ctype = comm_type_of(a)
+        call = calls.get(n.id)
+        comms.append(CommFact(str(a.get("pg_name", "")), int(n.type), ctype, call,
+                              size_rule(ctype, call)))
+    start, end = md.get("step_start_micros"), md.get("step_end_micros")
+    step = float(end - start) if type(start) is int and type(end) is int else None
+    marks = frozenset(m for m in (FSDP2_MARK, FSDP1_MARK) if any(m in n.name for n in nodes))
+    return RankFacts(path, rank, world if type(world) is int else 0, groups, comms, step, marks)
+
+
+def _refuse_parallelism(facts: Sequence[RankFacts]) -> None:
+    """Point-to-point (pipeline parallel) and all-to-all (expert parallel)."""
+    for f in facts:
+        for c in f.comms:
+            if c.node_type in POINT_TO_POINT:
+                raise InputError(f.path, "point-to-point transfers (pipeline parallel): the "
+                                 "pipeline degree at M ranks is not in the trace; only "
+                                 "data-parallel jobs scale out")
+            if c.comm_type in EXPERT_PARALLEL_TYPES:
+                raise InputError(f.path, "all-to-all (expert or sequence parallel): its degree at "
+                                 "M ranks is not in the trace; only data-parallel jobs scale out")
+
+
+def _group_size(facts: Sequence[RankFacts], pg: str, users: int) -> int:
+    declared = [f.groups[pg].get("group_size") for f in facts if pg in f.groups]
+    sizes = [s for s in declared if type(s) is int and s > 0]
+    return max(sizes) if sizes else users
+
+
+def _refuse_subgroups(facts: Sequence[RankFacts]) -> str:
+    """Every collective's group must be the world; returns the job kind
+    (replicated, or sharded: FSDP1 / FSDP2)."""
+    n = len(facts)
+    users: Counter[str] = Counter()
+    for f in facts:
+        users.update({c.pg for c in f.comms})
+    sub = {pg: _group_size(facts, pg, k) for pg, k in users.items() if k < n}
+    sharded_pgs = {c.pg for f in facts for c in f.comms if c.rule is SizeRule.SHARDED}
+    if sub:
+        shard = sorted({s for pg, s in sub.items() if pg in sharded_pgs})
+        replica = sorted({s for pg, s in sub.items() if pg not in sharded_pgs})
+        first = facts[0].path
+        if shard and replica:
+            raise InputError(first, f"hybrid sharding (shard groups of {shard[0]} and replica "
+                             f"groups of {replica[0]} ranks): which of them grows to reach M ranks "
+                             "is not in the trace; record it fully sharded or pure replicated")
+        if shard:
+            raise InputError(first, f"sharded collectives on groups of {shard[0]} of {n} ranks "
+                             "without their replica groups: hybrid sharding needs both group "
+                             "kinds recorded")
+        pg, size = sorted(sub.items())[0]
+        raise InputError(first, f"process group {pg!r} has {size} of {n} ranks: not a "
+                         "data-parallel replica group (tensor or pipeline parallel degree is "
+                         "not in the trace)")
+    for f in facts:
+        for pg in users:
+            size = _group_size([f], pg, n)
+            if size != n:
+                raise InputError(f.path, f"process group {pg!r} declares {size} ranks but all "
+                                 f"{n} recorded ranks use it")
+    if not sharded_pgs:
+        return DDP
+    marks = frozenset().union(*(f.fsdp_marks for f in facts))
+    return FSDP2 if FSDP2_MARK in marks else FSDP1 if FSDP1_MARK in marks else SHARDED
+
+
+def representative(facts: Sequence[RankFacts]) -> int:
+    """The rank whose work the new ranks copy: not rank 0 (the root of
+    broadcasts, logging, checkpoints), the median recorded step among the
+    others (ties: the lowest rank). Rank 0 alone when it is all there is."""
+    others = [f for f in facts if f.rank != 0]
+    if not others:
+        return 0
+    timed = [f for f in others if f.step_us is not None]
+    if not timed:
+        return others[-1].rank
+    median = statistics.median_low([f.step_us for f in timed if f.step_us is not None])
+    return min(f.rank for f in timed if f.step_us == median)
+
+
+def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "weak",
+         ) -> ScalePlan:
+    """Check the recorded job and plan its scale-out to ``target`` ranks
+    (``InputError`` for everything the trace cannot tell)."""
+    names = [os.fspath(p) for p in paths]
+    if not names:
+        raise InputError("extrapolate", "no .et file given")
+    if scaling != "weak":
+        raise InputError("--scaling", "a fixed global batch (strong scaling) divides per-rank "
+                         "work by a rule the trace does not hold; only weak scaling (per-rank "
+                         "batch fixed) is supported")
+    if not 1 <= target <= MAX_WORLD_SIZE:
+        raise InputError("--world-size", f"must be 1..{MAX_WORLD_SIZE}")
+    facts = sorted((rank_facts(p) for p in names), key=lambda f: f.rank)
+    n = len(facts)
+    ranks = [f.rank for f in facts]
+    if ranks != list(range(n)):
+        dup = next((r for r, k in Counter(ranks).items() if k > 1), None)
+        what = f"rank {dup} given twice" if dup is not None else f"ranks {ranks}"
+        raise InputError(facts[0].path, f"{what}: give every recorded rank 0..N-1 once")
+    for f in facts:
+        if f.world_size and f.world_size != n:
+            raise InputError(f.path, f"world_size {f.world_size} in its metadata but {n} rank "
+                             "files given: give every recorded rank")
+    _refuse_parallelism(facts)
+    if not any(f.comms for f in facts) and n > 1:
+        raise InputError(facts[0].path, "no collective: nothing says the ranks are "
+                         "data-parallel replicas")
+    kind = _refuse_subgroups(facts)
+    rep = representative(facts)
+    sources = [r if r < n else rep for r in range(target)]
+    rules: Counter[str] = Counter()
+    for c in facts[rep].comms:
+        rules[f"{_type_name(c.comm_type)} ({c.call or 'call unknown'}): {c.rule.value}"] += 1
+    return ScalePlan(n, target, {f.rank: f.path for f in facts}, sources, rep, kind, dict(rules))
+
+
+def _type_name(comm_type: int) -> str:
+    from pt2chakra.chakra.records import CollectiveType
+
+    try:
+        return CollectiveType(comm_type).name.lower()
+    except ValueError:
+        return "collective"
