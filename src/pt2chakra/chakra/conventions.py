@@ -229,3 +229,33 @@ def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
     """A file of the ``serial`` profile: its compute runs as one chain, so
     stream order is implied by the chain rather than stated per stream."""
     return metadata_attrs.get(CONSUMER_PROFILE_ATTR) == profile_tag("serial")
+
+
+# Metadata a scaled-out file carries (``pt2chakra extrapolate``,
+# docs/SCALE_OUT.md): the recorded rank whose work it holds, and the world
+# size its durations were recorded at. Readers that time collectives (the
+# simulator, the ASTRA-sim job) need the second: a collective of such a file
+# is timed at the file's ``world_size`` from a model fitted at the recorded one.
+SCALEOUT_SOURCE_RANK_ATTR = "scaleout_source_rank"
+SCALEOUT_RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
+
+
+class ScaledWorld(NamedTuple):
+    """A scaled-out file's world: the ranks it stands for, and those its
+    durations were recorded on."""
+
+    world_size: int
+    recorded: int
+
+    @property
+    def rescaled(self) -> bool:
+        return self.world_size != self.recorded
+
+
+def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
+    """The world of a scaled-out file (None: a recorded file)."""
+    recorded = metadata_attrs.get(SCALEOUT_RECORDED_WORLD_ATTR)
+    world = metadata_attrs.get("world_size")
+    if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
+        return None
+    return ScaledWorld(world, recorded)

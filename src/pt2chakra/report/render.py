@@ -17,7 +17,7 @@ from pt2chakra.diff import DiffResult
 from pt2chakra.diff.api import DEFAULT_TOP
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES
 from pt2chakra.simulation.collectives import CollectiveRow
-from pt2chakra.simulation.report import step_notes, timing_notes
+from pt2chakra.simulation.report import measured_collectives, step_notes, timing_notes
 from pt2chakra.simulation.results import CriticalPath, SimulationResult
 from pt2chakra.simulation.views import CATEGORY_COLORS
 
@@ -135,7 +135,7 @@ def _summary(data: ReportData) -> str:
              f'<div class="card"><div class="k">ranks / nodes</div>'
              f'<div class="v">{len(r.ranks)} / {data.nodes:,}</div></div></div>')
     how = (f"<p class=note>Start offsets: {_esc(r.align)}; collectives: "
-           f"{_esc(r.network_model or 'measured (min over participants)')}"
+           f"{_esc(r.network_model or measured_collectives(r.align))}"
            + (f"; {r.inferred_stream_waits} cross-stream waits inferred"
               if r.inferred_stream_waits else "") + ".</p>"
            + "".join(f'<p class="warn">{_esc(line)}</p>' for line in timing_notes(r))

@@ -17,14 +17,15 @@ import msgspec
 
 from pt2chakra.atomic import refuse_overwriting_inputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
-from pt2chakra.chakra.conventions import ALIGNMENTS
-from pt2chakra.chakra.ranks import open_rank_set
+from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
+from pt2chakra.chakra.ranks import open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
+from pt2chakra.simulation.prepare import metadata_attrs
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
@@ -147,16 +148,38 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     check_options(options, names)
     ranks = open_rank_set(names, options.force)
     graphs = load(ranks)
-    names = ranks.paths
-    refuse_unsound_set(names, graphs, options.force, ranks.ranks)
+    refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
+    return replay_graphs(ranks.paths, graphs, options, ranks.ranks)
+
+
+def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                  options: SimulationOptions, ranks: Sequence[int] | None = None,
+                  ) -> tuple[Simulator, SimulationResult, Schedule]:
+    """``replay`` of graphs already loaded, checked and ordered by rank
+    (``simulate --world-size`` builds them in memory); ``ranks``: their
+    ``RankSet``'s ranks (see ``prepare_graphs`` when None)."""
+    options = scaled_out_options(graphs, options)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits,
-                    refuse_deadlock=not options.force, ranks=ranks.ranks)
+                    refuse_deadlock=not options.force, ranks=ranks)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
     _refuse_unfinished(result, options.force)
     if base.profiler_overhead_us or options.strips_profiler():
         result = msgspec.structs.replace(result, profiler_overhead=_overhead(sim, names, options))
     return sim, result, schedule
+
+
+def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                       options: SimulationOptions) -> SimulationOptions:
+    """Collectives of a scaled-out job (recorded at N ranks, standing for M)
+    cannot keep their recorded times: without ``--bandwidth/--latency`` they
+    are timed by the network model fitted to the recording (``--calibrate``)."""
+    if options.calibrate or options.bandwidth_gbps is not None:
+        return options
+    worlds = (scaled_world(metadata_attrs(md)) for md, _ in graphs)
+    if any(w is not None and w.rescaled for w in worlds):
+        return msgspec.structs.replace(options, calibrate=True)
+    return options
 
 
 def base_config(sim: Simulator, names: Sequence[str], options: SimulationOptions) -> SimConfig:
@@ -183,12 +206,14 @@ def _overhead(sim: Simulator, names: Sequence[str], options: SimulationOptions,
 
 def refuse_unsound_set(paths: Sequence[str],
                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                       force: bool, ranks: Sequence[int]) -> None:
+                       force: bool, ranks: Sequence[int] | None = None) -> None:
     """Before a replay: each file's errors that stop a replay, then what
     ``validate`` calls an error across the ranks (a collective that is
     another type, size or count on another rank: ranks of different jobs, or
     a broken recording). The replay would match such collectives anyway and
     print a normal step, so the set is refused unless ``force``."""
+    if ranks is None:  # graphs built in memory: their metadata, else their position
+        ranks = ranks_in_memory([(path, md) for path, (md, _nodes) in zip(paths, graphs)])
     for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
         refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
@@ -216,6 +241,25 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     """``simulate``, keeping the simulator and the schedule."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
+    return _finish(sim, result, schedule, options)
+
+
+def simulate_graphs_run(names: Sequence[str],
+                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                        options: SimulationOptions | None = None) -> SimulationRun:
+    """``simulate_run`` over graphs in memory (one per rank, ordered by
+    rank); ``names`` label them in the report."""
+    options = options or SimulationOptions()
+    check_options(options, names)
+    refuse_unsound_set(list(names), graphs, options.force)
+    sim, result, schedule = replay_graphs(names, graphs, options)
+    return _finish(sim, result, schedule, options)
+
+
+def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
+            options: SimulationOptions) -> SimulationRun:
+    """The what-if rows, the timeline and the plot of a baseline replay."""
+    options = scaled_out_options(sim.graphs, options)
     base = base_config(sim, [r.source for r in result.ranks], options)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,

@@ -25,12 +25,14 @@ from pt2chakra.chakra.conventions import (
     CPU_LANE,
     INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
+    ScaledWorld,
     StepWindow,
     is_finite_number,
     is_gpu,
     is_int,
     is_period_step,
     lane_of,
+    scaled_world,
     step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
@@ -201,6 +203,8 @@ class PreparedGraph:
         self.step_period: list[bool] = []
         self.sources: list[str] = []
         self.rank_label: list[int] = []  # each rank's number (chakra.ranks)
+        # per rank: the world a scaled-out file stands for (None: as recorded)
+        self.scaled: list[ScaledWorld | None] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
@@ -313,6 +317,8 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     for x, src in host_waits:  # the gap before X was the wait: only the rest stays
         end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
+    if timed_rank:
+        _worker_pickups(p, base, end, parents)
     if gpu_syncs:  # else no node has a gpu_sync edge, and none is added before
         _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
@@ -475,6 +481,7 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
     window = step_window_from(mda, p.start[nodes.start:nodes.stop], p.dur[nodes.start:nodes.stop],
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
+    p.scaled.append(scaled_world(mda))
     p.step_end.append(window.end)
     p.step_period.append(is_period_step(mda))
     return window.start
@@ -785,6 +792,34 @@ def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Paren
     for x, src in added:
         parents[x - base] += ((src, K_STREAM_WAIT),)
     return added
+
+
+def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> None:
+    """On a rank without GPU work a collective runs on one of the backend's
+    host worker threads (gloo), which picks it up some time after it could
+    have started: the thread wakes up, a while on a loaded machine (0.05 ms
+    quiet, up to 15 ms seen with 8 ranks on 2 shared cores). That time, from
+    the later of its dependencies' and its lane's previous node's recorded
+    ends to its recorded start, is replayed as a delay, like a CPU thread's
+    gap; a collective without either keeps its own rule (``_pin_orphans``)."""
+    cats = p.cat[base:end]
+    if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
+        return
+    starts, dur, lanes = p.start, p.dur, p.lane
+    lane_end: dict[int, float] = {}
+    for i in sorted((i for i in range(base, end) if p.cat[i] == COMM), key=starts.__getitem__):
+        start, lane = float(starts[i]), lanes[i]
+        ready = -math.inf
+        for src, _kind in parents[i - base]:
+            e = starts[src] + dur[src]
+            if ready < e <= start:
+                ready = e
+        prev = lane_end.get(lane, -math.inf)
+        if ready < prev <= start:
+            ready = prev
+        if ready > -math.inf:
+            p.delay[i] = start - ready
+        lane_end[lane] = max(prev, start + dur[i])
 
 
 def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> float:

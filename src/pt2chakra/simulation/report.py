@@ -129,6 +129,14 @@ def _shares(parts: dict[str, float], total: float) -> list[str]:
             for name, us in parts.items() if us > 0]
 
 
+def measured_collectives(align: str) -> str:
+    """How measured collectives are timed (durations.py): on a shared clock
+    each participant from the last arrival to its own recorded end, else the
+    minimum over the participants."""
+    return "measured (from the last arrival)" if align == "recorded" \
+        else "measured (min over participants)"
+
+
 def profiler_lines(result: SimulationResult) -> list[str]:
     """``--without-profiler``: both steps, the figure and where it came from."""
     o = result.profiler_overhead
@@ -154,7 +162,7 @@ def format_report(result: SimulationResult, lanes: bool = True,
     out = []
     out.append(f"ranks: {len(result.ranks)}, start offsets: {result.align}"
                + (f", network model: {result.network_model}" if result.network_model
-                  else ", collectives: measured (min over participants)")
+                  else f", collectives: {measured_collectives(result.align)}")
                + (f", {result.inferred_stream_waits} cross-stream waits inferred"
                   if result.inferred_stream_waits else ""))
     out.append("")
