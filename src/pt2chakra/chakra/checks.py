@@ -514,7 +514,7 @@ def _check_group(pg: str, members: list[_FileFacts],
                  missing: list[_FileFacts]) -> list[Problem]:
     """One process group's collectives, every member against the first."""
     problems: list[Problem] = []
-    label = f"process group {pg!r}" if pg else "collectives without pg_name"
+    label = f"collectives of process group {pg!r}" if pg else "collectives without pg_name"
     if not pg:
         for f in missing:
             problems.append(Problem(f.path, "error", "alignment",
@@ -554,8 +554,8 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
     if count != ref_count:
         problems.append(Problem(
             f.path, "error", "alignment",
-            f"rank {f.rank} runs {count} collectives of {label}, {_rank_at(ref)} "
-            f"runs {ref_count}", "ranks would hang waiting for each other"))
+            f"this file runs {count} {label}, {_rank_at(ref)} runs {ref_count}",
+            "ranks would hang waiting for each other"))
     else:
         lone = [k for k in ref_keyed if k not in mine]
         extra = [k for k in mine if k not in ref_keyed]

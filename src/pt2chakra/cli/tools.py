@@ -18,6 +18,7 @@ import orjson
 from pt2chakra.astra.collective import TOPOLOGIES
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.cli import options
+from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
 from pt2chakra.errors import InputError
 
 EXIT_PROBLEMS = 1
@@ -138,12 +139,41 @@ def _cmd_from_text(args: argparse.Namespace) -> int:
 
 
 def _cmd_microbench(args: argparse.Namespace) -> int:
+    if args.profiler_overhead:
+        return _cmd_profiler_overhead(args)
+    for flag, value in (("--size", args.size), ("--npus", args.npus), ("-o", args.output)):
+        if value is None:
+            raise InputError(f"microbench {flag}", "required (generated traces need --size, "
+                             "--npus and -o; or give --profiler-overhead)")
     from pt2chakra.tools.microbench import microbench
 
     written = microbench(args.collective, args.size, args.npus, args.output,
                          steps=args.steps, compute_micros=args.compute)
     if not args.quiet:
         print(f"{len(written)} files: {written[0]} .. {written[-1]}")
+    return 0
+
+
+def _cmd_profiler_overhead(args: argparse.Namespace) -> int:
+    """``microbench --profiler-overhead``: the figure for ``simulate --profiler-overhead``."""
+    from pt2chakra.collect.profiler_cost import measure
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("microbench --profiler-overhead: skipped: needs torch (pip install "
+              "'pt2chakra[collect]')", file=sys.stderr)
+        return 0
+    cost = measure(args.calls, args.repeats)
+    if args.output:
+        from pt2chakra.atomic import atomic_output
+
+        with atomic_output(args.output) as out:
+            out.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    if args.json:
+        sys.stdout.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not args.quiet:
+        print("\n".join(cost.lines()))
     return 0
 
 
@@ -280,12 +310,23 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                        "-> <prefix>.<npu>.et, for simulator smoke tests.")
     p.add_argument("--collective", default="ALL_REDUCE",
                    help="collective type name, e.g. ALL_REDUCE, ALL_GATHER, ALL_TO_ALL")
-    p.add_argument("--size", type=options.non_negative_int64, required=True, help="bytes per collective")
-    p.add_argument("--npus", type=options.npus, required=True, help="number of NPUs (files)")
+    p.add_argument("--size", type=options.non_negative_int64, help="bytes per collective")
+    p.add_argument("--npus", type=options.npus, help="number of NPUs (files)")
     p.add_argument("--steps", type=options.steps, default=1, help="chain length (default 1)")
     p.add_argument("--compute", type=options.non_negative_int64, default=0,
                    help="us of compute before each collective (0: none)")
-    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.add_argument("-o", "--output", help="output prefix (with --profiler-overhead: a JSON file "
+                   "for the figure)")
+    p.add_argument("--profiler-overhead", action="store_true",
+                   help="instead: time ops of several kinds with and without the profiler "
+                   "(ExecutionTraceObserver + Kineto, as collect records; needs torch) and print "
+                   "the cost per recorded op, the figure simulate --profiler-overhead takes")
+    p.add_argument("--calls", type=options.positive_count, default=DEFAULT_CALLS,
+                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS})")
+    p.add_argument("--repeats", type=options.positive_count, default=DEFAULT_REPEATS,
+                   help="with --profiler-overhead: timed loops per kind, the fastest kept "
+                   f"(default {DEFAULT_REPEATS})")
+    p.add_argument("--json", action="store_true", help="with --profiler-overhead: print JSON")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
 
 

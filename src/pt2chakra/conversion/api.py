@@ -30,6 +30,7 @@ from pt2chakra.conversion.linker import (
     thread_map,
 )
 from pt2chakra.conversion.progress import Stages
+from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.json_input import gc_paused
@@ -189,11 +190,12 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
             break_cycles: bool = False, progress: bool | None = None,
             profile: OutputProfile | None = None,
             report_path: str | os.PathLike[str] | None = None,
-            repair: bool = False, force: bool = False) -> ConversionReport:
+            repair: bool = False, force: bool = False,
+            step: StepChoice = STEP_LAST) -> ConversionReport:
     """``convert_run``'s report."""
     return convert_run(host_trace, device_trace, output, rank=rank, break_cycles=break_cycles,
                        progress=progress, profile=profile, report_path=report_path,
-                       repair=repair, force=force).report
+                       repair=repair, force=force, step=step).report
 
 
 def convert_run(host_trace: str | os.PathLike[str] | None,
@@ -203,7 +205,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False,
-                named_rank: int | None = None) -> ConversionRun:
+                step: StepChoice = STEP_LAST, named_rank: int | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
@@ -217,7 +219,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     runs (see ``linker.check_same_recording``).
 
     ``host_trace=None`` converts the Kineto trace alone (see ``kineto_only``);
-    ``repair=True`` reads a host ET cut off mid-array (see ``repair``).
+    ``repair=True`` reads a host ET cut off mid-array (see ``repair``);
+    ``step`` picks a Kineto-only conversion's measured step (``step.kineto_step``:
+    last, median, all or a step number; a host ET records its own step).
 
     ``rank`` (``--rank``) is written as the output's rank; ``named_rank``
     (``--ranks``: the number in the file names) is only checked. Either one
@@ -225,6 +229,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     ``force`` (``linker.check_rank_flag``)."""
     if host_trace is None and device_trace is None:
         raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
+    if host_trace is not None and step != STEP_LAST:
+        raise InputError("--step", "chooses among a Kineto trace's steps when it is converted "
+                         "alone; a host ET records one step, the one converted")
     _check_outputs(host_trace, device_trace, output, report_path, profile)
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
@@ -233,7 +240,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     with gc_paused(), StagedOutputs() as staged:
         if host_trace is None:
             assert device_trace is not None
-            linked, extra = _kineto_only(device_trace, stages, ignored)
+            linked, extra = _kineto_only(device_trace, stages, ignored, step)
         else:
             linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
                                  force=force, ignored=ignored)
@@ -269,14 +276,14 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
 
 
 def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages, ignored: Counter[str],
-                 ) -> tuple[LinkedTrace, dict[str, Any]]:
+                 step: StepChoice = STEP_LAST) -> tuple[LinkedTrace, dict[str, Any]]:
     """Link a Kineto trace alone (counting the events left out in ``ignored``);
     the extras the report needs beside it."""
     from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
 
     kineto = load_kineto_trace(str(device_trace), ignored)
     stages.step("device trace loaded")
-    found = link_kineto_only(kineto)
+    found = link_kineto_only(kineto, step)
     stages.step("linked")
     return found.linked, {"step": found.window.describe(), "dropped": found.dropped,
                           "kineto_events": kineto_event_counts(kineto, ignored)}

@@ -31,6 +31,7 @@ from typing import Any
 
 from pt2chakra.conversion.linker import RANKS_OPTION
 from pt2chakra.conversion.progress import Stages
+from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class RankOptions:
     break_cycles: bool = False
     force: bool = False  # convert pairs that look like two ranks or runs
     repair: bool = False  # read host ETs cut off mid-array
+    step: StepChoice = STEP_LAST  # a Kineto-only rank's measured step (convert --step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,7 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
         run = convert_run(job.host_trace, job.device_trace, job.output,
                           break_cycles=options.break_cycles, progress=False,
                           report_path=job.report, force=options.force, repair=options.repair,
-                          named_rank=job.rank)
+                          step=options.step, named_rank=job.rank)
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
     except OSError as exc:
