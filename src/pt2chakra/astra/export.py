@@ -34,7 +34,13 @@ import msgspec
 import orjson
 
 from pt2chakra.astra.serial_chain import serial_chain
-from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import (
+    RANK_FILES,
+    StagedOutputs,
+    check_outputs,
+    check_prefix_outputs,
+    write_atomic,
+)
 from pt2chakra.chakra.checks import check_loaded, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
@@ -382,8 +388,13 @@ def groups_file(groups: dict[str, list[int]], source: str) -> dict[str, list[int
     return out
 
 
+GROUPS_SUFFIX = ".comm_groups.json"
+# What follows ``<prefix>.`` in the export's files (atomic.check_prefix_outputs).
+EXPORT_FILES = f"{RANK_FILES}|comm_groups\\.json"
+
+
 def output_paths(prefix: str, rank: int) -> list[str]:
-    return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
+    return [f"{prefix}.{rank}.et", f"{prefix}{GROUPS_SUFFIX}"]
 
 
 class AstraSimProfile(msgspec.Struct, frozen=True):
@@ -392,6 +403,10 @@ class AstraSimProfile(msgspec.Struct, frozen=True):
 
     cpu: str = DEFAULT_CPU_MODE
     name: ClassVar[str] = "astra-sim"
+
+    @property
+    def output_files(self) -> str:
+        return EXPORT_FILES
 
     def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
               output: str | os.PathLike[str], *, rank: int | None,
@@ -415,11 +430,12 @@ def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
     outputs (the caller commits them) instead of committing here; either
     way both files appear together or not at all."""
     prefix = os.fspath(prefix)
+    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
     if rank is None:
         value = attr_dict(metadata.attrs).get("rank")
         rank = value if isinstance(value, int) else 0
     for out in output_paths(prefix, rank):
-        refuse_overwriting_inputs(out, list(inputs))
+        check_outputs(inputs, [out])
     named = [os.fspath(p) for p in inputs if p is not None]
     source = named[0] if named else prefix
     if staged is None:
@@ -504,6 +520,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     unless ``force``. ``staged``: write into these staged outputs (the caller
     commits them with its own files) instead of committing here."""
     prefix = os.fspath(prefix)
+    given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
+    check_prefix_outputs(given, prefix, EXPORT_FILES)
     ranks = open_rank_set(inputs, force)
     paths = ranks.paths
     windows: list[StepWindow | None] = []
@@ -513,7 +531,7 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
         refuse_unsound(check_loaded(path, rank, metadata, nodes), force)
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
-            refuse_overwriting_inputs(out, list(paths))
+            check_outputs(paths, [out])
     placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)
@@ -551,8 +569,6 @@ def convert_json(json_path: str | os.PathLike[str], prefix: str | os.PathLike[st
     ``rank``, else the metadata's, else 0); returns the paths written."""
     from pt2chakra.chakra.json_form import read_json
 
-    if rank is not None:  # else the rank is in the metadata: checked on writing
-        for out in output_paths(os.fspath(prefix), rank):
-            refuse_overwriting_inputs(out, [json_path])
+    check_prefix_outputs([json_path], prefix, EXPORT_FILES)
     metadata, nodes = read_json(json_path)
     return write_astra_sim(metadata, nodes, prefix, rank=rank, cpu=cpu, inputs=[json_path])

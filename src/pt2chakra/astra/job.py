@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.binary import CHECK_TIMEOUT_S, AstraConfigs, WorkloadRun, run_configured
 from pt2chakra.astra.collective import (
     BYTES_PER_GB_NETWORK,
     LOCAL_RING_BUS_DELAY_NS,
@@ -59,12 +59,12 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import DEFAULT_CPU_MODE, MIN_NPUS, convert_files
-from pt2chakra.atomic import StagedOutputs, write_atomic
+from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, convert_files
+from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.errors import InputError
+from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate
@@ -399,7 +399,7 @@ def run_script(name: str, groups: bool) -> str:
     """run.sh: ASTRA-sim on the job, from the job's folder (where it writes log/)."""
     groups_arg = shlex.quote(f"{name}.comm_groups.json") if groups else "empty"
     return f"""#!/bin/sh
-# ASTRA-sim job written by pt2chakra astra-sim: {name}.<rank>.et, one per NPU.
+# ASTRA-sim job written by pt2chakra astra-sim: {_comment_name(name)}.<rank>.et, one per NPU.
 # ASTRA_SIM_BIN names the binary (default: {DEFAULT_BINARY} on PATH).
 # How each network value was obtained: the comments in {NETWORK_FILE}.
 cd "$(dirname "$0")" || exit 2
@@ -412,6 +412,14 @@ exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
 """
 
 
+def _comment_name(name: str) -> str:
+    """``name`` as written in run.sh's comment: as is when plain, else quoted
+    for the shell (``check_outputs`` already refuses control characters, so
+    nothing can end the comment line)."""
+    quoted = shlex.quote(name)
+    return name if quoted == name else printable(quoted)
+
+
 def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
               cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
               force: bool = False) -> AstraJob:
@@ -422,6 +430,8 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     folder, name = os.path.split(prefix)
     if not name:
         raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
+    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
+    check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
     Path(folder or ".").mkdir(parents=True, exist_ok=True)
     ranks = open_rank_set(inputs, force)
@@ -493,9 +503,10 @@ def _job_file(folder: str, name: str) -> str:
 
 
 def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | None = None,
-              ) -> JobCheck:
+              timeout_s: float = CHECK_TIMEOUT_S) -> JobCheck:
     """Run the job ``prefix`` (``DIR/job``) through the consumer model and,
-    when ``binary`` is given, through ASTRA-sim itself, with its own files."""
+    when ``binary`` is given, through ASTRA-sim itself, with its own files
+    (stopped after ``timeout_s``; its output bounded: ``children.run_bounded``)."""
     prefix = os.fspath(prefix)
     folder = os.path.dirname(prefix) or "."
     configs = AstraConfigs(*(Path(_job_file(folder, n)) for n in
@@ -514,7 +525,7 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
         try:
             run = run_configured(binary, os.path.abspath(prefix), groups_arg,
                                  AstraConfigs(*(p.resolve() for p in configs)), network.npus,
-                                 cwd=scratch)
+                                 cwd=scratch, timeout_s=timeout_s)
         except (RuntimeError, OSError) as exc:
             last = (str(exc).strip().splitlines() or ["no output"])[-1]
             raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc

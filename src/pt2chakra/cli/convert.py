@@ -62,37 +62,43 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                           ("--allow-mismatch", args.allow_mismatch)):
         if given:
             raise InputError(option, "only with --ranks (several ranks in one command)")
+    from pt2chakra.atomic import StagedOutputs
     from pt2chakra.conversion.api import convert_run
 
     _check_traces(args, "convert")
     if args.html:
         _check_html(args)
-    run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
-                      break_cycles=args.break_cycles, progress=args.progress,
-                      profile=_output_profile(args), report_path=args.report,
-                      repair=args.repair, force=args.force, step=_step(args))
-    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
-    report = run.report
-    if not args.quiet:
-        print(report.summary())
-    if args.simulate and args.profile is None:
-        _print_simulation([args.output])
-    if args.html:
-        from pt2chakra.report.api import write_report
-
-        summary = write_report([args.output], args.html, conversion=[report])
+    lines: list[str] = []  # printed once every output is in place (-q: --simulate's only)
+    with StagedOutputs() as staged:  # .et, report and page: together or not at all
+        run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
+                          break_cycles=args.break_cycles, progress=args.progress,
+                          profile=_output_profile(args), report_path=args.report,
+                          repair=args.repair, force=args.force, step=_step(args),
+                          staged=staged)
+        options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+        report = run.report
         if not args.quiet:
-            print(summary.summary())
+            lines.append(report.summary())
+        if args.simulate and args.profile is None:
+            lines.append(_simulation_lines([args.output]))
+        if args.html:
+            from pt2chakra.report.api import write_report
+
+            page = write_report([args.output], args.html, conversion=[report], staged=staged)
+            if not args.quiet:
+                lines.append(page.summary())
+    if lines:
+        print("\n".join(lines))
     return 0
 
 
-def _print_simulation(paths: list[str]) -> None:
+def _simulation_lines(paths: list[str]) -> str:
     """``--simulate``: the short summary, and why a step is 0 us when it is."""
     from pt2chakra.simulation.api import simulate
     from pt2chakra.simulation.report import timing_notes
 
     result = simulate(paths)
-    print("\n".join([result.summary(), *timing_notes(result)]))
+    return "\n".join([result.summary(), *timing_notes(result)])
 
 
 def _check_traces(args: argparse.Namespace, where: str) -> None:
@@ -117,7 +123,7 @@ def _check_html(args: argparse.Namespace) -> None:
 
     if args.profile is not None:
         raise InputError(args.html, "--html reports on the .et; it does not go with --for")
-    check_output(args.html, [args.host_trace, args.device_trace, args.output, args.report])
+    check_output(args.html, [args.host_trace, args.device_trace], [args.output, args.report])
 
 
 def _cmd_convert_ranks(args: argparse.Namespace) -> int:
@@ -152,7 +158,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     if _collectives_disagree(result.outputs, args.allow_mismatch):
         return EXIT_RANK_FAILED
     if args.simulate:
-        _print_simulation(result.outputs)
+        print(_simulation_lines(result.outputs))
     return 0
 
 

@@ -102,6 +102,9 @@ scale = float_range(MIN_SCALE, MAX_SCALE)
 bandwidth = float_range(0.0, 1e12, low_open=True)  # GB/s
 latency = float_range(0.0, 1e12)  # us
 real_step = float_range(0.0, 1e9, low_open=True)  # ms: a step of up to ~11 days
+# A child's time limit: a day is longer than any job we run.
+MAX_SECONDS = 86_400.0
+seconds = float_range(0.0, MAX_SECONDS, low_open=True)
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

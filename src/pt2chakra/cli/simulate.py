@@ -145,17 +145,21 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.write_et:
         from pt2chakra.simulation.replayed_et import check_prefix, replay_config
 
-        check_prefix(args.write_et)
+        check_prefix(args.write_et, args.traces)
         replay_config(options_from(args))
-    run = simulate_run(args.traces, options_from(args))
-    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
-    result = run.result
-    if args.write_et:
-        from pt2chakra.simulation.replayed_et import write_replayed_et
+    from pt2chakra.atomic import StagedOutputs
 
-        written = write_replayed_et(run, options_from(args), args.write_et)
-        if not args.quiet:
-            print(f"replay written: {', '.join(written)}", file=sys.stderr)
+    with StagedOutputs() as staged:  # timeline, plot and --write-et: together or not at all
+        run = simulate_run(args.traces, options_from(args), staged)
+        options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+        if args.write_et:
+            from pt2chakra.simulation.replayed_et import write_replayed_et
+
+            written = write_replayed_et(run, options_from(args), args.write_et, staged)
+        staged.commit()
+    result = run.result
+    if args.write_et and not args.quiet:
+        print(f"replay written: {', '.join(written)}", file=sys.stderr)
     if args.json:
         from pt2chakra.simulation.report import result_json
 

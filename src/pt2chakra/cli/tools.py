@@ -15,8 +15,10 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra.binary import CHECK_TIMEOUT_S
 from pt2chakra.astra.collective import TOPOLOGIES
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
+from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
 from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
 from pt2chakra.errors import InputError
@@ -36,6 +38,7 @@ def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
             if isinstance(exc, BrokenPipeError):
                 raise
             target = exc.filename or getattr(args, "output", None) or "?"  # the file at fault
+            target = target_of(os.fspath(target))
             raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
 
     return wrapper
@@ -195,7 +198,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         binary = args.bin or os.environ.get(BINARY_ENV) or None
         if binary is not None and not os.access(binary, os.X_OK):
             raise InputError(binary, "not an executable ASTRA-sim binary (--bin / ASTRA_SIM_BIN)")
-        print(format_job_check(check_job(args.check, binary)))
+        print(format_job_check(check_job(args.check, binary, timeout_s=args.timeout)))
         return 0
     if not args.input or args.output is None:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
@@ -354,5 +357,8 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")
     p.add_argument("--bin", metavar="PATH",
                    help="with --check: the ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
+    p.add_argument("--timeout", type=options.seconds, default=CHECK_TIMEOUT_S, metavar="S",
+                   help=f"with --check: stop the binary after S seconds (default "
+                   f"{CHECK_TIMEOUT_S:g})")
     options.add_force(p, "validate finds errors in the inputs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

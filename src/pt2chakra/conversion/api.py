@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 import orjson
 
-from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
@@ -179,6 +179,11 @@ class OutputProfile(Protocol):
     A protocol, so that conversion needs no consumer: the consumer's package
     sits above this one and hands its profile in."""
 
+    @property
+    def output_files(self) -> str:
+        """What follows ``<output>.`` in its files' names (a regular expression)."""
+        ...
+
     def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
               output: str | os.PathLike[str], *, rank: int | None,
               inputs: Sequence[str | os.PathLike[str] | None],
@@ -205,7 +210,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False,
-                step: StepChoice = STEP_LAST, named_rank: int | None = None) -> ConversionRun:
+                step: StepChoice = STEP_LAST,
+                staged: StagedOutputs | None = None,
+                named_rank: int | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
@@ -222,6 +229,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     ``repair=True`` reads a host ET cut off mid-array (see ``repair``);
     ``step`` picks a Kineto-only conversion's measured step (``step.kineto_step``:
     last, median, all or a step number; a host ET records its own step).
+    ``staged``: the caller's outputs, to commit with its own (e.g. the HTML
+    report of ``convert --html``): the files are committed into it, and put
+    back as they were if the caller's ``with`` block fails later.
 
     ``rank`` (``--rank``) is written as the output's rank; ``named_rank``
     (``--ranks``: the number in the file names) is only checked. Either one
@@ -233,11 +243,26 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
         raise InputError("--step", "chooses among a Kineto trace's steps when it is converted "
                          "alone; a host ET records one step, the one converted")
     _check_outputs(host_trace, device_trace, output, report_path, profile)
+    args = (host_trace, device_trace, output, rank, break_cycles, progress, profile,
+            report_path, repair, force, step, named_rank)
+    if staged is not None:
+        return _convert_staged(*args, staged)
+    with StagedOutputs() as own:
+        return _convert_staged(*args, own)
+
+
+def _convert_staged(host_trace: str | os.PathLike[str] | None,
+                    device_trace: str | os.PathLike[str] | None,
+                    output: str | os.PathLike[str], rank: int | None, break_cycles: bool,
+                    progress: bool | None, profile: OutputProfile | None,
+                    report_path: str | os.PathLike[str] | None, repair: bool, force: bool,
+                    step: StepChoice, named_rank: int | None,
+                    staged: StagedOutputs) -> ConversionRun:
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
     extra: dict[str, Any] = {}
     ignored: Counter[str] = Counter()  # Kineto events left out, by category
-    with gc_paused(), StagedOutputs() as staged:
+    with gc_paused():
         if host_trace is None:
             assert device_trace is not None
             linked, extra = _kineto_only(device_trace, stages, ignored, step)
@@ -314,19 +339,13 @@ def _check_outputs(host_trace: str | os.PathLike[str] | None,
                    profile: OutputProfile | None = None,
                    ) -> None:
     """Refuse, before any work, outputs that would replace an input or land
-    in a folder that does not exist."""
-    inputs: list[str | os.PathLike[str] | None] = [host_trace, device_trace]
-    refuse_overwriting_inputs(output, inputs)
-    if report_path is not None:
-        refuse_overwriting_inputs(report_path, [*inputs, output])
-        folder = os.path.dirname(os.path.abspath(report_path))
-        if not os.path.isdir(folder):
-            raise InputError(os.fspath(report_path),
-                             "No such file or directory (its folder does not exist)")
-        if os.path.isdir(report_path):
-            raise InputError(os.fspath(report_path), "is a directory, expected a file name")
-    if profile is None and os.path.isdir(output):
-        raise InputError(os.fspath(output), "is a directory, expected a file name")
+    in a folder that does not exist (``atomic.check_outputs``)."""
+    inputs = [host_trace, device_trace]
+    if profile is None:
+        check_outputs(inputs, [output, report_path])
+    else:  # a prefix: the consumer's files are named after the rank
+        check_prefix_outputs(inputs, output, profile.output_files)
+        check_outputs(inputs, [report_path])
 
 
 def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
@@ -395,7 +414,7 @@ def linked_json(linked: LinkedTrace, host_trace: str, device_trace: str | None) 
 def write_linked(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
                  output: str | os.PathLike[str], force: bool = False) -> LinkSummary:
     """Link the two traces and write the linked intermediate JSON atomically."""
-    refuse_overwriting_inputs(output, [host_trace, device_trace])
+    check_outputs([host_trace, device_trace], [output])
     linked = link_traces(host_trace, device_trace, force=force)
     doc = linked_json(linked, os.fspath(host_trace),
                       os.fspath(device_trace) if device_trace is not None else None)

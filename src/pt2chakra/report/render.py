@@ -84,8 +84,10 @@ def _static(name: str) -> str:
 
 
 def _json_script(element_id: str, data: object) -> str:
-    """JSON in a script element: ``</`` is escaped so no value ends the element."""
-    text = msgspec.json.encode(data).decode().replace("</", "<\\/")
+    """JSON in a script element: every ``<`` is written ``\\u003c`` (the same
+    string to a JSON parser), so no value (``</script``, ``<!--``, ``<script``)
+    can end the element or change how the browser reads it."""
+    text = msgspec.json.encode(data).decode().replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from pt2chakra.atomic import refuse_overwriting_inputs
+from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
 from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.chakra.ranks import open_rank_set, ranks_in_memory
@@ -23,15 +23,17 @@ from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
+from pt2chakra.simulation.lone import lone_collectives, lone_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import metadata_attrs
+from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
     parse_figure,
     resolve,
 )
+from pt2chakra.simulation.replay import participants_of
 from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 
@@ -131,12 +133,7 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         from pt2chakra.simulation.views import check_plot_path
 
         check_plot_path(options.plot)
-    for out in (options.timeline, options.plot):
-        if out:
-            refuse_overwriting_inputs(out, list(inputs))
-    if options.timeline and options.plot and \
-            os.path.realpath(options.timeline) == os.path.realpath(options.plot):
-        raise InputError(options.plot, "--timeline and --plot name the same file")
+    check_outputs(inputs, [options.timeline or None, options.plot or None])
 
 
 def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
@@ -163,10 +160,25 @@ def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, S
                     refuse_deadlock=not options.force, ranks=ranks)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
+    if asks_network(options):
+        note = lone_note_of(sim.prepared(link_streams(base)), len(names))
+        if note:
+            result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
     if base.profiler_overhead_us or options.strips_profiler():
         result = msgspec.structs.replace(result, profiler_overhead=_overhead(sim, names, options))
     return sim, result, schedule
+
+
+def asks_network(options: SimulationOptions) -> bool:
+    """Whether some setting of ``options`` changes collective times."""
+    return options.bandwidth_gbps is not None or options.calibrate or \
+        any(b != 1.0 for b in options.bandwidth_scale)
+
+
+def lone_note_of(p: PreparedGraph, ranks_given: int) -> str | None:
+    """The note on collectives no other given rank reaches (lone.py)."""
+    return lone_note(p, lone_collectives(p, participants_of(p)), ranks_given)
 
 
 def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
@@ -237,11 +249,15 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
 
 
 def simulate_run(paths: Sequence[str | os.PathLike[str]],
-                 options: SimulationOptions | None = None) -> SimulationRun:
-    """``simulate``, keeping the simulator and the schedule."""
+                 options: SimulationOptions | None = None,
+                 staged: StagedOutputs | None = None) -> SimulationRun:
+    """``simulate``, keeping the simulator and the schedule. ``staged``: the
+    timeline and plot are staged there for the caller to commit with its
+    other outputs (``simulate --write-et``); else both are committed here,
+    together."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
-    return _finish(sim, result, schedule, options)
+    return _finish(sim, result, schedule, options, staged)
 
 
 def simulate_graphs_run(names: Sequence[str],
@@ -257,7 +273,7 @@ def simulate_graphs_run(names: Sequence[str],
 
 
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
-            options: SimulationOptions) -> SimulationRun:
+            options: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
     """The what-if rows, the timeline and the plot of a baseline replay."""
     options = scaled_out_options(sim.graphs, options)
     base = base_config(sim, [r.source for r in result.ranks], options)
@@ -266,15 +282,24 @@ def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
                        options.bandwidth_scale, options.comm_streams,
                        baseline=result.predicted_step_us)
         result = msgspec.structs.replace(result, what_if=rows)
+    if staged is not None:
+        _write_views(schedule, options, staged)
+    elif options.timeline or options.plot:
+        with StagedOutputs() as own:
+            _write_views(schedule, options, own)
+            own.commit()
+    return SimulationRun(sim, result, schedule)
+
+
+def _write_views(schedule: Schedule, options: SimulationOptions, staged: StagedOutputs) -> None:
     if options.timeline:
         from pt2chakra.simulation.views import write_chrome_trace
 
-        write_chrome_trace(schedule, options.timeline)
+        write_chrome_trace(schedule, staged.stage(options.timeline))
     if options.plot:
         from pt2chakra.simulation.views import write_plot
 
-        write_plot(schedule, options.plot)
-    return SimulationRun(sim, result, schedule)
+        write_plot(schedule, staged.stage(options.plot))
 
 
 def _refuse_unfinished(result: SimulationResult, force: bool) -> None:

@@ -5,6 +5,8 @@ model, or the model calibrated on the recording."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import (
@@ -12,6 +14,13 @@ from pt2chakra.simulation.calibration import (
     backend_samples,
     fit_backends,
     link_shares,
+)
+from pt2chakra.simulation.lone import (
+    LoneCollective,
+    lone_collectives,
+    lone_us,
+    modelled,
+    network_knob,
 )
 from pt2chakra.simulation.network import GLOO, collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
@@ -34,7 +43,8 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
     if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
         model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
                  f"{cfg.bandwidth_gbps:g} GB/s")
-    cal = calibrate(p, participants, cfg.algorithm) if cfg.calibrate else {}
+    lone = lone_collectives(p, participants) if network_knob(cfg) else []
+    cal = calibrate(p, participants, cfg.algorithm, lone) if cfg.calibrate else {}
     if cfg.calibrate:
         model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
             or "calibration: no collective to fit"
@@ -51,6 +61,9 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         coll[key] = max(each)
         for m, t in zip(members, each):
             dur[m] = t
+    for alone in lone:  # no peer given: the group size and bytes time it (lone.py)
+        fitted = cal.get(comm_backend(p.nodes[alone.node].name)) if cal else None
+        dur[alone.node] = lone_us(p, cfg, alone, dur[alone.node], fitted)
     return dur, delay, coll, model
 
 
@@ -157,9 +170,12 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
 
 
 def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
-              ) -> dict[str, Calibration]:
+              lone: Sequence[LoneCollective] = ()) -> dict[str, Calibration]:
     """Per backend, the network model fitted to the recorded collectives that
-    more than one rank reached (each timed by its share of its rank's link)."""
+    more than one rank reached (each timed by its share of its rank's link),
+    and to those of ranks given alone at their group's size (``lone``: their
+    recorded time includes any wait for peers, so the fit is slower than the
+    network)."""
     shares: dict[int, float] = {}
     for nodes in p.rank_nodes:
         comm = [i for i in nodes if p.cat[i] == COMM]
@@ -168,8 +184,13 @@ def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], al
         shares.update(zip(comm, link_shares(spans)))
     names = {i: p.nodes[i].name for m in participants.values() for i in m}
     groups = list(participants.values())
-    samples = backend_samples(names, groups, shares, p.comm_type, p.comm_bytes,
-                              [recorded_ranks(p, m) for m in groups])
+    counts = [recorded_ranks(p, m) for m in groups]
+    for c in lone:
+        if modelled(c):
+            names[c.node] = p.nodes[c.node].name
+            groups.append([c.node])
+            counts.append(c.group)
+    samples = backend_samples(names, groups, shares, p.comm_type, p.comm_bytes, counts)
     return fit_backends(samples, algorithm, SCALED_BACKENDS if rescaled(p) else None)
 
 

@@ -27,6 +27,7 @@ from pt2chakra.chakra.conventions import (
     STEP_DEFINITION_ATTR,
     ScaledWorld,
     StepWindow,
+    group_sizes,
     is_finite_number,
     is_gpu,
     is_int,
@@ -205,6 +206,10 @@ class PreparedGraph:
         self.rank_label: list[int] = []  # each rank's number (chakra.ranks)
         # per rank: the world a scaled-out file stands for (None: as recorded)
         self.scaled: list[ScaledWorld | None] = []
+        # per rank: its process groups' sizes by name and the world size, as
+        # recorded (0: unknown): what times a collective with no peer given (lone.py)
+        self.pg_sizes: list[dict[str, int]] = []
+        self.world: list[int] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
@@ -482,6 +487,9 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.scaled.append(scaled_world(mda))
+    p.pg_sizes.append(group_sizes(mda))
+    world = mda.get("world_size")
+    p.world.append(world if is_int(world) and world > 0 else 0)
     p.step_end.append(window.end)
     p.step_period.append(is_period_step(mda))
     return window.start

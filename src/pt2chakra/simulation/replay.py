@@ -116,7 +116,7 @@ def _origins(p: PreparedGraph, align: str) -> tuple[list[float], str]:
     return rank_origins([StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)], align)
 
 
-def _participants(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
+def participants_of(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
     """Collectives that more than one rank reaches: only those make their
     participants wait for each other (a lone one runs like any node)."""
     participants: dict[RendezvousKey, list[int]] = defaultdict(list)
@@ -129,7 +129,7 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
                ) -> tuple[ReplayRun, str, str | None]:
     """One replay under ``cfg``: its times, the rank alignment used and the
     network model's description (None: measured collectives)."""
-    participants = _participants(p)
+    participants = participants_of(p)
     origin, align = _origins(p, cfg.align)
     dur, delay, _coll, model = durations(p, cfg, participants, shared_clock=align == "recorded")
     run = ReplayRun(len(p.nodes))

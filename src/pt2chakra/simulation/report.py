@@ -78,7 +78,7 @@ def result_json(result: SimulationResult, collectives: Sequence[CollectiveRow] =
     """``--json``: the result, the notes the text report prints and, for a
     multi-rank run, each collective's straggler (``stragglers``)."""
     doc = result.to_json()
-    doc["notes"] = timing_notes(result)
+    doc["notes"] = timing_notes(result) + ([result.lone_note] if result.lone_note else [])
     if len(result.ranks) > 1 and collectives:
         doc["stragglers"] = [_straggler_json(r) for r in stragglers(collectives)]
     return doc
@@ -175,6 +175,8 @@ def format_report(result: SimulationResult, lanes: bool = True,
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
                f"{_pct(result.error_pct):>9}")
     out += step_notes(result) + timing_notes(result) + profiler_lines(result)
+    if result.lone_note:
+        out.append(result.lone_note)
     if lanes:
         out.append("")
         out.append("lanes (simulated): busy / idle over the rank's predicted step")

@@ -114,6 +114,9 @@ class SimulationResult(msgspec.Struct):
     inferred_stream_waits: int = 0
     # --without-profiler: the figure used and the step with the profiler in
     profiler_overhead: ProfilerOverhead | None = None
+    # Network what-ifs on collectives no other given rank reaches (lone.py):
+    # one note line, or "" (then left out of --json, as before)
+    lone_note: str = ""
 
     def summary(self) -> str:
         lines = []
@@ -131,6 +134,8 @@ class SimulationResult(msgspec.Struct):
         doc: dict[str, Any] = msgspec.to_builtins(self)
         if self.profiler_overhead is None:  # runs without it print what they always did
             del doc["profiler_overhead"]
+        if not self.lone_note:
+            del doc["lone_note"]
         return doc
 
 

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
-from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
+from pt2chakra.atomic import atomic_output, check_outputs
 from pt2chakra.chakra.conventions import (
     COMM_LANE,
     CPU_LANE,
@@ -98,7 +98,7 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
-    refuse_overwriting_inputs(output, list(paths))
+    check_outputs(paths, [output])
     ranks = open_rank_set(paths, force)
     stats = TimelineStats(output=output)
     with atomic_output(output) as out:
