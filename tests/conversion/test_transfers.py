@@ -206,6 +206,11 @@ def test_ranks_that_disagree_are_refused_in_one_line(tmp_path: Path) -> None:
     kept = _convert_ranks(tmp_path, "--allow-mismatch")
     assert kept.returncode == 0 and "warning: ranks disagree" in kept.stderr
     assert len(list(tmp_path.glob("o.*.et"))) == 2
+    # validate agrees: rank 1 is in group '0' and never reaches its collective
+    report = check_files(sorted(tmp_path.glob("o.*.et")))
+    assert [p.message for p in report.errors if p.check == "alignment"] == [
+        f"rank 1 has none of the 1 collectives of process group '0' that rank 0 "
+        f"({tmp_path / 'o.0.et'}) runs"]
 
 
 def test_allow_mismatch_goes_with_ranks(tmp_path: Path) -> None:

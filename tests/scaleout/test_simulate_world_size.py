@@ -89,3 +89,17 @@ def test_gloo_segments() -> None:
     assert gloo_segments_per_rank(25 << 20, 8) == 4
     steps = [cost_factors(AR, n, "gloo", 25 << 20)[0] for n in (2, 4, 8, 64, 1024)]
     assert steps == sorted(steps) and steps[0] == 2 * 13
+
+
+def test_serialised_collectives_take_no_pickup_delay(gloo_ranks: list[Path]) -> None:
+    """gloo ran two all-reduces at once (two workers); on the calibrated
+    link, one at a time, the second starts when the first ends: its
+    recorded pickup (measured from an earlier point) is not added on top."""
+    scaled = scaled_graphs(gloo_ranks, 8)
+    opts = scaled_out_options(scaled.graphs, SimulationOptions())
+    s = simulate_graphs_run(scaled.sources, scaled.graphs, opts).schedule
+    reduces = sorted((s.start[i], s.end[i]) for i in range(len(s.nodes))
+                     if s.rank[i] == 0 and s.nodes[i].name == "gloo:all_reduce")
+    assert len(reduces) == 3
+    for (_s0, e0), (s1, _e1) in zip(reduces, reduces[1:]):
+        assert s1 == pytest.approx(e0)

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 import orjson
 
+from pt2chakra.astra.collective import astra_comm_size
 from pt2chakra.astra.serial_chain import serial_chain
 from pt2chakra.atomic import (
     RANK_FILES,
@@ -480,6 +481,9 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
     _refuse_one_npu(md, source or prefix, ranks_given)
+    world = attr_dict(md.attrs).get("world_size")
+    world = world if isinstance(world, int) and not isinstance(world, bool) else None
+    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world), world or ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -494,9 +498,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
-    world = attr_dict(md.attrs).get("world_size")
-    groups = groups_file(comm_groups(md, world if isinstance(world, int) else None),
-                         source or prefix)
+    groups = groups_file(comm_groups(md, world), source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
@@ -504,6 +506,26 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
             raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
+
+
+def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
+                 machine: int) -> list[ChakraNode]:
+    """Each collective's ``comm_size`` as ASTRA-sim reads it
+    (``collective.astra_comm_size``: an all-gather's per-rank input), its
+    group's size from the process groups, else the whole machine's."""
+    out = []
+    for node in nodes:
+        if node.type == NodeType.COMM_COLL_NODE:
+            a = attr_dict(node.attrs)
+            size, ctype = a.get("comm_size"), a.get("comm_type")
+            if isinstance(size, int) and isinstance(ctype, int):
+                members = groups.get(str(a.get("pg_name", WHOLE_MACHINE_GROUP)))
+                new = astra_comm_size(ctype, size, len(members) if members else machine)
+                if new != size:
+                    node = msgspec.structs.replace(node, attrs=[
+                        (k, t, new if k == "comm_size" else v) for k, t, v in node.attrs])
+        out.append(node)
+    return out
 
 
 def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],

@@ -44,6 +44,7 @@ from pt2chakra.astra.collective import (
     TOPOLOGIES,
     AstraNetwork,
     AstraSystem,
+    astra_comm_size,
     astra_config_texts,
     collective_rank_ns,
     read_network_file,
@@ -100,8 +101,13 @@ class RecordedCollective:
     """One collective the ranks reached together, as ASTRA-sim will see it."""
 
     comm_type: int
-    size_bytes: int
+    size_bytes: int  # the converter's convention (an all-gather's: its gathered output)
     ranks: tuple[int, ...]  # positions in rank order (ASTRA-sim's NPUs)
+
+    @property
+    def astra_size(self) -> int:
+        """The ``comm_size`` the export writes for it (``astra_comm_size``)."""
+        return astra_comm_size(self.comm_type, self.size_bytes, len(self.ranks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +208,7 @@ def _fit_row(c: RecordedCollective, probe: AstraNetwork, system: AstraSystem,
     together; ``collective.py``); None for a collective ASTRA-sim cannot
     chunk (an all-gather smaller than its splits)."""
     try:
-        plan = ring_plan(c.comm_type, c.size_bytes, len(c.ranks), probe.npus, system.splits)
+        plan = ring_plan(c.comm_type, c.astra_size, len(c.ranks), probe.npus, system.splits)
     except ValueError:
         return None
     ring = c.ranks
@@ -335,7 +341,7 @@ def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibrati
     for c in _network_collectives(recorded.collectives[backend]):
         target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
         try:
-            got = max(collective_rank_ns(c.comm_type, c.size_bytes, len(c.ranks), network,
+            got = max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), network,
                                          system, ranks=c.ranks).values())
         except ValueError:
             continue

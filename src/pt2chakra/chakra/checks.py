@@ -431,7 +431,9 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
 def _member(f: _FileFacts, pg: str) -> bool:
     """Does the file's own process-group record put its rank in group ``pg``
     (a group that lists no ranks holds every rank, as the default one)? A
-    file that records no groups is taken to be in every one of its job."""
+    file that records no groups is taken to be in every one of its job.
+    ``validate`` and ``convert --ranks`` both expect a member of a group to
+    reach its collectives."""
     if not f.process_groups:
         return True
     for group in f.process_groups:
@@ -515,8 +517,8 @@ def _check_group(pg: str, members: list[_FileFacts],
     """One process group's collectives, every member against the first."""
     problems: list[Problem] = []
     label = f"collectives of process group {pg!r}" if pg else "collectives without pg_name"
-    if not pg:
-        for f in missing:
+    for f in missing:
+        if not pg or _member(f, pg):  # a rank of the group that never reached it
             problems.append(Problem(f.path, "error", "alignment",
                                     f"rank {f.rank} has none of the {len(cols_of[0])} {label} "
                                     f"that {_rank_at(members[0])} runs",

@@ -192,7 +192,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
-                            ("--latency", args.latency)):
+                            ("--latency", args.latency), ("--world-size", args.world_size)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -204,7 +204,14 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
-    job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
+    if args.world_size is not None:
+        from pt2chakra.scaleout.api import extrapolated_job
+
+        job = extrapolated_job(args.input, args.world_size, args.output,
+                               lambda files: write_job(files, args.output, cpu=args.cpu,
+                                                       choice=choice, force=args.force))
+    else:
+        job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))
     return 0
@@ -352,6 +359,9 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    help="network.yml bandwidth in ASTRA-sim's GB/s (2^30 B) instead of the fit")
     p.add_argument("--latency", type=options.latency, metavar="US",
                    help="network.yml latency per message hop in us instead of the fit")
+    p.add_argument("--world-size", type=options.npus, metavar="M",
+                   help="the job of the data-parallel recording scaled out to M ranks "
+                   "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")

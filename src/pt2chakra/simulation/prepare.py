@@ -809,7 +809,11 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     quiet, up to 15 ms seen with 8 ranks on 2 shared cores). That time, from
     the later of its dependencies' and its lane's previous node's recorded
     ends to its recorded start, is replayed as a delay, like a CPU thread's
-    gap; a collective without either keeps its own rule (``_pin_orphans``)."""
+    gap; a collective without either keeps its own rule (``_pin_orphans``).
+    A collective the recording ran beside the previous one of its lane
+    (a lane a what-if or the calibrated link serialises: ``comm_streams``)
+    had been picked up already: serialised, it starts when that one ends,
+    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it)."""
     cats = p.cat[base:end]
     if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
         return
@@ -825,7 +829,9 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
         prev = lane_end.get(lane, -math.inf)
         if ready < prev <= start:
             ready = prev
-        if ready > -math.inf:
+        if prev > start:
+            p.delay[i] = 0.0
+        elif ready > -math.inf:
             p.delay[i] = start - ready
         lane_end[lane] = max(prev, start + dur[i])
 
