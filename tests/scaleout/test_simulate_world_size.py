@@ -103,3 +103,24 @@ def test_serialised_collectives_take_no_pickup_delay(gloo_ranks: list[Path]) -> 
     assert len(reduces) == 3
     for (_s0, e0), (s1, _e1) in zip(reduces, reduces[1:]):
         assert s1 == pytest.approx(e0)
+
+
+@pytest.mark.parametrize("m", [2, 4, 16])
+def test_gloo_reduce_scatter_timed_as_all_reduce(built_job, m: int) -> None:
+    """FSDP over gloo: ``_reduce_scatter_base_`` runs as a full-size
+    ``gloo:all_reduce`` of the block; at M it moves 2(M-1)/M of the block
+    per link (all-reduce), not a reduce-scatter's (M-1)/M, and its size is
+    still the block (shards shrink, the block does not)."""
+    from scaleout.conftest import BLOCK
+
+    from pt2chakra.simulation.network import collective_time
+
+    bw, lat = 0.001, 10.0  # GB/s, us: the bytes term dominates
+    options = SimulationOptions(bandwidth_gbps=bw, latency_us=lat)
+    scaled = scaled_graphs(built_job("fsdp2", 2), m)
+    run = simulate_graphs_run(scaled.sources, scaled.graphs, options)
+    s = run.schedule
+    rs = [s.end[i] - s.start[i] for i in range(len(s.nodes))
+          if s.nodes[i].name == "gloo:all_reduce" and s.rank[i] == 0]
+    assert rs == [pytest.approx(collective_time(AR, BLOCK, m, bw, lat))]
+    assert rs[0] == pytest.approx(2 * (m - 1) * lat + 2 * (m - 1) / m * BLOCK / (bw * 1e3))

@@ -42,7 +42,7 @@ from pt2chakra.atomic import (
     check_prefix_outputs,
     write_atomic,
 )
-from pt2chakra.chakra.checks import check_loaded, refuse_unsound
+from pt2chakra.chakra.checks import SetChecker, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
     CONSUMER_PROFILE_ATTR,
@@ -58,6 +58,7 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
@@ -348,25 +349,15 @@ def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: 
         lanes[lane] = nid
 
 
-def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict[str, list[int]]:
-    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON."""
-    raw = attr_dict(metadata.attrs).get("process_groups")
-    if not isinstance(raw, str):
-        return {}
-    try:
-        groups = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return {}
+def comm_groups(metadata: GlobalMetadata, world_size: int | None = None,
+                where: str = "metadata") -> dict[str, list[int]]:
+    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON
+    (``chakra.process_groups``: malformed records are refused, naming ``where``)."""
     out: dict[str, list[int]] = {}
-    for pg in groups if isinstance(groups, list) else []:
-        if not isinstance(pg, dict) or "pg_name" not in pg:
-            continue
-        ranks = pg.get("ranks") or []
-        size = pg.get("group_size") or pg.get("pg_size") or 0
-        if not ranks and size and (world_size is None or size == world_size):
-            ranks = list(range(size))
+    for pg in read_process_groups(metadata, where):
+        ranks = pg.members(world_size)
         if ranks:
-            out[str(pg["pg_name"])] = [int(r) for r in ranks]
+            out[pg.name] = list(ranks)
     return out
 
 
@@ -455,7 +446,7 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
     number of ranks given together."""
     world = attr_dict(metadata.attrs).get("world_size")
     if not isinstance(world, int) or isinstance(world, bool):
-        world = max([ranks_given, *(len(r) for r in comm_groups(metadata).values())])
+        world = max([ranks_given, *(len(r) for r in comm_groups(metadata, None, where).values())])
     if world < MIN_NPUS:
         raise InputError(where, f"a {world}-rank trace: ASTRA-sim's analytical backend needs "
                          f"at least {MIN_NPUS} NPUs (it stops with 'npus_count (1) should be "
@@ -483,7 +474,8 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
-    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world), world or ranks_given)
+    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world, source or prefix),
+                             world or ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -498,7 +490,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
-    groups = groups_file(comm_groups(md, world), source or prefix)
+    groups = groups_file(comm_groups(md, world, source or prefix), source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
@@ -547,13 +539,17 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     ranks = open_rank_set(inputs, force)
     paths = ranks.paths
     windows: list[StepWindow | None] = []
+    checker = SetChecker()
     for path, rank in zip(paths, ranks.ranks):
         metadata, lazy = read_et(path)
         nodes = list(lazy)
-        refuse_unsound(check_loaded(path, rank, metadata, nodes), force)
+        refuse_unsound(checker.add(path, rank, metadata, nodes), force)
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
             check_outputs(paths, [out])
+    # Collectives that differ or are crossed between ranks: ASTRA-sim would
+    # wait forever on the job (refused unless ``force``, as validate's errors).
+    refuse_unsound(checker.finish(), force)
     placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)

@@ -24,6 +24,7 @@ import msgspec
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    COMM_SIZE_UNKNOWN_ATTR,
     attr_dict,
     is_gpu,
     is_int,
@@ -32,6 +33,7 @@ from pt2chakra.chakra.conventions import (
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in, ids_ascend
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
 from pt2chakra.chakra.ranks import ranks_in_memory, survey
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
@@ -168,7 +170,7 @@ class _FileFacts(msgspec.Struct):
     path: str
     rank: int
     comms: list[_Comm]
-    process_groups: list[dict[str, Any]]
+    process_groups: list[ProcessGroupRecord]
     # (earlier, later) communication node ids: the later cannot start
     # before the earlier completed (rendezvous.comm_order). None when the
     # file's own graph has a cycle or duplicate ids (reported by itself).
@@ -217,9 +219,13 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
                     c.add("error", "comm-attrs", f"comm_type {attrs['comm_type']} is not a "
                           "CollectiveCommType", "use a value 0..9", node.id)
         size = attrs.get("comm_size")
-        if size is None:
-            c.add("error", "comm-attrs", f"{node.name!r}: communication node without comm_size",
-                  "add comm_size (int64_val, bytes)", node.id)
+        if size is None and attrs.get(COMM_SIZE_UNKNOWN_ATTR) is True:
+            c.add("warning", "comm-size-unknown", f"{node.name!r}: its trace does not know its "
+                  "size", "replayed as a 0-byte transfer", node.id)
+        elif size is None:
+            c.add("error", COMM_SIZE_CHECK, f"{node.name!r}: communication node without "
+                  "comm_size", f"add comm_size (int64_val, bytes), or {COMM_SIZE_UNKNOWN_ATTR}"
+                  " (bool_val true) when the size is not known", node.id)
         elif size < 0:
             c.add("error", "comm-attrs", f"comm_size {size} is negative", "", node.id)
         elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
@@ -263,7 +269,7 @@ def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterabl
     order = None
     if want_order and not cycle and len(scan.seen) == len(scan.ids) and scan.comms:
         order = comm_order(scan.ids, scan.deps, [comm.op for comm in scan.comms])
-    pgs = _process_groups(attr_dict(metadata.attrs), c)
+    pgs = _process_groups(metadata, c)
     facts = _FileFacts(path, rank, scan.comms, pgs, order)
     return c.finish(), facts
 
@@ -354,13 +360,15 @@ def _check_stream_order(scan: _Scan, c: _Collector) -> None:
                   unordered[0])
 
 
-def _process_groups(md: dict[str, Any], c: _Collector) -> list[dict[str, Any]]:
-    raw = md.get("process_groups")
-    if isinstance(raw, str):
-        try:
-            return list(msgspec.json.decode(raw))
-        except (msgspec.DecodeError, TypeError):
-            c.add("warning", "metadata", "process_groups is not JSON", "")
+def _process_groups(metadata: GlobalMetadata, c: _Collector) -> list[ProcessGroupRecord]:
+    """The metadata's process groups (``chakra.process_groups``, the parser
+    every command shares); malformed ones are an error, as the ASTRA-sim
+    export and the replay refuse them."""
+    try:
+        return read_process_groups(metadata, c.path)
+    except InputError as exc:
+        c.add("error", PROCESS_GROUPS_CHECK, exc.problem,
+              "each record: pg_name, ranks as integers (empty: every rank), group_size")
     return []
 
 
@@ -373,8 +381,7 @@ def _comm_facts(path: str, rank: int, metadata: GlobalMetadata,
     comm_types = frozenset(COMM_NODE_TYPES)
     comms = [_comm(node, _check_attrs(node, c), c)
              for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes)))]
-    return _FileFacts(path, rank, comms,
-                      _process_groups(attr_dict(metadata.attrs), c))
+    return _FileFacts(path, rank, comms, _process_groups(metadata, c))
 
 
 def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[ChakraNode]]],
@@ -437,9 +444,8 @@ def _member(f: _FileFacts, pg: str) -> bool:
     if not f.process_groups:
         return True
     for group in f.process_groups:
-        if isinstance(group, dict) and str(group.get("pg_name", "")) == pg:
-            ranks = group.get("ranks")
-            return not ranks or (isinstance(ranks, list) and f.rank in ranks)
+        if group.name == pg:
+            return not group.ranks or f.rank in group.ranks
     return False
 
 
@@ -666,6 +672,27 @@ def check_files(paths: Sequence[str | os.PathLike[str]], rules: ProfileRules | N
     return ValidationReport(files, rules.name if rules is not None else None, problems)
 
 
+class SetChecker:
+    """``validate``'s checks of a set of ranks, one file at a time (so that a
+    caller that writes each rank as it goes holds only each file's
+    communication facts): ``add`` returns the file's own problems, ``finish``
+    the problems across the ranks, the order check (ranks that would wait
+    for each other, as ASTRA-sim would forever) included."""
+
+    def __init__(self) -> None:
+        self._facts: list[_FileFacts] = []
+
+    def add(self, path: str, rank: int, metadata: GlobalMetadata,
+            nodes: Sequence[ChakraNode]) -> list[Problem]:
+        """``rank``: the file's, by its ``RankSet``."""
+        problems, facts = _check_loaded(path, rank, metadata, nodes, None, want_order=True)
+        self._facts.append(facts)
+        return problems
+
+    def finish(self) -> list[Problem]:
+        return _check_alignment(self._facts) if len(self._facts) > 1 else []
+
+
 def check_loaded(path: str, rank: int, metadata: GlobalMetadata,
                  nodes: Sequence[ChakraNode]) -> list[Problem]:
     """The per-file checks of ``validate`` on a trace already in memory (no
@@ -674,10 +701,17 @@ def check_loaded(path: str, rank: int, metadata: GlobalMetadata,
 
 
 # The errors a replay cannot get past: a node that waits on itself, on a node
-# that is not there, or shares its id. (Attributes of an unexpected type or a
-# missing comm_size are errors for validate, but the simulator reads them as
-# absent, with a warning, and other tools' traces rely on that.)
-REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id"})
+# that is not there, or shares its id. (Attributes of an unexpected type are
+# errors for validate, but the simulator reads them as absent, with a warning,
+# and other tools' traces rely on that.)
+# Malformed process groups too: every command refuses them alike (the export
+# could not write its groups file, the set check could not read membership).
+PROCESS_GROUPS_CHECK = "process-groups"
+# And a communication node without a size that its trace does not declare
+# unknown (``COMM_SIZE_UNKNOWN_ATTR``): a replay would time it as free.
+COMM_SIZE_CHECK = "comm-size-missing"
+REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id", PROCESS_GROUPS_CHECK,
+                             COMM_SIZE_CHECK})
 
 
 def blocks_replay(problem: Problem) -> bool:
@@ -690,9 +724,28 @@ def replay_problems(path: str, rank: int, metadata: GlobalMetadata,
     problems, or none at all when a linear scan proves that no
     ``REPLAY_BLOCKING`` error can be there (the whole check costs several
     seconds on a million nodes; the replay ignores everything else)."""
-    if _surely_replayable(nodes):
+    if _surely_replayable(nodes) and _sizes_known(nodes) and _groups_readable(metadata, path):
         return []
     return check_loaded(path, rank, metadata, nodes)
+
+
+def _sizes_known(nodes: Sequence[ChakraNode]) -> bool:
+    """Every communication node has an integer comm_size or says it is unknown."""
+    comm_types = frozenset(COMM_NODE_TYPES)
+    for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes))):
+        if not any((name == "comm_size" and type(value) is int)
+                   or (name == COMM_SIZE_UNKNOWN_ATTR and value is True)
+                   for name, _kind, value in node.attrs):
+            return False
+    return True
+
+
+def _groups_readable(metadata: GlobalMetadata, path: str) -> bool:
+    try:
+        read_process_groups(metadata, path)
+    except InputError:
+        return False
+    return True
 
 
 def _surely_replayable(nodes: Sequence[ChakraNode]) -> bool:

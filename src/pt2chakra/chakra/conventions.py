@@ -121,6 +121,12 @@ def is_finite_number(value: Any) -> TypeGuard[float]:
 # A CPU node's inclusive time: the converter's ``duration_micros`` is its
 # exclusive time (callees taken out), this attribute the whole span.
 INCLUSIVE_ATTR = "inclusive_duration_micros"
+# A communication node whose size its trace does not know says so with this
+# attribute (bool_val true): replayed as a 0-byte transfer with a warning. A
+# node that just lacks comm_size is refused (validate: error; simulate,
+# astra-sim: refused unless --force), since a missing size usually means a
+# broken trace, not a free transfer.
+COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:

@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, set_max_input_size
+    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, reset_standard_input, set_max_input_size
 
     set_max_input_size(args.max_input_size or DEFAULT_MAX_INPUT_BYTES)
+    reset_standard_input()
     func: Callable[[argparse.Namespace], int] = args.func
     with options.session(getattr(args, "verbose", 0)) as release_warnings:
         try:

@@ -120,22 +120,3 @@ def looks_collective(name: str) -> bool:
     backend op or an NCCL/RCCL kernel; ``validate`` warns when one is compute."""
     return is_backend_comm_op(name) or is_nccl_kernel(name)
 
-
-# The c10d argument that says whether a collective call returns at once
-# (``async_op=True``: the caller waits later on its Work) or blocks until the
-# collective is done (``False``: the call's time includes the wait).
-ASYNC_OP_ARG = "async_op"
-
-
-def c10d_async_op(op_schema: str, values: object) -> bool | None:
-    """The ``async_op`` a c10d call was made with, from its schema (where the
-    argument sits) and its recorded input values; None when either does not say."""
-    if not op_schema.startswith(C10D_PREFIX) or "(" not in op_schema:
-        return None
-    args = op_schema[op_schema.index("(") + 1:op_schema.rfind(")")].split(") ->")[0]
-    names = [a.split("=")[0].strip().split(" ")[-1] for a in args.split(",")]
-    if ASYNC_OP_ARG not in names or not isinstance(values, list):
-        return None
-    k = names.index(ASYNC_OP_ARG)
-    value = values[k] if k < len(values) else None
-    return value if isinstance(value, bool) else None
