@@ -26,6 +26,7 @@ ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -45,6 +46,7 @@ from pt2chakra.atomic import (
 from pt2chakra.chakra.checks import SetChecker, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
+    COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     STREAM_LANE,
@@ -54,6 +56,7 @@ from pt2chakra.chakra.conventions import (
     lane_of,
     profile_tag,
     rank_origins,
+    size_unknown,
     step_window,
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
@@ -73,6 +76,8 @@ MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
 CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
+
+log = logging.getLogger(__name__)
 
 
 def _process_groups_from_node(node: ChakraNode) -> str | None:
@@ -468,6 +473,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     origin when the caller worked them out (``convert_files``), else they
     are worked out here."""
     all_nodes = list(nodes)
+    _warn_size_unknown(all_nodes, source or prefix)
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
@@ -498,6 +504,17 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
             raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
+
+
+def _warn_size_unknown(nodes: list[ChakraNode], source: str) -> None:
+    """Say what the export does with communication nodes whose size the trace
+    does not hold (``comm_size_unknown``): ASTRA-sim reads only ``comm_size``."""
+    unknown = [n for n in nodes if n.type in COMM_NODE_TYPES and size_unknown(attr_dict(n.attrs))]
+    if unknown:
+        log.warning("%s: %d communication nodes without a size in the trace (comm_size_unknown) "
+                    "are written with comm_size 0: ASTRA-sim times them by latency alone, not "
+                    "by their recorded %.0f us", source, len(unknown),
+                    sum(n.duration_micros for n in unknown))
 
 
 def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],

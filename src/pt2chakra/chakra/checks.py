@@ -29,6 +29,7 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     is_serial_profile,
+    size_unknown,
 )
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in, ids_ascend
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
@@ -143,6 +144,7 @@ class _Collector:
         self.problems: list[Problem] = []
         self._counts: dict[tuple[str, str], int] = defaultdict(int)
         self.host_collectives: list[ChakraNode] = []  # host comm ops typed COMP_NODE
+        self.size_unknown: list[ChakraNode] = []  # flagged comm_size_unknown
 
     def add(self, severity: str, check: str, message: str, hint: str = "",
             node: int | None = None) -> None:
@@ -228,9 +230,11 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
                   " (bool_val true) when the size is not known", node.id)
         elif size < 0:
             c.add("error", "comm-attrs", f"comm_size {size} is negative", "", node.id)
+        elif size == 0 and size_unknown(attrs):
+            c.size_unknown.append(node)  # one warning per file (_warn_size_unknown)
         elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
             c.add("warning", "comm-size-zero", f"{node.name!r}: comm_size is 0",
-                  "a zero-byte collective replays as free", node.id)
+                  ZERO_SIZE_HINT, node.id)
     elif looks_collective(node.name) and node.type == NodeType.COMP_NODE:
         if is_gpu(attrs):
             c.add("warning", "collective-as-compute",
@@ -249,6 +253,30 @@ def _check_file(path: str, rank: int, rules: ProfileRules | None, want_order: bo
     return _check_loaded(path, rank, metadata, nodes, rules, want_order)
 
 
+# What each consumer does with a communication node of 0 bytes, or of a size
+# the trace does not hold (the replay's measured time stands either way).
+ZERO_SIZE_HINT = ("simulate keeps its measured time; a network model (--bandwidth/--latency, "
+                  "--calibrate) and ASTRA-sim time it as 0 bytes: latency only")
+SIZE_UNKNOWN_HINT = ("simulate keeps their measured time (the size of a matched collective "
+                     "comes from another given rank that records it); the network what-ifs keep "
+                     "the others as recorded and say so; the ASTRA-sim export writes them as "
+                     "0 bytes (latency only) and warns; record with record_shapes=True (or "
+                     "torch >= 2.2's collective args) to keep the sizes")
+
+
+def _warn_size_unknown(c: _Collector) -> None:
+    """One warning for all the file's nodes flagged comm_size_unknown, with
+    their count (not one per node, cut at MAX_PER_CHECK)."""
+    if not c.size_unknown:
+        return
+    first = c.size_unknown[0]
+    n = len(c.size_unknown)
+    c.add("warning", "comm-size-unknown",
+          f"{n} communication node{'s' if n != 1 else ''} without a size in the trace "
+          f"(comm_size 0, flagged comm_size_unknown; the first: {first.name!r})",
+          SIZE_UNKNOWN_HINT, first.id)
+
+
 def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
                   rules: ProfileRules | None, want_order: bool = False,
                   ) -> tuple[list[Problem], _FileFacts]:
@@ -259,6 +287,7 @@ def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterabl
     scan = _scan_nodes(nodes, c, rules)
     if not scan.comms:
         _warn_host_collectives(c)
+    _warn_size_unknown(c)
     _check_dangling(scan, c)
     cycle = _check_cycles(scan, c)
     if not is_serial_profile(attr_dict(metadata.attrs)):  # there the chain orders streams
@@ -304,8 +333,9 @@ def _comm(node: ChakraNode, attrs: dict[str, Any], c: _Collector) -> _Comm:
         c.add("error", "comm-attrs", f"comm_seq {seq!r} is not an integer",
               "write comm_seq as int64_val: ranks match collectives by it", node.id)
     size = attrs.get("comm_size")
+    # a size the trace does not hold matches any (another rank may record it)
     return _Comm(comm_op(node, attrs), attrs.get("comm_type"),
-                 size if isinstance(size, int) else None)
+                 size if isinstance(size, int) and not size_unknown(attrs) else None)
 
 
 def _warn_host_collectives(c: _Collector) -> None:
@@ -414,9 +444,10 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
     replay, and ASTRA-sim's, would wait forever for the odd collective."""
     comm_types = frozenset(COMM_NODE_TYPES)
     facts = []
-    for index, path in enumerate(paths):
+    ranks = survey(paths)  # each file's rank; whether the set is one job is not asked here
+    for path, rank in zip(ranks.paths, ranks.ranks):
         metadata, nodes = read_et(path)
-        facts.append(_comm_facts(path, index, metadata,
+        facts.append(_comm_facts(path, rank, metadata,
                                  [n for n in nodes if n.type in comm_types]))
     per_pg: dict[str, dict[int, list[tuple[RendezvousKey, _Comm]]]] = defaultdict(dict)
     for k, (f, keys) in enumerate(zip(facts, _keys_of(facts))):
@@ -591,7 +622,7 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
                 f"{_ctype(a.ctype)} on {_rank_at(ref, a.op.node)}",
                 "same order of collectives on every rank", b.op.node))
             break
-        if a.size != b.size:
+        if a.size != b.size and a.size is not None and b.size is not None:
             severity = "warning" if a.ctype == CollectiveType.ALL_TO_ALL else "error"
             problems.append(Problem(
                 f.path, severity, "alignment",

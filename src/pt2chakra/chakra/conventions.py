@@ -128,6 +128,10 @@ INCLUSIVE_ATTR = "inclusive_duration_micros"
 # broken trace, not a free transfer.
 COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
+# Metadata of a replay written back as .et (simulate --write-et): the setting
+# its times come from; diff prints it beside the run's step.
+REPLAY_SETTING_ATTR = "replay_setting"
+
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     """A CPU node's inclusive time (``INCLUSIVE_ATTR``), else its duration."""
@@ -291,3 +295,16 @@ def group_sizes(metadata_attrs: Mapping[str, Any]) -> dict[str, int]:
         n = size if is_int(size) and size > 0 else (len(ranks) if isinstance(ranks, list) else 0)
         sizes[str(g.get("pg_name", ""))] = n
     return sizes
+
+
+# A communication node whose size the trace does not hold (no input shapes, no
+# record_param_comms sizes, no size in the kernel's args): written with
+# ``comm_size`` 0 and this flag (bool), so that every consumer can tell "0 bytes"
+# from "not known" and say what it does with it (validate, the what-ifs, the
+# ASTRA-sim export; the replay keeps its measured time).
+COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
+
+
+def size_unknown(attrs: Mapping[str, Any]) -> bool:
+    """The node is flagged ``COMM_SIZE_UNKNOWN_ATTR``."""
+    return attrs.get(COMM_SIZE_UNKNOWN_ATTR) is True

@@ -92,6 +92,9 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
     # Nodes that stand for GPU work without an activity in the step
     # (conversion/step.py), by name: counted apart from the activities.
     stand_in_nodes: dict[str, int] = {}
+    # Communication nodes whose size the trace does not hold, flagged
+    # comm_size_unknown (chakra.conventions.COMM_SIZE_UNKNOWN_ATTR).
+    comm_size_unknown: int = 0
 
     def accounted(self) -> bool:
         """Every input op is kept or dropped with a reason."""
@@ -129,6 +132,10 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
         if self.stand_in_nodes:
             lines.append("  stand-in nodes: " + ", ".join(
                 f"{v} {k}" for k, v in self.stand_in_nodes.items()))
+        if self.comm_size_unknown:
+            lines.append(f"  sizes not in the trace: {self.comm_size_unknown} communication "
+                         "nodes (comm_size 0, flagged comm_size_unknown: the replay keeps their "
+                         "measured time; see validate)")
         lines.append("  edges: " + ", ".join(f"{k} {v}" for k, v in sorted(self.edges_by_kind.items())))
         for text in self.cycles_broken:
             lines.append(f"  broke cycle: {text}")
@@ -287,6 +294,7 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
         report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
                          str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")
+        report.comm_size_unknown = graph.comm_size_unknown()
         report.kineto_events = extra.get("kineto_events", {})
         report.unconverted_accelerator = unconverted_accelerator_events(ignored)
         if linked.host.repair is not None:

@@ -23,7 +23,7 @@ from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
-from pt2chakra.simulation.lone import lone_collectives, lone_note
+from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
 from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
@@ -161,7 +161,7 @@ def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, S
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
     if asks_network(options):
-        note = lone_note_of(sim.prepared(link_streams(base)), len(names))
+        note = network_notes(sim.prepared(link_streams(base)), options, len(names))
         if note:
             result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
@@ -176,9 +176,15 @@ def asks_network(options: SimulationOptions) -> bool:
         any(b != 1.0 for b in options.bandwidth_scale)
 
 
-def lone_note_of(p: PreparedGraph, ranks_given: int) -> str | None:
-    """The note on collectives no other given rank reaches (lone.py)."""
-    return lone_note(p, lone_collectives(p, participants_of(p)), ranks_given)
+def network_notes(p: PreparedGraph, options: SimulationOptions, ranks_given: int) -> str:
+    """The notes on collectives the network what-ifs cannot time as the
+    others (lone.py): no other given rank reaches them, or no rank records
+    their size; one per line, "" when there is none."""
+    matched = participants_of(p)
+    notes = [lone_note(p, lone_collectives(p, matched), ranks_given)]
+    if options.bandwidth_gbps is not None or options.calibrate:
+        notes.append(unsized_note(p, matched))
+    return "\n".join(n for n in notes if n)
 
 
 def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
@@ -270,6 +276,39 @@ def simulate_graphs_run(names: Sequence[str],
     refuse_unsound_set(list(names), graphs, options.force)
     sim, result, schedule = replay_graphs(names, graphs, options)
     return _finish(sim, result, schedule, options)
+
+
+def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+                    ) -> tuple[SimulationOptions, ProfilerOverhead | None]:
+    """For a replay of other graphs than the recorded ones (``--world-size``):
+    the profiler's figure worked out on the recorded ranks (a real step is
+    the recorded job's, so the fit is made there), and ``options`` giving it
+    as a figure. Unchanged when no figure is asked for or one is given."""
+    if not options.strips_profiler() or options.profiler_overhead is not None:
+        return options, None
+    plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
+                              force=options.force, without_profiler=True,
+                              real_step_ms=options.real_step_ms)
+    _sim, result, _schedule = replay(paths, plain)
+    got = result.profiler_overhead
+    assert got is not None  # asked for above
+    return msgspec.structs.replace(options, real_step_ms=None,
+                                   profiler_overhead=got.figure), got
+
+
+def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
+                         ) -> SimulationResult:
+    """The result of a replay given ``recorded_figure``'s figure, saying where
+    the figure came from (its fit on the recorded ranks)."""
+    got = result.profiler_overhead
+    if recorded is None or got is None:
+        return result
+    moved = msgspec.structs.replace(
+        recorded, profiled_step_us=got.profiled_step_us, ops=got.ops,
+        taken_out_us=got.taken_out_us, real_step_us=None,
+        source_detail=f"{recorded.source_detail}, on the recorded ranks",
+        note=f"on the recorded ranks: {recorded.note}" if recorded.note else "")
+    return msgspec.structs.replace(result, profiler_overhead=moved)
 
 
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,

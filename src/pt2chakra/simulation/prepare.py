@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, TypeVar
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    COMM_SIZE_UNKNOWN_ATTR,
     CPU_GAP_CATEGORY,
     CPU_LANE,
     INCLUSIVE_ATTR,
@@ -130,6 +131,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     INCLUSIVE_ATTR: is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
     STEP_DEFINITION_ATTR: lambda v: isinstance(v, str),
+    COMM_SIZE_UNKNOWN_ATTR: lambda v: isinstance(v, bool),
 }
 
 
@@ -192,6 +194,7 @@ class PreparedGraph:
         self.comm_key: dict[int, RendezvousKey] = {}
         self.comm_bytes: dict[int, int] = {}
         self.comm_type: dict[int, int] = {}
+        self.size_unknown: set[int] = set()  # comm nodes flagged comm_size_unknown
         # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
         self.sync: dict[int, tuple[float, float, float]] = {}
         self.sync_producers: dict[int, list[int]] = {}  # producer -> sync ops it gates
@@ -273,6 +276,8 @@ def _comm_keys(p: PreparedGraph, rank: int, base: int, by_start: list[int], attr
         a = attrs_of[i - base]
         ops.append(comm_op(p.nodes[i], a))
         p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
+        if a.get(COMM_SIZE_UNKNOWN_ATTR) is True:
+            p.size_unknown.add(i)
         p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
         comm_by_order.append(i)
     if not ops:
