@@ -444,8 +444,8 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
     replay, and ASTRA-sim's, would wait forever for the odd collective."""
     comm_types = frozenset(COMM_NODE_TYPES)
     facts = []
-    ranks = survey(paths)  # each file's rank; whether the set is one job is not asked here
-    for path, rank in zip(ranks.paths, ranks.ranks):
+    rank_set = survey(paths)  # each file's rank; whether the set is one job is not asked here
+    for path, rank in zip(rank_set.paths, rank_set.ranks):
         metadata, nodes = read_et(path)
         facts.append(_comm_facts(path, rank, metadata,
                                  [n for n in nodes if n.type in comm_types]))
