@@ -144,6 +144,10 @@ INCLUSIVE_ATTR = "inclusive_duration_micros"
 # broken trace, not a free transfer.
 COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
+# Metadata of a replay written back as .et (simulate --write-et): the setting
+# its times come from; diff prints it beside the run's step.
+REPLAY_SETTING_ATTR = "replay_setting"
+
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     """A CPU node's inclusive time (``INCLUSIVE_ATTR``), else its duration."""

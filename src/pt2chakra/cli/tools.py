@@ -208,8 +208,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         from pt2chakra.scaleout.api import extrapolated_job
 
         job = extrapolated_job(args.input, args.world_size, args.output,
-                               lambda files: write_job(files, args.output, cpu=args.cpu,
-                                                       choice=choice, force=args.force))
+                               lambda files, predicted: write_job(
+                                   files, args.output, cpu=args.cpu, choice=choice,
+                                   force=args.force, predicted_step_us=predicted))
     else:
         job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:

@@ -275,6 +275,39 @@ def simulate_graphs_run(names: Sequence[str],
     return _finish(sim, result, schedule, options)
 
 
+def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+                    ) -> tuple[SimulationOptions, ProfilerOverhead | None]:
+    """For a replay of other graphs than the recorded ones (``--world-size``):
+    the profiler's figure worked out on the recorded ranks (a real step is
+    the recorded job's, so the fit is made there), and ``options`` giving it
+    as a figure. Unchanged when no figure is asked for or one is given."""
+    if not options.strips_profiler() or options.profiler_overhead is not None:
+        return options, None
+    plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
+                              force=options.force, without_profiler=True,
+                              real_step_ms=options.real_step_ms)
+    _sim, result, _schedule = replay(paths, plain)
+    got = result.profiler_overhead
+    assert got is not None  # asked for above
+    return msgspec.structs.replace(options, real_step_ms=None,
+                                   profiler_overhead=got.figure), got
+
+
+def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
+                         ) -> SimulationResult:
+    """The result of a replay given ``recorded_figure``'s figure, saying where
+    the figure came from (its fit on the recorded ranks)."""
+    got = result.profiler_overhead
+    if recorded is None or got is None:
+        return result
+    moved = msgspec.structs.replace(
+        recorded, profiled_step_us=got.profiled_step_us, ops=got.ops,
+        taken_out_us=got.taken_out_us, real_step_us=None,
+        source_detail=f"{recorded.source_detail}, on the recorded ranks",
+        note=f"on the recorded ranks: {recorded.note}" if recorded.note else "")
+    return msgspec.structs.replace(result, profiler_overhead=moved)
+
+
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
             options: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
     """The what-if rows, the timeline and the plot of a baseline replay."""

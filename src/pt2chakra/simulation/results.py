@@ -40,6 +40,8 @@ class SimConfig(msgspec.Struct, frozen=True):
         parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}{cpu_ops}",
                  f"bandwidth x{self.bandwidth_scale:g}",
                  f"comm streams {self.comm_streams or 'as recorded'}"]
+        if self.profiler_overhead_us:
+            parts.append(f"profiler's cost out {self.profiler_overhead_us:.2f} us/op")
         return ", ".join(parts)
 
 
