@@ -63,7 +63,7 @@ def test_what_cannot_be_modelled_is_said_in_one_note(tmp_path: Path, size: int,
                                                     world: int | None) -> None:
     base, slower, note = _speedups(_rank(tmp_path, size, world), bandwidth_scale=[0.25, 1.0])
     assert slower == base
-    assert note.count("note:") == 1 and "1 kept as recorded" in note
+    assert note.count("note:") == 1 and "1 collective kept as recorded" in note
 
 
 def test_the_cli_prints_the_note_beside_the_what_if(tmp_path: Path) -> None:

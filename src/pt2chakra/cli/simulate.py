@@ -181,11 +181,19 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
                          "extrapolate for the M-rank files")
     from pt2chakra.scaleout.api import scaled_graphs
     from pt2chakra.scaleout.breakdown import breakdown
-    from pt2chakra.simulation.api import scaled_out_options, simulate_graphs_run
+    from pt2chakra.simulation.api import (
+        SimulationRun,
+        recorded_figure,
+        scaled_out_options,
+        simulate_graphs_run,
+        with_recorded_source,
+    )
 
+    given, recorded = recorded_figure(args.traces, options_from(args))
     scaled = scaled_graphs(args.traces, args.world_size)
-    opts = scaled_out_options(scaled.graphs, options_from(args))
+    opts = scaled_out_options(scaled.graphs, given)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
+    run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)
     options.keep_until_exit(run)
     shown = breakdown(scaled.plan, run, opts)
     if args.json:

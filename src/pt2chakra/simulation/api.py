@@ -18,12 +18,12 @@ import msgspec
 from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
 from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
+from pt2chakra.chakra.ranks import open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.durations import link_streams
-from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
-from pt2chakra.simulation.lone import lone_collectives, lone_note
+from pt2chakra.simulation.engine import Simulator, load, what_if
+from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
 from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
@@ -143,24 +143,25 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     per-node schedule (what the HTML report draws)."""
     names = [os.fspath(p) for p in paths]
     check_options(options, names)
-    refuse_repeated_inputs(names)
-    graphs = load(names)
-    refuse_unsound_set(names, graphs, options.force)
-    names, graphs = order_by_rank(names, graphs)
-    return replay_graphs(names, graphs, options)
+    ranks = open_rank_set(names, options.force)
+    graphs = load(ranks)
+    refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
+    return replay_graphs(ranks.paths, graphs, options, ranks.ranks)
 
 
 def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                  options: SimulationOptions) -> tuple[Simulator, SimulationResult, Schedule]:
+                  options: SimulationOptions, ranks: Sequence[int] | None = None,
+                  ) -> tuple[Simulator, SimulationResult, Schedule]:
     """``replay`` of graphs already loaded, checked and ordered by rank
-    (``simulate --world-size`` builds them in memory)."""
+    (``simulate --world-size`` builds them in memory); ``ranks``: their
+    ``RankSet``'s ranks (see ``prepare_graphs`` when None)."""
     options = scaled_out_options(graphs, options)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits,
-                    refuse_deadlock=not options.force)
+                    refuse_deadlock=not options.force, ranks=ranks)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
     if asks_network(options):
-        note = lone_note_of(sim.prepared(link_streams(base)), len(names))
+        note = network_notes(sim.prepared(link_streams(base)), options, len(names))
         if note:
             result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
@@ -175,9 +176,15 @@ def asks_network(options: SimulationOptions) -> bool:
         any(b != 1.0 for b in options.bandwidth_scale)
 
 
-def lone_note_of(p: PreparedGraph, ranks_given: int) -> str | None:
-    """The note on collectives no other given rank reaches (lone.py)."""
-    return lone_note(p, lone_collectives(p, participants_of(p)), ranks_given)
+def network_notes(p: PreparedGraph, options: SimulationOptions, ranks_given: int) -> str:
+    """The notes on collectives the network what-ifs cannot time as the
+    others (lone.py): no other given rank reaches them, or no rank records
+    their size; one per line, "" when there is none."""
+    matched = participants_of(p)
+    notes = [lone_note(p, lone_collectives(p, matched), ranks_given)]
+    if options.bandwidth_gbps is not None or options.calibrate:
+        notes.append(unsized_note(p, matched))
+    return "\n".join(n for n in notes if n)
 
 
 def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
@@ -217,16 +224,18 @@ def _overhead(sim: Simulator, names: Sequence[str], options: SimulationOptions,
 
 def refuse_unsound_set(paths: Sequence[str],
                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                       force: bool) -> None:
+                       force: bool, ranks: Sequence[int] | None = None) -> None:
     """Before a replay: each file's errors that stop a replay, then what
     ``validate`` calls an error across the ranks (a collective that is
     another type, size or count on another rank: ranks of different jobs, or
     a broken recording). The replay would match such collectives anyway and
     print a normal step, so the set is refused unless ``force``."""
-    for index, (path, (metadata, nodes)) in enumerate(zip(paths, graphs)):
-        refuse_unsound(replay_problems(path, index, metadata, nodes), force, replay_only=True)
+    if ranks is None:  # graphs built in memory: their metadata, else their position
+        ranks = ranks_in_memory([(path, md) for path, (md, _nodes) in zip(paths, graphs)])
+    for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
+        refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
-                                        in zip(paths, graphs)]), force)
+                                        in zip(paths, graphs)], ranks), force)
 
 
 class SimulationRun(NamedTuple):
@@ -267,6 +276,39 @@ def simulate_graphs_run(names: Sequence[str],
     refuse_unsound_set(list(names), graphs, options.force)
     sim, result, schedule = replay_graphs(names, graphs, options)
     return _finish(sim, result, schedule, options)
+
+
+def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+                    ) -> tuple[SimulationOptions, ProfilerOverhead | None]:
+    """For a replay of other graphs than the recorded ones (``--world-size``):
+    the profiler's figure worked out on the recorded ranks (a real step is
+    the recorded job's, so the fit is made there), and ``options`` giving it
+    as a figure. Unchanged when no figure is asked for or one is given."""
+    if not options.strips_profiler() or options.profiler_overhead is not None:
+        return options, None
+    plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
+                              force=options.force, without_profiler=True,
+                              real_step_ms=options.real_step_ms)
+    _sim, result, _schedule = replay(paths, plain)
+    got = result.profiler_overhead
+    assert got is not None  # asked for above
+    return msgspec.structs.replace(options, real_step_ms=None,
+                                   profiler_overhead=got.figure), got
+
+
+def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
+                         ) -> SimulationResult:
+    """The result of a replay given ``recorded_figure``'s figure, saying where
+    the figure came from (its fit on the recorded ranks)."""
+    got = result.profiler_overhead
+    if recorded is None or got is None:
+        return result
+    moved = msgspec.structs.replace(
+        recorded, profiled_step_us=got.profiled_step_us, ops=got.ops,
+        taken_out_us=got.taken_out_us, real_step_us=None,
+        source_detail=f"{recorded.source_detail}, on the recorded ranks",
+        note=f"on the recorded ranks: {recorded.note}" if recorded.note else "")
+    return msgspec.structs.replace(result, profiler_overhead=moved)
 
 
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,

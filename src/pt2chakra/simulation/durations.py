@@ -52,7 +52,8 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
     measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
     for key, members in participants.items():
-        c = cal.get(comm_backend(p.nodes[members[0]].name)) if cal else None
+        c = cal.get(comm_backend(p.nodes[members[0]].name)) \
+            if cal and known_size(p, members) else None
         if c is None and measured and shared_clock:
             each = _member_us(p, cfg, members)
         else:
@@ -158,7 +159,7 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
                    ) -> float:
     """One collective's duration: from the network model when it is set,
     else from the measured kernels."""
-    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None and known_size(p, members):
         first = members[0]
         return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
                                timed_ranks(p, members),
@@ -167,6 +168,13 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
     # Measured kernels include waiting for the slowest peer; the last
     # to arrive waited for nobody, and its time is the minimum.
     return min(p.dur[m] for m in members) / cfg.bandwidth_scale
+
+
+def known_size(p: PreparedGraph, members: list[int]) -> bool:
+    """Some participant records the collective's size (a size the trace does
+    not hold, ``comm_size_unknown``, is taken from another rank that has it):
+    else a network model cannot time it, and it keeps its measured time."""
+    return any(m not in p.size_unknown for m in members)
 
 
 def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
@@ -183,7 +191,7 @@ def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], al
                   float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros)) for i in comm]
         shares.update(zip(comm, link_shares(spans)))
     names = {i: p.nodes[i].name for m in participants.values() for i in m}
-    groups = list(participants.values())
+    groups = [m for m in participants.values() if known_size(p, m)]
     counts = [recorded_ranks(p, m) for m in groups]
     for c in lone:
         if modelled(c):

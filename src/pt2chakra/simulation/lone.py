@@ -99,12 +99,26 @@ def lone_note(p: PreparedGraph, lone: list[LoneCollective], ranks_given: int) ->
     mb = sum(c.size for c in done) / 1e6
     alone = "a rank given without its peers" if ranks_given == 1 else \
         "collectives no other given rank reaches"
-    text = (f"note: {alone}: {len(done)} collective{'s' if len(done) != 1 else ''} "
-            f"({mb:.1f} MB) timed by the network what-ifs from their group size and bytes "
-            "(with a network model: its transfer plus the recorded wait for peers, kept as "
-            "recorded; --bandwidth-scale alone: the recorded time scaled whole, waits "
-            "included)") if done else f"note: {alone}:"
+    parts = []
+    if done:
+        parts.append(f"{len(done)} collective{'s' if len(done) != 1 else ''} ({mb:.1f} MB) timed "
+                     "by the network what-ifs from their group size and bytes (with a network "
+                     "model: its transfer plus the recorded wait for peers, kept as recorded; "
+                     "--bandwidth-scale alone: the recorded time scaled whole, waits included)")
     if left:
-        text += (f"{';' if done else ''} {left} kept as recorded whatever the knobs (group size "
-                 "or bytes not in the trace)")
+        parts.append(f"{left} collective{'s' if left != 1 else ''} kept as recorded whatever "
+                     "the knobs (group size or bytes not in the trace)")
+    text = f"note: {alone}: " + "; ".join(parts)
     return text
+
+
+def unsized_note(p: PreparedGraph, participants: dict[RendezvousKey, list[int]]) -> str | None:
+    """One line on matched collectives that no given rank records the size of
+    (``comm_size_unknown`` everywhere): a network model cannot time them, they
+    keep their measured time; None when there is none."""
+    unsized = [m for m in participants.values() if all(i in p.size_unknown for i in m)]
+    if not unsized:
+        return None
+    return (f"note: {len(unsized)} collective{'s' if len(unsized) != 1 else ''} without a size "
+            "on any given rank (comm_size_unknown) keep their measured time under the network "
+            "model (--bandwidth-scale alone scales them)")

@@ -213,11 +213,13 @@ def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
     for path in trace_paths:
         meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
         if os.path.isfile(meta):
-            return _meta_step(meta), meta
+            return meta_real_step_us(meta), meta
     return None
 
 
-def _meta_step(meta: str) -> float:
+def meta_real_step_us(meta: str) -> float:
+    """The real step (us) a ``META_NAME`` file stores; one line naming it
+    when it is not readable or the field is not a positive number."""
     try:
         with open(meta, "rb") as f:
             doc = json.load(f)

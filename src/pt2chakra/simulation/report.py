@@ -79,7 +79,7 @@ def result_json(result: SimulationResult, collectives: Sequence[CollectiveRow] =
     """``--json``: the result, the notes the text report prints and, for a
     multi-rank run, each collective's straggler (``stragglers``)."""
     doc = result.to_json()
-    doc["notes"] = timing_notes(result) + ([result.lone_note] if result.lone_note else [])
+    doc["notes"] = timing_notes(result) + result.lone_note.splitlines()
     if len(result.ranks) > 1 and collectives:
         doc["stragglers"] = [_straggler_json(r) for r in stragglers(collectives)]
     return doc

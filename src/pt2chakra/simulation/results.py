@@ -40,6 +40,8 @@ class SimConfig(msgspec.Struct, frozen=True):
         parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}{cpu_ops}",
                  f"bandwidth x{self.bandwidth_scale:g}",
                  f"comm streams {self.comm_streams or 'as recorded'}"]
+        if self.profiler_overhead_us:
+            parts.append(f"profiler's cost out {self.profiler_overhead_us:.2f} us/op")
         return ", ".join(parts)
 
 
@@ -114,8 +116,8 @@ class SimulationResult(msgspec.Struct):
     inferred_stream_waits: int = 0
     # --without-profiler: the figure used and the step with the profiler in
     profiler_overhead: ProfilerOverhead | None = None
-    # Network what-ifs on collectives no other given rank reaches (lone.py):
-    # one note line, or "" (then left out of --json, as before)
+    # Network what-ifs on collectives they cannot time as the others (lone.py:
+    # no peer given, no size recorded): note lines, or "" (left out of --json)
     lone_note: str = ""
 
     def summary(self) -> str:
