@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from pt2chakra.diff.align import normalised
 from pt2chakra.diff.attribute import attribute
 from pt2chakra.diff.load import Run, load_run
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES, DiffResult
@@ -47,7 +48,9 @@ def refuse_other_job(a: Run, b: Run) -> None:
                          f"{_ranks(ranks_b)} against {_ranks(ranks_a)}")
     for rank in ranks_a:
         ra, rb = a.by_rank[rank], b.by_rank[rank]
-        names_a, names_b = set(ra.names), set(rb.names)
+        # names by role: another recording's step numbers and addresses differ
+        names_a = {normalised(n)[0] for n in set(ra.names)}
+        names_b = {normalised(n)[0] for n in set(rb.names)}
         shared = len(names_a & names_b) / max(1, len(names_a | names_b))
         if shared < MIN_SHARED_NAMES:
             raise InputError(rb.source, f"not the same job as {ra.source}: only "
@@ -76,8 +79,8 @@ def format_diff(result: DiffResult, top: int = DEFAULT_TOP) -> str:
         f"{_pct_of(result.difference_us, a.step_us, ' of A')}; attributed "
         f"{result.attributed_us:+.1f} us, residual {result.residual_us:+.3f} us"
         f"{_pct(result.residual_pct)}",
-        f"nodes: {result.matched_nodes} matched, {result.only_in_a_nodes} in A only, "
-        f"{result.only_in_b_nodes} in B only",
+        f"nodes: {result.matched_nodes} matched{_by_rule(result.matched_by_rule)}, "
+        f"{result.only_in_a_nodes} in A only, {result.only_in_b_nodes} in B only",
         "",
         f"{'category':<24}{'A us':>12}{'B us':>12}{'B - A us':>12}{'% of diff':>11}",
     ]
@@ -100,6 +103,11 @@ def format_diff(result: DiffResult, top: int = DEFAULT_TOP) -> str:
             lines.append(f"{_rank(s.last_rank_a):>7}{s.others_wait_a_us:>11.0f}"
                          f"{_rank(s.last_rank_b):>8}{s.others_wait_b_us:>11.0f}  {s.label}")
     return "\n".join(lines)
+
+
+def _by_rule(counts: dict[str, int]) -> str:
+    shown = [f"{n} {rule}" for rule, n in counts.items() if n]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def _sources(sources: Sequence[str]) -> str:
