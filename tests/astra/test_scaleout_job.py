@@ -62,7 +62,14 @@ def test_world_size_option_writes_the_job(recorded: list[Path], tmp_path: Path) 
     proc = run_cli("astra-sim", *recorded, "--world-size", "8", "-o", prefix, "-q")
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in prefix.parent.iterdir()) == sorted(
-        [f"job.{r}.et" for r in range(8)] + ["memory.json", "network.yml", "run.sh",
-                                             "system.json"])
+        [f"job.{r}.et" for r in range(8)] + ["job.prediction.json", "memory.json",
+                                             "network.yml", "run.sh", "system.json"])
     refused = run_cli("astra-sim", "--check", prefix, "--world-size", "8")
     assert refused.returncode == 2
+    check = run_cli("astra-sim", "--check", prefix)
+    assert check.returncode == 0, check.stderr
+    line = next(x for x in check.stdout.splitlines() if x.startswith("pt2chakra simulate"))
+    ours = _ours(recorded, 8)
+    assert f"{ours:,.0f} us" in line
+    model = float(line.split("consumer model vs it: ")[1].split(" %")[0])
+    assert abs(model) <= AGREEMENT_PCT

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from builders import OBSERVER_ROOT, OBSERVER_THREAD, host_attr, host_node, trace_event, write_json
 from helpers import assert_one_line_failure, run_cli
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pt2chakra import convert
 from pt2chakra.astra.job import BINARY_ENV, check_job, write_job
@@ -265,3 +267,25 @@ def test_real_gloo_cuda_pair_runs_in_astra_sim(tmp_path: Path) -> None:
     assert check.binary is not None and sorted(check.binary.finished) == [0, 1]
     assert check.model_vs_binary_pct is not None
     assert check.model_vs_binary_pct <= ASTRA_VS_MODEL_PCT
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=30),
+       st.sets(st.integers(min_value=1, max_value=31)), st.sets(st.integers(min_value=1, max_value=31)))
+def test_a_backend_op_is_a_transfer_iff_no_device_transfer_is_below_it(
+        parents: list[int], backend: set[int], launchers: set[int]) -> None:
+    # op i + 1 is called by an earlier op (or none: 0), so callers form a tree
+    ops = {i + 1: HostOp(id=i + 1, name="op", parent=min(p, i), tid=1)
+           for i, p in enumerate(parents)}
+    backend_ops = sorted(b for b in backend if b in ops)
+
+    def ancestors(i: int) -> set[int]:
+        seen = set()
+        while i in ops:
+            seen.add(i)
+            i = ops[i].parent
+        return seen
+
+    owned = set().union(*(ancestors(launcher) for launcher in launchers)) if launchers else set()
+    assert own_transfers(backend_ops, launchers, ops, host_only=False) == \
+        {b for b in backend_ops if b not in owned}
+    assert own_transfers(backend_ops, launchers, ops, host_only=True) == set(backend_ops)

@@ -23,6 +23,7 @@ rank); the system file is the project's reference one, held fixed.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -63,12 +64,13 @@ from pt2chakra.astra.consumer import (
 from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, convert_files
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate
-from pt2chakra.simulation.engine import load, order_by_rank
+from pt2chakra.simulation.engine import load
 from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
 
 RUN_SCRIPT = "run.sh"
@@ -162,12 +164,12 @@ class AstraJob:
 # --------------------------------------------------------------------------
 
 
-def recorded_fit(paths: Sequence[str | os.PathLike[str]]) -> RecordedFit:
+def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     """``simulate --calibrate``'s fit of these traces, per backend, and the
     collectives (matched across ranks) it was fitted to."""
-    names = [os.fspath(p) for p in paths]
-    ordered, graphs = order_by_rank(names, load(names))
-    prepared = prepare_graphs(graphs, ordered, CALIBRATION_LINK_STREAMS, refuse_deadlock=False)
+    ranks = open_rank_set(paths)
+    prepared = prepare_graphs(load(ranks), ranks.paths, CALIBRATION_LINK_STREAMS,
+                              refuse_deadlock=False, ranks=ranks.ranks)
     matched = _matched_collectives(prepared)
     calibrations = calibrate(prepared, matched, FIT_ALGORITHM)
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
@@ -427,10 +429,13 @@ def _comment_name(name: str) -> str:
 
 def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
               cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
-              force: bool = False) -> AstraJob:
+              force: bool = False, predicted_step_us: float | None = None) -> AstraJob:
     """The export of ``inputs`` (one per rank) as ``<prefix>.<rank>.et``, and
     the configuration and run.sh beside it; the folder is created. All or
-    nothing: every file is staged and moved into place together."""
+    nothing: every file is staged and moved into place together.
+    ``predicted_step_us``: our own prediction of the job (a scaled-out job
+    has no measured step at its scale), kept in ``<prefix>.prediction.json``
+    for ``--check``."""
     prefix = os.fspath(prefix)
     folder, name = os.path.split(prefix)
     if not name:
@@ -439,12 +444,13 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
     Path(folder or ".").mkdir(parents=True, exist_ok=True)
+    ranks = open_rank_set(inputs, force)
     with StagedOutputs() as staged:
-        written = convert_files(inputs, prefix, cpu=cpu, force=force, staged=staged)
+        written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged)
         if len(inputs) < MIN_NPUS:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
-        fit = fit_network(recorded_fit(inputs), len(inputs), choice, system)
+        fit = fit_network(recorded_fit(ranks), len(inputs), choice, system)
         texts = astra_config_texts(fit.network, system, fit.notes)
         has_groups = any(p.endswith(".comm_groups.json") for p in written)
         texts[RUN_SCRIPT] = run_script(name, has_groups)
@@ -456,8 +462,31 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
                 os.chmod(temp, os.stat(temp).st_mode | stat.S_IXUSR | stat.S_IXGRP
                          | stat.S_IXOTH)
             written.append(target)
+        if predicted_step_us is not None:
+            target = prediction_path(prefix)
+            write_atomic(staged.stage(target),
+                         json.dumps({PREDICTION_KEY: predicted_step_us}).encode())
+            written.append(target)
         staged.commit()
     return AstraJob(prefix, written, fit)
+
+
+PREDICTION_KEY = "simulate_step_us"
+
+
+def prediction_path(prefix: str) -> str:
+    return f"{prefix}.prediction.json"
+
+
+def _read_prediction(prefix: str) -> float | None:
+    """Our prediction written beside the job, if any (a missing or bad file:
+    none; the check still runs)."""
+    try:
+        with open(prediction_path(prefix), "rb") as f:
+            value = json.loads(f.read()).get(PREDICTION_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 # --------------------------------------------------------------------------
@@ -476,6 +505,7 @@ class JobCheck:
     model: ConsumerResult
     binary: WorkloadRun | None = None
     binary_path: str | None = None
+    predicted_step_us: float | None = None  # ours (simulate), when written with the job
 
     @property
     def astra_sim_step_us(self) -> float | None:
@@ -522,7 +552,8 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
     names, graphs = load_for_consumer(traces)
     model = consume_loaded(names, graphs, network, system).result
     if binary is None:
-        return JobCheck(prefix, network, system, model)
+        return JobCheck(prefix, network, system, model,
+                        predicted_step_us=_read_prediction(prefix))
     groups = f"{prefix}.comm_groups.json"
     groups_arg = os.path.abspath(groups) if os.path.isfile(groups) else "empty"
     with tempfile.TemporaryDirectory(prefix="astracheck") as scratch:  # its log/ goes here
@@ -533,7 +564,8 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
         except (RuntimeError, OSError) as exc:
             last = (str(exc).strip().splitlines() or ["no output"])[-1]
             raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
-    return JobCheck(prefix, network, system, model, run, os.fspath(binary))
+    return JobCheck(prefix, network, system, model, run, os.fspath(binary),
+                    _read_prediction(prefix))
 
 
 def format_job_check(check: JobCheck) -> str:
@@ -559,6 +591,12 @@ def format_job_check(check: JobCheck) -> str:
     if check.error_pct is not None:
         lines.append(f"ASTRA-sim vs measured step: {check.error_pct:+.2f} %; consumer model vs "
                      f"ASTRA-sim, worst rank: {check.model_vs_binary_pct:.3f} %")
+    if check.predicted_step_us is not None:
+        ours = check.predicted_step_us
+        astra = check.astra_sim_step_us
+        vs = f"; ASTRA-sim vs it: {error_pct(astra, ours):+.2f} %" if astra is not None else ""
+        lines.append(f"pt2chakra simulate (written with the job): {ours:,.0f} us; consumer model "
+                     f"vs it: {error_pct(check.model.predicted_step_us, ours):+.2f} %{vs}")
     model_error = check.model.error_pct
     if model_error is not None:
         lines.append(f"consumer model vs measured step: {model_error:+.2f} %")

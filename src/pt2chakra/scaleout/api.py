@@ -124,14 +124,26 @@ _Job = TypeVar("_Job")
 
 def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
                      prefix: str | os.PathLike[str],
-                     write: Callable[[list[str]], _Job]) -> _Job:
+                     write: Callable[[list[str], float], _Job]) -> _Job:
     """``astra-sim --world-size``: the M-rank files in a scratch folder beside
-    the output (removed after), handed to ``write`` (the job writer)."""
+    the output (removed after), handed to ``write`` (the job writer) with our
+    prediction of the M-rank step (``simulate --world-size``)."""
+    predicted = predicted_step_us(paths, world_size)
     folder = Path(os.fspath(prefix)).parent
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".scaleout-", dir=folder) as scratch:
         extrapolate(paths, world_size, os.path.join(scratch, "rank"))
-        return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)])
+        return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)],
+                     predicted)
+
+
+def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int) -> float:
+    """``simulate --world-size``'s step with its defaults (the calibrated network)."""
+    from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
+
+    scaled = scaled_graphs(paths, world_size)
+    options = scaled_out_options(scaled.graphs, SimulationOptions())
+    return simulate_graphs_run(scaled.sources, scaled.graphs, options).result.predicted_step_us
 
 
 class ScaledGraphs(msgspec.Struct):
