@@ -64,12 +64,13 @@ from pt2chakra.astra.consumer import (
 from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, convert_files
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate
-from pt2chakra.simulation.engine import load, order_by_rank
+from pt2chakra.simulation.engine import load
 from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
 
 RUN_SCRIPT = "run.sh"
@@ -163,12 +164,12 @@ class AstraJob:
 # --------------------------------------------------------------------------
 
 
-def recorded_fit(paths: Sequence[str | os.PathLike[str]]) -> RecordedFit:
+def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     """``simulate --calibrate``'s fit of these traces, per backend, and the
     collectives (matched across ranks) it was fitted to."""
-    names = [os.fspath(p) for p in paths]
-    ordered, graphs = order_by_rank(names, load(names))
-    prepared = prepare_graphs(graphs, ordered, CALIBRATION_LINK_STREAMS, refuse_deadlock=False)
+    ranks = open_rank_set(paths)
+    prepared = prepare_graphs(load(ranks), ranks.paths, CALIBRATION_LINK_STREAMS,
+                              refuse_deadlock=False, ranks=ranks.ranks)
     matched = _matched_collectives(prepared)
     calibrations = calibrate(prepared, matched, FIT_ALGORITHM)
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
@@ -443,12 +444,13 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
     Path(folder or ".").mkdir(parents=True, exist_ok=True)
+    ranks = open_rank_set(inputs, force)
     with StagedOutputs() as staged:
-        written = convert_files(inputs, prefix, cpu=cpu, force=force, staged=staged)
+        written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged)
         if len(inputs) < MIN_NPUS:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
-        fit = fit_network(recorded_fit(inputs), len(inputs), choice, system)
+        fit = fit_network(recorded_fit(ranks), len(inputs), choice, system)
         texts = astra_config_texts(fit.network, system, fit.notes)
         has_groups = any(p.endswith(".comm_groups.json") for p in written)
         texts[RUN_SCRIPT] = run_script(name, has_groups)

@@ -102,7 +102,7 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from pt2chakra.tools.timeline import timeline
 
-    stats = timeline(args.input, args.output)
+    stats = timeline(args.input, args.output, force=args.force)
     if not args.quiet:
         print(stats.summary())
     return 0
@@ -280,6 +280,7 @@ def _add_timeline(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                        "(process), thread and stream.")
     p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
     p.add_argument("-o", "--output", required=True, help="output .json")
+    options.add_force(p, "the files cannot be one job (a rank twice, no rank, a copy)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_timeline))
 
 

@@ -42,6 +42,10 @@ from pt2chakra.pytorch.records import (
 
 log = logging.getLogger(__name__)
 
+# The flags that name a conversion's rank: written (one conversion), or only
+# in the file names (many, ``many_ranks``).
+RANK_FLAG, RANKS_OPTION = "--rank", "--ranks"
+
 # Below this share of host ops matched, the two files are not one recording
 # (a correct pair links well over 90 %; a mismatched pair shares only common
 # op names by chance).
@@ -212,14 +216,42 @@ def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None 
         quoted = ", ".join(map(str, sorted(pids)[:MAX_QUOTED_PIDS]))
         problems.append(f"its CPU ops ran in pid {quoted}, the host trace {host.path} in pid "
                         f"{host.pid}")
-    if rank is not None and kineto.rank >= 0 and rank != kineto.rank:
-        problems.append(f"--rank is {rank} but its distributedInfo.rank is {kineto.rank}")
+    flag = rank_flag_problem(rank, kineto)
+    if flag is not None:
+        problems.append(flag)
     if not problems:
         return
     text = "; ".join(problems) + ": are they from the same run and rank?"
     if not force:
         raise InputError(kineto.path, text + " (pass --force to convert the pair anyway)")
     log.warning("%s: %s (converting anyway: --force)", kineto.path, text)
+
+
+def rank_flag_problem(rank: int | None, kineto: KinetoTrace, flag: str = RANK_FLAG) -> str | None:
+    """What is wrong with a rank given on the command line for this trace:
+    another rank than its ``distributedInfo`` records, or one beyond its
+    world size. None when nothing is given or it agrees."""
+    if rank is None:
+        return None
+    if kineto.rank >= 0 and rank != kineto.rank:
+        return f"{flag} is {rank} but its distributedInfo.rank is {kineto.rank}"
+    if kineto.world_size > 0 and rank >= kineto.world_size:
+        return f"{flag} is {rank} but its distributedInfo.world_size is {kineto.world_size}"
+    return None
+
+
+def check_rank_flag(rank: int | None, kineto: KinetoTrace, force: bool,
+                    flag: str = RANK_FLAG, written: bool = True) -> None:
+    """Refuse (``InputError`` naming the trace) a rank given for a trace that
+    records another (``rank_flag_problem``); with ``force``, one warning, and
+    the given rank is written (``written``) or the trace's kept."""
+    problem = rank_flag_problem(rank, kineto, flag)
+    if problem is None:
+        return
+    if not force:
+        raise InputError(kineto.path, f"{problem} (pass --force to convert it anyway)")
+    outcome = f"writing rank {rank}" if written else "keeping the trace's rank"
+    log.warning("%s: %s (%s: --force)", kineto.path, problem, outcome)
 
 
 # --------------------------------------------------------------------------

@@ -29,12 +29,15 @@ DEFAULT_TOP = 10
 TOP_COLLECTIVES = 10
 
 
-def diff(a: Sequence[str | os.PathLike[str]], b: Sequence[str | os.PathLike[str]]) -> DiffResult:
+def diff(a: Sequence[str | os.PathLike[str]], b: Sequence[str | os.PathLike[str]],
+         force: bool = False) -> DiffResult:
     """Compare run A (one ``.et`` per rank) with run B: B's step minus A's,
     attributed to ops, kernels, collectives (wait vs transfer), CPU gaps and
-    what only one run has. Raises ``InputError`` for traces of different jobs."""
+    what only one run has. Raises ``InputError`` for traces of different jobs,
+    and for a run whose files cannot be one job (``chakra.ranks``) unless
+    ``force``."""
     with gc_paused():  # columns and keys hold no cycles: the collector's passes find nothing
-        run_a, run_b = load_run("A", a), load_run("B", b)
+        run_a, run_b = load_run("A", a, force), load_run("B", b, force)
         refuse_other_job(run_a, run_b)
         return attribute(run_a, run_b)
 

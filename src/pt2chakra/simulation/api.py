@@ -18,11 +18,11 @@ import msgspec
 from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
 from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
+from pt2chakra.chakra.ranks import open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.durations import link_streams
-from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
+from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
@@ -143,20 +143,21 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     per-node schedule (what the HTML report draws)."""
     names = [os.fspath(p) for p in paths]
     check_options(options, names)
-    refuse_repeated_inputs(names)
-    graphs = load(names)
-    refuse_unsound_set(names, graphs, options.force)
-    names, graphs = order_by_rank(names, graphs)
-    return replay_graphs(names, graphs, options)
+    ranks = open_rank_set(names, options.force)
+    graphs = load(ranks)
+    refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
+    return replay_graphs(ranks.paths, graphs, options, ranks.ranks)
 
 
 def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                  options: SimulationOptions) -> tuple[Simulator, SimulationResult, Schedule]:
+                  options: SimulationOptions, ranks: Sequence[int] | None = None,
+                  ) -> tuple[Simulator, SimulationResult, Schedule]:
     """``replay`` of graphs already loaded, checked and ordered by rank
-    (``simulate --world-size`` builds them in memory)."""
+    (``simulate --world-size`` builds them in memory); ``ranks``: their
+    ``RankSet``'s ranks (see ``prepare_graphs`` when None)."""
     options = scaled_out_options(graphs, options)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits,
-                    refuse_deadlock=not options.force)
+                    refuse_deadlock=not options.force, ranks=ranks)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
     if asks_network(options):
@@ -223,16 +224,18 @@ def _overhead(sim: Simulator, names: Sequence[str], options: SimulationOptions,
 
 def refuse_unsound_set(paths: Sequence[str],
                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                       force: bool) -> None:
+                       force: bool, ranks: Sequence[int] | None = None) -> None:
     """Before a replay: each file's errors that stop a replay, then what
     ``validate`` calls an error across the ranks (a collective that is
     another type, size or count on another rank: ranks of different jobs, or
     a broken recording). The replay would match such collectives anyway and
     print a normal step, so the set is refused unless ``force``."""
-    for index, (path, (metadata, nodes)) in enumerate(zip(paths, graphs)):
-        refuse_unsound(replay_problems(path, index, metadata, nodes), force, replay_only=True)
+    if ranks is None:  # graphs built in memory: their metadata, else their position
+        ranks = ranks_in_memory([(path, md) for path, (md, _nodes) in zip(paths, graphs)])
+    for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
+        refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
-                                        in zip(paths, graphs)]), force)
+                                        in zip(paths, graphs)], ranks), force)
 
 
 class SimulationRun(NamedTuple):
