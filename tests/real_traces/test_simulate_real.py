@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pt2chakra.chakra.ranks import open_rank_set
+from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.conversion.api import convert
 from pt2chakra.simulation.engine import Simulator, load, simulate_files
 from pt2chakra.simulation.results import SimConfig
@@ -64,8 +65,8 @@ def test_dlrm_collective_skew_is_not_double_counted(converted):
     # the ranks share a clock: every participant of a matched collective runs
     # from the last arrival to its own recorded end, so the participants' ends
     # spread no more than their recorded ends did (the wait is not added twice)
-    ends: dict[tuple, list[float]] = {}
-    recorded: dict[tuple, list[float]] = {}
+    ends: dict[RendezvousKey, list[float]] = {}
+    recorded: dict[RendezvousKey, list[float]] = {}
     p = sim.prepared(0)
     for i, key in p.comm_key.items():
         ends.setdefault(key, []).append(sched.end[i])
