@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pt2chakra.chakra.conventions import COMM_CHANNEL
+from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import (
@@ -81,17 +83,28 @@ def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
     concurrent collectives, a peer whose data came last). A participant that
     ended before the last arrival (a broadcast root that only queued its
     send) did not wait for it: with ``eager`` it goes there and keeps its own
-    recorded duration, to run from its own arrival; without, it gets 0."""
+    recorded duration, to run from its own arrival (a host-run collective
+    only: ``_host_collective``); otherwise it gets 0."""
     last = max(p.start[m] for m in members)
     out = []
     for m in members:
         end = p.start[m] + p.dur[m]
-        if end < last and eager is not None:
+        if end < last and eager is not None and _host_collective(p, m):
             eager.add(m)
             out.append(p.dur[m] / cfg.bandwidth_scale)
         else:
             out.append(max(end - last, 0.0) / cfg.bandwidth_scale)
     return out
+
+
+def _host_collective(p: PreparedGraph, m: int) -> bool:
+    """A collective run on one of the backend's host worker threads (the
+    converter names it: ``COMM_CHANNEL``, gloo), whose sends are buffered:
+    only such a participant may finish without waiting for the others (an
+    NCCL kernel or a matched send / receive waits)."""
+    node = p.nodes[m]
+    return node.type == NodeType.COMM_COLL_NODE and \
+        any(a[0] == COMM_CHANNEL for a in node.attrs)
 
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
