@@ -31,8 +31,11 @@ NETNS = "p2cns{rank}"
 HOST_END = "p2ch{rank}"  # the veth end on the bridge (root namespace)
 RANK_END = "p2cn{rank}"  # the veth end inside the rank's namespace
 SUBNET = "10.231.0.{host}/24"
-# tbf: a burst above a veth's 64 KB GSO packets, a queue long enough never to drop.
-TBF = ("burst", "256kb", "latency", "100ms")
+# tbf: a burst small against the transfers (32 KB is 2.6 ms at 100 Mbit/s; a 256 KB
+# bucket let a quarter of a 1 MB transfer through at once after an idle spell, so
+# the link's time per byte depended on how long it had been idle), larger GSO
+# packets segmented by tbf itself; a queue long enough never to drop.
+TBF = ("burst", "32kb", "latency", "100ms")
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # A wait for a quiet second before each run (the neighbours' load comes and goes).
 QUIET_WINDOW_S = 1.0

@@ -70,6 +70,8 @@ GOAL_PCT = {(2, 3): 5.0, (2, 4): 5.0, (2, 8): 10.0, (4, 8): 5.0}
 REPLAY_GOAL_PCT = 1.0
 ASTRA_GOAL_PCT = 3.0
 ASTRA_BIN_ENV = "ASTRA_SIM_BIN"
+# The prediction of the real (unprofiled) step, compared with the real step.
+WITHOUT_PROFILER = "--without-profiler"
 
 
 # --------------------------------------------------------------------------
@@ -221,13 +223,12 @@ def step_hosts(run_dir: Path, world_size: int, steps: int) -> list[list[Path]]:
 
 
 def real_step_us(run_dir: Path) -> float | None:
-    """The unprofiled step ``collect`` stored beside the traces, if it did."""
-    for note in sorted(run_dir.glob("*meta.json")):
-        d = json.loads(note.read_text())
-        for key, unit in (("real_step_us", 1.0), ("real_step_ms", 1e3)):
-            if isinstance(d.get(key), (int, float)):
-                return float(d[key]) * unit
-    return None
+    """The unprofiled step ``collect`` stored beside the traces, if it did
+    (read by the rule ``simulate --without-profiler`` reads it by)."""
+    from pt2chakra.simulation.profiler_overhead import META_NAME, meta_real_step_us
+
+    meta = run_dir / META_NAME
+    return meta_real_step_us(str(meta)) if meta.is_file() else None
 
 
 def convert_step(hosts: list[Path]) -> Recording:
@@ -330,7 +331,7 @@ def predicted_steps(src: Recording, dst_size: int, work: Path) -> dict[str, floa
     from pt2chakra.simulation.api import simulate
 
     out: dict[str, float | None] = {"extrap+sim": None, "sim --world-size": None,
-                                    "ASTRA-sim": None}
+                                    "ASTRA-sim": None, WITHOUT_PROFILER: None}
     prefix = work / "x"
     wrote = _cli(["extrapolate", *src.ets, "--world-size", str(dst_size), "-o", str(prefix)])
     if wrote.returncode == 0:
@@ -342,6 +343,12 @@ def predicted_steps(src: Recording, dst_size: int, work: Path) -> dict[str, floa
     direct = _cli(["simulate", *src.ets, "--world-size", str(dst_size), "--json"])
     if direct.returncode == 0:
         out["sim --world-size"] = float(json.loads(direct.stdout)["predicted_step_us"])
+    # the real step: the profiler's cost fitted on the source's stored real
+    # step (its meta.json), taken out of the scaled-out replay
+    real = _cli(["simulate", *src.ets, "--world-size", str(dst_size), "--without-profiler",
+                 "--json"])
+    if real.returncode == 0:
+        out[WITHOUT_PROFILER] = float(json.loads(real.stdout)["predicted_step_us"])
     return out
 
 

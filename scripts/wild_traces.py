@@ -176,7 +176,7 @@ def markdown(entries: list[dict[str, Any]], outcomes: list[Outcome]) -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     for entry, o in zip(entries, outcomes):
         err = "–" if o.error_pct is None else f"{o.error_pct:+.2f} %"
-        step = o.step.split(";")[0]
+        step = o.step.split(": ")[0].split(";")[0]
         note = "; ".join(problems(o)) or o.note
         rows.append(f"| {o.name} | {', '.join(entry['kinds'])} | [{entry['repo']}]"
                     f"({entry['source_url']}) | {o.nodes} | {step} | {_fmt(o.predicted_us)} | "

@@ -68,6 +68,15 @@ RATIO_FREE_BYTES = 64 * MIB
 INFLATE_STEP = 64 * MIB
 
 _max_input_bytes = DEFAULT_MAX_INPUT_BYTES
+# Standard input can be read once per command: a second ``-`` (``diff - -``,
+# ``report - --baseline -``) is refused instead of reading a closed stream.
+_stdin_read = False
+
+
+def reset_standard_input() -> None:
+    """A new command starts (``cli.main``): standard input is unread again."""
+    global _stdin_read
+    _stdin_read = False
 
 
 def max_input_size() -> int:
@@ -124,7 +133,12 @@ def check_regular(where: str) -> int:
 
 
 def _open_raw(where: str) -> io.BufferedReader:
+    global _stdin_read
     if where == STDIN:
+        if _stdin_read or sys.stdin is None or sys.stdin.buffer.closed:
+            raise InputError(STDIN, "standard input is given more than once; it can be read "
+                             "once: give each input but one as a file")
+        _stdin_read = True
         return cast(io.BufferedReader, sys.stdin.buffer)
     check_regular(where)
     try:

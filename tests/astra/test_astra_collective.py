@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pt2chakra.astra.collective import (
     AstraNetwork,
     AstraSystem,
+    astra_comm_size,
     chunking,
     collective_ns,
     collective_rank_ns,
@@ -298,3 +299,20 @@ def test_aware_against_binary(astra_bin: str, group: tuple[int, ...] | None, top
     model = collective_rank_ns(TYPES[name], 16777216, 16 if group is None else len(group),
                                network, DEFAULT, group)
     assert all(abs(model[r] - real[r]) <= MAX_ERROR * real[r] for r in model)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([AR, AG, RS]), st.integers(2, 64), st.integers(1, 1 << 16),
+       st.integers(1, 8))
+def test_written_sizes_move_the_ring_bytes_of_the_collective(ctype: int, n: int, unit: int,
+                                                              splits: int) -> None:
+    """Invariant: with the size the export writes (``astra_comm_size``),
+    ASTRA-sim's ring moves per link what the alpha-beta ring moves for the
+    trace's size S: 2(n-1)/n S for an all-reduce, (n-1)/n S for an
+    all-gather (S its gathered output) or a reduce-scatter."""
+    from pt2chakra.simulation.network import cost_factors
+
+    size = unit * n * splits * n  # whole messages: no rounding in ASTRA-sim's cuts
+    plan = ring_plan(ctype, astra_comm_size(ctype, size, n), n, n, splits)
+    sent = plan.chunks * plan.sends * plan.message_bytes
+    assert sent == pytest.approx(cost_factors(ctype, n)[1] * size)

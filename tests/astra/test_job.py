@@ -74,7 +74,7 @@ def _collective_errors(fit_result, recorded: RecordedFit) -> list[float]:
     for c in recorded.collectives[fit_result.backend]:
         if c.comm_type not in (AR, A2A, int(CollectiveType.ALL_GATHER)):
             continue
-        got = max(collective_rank_ns(c.comm_type, c.size_bytes, len(c.ranks),
+        got = max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks),
                                      fit_result.network, AstraSystem(), ranks=c.ranks).values())
         want = cal.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * 1000
         errors.append(100 * (got - want) / want)
@@ -297,3 +297,21 @@ def test_one_network_for_several_backends_names_the_ones_not_fitted():
     fit = fit_network(recorded, 4)
     assert fit.backend == "nccl"  # the most collectives
     assert "gloo run on it too (not fitted)" in fit.notes["header"]
+
+
+def test_an_all_gather_is_written_with_each_ranks_input(gloo_job):
+    """ASTRA-sim reads an all-gather's comm_size as each rank's input; the
+    trace's is the gathered total (2 ranks x 4 bytes in the sample): the job
+    holds 4, the all-reduces their own size."""
+    from pt2chakra.chakra.conventions import attr_dict
+    from pt2chakra.chakra.io import read_et
+    from pt2chakra.chakra.records import NodeType
+
+    _md, nodes = read_et(f"{gloo_job.prefix}.0.et")
+    sizes: dict[int, set[int]] = {}
+    for n in nodes:
+        if n.type == NodeType.COMM_COLL_NODE:
+            a = attr_dict(n.attrs)
+            sizes.setdefault(a["comm_type"], set()).add(a["comm_size"])
+    assert sizes[int(CollectiveType.ALL_GATHER)] == {4}
+    assert sizes[AR] == {263168}

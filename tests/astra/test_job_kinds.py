@@ -53,6 +53,18 @@ def _bundled(sample: str, ranks: int) -> Callable[[pytest.FixtureRequest, Path],
     return inputs
 
 
+def _extrapolated(sample: str, recorded: int, world_size: int,
+                  ) -> Callable[[pytest.FixtureRequest, Path], list[Path]]:
+    """A bundled recording scaled out with pt2chakra extrapolate."""
+    def inputs(request: pytest.FixtureRequest, folder: Path) -> list[Path]:
+        from pt2chakra.scaleout.api import extrapolate
+
+        recorded_files = _bundled(sample, recorded)(request, folder)
+        extrapolate(recorded_files, world_size, folder / "scaled")
+        return [folder / f"scaled.{r}.et" for r in range(world_size)]
+    return inputs
+
+
 def _dlrm(request: pytest.FixtureRequest, folder: Path) -> list[Path]:
     """DLRM on 8 GPUs (NCCL) from ../shared/traces; skips without them."""
     converted: dict[str, Path] = request.getfixturevalue("converted")
@@ -68,6 +80,7 @@ JOB_KINDS = {
     "gloo_1gbit": JobKind(_bundled("gloo_ddp_pairs/bw1", 2), 2),
     "gloo_two_micro_batches": JobKind(_bundled("gloo_ddp_pairs/mb2", 2), 2),
     "dlrm_8gpu_nccl": JobKind(_dlrm, 8),
+    "gloo_ddp_extrapolated_8": JobKind(_extrapolated("gloo_ddp_cpu/gloo_ddp_cpu", 2, 8), 8),
 }
 SLOW_KINDS = {"dlrm_8gpu_nccl"}  # real traces: converted once per session
 

@@ -83,6 +83,8 @@ def test_each_rank_runs_in_its_namespace_on_its_link() -> None:
 
 
 def test_real_step_read_from_the_stored_meta(tmp_path) -> None:
+    from pt2chakra.simulation.profiler_overhead import META_NAME, META_STEP_FIELD
+
     assert bench_scale.real_step_us(tmp_path) is None
-    (tmp_path / "s.meta.json").write_text('{"real_step_ms": 12.5}')
+    (tmp_path / META_NAME).write_text(f'{{"{META_STEP_FIELD}": 0.0125}}')  # what collect writes
     assert bench_scale.real_step_us(tmp_path) == pytest.approx(12500.0)

@@ -37,3 +37,29 @@ def test_collect_cli_records_the_builtin_model(tmp_path):
     assert rc == 0
     assert (tmp_path / "cli.host_et.json.gz").exists()
     assert (tmp_path / "cli.kineto.json.gz").exists()
+
+
+def test_collect_stores_the_real_step_that_simulate_finds(tmp_path):
+    import json
+
+    from pt2chakra.cli import main
+    from pt2chakra.simulation.api import SimulationOptions, simulate
+    from pt2chakra.simulation.profiler_overhead import META_NAME, META_STEP_FIELD
+
+    rc = main(["collect", "--out-dir", str(tmp_path), "--layers", "1", "--d-model", "16",
+               "--heads", "2", "--seq-len", "8", "--batch", "2", "--name", "m",
+               "--timed-steps", "3"])
+    assert rc == 0
+    meta = json.loads((tmp_path / META_NAME).read_text())
+    assert len(meta["step_s"]) == 3 and meta[META_STEP_FIELD] in meta["step_s"]
+    convert(tmp_path / "m.host_et.json.gz", tmp_path / "m.kineto.json.gz", tmp_path / "m.et")
+    result = simulate([tmp_path / "m.et"], SimulationOptions(without_profiler=True))
+    o = result.profiler_overhead
+    assert o is not None and o.source == "fit" and o.source_detail.endswith(META_NAME)
+    assert o.real_step_us == pytest.approx(meta[META_STEP_FIELD] * 1e6)
+    assert result.predicted_step_us <= o.profiled_step_us
+    # --timed-steps 0: no real step, nothing written
+    other = tmp_path / "none"
+    assert main(["collect", "--out-dir", str(other), "--layers", "1", "--d-model", "16",
+                 "--heads", "2", "--seq-len", "8", "--batch", "2", "--timed-steps", "0"]) == 0
+    assert not (other / META_NAME).exists()

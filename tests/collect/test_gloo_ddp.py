@@ -97,6 +97,16 @@ def test_collect_records_a_two_rank_gloo_pair(tmp_path) -> None:
         out = tmp_path / f"tiny.{rank}.et"
         report = convert(host, kineto, out)
         assert report.nodes_by_type.get("COMM_COLL_NODE", 0) >= 3
+    # the real step beside the traces: each timed step the slower rank's
+    import json
+
+    from pt2chakra.simulation.profiler_overhead import META_NAME, META_STEP_FIELD
+
+    meta = json.loads((tmp_path / META_NAME).read_text())
+    ranks = [r["timed_s"] for r in meta["ranks"]]
+    assert len(ranks) == 2 and len(meta["step_s"]) == DdpConfig.timed
+    assert meta["step_s"] == [max(a, b) for a, b in zip(*ranks)]
+    assert meta[META_STEP_FIELD] > 0
 
 
 def test_accumulate_repeats_the_passes_not_the_communication(tmp_path) -> None:

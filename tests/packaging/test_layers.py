@@ -21,6 +21,7 @@ PACKAGE = "pt2chakra"
 # whose own imports are lazy, by name).
 TIERS: dict[str, int] = {
     "": 0, "__main__": 3, "errors": 0, "files": 0, "atomic": 0,
+    "children": 0,
     "pytorch": 1, "chakra": 1,
     "conversion": 2, "simulation": 2, "astra": 2, "tools": 2, "report": 2, "diff": 2,
     "collect": 2, "scaleout": 2,

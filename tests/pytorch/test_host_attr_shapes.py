@@ -38,7 +38,7 @@ def _attr(name: str, value: Any) -> dict[str, Any]:
 
 
 _values = st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=8), st.none(),
-                    st.floats(allow_nan=False), st.booleans())
+                    st.floats(allow_nan=False, allow_infinity=False), st.booleans())
 
 
 @given(shape=st.sampled_from(_OBSERVER_SHAPES),

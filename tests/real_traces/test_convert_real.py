@@ -244,7 +244,9 @@ def test_missing_output_folder(tmp_path):
     out = tmp_path / "no" / "such" / "x.et"
     proc = run_cli("convert", "--host-trace", f"{SAMPLE}.host_et.json.gz", "-o", str(out))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == f"pt2chakra: error: {out}: No such file or directory"
+    # refused before any work, the folder named as the reason
+    assert proc.stderr.strip() == (f"pt2chakra: error: {out}: No such file or directory "
+                                   "(its folder does not exist)")
 
 
 def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):

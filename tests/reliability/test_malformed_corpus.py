@@ -817,9 +817,8 @@ for _what, (_nodes, _needle) in UNSOUND.items():
     case("unsound", "u.et", _needle, "--force", name=f"astra-sim-{_what}",
          must_not_exist=("out.0.et", "out.comm_groups.json"))(
         lambda d, s, n=_nodes: _call("astra-sim", write_rank(d / "u.et", n()), "-o", d / "out"))
-    if _what != "comm-without-size":  # the simulator reads a missing size as 0 (by design)
-        case("unsound", "u.et", _needle, "--force", name=f"simulate-{_what}")(
-            lambda d, s, n=_nodes: _call("simulate", write_rank(d / "u.et", n())))
+    case("unsound", "u.et", _needle, "--force", name=f"simulate-{_what}")(
+        lambda d, s, n=_nodes: _call("simulate", write_rank(d / "u.et", n())))
 
 
 @case("unsound", "s.et", "twice")

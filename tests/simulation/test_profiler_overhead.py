@@ -8,7 +8,7 @@ import json
 
 import pytest
 from builders import MD, cpu, gpu, write_nodes
-from helpers import assert_one_line_failure, run_cli
+from helpers import ROOT, assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +178,49 @@ def test_json_carries_the_figure_beside_the_step(tmp_path) -> None:
     assert doc["what_if"][0]["predicted_step_us"] == pytest.approx(doc["predicted_step_us"])
     plain = json.loads(run_cli("simulate", et, "--json").stdout)
     assert "profiler_overhead" not in plain
+
+
+def test_world_size_takes_the_figure_fitted_on_the_recorded_ranks(tmp_path) -> None:
+    """The real step is the recorded job's: the fit is made on the recorded
+    ranks and the scaled-out replay takes that figure."""
+    src = ROOT / "samples" / "gloo_ddp_cpu"
+    ets = []
+    for r in (0, 1):
+        out = tmp_path / f"g.{r}.et"
+        assert run_cli("convert", "--rank", r, "--host-trace",
+                       src / f"gloo_ddp_cpu.rank{r}.host_et.json.gz", "--device-trace",
+                       src / f"gloo_ddp_cpu.rank{r}.kineto.json.gz", "-o", out).returncode == 0
+        ets.append(out)
+    recorded = json.loads(run_cli("simulate", *ets, "--json", "--real-step", "14").stdout)
+    scaled = run_cli("simulate", *ets, "--json", "--real-step", "14", "--world-size", "4")
+    assert scaled.returncode == 0, scaled.stderr
+    got = json.loads(scaled.stdout)["profiler_overhead"]
+    assert got["figure"] == recorded["profiler_overhead"]["figure"]
+    assert got["source"] == "fit" and "recorded ranks" in got["source_detail"]
+    assert got["real_step_us"] is None  # the real step is not the scaled job's
+    given = json.loads(run_cli("simulate", *ets, "--json", "--world-size", "4",
+                               "--profiler-overhead", got["figure"]).stdout)
+    assert given["predicted_step_us"] == json.loads(scaled.stdout)["predicted_step_us"]
+
+
+def test_the_text_report_the_html_report_and_diff_show_both_steps(tmp_path) -> None:
+    nodes = chain([40, 5, 90, 12], [0, 10, 3, 0], 10)
+    et = write_nodes(tmp_path / "c.et", nodes)
+    proc = run_cli("simulate", et, "--profiler-overhead", "10us/op", "--no-lanes")
+    assert proc.returncode == 0, proc.stderr
+    clean, recorded = predicted(chain([40, 5, 90, 12], [0, 10, 3, 0], 0)), predicted(nodes)
+    assert f"without the profiler: predicted {clean:.0f} us; with it (the replay as " \
+        f"recorded) {recorded:.0f} us" in proc.stdout
+    page = tmp_path / "r.html"
+    assert run_cli("report", et, "-o", page, "--profiler-overhead", "10us/op",
+                   "--no-what-if").returncode == 0
+    html = page.read_text()
+    assert "with the profiler (replay)" in html and "10.00us/op (given" in html
+    assert run_cli("simulate", et, "--profiler-overhead", "10us/op", "--write-et",
+                   tmp_path / "p", "-q").returncode == 0
+    diffed = run_cli("diff", et, tmp_path / "p.0.et")
+    assert diffed.returncode == 0, diffed.stderr
+    b_line = diffed.stdout.splitlines()[1]
+    assert f"step {clean:.0f} us" in b_line and "profiler's cost out 10.00 us/op" in b_line
+    assert f"with the profiler's cost in: {recorded:.0f} us" in b_line
+    assert "a replay" not in diffed.stdout.splitlines()[0]  # A is a recording

@@ -214,12 +214,18 @@ def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys,
     from pt2chakra.cli import main
 
     ntype = NodeType.COMM_COLL_NODE if bad.startswith("comm") else NodeType.COMP_NODE
+    if bad in ("comm_seq", "comm_type"):  # a communication node has a size (else refused)
+        attrs = [*attrs, ("comm_size", "int64_val", 8)]
     nodes = [ChakraNode(id=1, name="a", type=NodeType.COMP_NODE, start_time_micros=5,
                         duration_micros=10),
              ChakraNode(id=2, name="b", type=ntype, start_time_micros=15, duration_micros=5,
                         data_deps=[1], attrs=attrs)]
     path = tmp_path / "other.et"
     write_et(path, GlobalMetadata(version="0.0.4", attrs=md_attrs), nodes)
+    if bad == "comm_size":  # a size of the wrong type is no size: refused (item 7 of issue 25)
+        assert main(["simulate", str(path)]) == 2
+        assert "comm-size-missing" in capsys.readouterr().err
+        return
     with caplog.at_level(logging.WARNING, logger="pt2chakra.simulation"):
         assert main(["simulate", str(path), "--json", "--timeline",
                      str(tmp_path / "t.json")]) == 0

@@ -120,7 +120,8 @@ def test_validate_finds_each_broken_rule(tmp_path):
     assert by_check["duplicate-id"][0].node == 2
     attr_nodes = {p.node for p in by_check["attr-type"]}
     assert attr_nodes == {6, 7, 9}
-    assert {p.node for p in by_check["comm-attrs"]} == {7, 8, 9}
+    assert {p.node for p in by_check["comm-attrs"]} == {7, 9}
+    assert {p.node for p in by_check["comm-size-missing"]} == {8}
     assert all(p.hint for p in report.errors)
     proc = run_cli("validate", path)
     assert proc.returncode == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +19,13 @@ from pt2chakra.astra.collective import AstraNetwork, AstraSystem, write_astra_co
 from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.children import ChildFailed, run_bounded
 
 RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
+CHECK_TIMEOUT_S = 600.0
+"""A whole job (``astra-sim --check``): real jobs of 8-64 NPUs run in seconds; a
+binary still running after ten minutes is stuck (e.g. on crossed collectives)."""
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")
@@ -78,7 +81,8 @@ class AstraConfigs(NamedTuple):
 
 def run_configured(binary: str | os.PathLike[str], prefix: str | os.PathLike[str], groups: str,
                    configs: AstraConfigs, npus: int, congestion_aware: bool = False,
-                   cwd: str | os.PathLike[str] | None = None) -> WorkloadRun:
+                   cwd: str | os.PathLike[str] | None = None,
+                   timeout_s: float = RUN_TIMEOUT_S) -> WorkloadRun:
     """Run the binary on configuration files as they are (a written job's);
     ``groups``: a comm-group file or ``empty``. ``cwd``: where ASTRA-sim
     writes its ``log/`` folder."""
@@ -88,17 +92,25 @@ def run_configured(binary: str | os.PathLike[str], prefix: str | os.PathLike[str
            f"--comm-group-configuration={groups}", f"--system-configuration={configs.system}",
            f"--remote-memory-configuration={configs.memory}",
            f"--network-configuration={configs.network}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                          check=False, cwd=cwd)
+    try:
+        done = run_bounded(cmd, timeout_s, cwd=cwd)
+    except ChildFailed as exc:
+        raise RuntimeError(str(exc)) from None
     found = list(_FINISHED.finditer(done.stdout))
     finished = {int(m[1]): int(m[2]) for m in found}
-    if done.returncode != 0 or len(finished) != npus:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
-                           f"{(done.stdout + done.stderr)[-2000:]}")
+    if done.returncode != 0 or set(finished) != set(range(npus)):
+        what = (f"exited {done.returncode}" if done.returncode != 0 else
+                f"reported NPUs {_ids(finished)}, expected 0..{npus - 1}")
+        raise RuntimeError(f"{' '.join(cmd)} {what}: {(done.stdout + done.stderr)[-2000:]}")
     exposed = {int(m[1]): int(m[3]) for m in found}
     warnings = [line for line in (done.stdout + done.stderr).splitlines()
                 if _ALARM.search(line) and not line.rstrip().endswith(USUAL_EXIT_LINE)]
     return WorkloadRun(finished, exposed, warnings)
+
+
+def _ids(finished: dict[int, int]) -> str:
+    ids = sorted(finished)
+    return ", ".join(map(str, ids[:8])) + (" ..." if len(ids) > 8 else "") if ids else "none"
 
 
 def _run(binary: str | os.PathLike[str], folder: Path, prefix: Path, groups: str,

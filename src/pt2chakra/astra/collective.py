@@ -188,6 +188,18 @@ class RingPlan:
     reducing_receives: int
 
 
+def astra_comm_size(comm_type: int, size_bytes: int, group_size: int) -> int:
+    """The ``comm_size`` ASTRA-sim must read for a collective whose payload
+    is ``size_bytes`` in the converter's convention (the collective's total:
+    an all-gather's gathered output, ``simulation/network.py``) on
+    ``group_size`` ranks. ASTRA-sim takes an all-gather's ``comm_size`` to
+    be each rank's input (step 2 above) and would move n times the bytes:
+    the export writes S / n. Every other type is read as written."""
+    if comm_type == _AG and group_size > 1:
+        return size_bytes // group_size
+    return size_bytes
+
+
 def chunking(comm_type: int, size_bytes: int, machine_npus: int, splits: int) -> tuple[int, int]:
     """(chunk count, chunk bytes) as ASTRA-sim's ``determine_chunk_size`` cuts a payload."""
     chunk = size_bytes // splits

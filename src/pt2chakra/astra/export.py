@@ -26,6 +26,7 @@ ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -33,11 +34,19 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 import orjson
 
+from pt2chakra.astra.collective import astra_comm_size
 from pt2chakra.astra.serial_chain import serial_chain
-from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
-from pt2chakra.chakra.checks import check_loaded, refuse_unsound
+from pt2chakra.atomic import (
+    RANK_FILES,
+    StagedOutputs,
+    check_outputs,
+    check_prefix_outputs,
+    write_atomic,
+)
+from pt2chakra.chakra.checks import SetChecker, refuse_unsound
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
+    COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     STREAM_LANE,
@@ -48,10 +57,12 @@ from pt2chakra.chakra.conventions import (
     profile_tag,
     rank_of,
     rank_origins,
+    size_unknown,
     step_window,
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
@@ -65,6 +76,8 @@ MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
 CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
+
+log = logging.getLogger(__name__)
 
 
 def _process_groups_from_node(node: ChakraNode) -> str | None:
@@ -341,25 +354,15 @@ def _keep_latest(lanes: dict[tuple[Any, ...], int], lane: tuple[Any, ...], nid: 
         lanes[lane] = nid
 
 
-def comm_groups(metadata: GlobalMetadata, world_size: int | None = None) -> dict[str, list[int]]:
-    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON."""
-    raw = attr_dict(metadata.attrs).get("process_groups")
-    if not isinstance(raw, str):
-        return {}
-    try:
-        groups = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return {}
+def comm_groups(metadata: GlobalMetadata, world_size: int | None = None,
+                where: str = "metadata") -> dict[str, list[int]]:
+    """``{pg_name: ranks}`` from the metadata's ``process_groups`` JSON
+    (``chakra.process_groups``: malformed records are refused, naming ``where``)."""
     out: dict[str, list[int]] = {}
-    for pg in groups if isinstance(groups, list) else []:
-        if not isinstance(pg, dict) or "pg_name" not in pg:
-            continue
-        ranks = pg.get("ranks") or []
-        size = pg.get("group_size") or pg.get("pg_size") or 0
-        if not ranks and size and (world_size is None or size == world_size):
-            ranks = list(range(size))
+    for pg in read_process_groups(metadata, where):
+        ranks = pg.members(world_size)
         if ranks:
-            out[str(pg["pg_name"])] = [int(r) for r in ranks]
+            out[pg.name] = list(ranks)
     return out
 
 
@@ -382,8 +385,13 @@ def groups_file(groups: dict[str, list[int]], source: str) -> dict[str, list[int
     return out
 
 
+GROUPS_SUFFIX = ".comm_groups.json"
+# What follows ``<prefix>.`` in the export's files (atomic.check_prefix_outputs).
+EXPORT_FILES = f"{RANK_FILES}|comm_groups\\.json"
+
+
 def output_paths(prefix: str, rank: int) -> list[str]:
-    return [f"{prefix}.{rank}.et", f"{prefix}.comm_groups.json"]
+    return [f"{prefix}.{rank}.et", f"{prefix}{GROUPS_SUFFIX}"]
 
 
 class AstraSimProfile(msgspec.Struct, frozen=True):
@@ -392,6 +400,10 @@ class AstraSimProfile(msgspec.Struct, frozen=True):
 
     cpu: str = DEFAULT_CPU_MODE
     name: ClassVar[str] = "astra-sim"
+
+    @property
+    def output_files(self) -> str:
+        return EXPORT_FILES
 
     def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
               output: str | os.PathLike[str], *, rank: int | None,
@@ -415,11 +427,12 @@ def write_astra_sim(metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
     outputs (the caller commits them) instead of committing here; either
     way both files appear together or not at all."""
     prefix = os.fspath(prefix)
+    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
     if rank is None:
         value = attr_dict(metadata.attrs).get("rank")
         rank = value if isinstance(value, int) else 0
     for out in output_paths(prefix, rank):
-        refuse_overwriting_inputs(out, list(inputs))
+        check_outputs(inputs, [out])
     named = [os.fspath(p) for p in inputs if p is not None]
     source = named[0] if named else prefix
     if staged is None:
@@ -438,7 +451,7 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
     number of ranks given together."""
     world = attr_dict(metadata.attrs).get("world_size")
     if not isinstance(world, int) or isinstance(world, bool):
-        world = max([ranks_given, *(len(r) for r in comm_groups(metadata).values())])
+        world = max([ranks_given, *(len(r) for r in comm_groups(metadata, None, where).values())])
     if world < MIN_NPUS:
         raise InputError(where, f"a {world}-rank trace: ASTRA-sim's analytical backend needs "
                          f"at least {MIN_NPUS} NPUs (it stops with 'npus_count (1) should be "
@@ -460,10 +473,15 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     origin when the caller worked them out (``convert_files``), else they
     are worked out here."""
     all_nodes = list(nodes)
+    _warn_size_unknown(all_nodes, source or prefix)
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
     _refuse_one_npu(md, source or prefix, ranks_given)
+    world = attr_dict(md.attrs).get("world_size")
+    world = world if isinstance(world, int) and not isinstance(world, bool) else None
+    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world, source or prefix),
+                             world or ranks_given)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -478,9 +496,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
-    world = attr_dict(md.attrs).get("world_size")
-    groups = groups_file(comm_groups(md, world if isinstance(world, int) else None),
-                         source or prefix)
+    groups = groups_file(comm_groups(md, world, source or prefix), source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
@@ -488,6 +504,37 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
             raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
+
+
+def _warn_size_unknown(nodes: list[ChakraNode], source: str) -> None:
+    """Say what the export does with communication nodes whose size the trace
+    does not hold (``comm_size_unknown``): ASTRA-sim reads only ``comm_size``."""
+    unknown = [n for n in nodes if n.type in COMM_NODE_TYPES and size_unknown(attr_dict(n.attrs))]
+    if unknown:
+        log.warning("%s: %d communication nodes without a size in the trace (comm_size_unknown) "
+                    "are written with comm_size 0: ASTRA-sim times them by latency alone, not "
+                    "by their recorded %.0f us", source, len(unknown),
+                    sum(n.duration_micros for n in unknown))
+
+
+def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
+                 machine: int) -> list[ChakraNode]:
+    """Each collective's ``comm_size`` as ASTRA-sim reads it
+    (``collective.astra_comm_size``: an all-gather's per-rank input), its
+    group's size from the process groups, else the whole machine's."""
+    out = []
+    for node in nodes:
+        if node.type == NodeType.COMM_COLL_NODE:
+            a = attr_dict(node.attrs)
+            size, ctype = a.get("comm_size"), a.get("comm_type")
+            if isinstance(size, int) and isinstance(ctype, int):
+                members = groups.get(str(a.get("pg_name", WHOLE_MACHINE_GROUP)))
+                new = astra_comm_size(ctype, size, len(members) if members else machine)
+                if new != size:
+                    node = msgspec.structs.replace(node, attrs=[
+                        (k, t, new if k == "comm_size" else v) for k, t, v in node.attrs])
+        out.append(node)
+    return out
 
 
 def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
@@ -505,19 +552,24 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     with its own files) instead of committing here."""
     prefix = os.fspath(prefix)
     paths = [os.fspath(p) for p in inputs]
+    check_prefix_outputs(paths, prefix, EXPORT_FILES)
     ranks: list[int] = []
     windows: list[StepWindow | None] = []
+    checker = SetChecker()
     for index, path in enumerate(paths):
         metadata, lazy = read_et(path)
         nodes = list(lazy)
-        refuse_unsound(check_loaded(path, index, metadata, nodes), force)
+        refuse_unsound(checker.add(path, index, metadata, nodes), force)
         rank = rank_of(metadata, path, index)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears twice among the inputs")
         ranks.append(rank)
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
-            refuse_overwriting_inputs(out, list(paths))
+            check_outputs(paths, [out])
+    # Collectives that differ or are crossed between ranks: ASTRA-sim would
+    # wait forever on the job (refused unless ``force``, as validate's errors).
+    refuse_unsound(checker.finish(), force)
     placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
         return _write_ranks(paths, ranks, placements, prefix, cpu, staged)
@@ -555,8 +607,6 @@ def convert_json(json_path: str | os.PathLike[str], prefix: str | os.PathLike[st
     ``rank``, else the metadata's, else 0); returns the paths written."""
     from pt2chakra.chakra.json_form import read_json
 
-    if rank is not None:  # else the rank is in the metadata: checked on writing
-        for out in output_paths(os.fspath(prefix), rank):
-            refuse_overwriting_inputs(out, [json_path])
+    check_prefix_outputs([json_path], prefix, EXPORT_FILES)
     metadata, nodes = read_json(json_path)
     return write_astra_sim(metadata, nodes, prefix, rank=rank, cpu=cpu, inputs=[json_path])

@@ -23,6 +23,7 @@ rank); the system file is the project's reference one, held fixed.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -33,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.binary import CHECK_TIMEOUT_S, AstraConfigs, WorkloadRun, run_configured
 from pt2chakra.astra.collective import (
     BYTES_PER_GB_NETWORK,
     LOCAL_RING_BUS_DELAY_NS,
@@ -44,6 +45,7 @@ from pt2chakra.astra.collective import (
     TOPOLOGIES,
     AstraNetwork,
     AstraSystem,
+    astra_comm_size,
     astra_config_texts,
     collective_rank_ns,
     read_network_file,
@@ -59,11 +61,11 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import DEFAULT_CPU_MODE, MIN_NPUS, convert_files
-from pt2chakra.atomic import StagedOutputs, write_atomic
+from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, convert_files
+from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.errors import InputError
+from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate
@@ -99,8 +101,13 @@ class RecordedCollective:
     """One collective the ranks reached together, as ASTRA-sim will see it."""
 
     comm_type: int
-    size_bytes: int
+    size_bytes: int  # the converter's convention (an all-gather's: its gathered output)
     ranks: tuple[int, ...]  # positions in rank order (ASTRA-sim's NPUs)
+
+    @property
+    def astra_size(self) -> int:
+        """The ``comm_size`` the export writes for it (``astra_comm_size``)."""
+        return astra_comm_size(self.comm_type, self.size_bytes, len(self.ranks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +208,7 @@ def _fit_row(c: RecordedCollective, probe: AstraNetwork, system: AstraSystem,
     together; ``collective.py``); None for a collective ASTRA-sim cannot
     chunk (an all-gather smaller than its splits)."""
     try:
-        plan = ring_plan(c.comm_type, c.size_bytes, len(c.ranks), probe.npus, system.splits)
+        plan = ring_plan(c.comm_type, c.astra_size, len(c.ranks), probe.npus, system.splits)
     except ValueError:
         return None
     ring = c.ranks
@@ -334,7 +341,7 @@ def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibrati
     for c in _network_collectives(recorded.collectives[backend]):
         target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
         try:
-            got = max(collective_rank_ns(c.comm_type, c.size_bytes, len(c.ranks), network,
+            got = max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), network,
                                          system, ranks=c.ranks).values())
         except ValueError:
             continue
@@ -398,7 +405,7 @@ def run_script(name: str, groups: bool) -> str:
     """run.sh: ASTRA-sim on the job, from the job's folder (where it writes log/)."""
     groups_arg = shlex.quote(f"{name}.comm_groups.json") if groups else "empty"
     return f"""#!/bin/sh
-# ASTRA-sim job written by pt2chakra astra-sim: {name}.<rank>.et, one per NPU.
+# ASTRA-sim job written by pt2chakra astra-sim: {_comment_name(name)}.<rank>.et, one per NPU.
 # ASTRA_SIM_BIN names the binary (default: {DEFAULT_BINARY} on PATH).
 # How each network value was obtained: the comments in {NETWORK_FILE}.
 cd "$(dirname "$0")" || exit 2
@@ -411,16 +418,29 @@ exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
 """
 
 
+def _comment_name(name: str) -> str:
+    """``name`` as written in run.sh's comment: as is when plain, else quoted
+    for the shell (``check_outputs`` already refuses control characters, so
+    nothing can end the comment line)."""
+    quoted = shlex.quote(name)
+    return name if quoted == name else printable(quoted)
+
+
 def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
               cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
-              force: bool = False) -> AstraJob:
+              force: bool = False, predicted_step_us: float | None = None) -> AstraJob:
     """The export of ``inputs`` (one per rank) as ``<prefix>.<rank>.et``, and
     the configuration and run.sh beside it; the folder is created. All or
-    nothing: every file is staged and moved into place together."""
+    nothing: every file is staged and moved into place together.
+    ``predicted_step_us``: our own prediction of the job (a scaled-out job
+    has no measured step at its scale), kept in ``<prefix>.prediction.json``
+    for ``--check``."""
     prefix = os.fspath(prefix)
     folder, name = os.path.split(prefix)
     if not name:
         raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
+    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
+    check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
     Path(folder or ".").mkdir(parents=True, exist_ok=True)
     with StagedOutputs() as staged:
@@ -440,8 +460,31 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
                 os.chmod(temp, os.stat(temp).st_mode | stat.S_IXUSR | stat.S_IXGRP
                          | stat.S_IXOTH)
             written.append(target)
+        if predicted_step_us is not None:
+            target = prediction_path(prefix)
+            write_atomic(staged.stage(target),
+                         json.dumps({PREDICTION_KEY: predicted_step_us}).encode())
+            written.append(target)
         staged.commit()
     return AstraJob(prefix, written, fit)
+
+
+PREDICTION_KEY = "simulate_step_us"
+
+
+def prediction_path(prefix: str) -> str:
+    return f"{prefix}.prediction.json"
+
+
+def _read_prediction(prefix: str) -> float | None:
+    """Our prediction written beside the job, if any (a missing or bad file:
+    none; the check still runs)."""
+    try:
+        with open(prediction_path(prefix), "rb") as f:
+            value = json.loads(f.read()).get(PREDICTION_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 # --------------------------------------------------------------------------
@@ -460,6 +503,7 @@ class JobCheck:
     model: ConsumerResult
     binary: WorkloadRun | None = None
     binary_path: str | None = None
+    predicted_step_us: float | None = None  # ours (simulate), when written with the job
 
     @property
     def astra_sim_step_us(self) -> float | None:
@@ -491,9 +535,10 @@ def _job_file(folder: str, name: str) -> str:
 
 
 def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | None = None,
-              ) -> JobCheck:
+              timeout_s: float = CHECK_TIMEOUT_S) -> JobCheck:
     """Run the job ``prefix`` (``DIR/job``) through the consumer model and,
-    when ``binary`` is given, through ASTRA-sim itself, with its own files."""
+    when ``binary`` is given, through ASTRA-sim itself, with its own files
+    (stopped after ``timeout_s``; its output bounded: ``children.run_bounded``)."""
     prefix = os.fspath(prefix)
     folder = os.path.dirname(prefix) or "."
     configs = AstraConfigs(*(Path(_job_file(folder, n)) for n in
@@ -505,18 +550,20 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
     names, graphs = load_for_consumer(traces)
     model = consume_loaded(names, graphs, network, system).result
     if binary is None:
-        return JobCheck(prefix, network, system, model)
+        return JobCheck(prefix, network, system, model,
+                        predicted_step_us=_read_prediction(prefix))
     groups = f"{prefix}.comm_groups.json"
     groups_arg = os.path.abspath(groups) if os.path.isfile(groups) else "empty"
     with tempfile.TemporaryDirectory(prefix="astracheck") as scratch:  # its log/ goes here
         try:
             run = run_configured(binary, os.path.abspath(prefix), groups_arg,
                                  AstraConfigs(*(p.resolve() for p in configs)), network.npus,
-                                 cwd=scratch)
+                                 cwd=scratch, timeout_s=timeout_s)
         except (RuntimeError, OSError) as exc:
             last = (str(exc).strip().splitlines() or ["no output"])[-1]
             raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
-    return JobCheck(prefix, network, system, model, run, os.fspath(binary))
+    return JobCheck(prefix, network, system, model, run, os.fspath(binary),
+                    _read_prediction(prefix))
 
 
 def format_job_check(check: JobCheck) -> str:
@@ -542,6 +589,12 @@ def format_job_check(check: JobCheck) -> str:
     if check.error_pct is not None:
         lines.append(f"ASTRA-sim vs measured step: {check.error_pct:+.2f} %; consumer model vs "
                      f"ASTRA-sim, worst rank: {check.model_vs_binary_pct:.3f} %")
+    if check.predicted_step_us is not None:
+        ours = check.predicted_step_us
+        astra = check.astra_sim_step_us
+        vs = f"; ASTRA-sim vs it: {error_pct(astra, ours):+.2f} %" if astra is not None else ""
+        lines.append(f"pt2chakra simulate (written with the job): {ours:,.0f} us; consumer model "
+                     f"vs it: {error_pct(check.model.predicted_step_us, ours):+.2f} %{vs}")
     model_error = check.model.error_pct
     if model_error is not None:
         lines.append(f"consumer model vs measured step: {model_error:+.2f} %")

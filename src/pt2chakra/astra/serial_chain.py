@@ -99,6 +99,7 @@ class SerialChain:
         self._issued = 0  # communication nodes issued so far, in measured order
         self._last_is_gap = False
         host = HostTimeline(nodes, removed, self.comm) if not self.compute else None
+        self.host = host
         # Host-only ranks (gloo on CPU): when each communication node was
         # issued and what it waited for; the waits of the host threads.
         self.issue = host.issues() if host is not None else {}
@@ -221,8 +222,16 @@ class SerialChain:
 
     def _append_tail(self) -> None:
         """The step's recorded end: a gap after the last chain node and the
-        last communication node (the time the CPU still ran)."""
+        last communication node (the time the CPU still ran). On a host-only
+        rank the wake-up rule decides, as in the replay: the tail waits for a
+        collective only when its threads' recorded end is a wake-up after
+        that collective's end; otherwise it is CPU time that runs while the
+        collective does (the replay's thread tail), and the rank ends at the
+        later of the two."""
         last_comm = [self.comm[-1].id] if self.comm else []
+        if self.host is not None and last_comm:
+            key = self.host.ends.waited(float(self.t1), float(self.cursor), -math.inf)
+            last_comm = [key] if key is not None and key in self.comm_position else []
         waited = max((self.end[d] for d in last_comm), default=self.cursor)
         self.cursor = min(max(self.cursor, waited), max(self.t1, self.cursor))
         self._gap(self.t1, last_comm)

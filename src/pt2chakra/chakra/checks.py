@@ -24,15 +24,18 @@ import msgspec
 
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    COMM_SIZE_UNKNOWN_ATTR,
     attr_dict,
     is_gpu,
     is_int,
     is_serial_profile,
     rank_of,
+    size_unknown,
 )
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in, ids_ascend
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
     SEQ,
@@ -142,6 +145,7 @@ class _Collector:
         self.problems: list[Problem] = []
         self._counts: dict[tuple[str, str], int] = defaultdict(int)
         self.host_collectives: list[ChakraNode] = []  # host comm ops typed COMP_NODE
+        self.size_unknown: list[ChakraNode] = []  # flagged comm_size_unknown
 
     def add(self, severity: str, check: str, message: str, hint: str = "",
             node: int | None = None) -> None:
@@ -169,7 +173,7 @@ class _FileFacts(msgspec.Struct):
     path: str
     rank: int
     comms: list[_Comm]
-    process_groups: list[dict[str, Any]]
+    process_groups: list[ProcessGroupRecord]
     # (earlier, later) communication node ids: the later cannot start
     # before the earlier completed (rendezvous.comm_order). None when the
     # file's own graph has a cycle or duplicate ids (reported by itself).
@@ -218,14 +222,20 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
                     c.add("error", "comm-attrs", f"comm_type {attrs['comm_type']} is not a "
                           "CollectiveCommType", "use a value 0..9", node.id)
         size = attrs.get("comm_size")
-        if size is None:
-            c.add("error", "comm-attrs", f"{node.name!r}: communication node without comm_size",
-                  "add comm_size (int64_val, bytes)", node.id)
+        if size is None and attrs.get(COMM_SIZE_UNKNOWN_ATTR) is True:
+            c.add("warning", "comm-size-unknown", f"{node.name!r}: its trace does not know its "
+                  "size", "replayed as a 0-byte transfer", node.id)
+        elif size is None:
+            c.add("error", COMM_SIZE_CHECK, f"{node.name!r}: communication node without "
+                  "comm_size", f"add comm_size (int64_val, bytes), or {COMM_SIZE_UNKNOWN_ATTR}"
+                  " (bool_val true) when the size is not known", node.id)
         elif size < 0:
             c.add("error", "comm-attrs", f"comm_size {size} is negative", "", node.id)
+        elif size == 0 and size_unknown(attrs):
+            c.size_unknown.append(node)  # one warning per file (_warn_size_unknown)
         elif size == 0 and attrs.get("comm_type") != CollectiveType.BARRIER:
             c.add("warning", "comm-size-zero", f"{node.name!r}: comm_size is 0",
-                  "a zero-byte collective replays as free", node.id)
+                  ZERO_SIZE_HINT, node.id)
     elif looks_collective(node.name) and node.type == NodeType.COMP_NODE:
         if is_gpu(attrs):
             c.add("warning", "collective-as-compute",
@@ -244,6 +254,30 @@ def _check_file(path: str, index: int, rules: ProfileRules | None, want_order: b
     return _check_loaded(path, index, metadata, nodes, rules, want_order)
 
 
+# What each consumer does with a communication node of 0 bytes, or of a size
+# the trace does not hold (the replay's measured time stands either way).
+ZERO_SIZE_HINT = ("simulate keeps its measured time; a network model (--bandwidth/--latency, "
+                  "--calibrate) and ASTRA-sim time it as 0 bytes: latency only")
+SIZE_UNKNOWN_HINT = ("simulate keeps their measured time (the size of a matched collective "
+                     "comes from another given rank that records it); the network what-ifs keep "
+                     "the others as recorded and say so; the ASTRA-sim export writes them as "
+                     "0 bytes (latency only) and warns; record with record_shapes=True (or "
+                     "torch >= 2.2's collective args) to keep the sizes")
+
+
+def _warn_size_unknown(c: _Collector) -> None:
+    """One warning for all the file's nodes flagged comm_size_unknown, with
+    their count (not one per node, cut at MAX_PER_CHECK)."""
+    if not c.size_unknown:
+        return
+    first = c.size_unknown[0]
+    n = len(c.size_unknown)
+    c.add("warning", "comm-size-unknown",
+          f"{n} communication node{'s' if n != 1 else ''} without a size in the trace "
+          f"(comm_size 0, flagged comm_size_unknown; the first: {first.name!r})",
+          SIZE_UNKNOWN_HINT, first.id)
+
+
 def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
                   rules: ProfileRules | None, want_order: bool = False,
                   ) -> tuple[list[Problem], _FileFacts]:
@@ -254,6 +288,7 @@ def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterab
     scan = _scan_nodes(nodes, c, rules)
     if not scan.comms:
         _warn_host_collectives(c)
+    _warn_size_unknown(c)
     _check_dangling(scan, c)
     cycle = _check_cycles(scan, c)
     if not is_serial_profile(attr_dict(metadata.attrs)):  # there the chain orders streams
@@ -264,7 +299,7 @@ def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterab
     order = None
     if want_order and not cycle and len(scan.seen) == len(scan.ids) and scan.comms:
         order = comm_order(scan.ids, scan.deps, [comm.op for comm in scan.comms])
-    pgs = _process_groups(attr_dict(metadata.attrs), c)
+    pgs = _process_groups(metadata, c)
     facts = _FileFacts(path, rank_of(metadata, path, index), scan.comms, pgs, order)
     return c.finish(), facts
 
@@ -299,8 +334,9 @@ def _comm(node: ChakraNode, attrs: dict[str, Any], c: _Collector) -> _Comm:
         c.add("error", "comm-attrs", f"comm_seq {seq!r} is not an integer",
               "write comm_seq as int64_val: ranks match collectives by it", node.id)
     size = attrs.get("comm_size")
+    # a size the trace does not hold matches any (another rank may record it)
     return _Comm(comm_op(node, attrs), attrs.get("comm_type"),
-                 size if isinstance(size, int) else None)
+                 size if isinstance(size, int) and not size_unknown(attrs) else None)
 
 
 def _warn_host_collectives(c: _Collector) -> None:
@@ -355,13 +391,15 @@ def _check_stream_order(scan: _Scan, c: _Collector) -> None:
                   unordered[0])
 
 
-def _process_groups(md: dict[str, Any], c: _Collector) -> list[dict[str, Any]]:
-    raw = md.get("process_groups")
-    if isinstance(raw, str):
-        try:
-            return list(msgspec.json.decode(raw))
-        except (msgspec.DecodeError, TypeError):
-            c.add("warning", "metadata", "process_groups is not JSON", "")
+def _process_groups(metadata: GlobalMetadata, c: _Collector) -> list[ProcessGroupRecord]:
+    """The metadata's process groups (``chakra.process_groups``, the parser
+    every command shares); malformed ones are an error, as the ASTRA-sim
+    export and the replay refuse them."""
+    try:
+        return read_process_groups(metadata, c.path)
+    except InputError as exc:
+        c.add("error", PROCESS_GROUPS_CHECK, exc.problem,
+              "each record: pg_name, ranks as integers (empty: every rank), group_size")
     return []
 
 
@@ -375,7 +413,7 @@ def _comm_facts(path: str, index: int, metadata: GlobalMetadata,
     comms = [_comm(node, _check_attrs(node, c), c)
              for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes)))]
     return _FileFacts(path, rank_of(metadata, path, index), comms,
-                      _process_groups(attr_dict(metadata.attrs), c))
+                      _process_groups(metadata, c))
 
 
 def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[ChakraNode]]],
@@ -428,13 +466,14 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
 def _member(f: _FileFacts, pg: str) -> bool:
     """Does the file's own process-group record put its rank in group ``pg``
     (a group that lists no ranks holds every rank, as the default one)? A
-    file that records no groups is taken to be in every one of its job."""
+    file that records no groups is taken to be in every one of its job.
+    ``validate`` and ``convert --ranks`` both expect a member of a group to
+    reach its collectives."""
     if not f.process_groups:
         return True
     for group in f.process_groups:
-        if isinstance(group, dict) and str(group.get("pg_name", "")) == pg:
-            ranks = group.get("ranks")
-            return not ranks or (isinstance(ranks, list) and f.rank in ranks)
+        if group.name == pg:
+            return not group.ranks or f.rank in group.ranks
     return False
 
 
@@ -511,9 +550,9 @@ def _check_group(pg: str, members: list[_FileFacts],
                  missing: list[_FileFacts]) -> list[Problem]:
     """One process group's collectives, every member against the first."""
     problems: list[Problem] = []
-    label = f"process group {pg!r}" if pg else "collectives without pg_name"
-    if not pg:
-        for f in missing:
+    label = f"collectives of process group {pg!r}" if pg else "collectives without pg_name"
+    for f in missing:
+        if not pg or _member(f, pg):  # a rank of the group that never reached it
             problems.append(Problem(f.path, "error", "alignment",
                                     f"rank {f.rank} has none of the {len(cols_of[0])} {label} "
                                     f"that {_rank_at(members[0])} runs",
@@ -551,8 +590,8 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
     if count != ref_count:
         problems.append(Problem(
             f.path, "error", "alignment",
-            f"rank {f.rank} runs {count} collectives of {label}, {_rank_at(ref)} "
-            f"runs {ref_count}", "ranks would hang waiting for each other"))
+            f"this file runs {count} {label}, {_rank_at(ref)} runs {ref_count}",
+            "ranks would hang waiting for each other"))
     else:
         lone = [k for k in ref_keyed if k not in mine]
         extra = [k for k in mine if k not in ref_keyed]
@@ -580,7 +619,7 @@ def _compare_to_reference(f: _FileFacts, ref: _FileFacts, count: int, ref_count:
                 f"{_ctype(a.ctype)} on {_rank_at(ref, a.op.node)}",
                 "same order of collectives on every rank", b.op.node))
             break
-        if a.size != b.size:
+        if a.size != b.size and a.size is not None and b.size is not None:
             severity = "warning" if a.ctype == CollectiveType.ALL_TO_ALL else "error"
             problems.append(Problem(
                 f.path, severity, "alignment",
@@ -658,6 +697,26 @@ def check_files(paths: Sequence[str | os.PathLike[str]], rules: ProfileRules | N
     return ValidationReport(files, rules.name if rules is not None else None, problems)
 
 
+class SetChecker:
+    """``validate``'s checks of a set of ranks, one file at a time (so that a
+    caller that writes each rank as it goes holds only each file's
+    communication facts): ``add`` returns the file's own problems, ``finish``
+    the problems across the ranks, the order check (ranks that would wait
+    for each other, as ASTRA-sim would forever) included."""
+
+    def __init__(self) -> None:
+        self._facts: list[_FileFacts] = []
+
+    def add(self, path: str, index: int, metadata: GlobalMetadata,
+            nodes: Sequence[ChakraNode]) -> list[Problem]:
+        problems, facts = _check_loaded(path, index, metadata, nodes, None, want_order=True)
+        self._facts.append(facts)
+        return problems
+
+    def finish(self) -> list[Problem]:
+        return _check_alignment(self._facts) if len(self._facts) > 1 else []
+
+
 def check_loaded(path: str, index: int, metadata: GlobalMetadata,
                  nodes: Sequence[ChakraNode]) -> list[Problem]:
     """The per-file checks of ``validate`` on a trace already in memory (no
@@ -666,10 +725,17 @@ def check_loaded(path: str, index: int, metadata: GlobalMetadata,
 
 
 # The errors a replay cannot get past: a node that waits on itself, on a node
-# that is not there, or shares its id. (Attributes of an unexpected type or a
-# missing comm_size are errors for validate, but the simulator reads them as
-# absent, with a warning, and other tools' traces rely on that.)
-REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id"})
+# that is not there, or shares its id. (Attributes of an unexpected type are
+# errors for validate, but the simulator reads them as absent, with a warning,
+# and other tools' traces rely on that.)
+# Malformed process groups too: every command refuses them alike (the export
+# could not write its groups file, the set check could not read membership).
+PROCESS_GROUPS_CHECK = "process-groups"
+# And a communication node without a size that its trace does not declare
+# unknown (``COMM_SIZE_UNKNOWN_ATTR``): a replay would time it as free.
+COMM_SIZE_CHECK = "comm-size-missing"
+REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id", PROCESS_GROUPS_CHECK,
+                             COMM_SIZE_CHECK})
 
 
 def blocks_replay(problem: Problem) -> bool:
@@ -682,9 +748,28 @@ def replay_problems(path: str, index: int, metadata: GlobalMetadata,
     problems, or none at all when a linear scan proves that no
     ``REPLAY_BLOCKING`` error can be there (the whole check costs several
     seconds on a million nodes; the replay ignores everything else)."""
-    if _surely_replayable(nodes):
+    if _surely_replayable(nodes) and _sizes_known(nodes) and _groups_readable(metadata, path):
         return []
     return check_loaded(path, index, metadata, nodes)
+
+
+def _sizes_known(nodes: Sequence[ChakraNode]) -> bool:
+    """Every communication node has an integer comm_size or says it is unknown."""
+    comm_types = frozenset(COMM_NODE_TYPES)
+    for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes))):
+        if not any((name == "comm_size" and type(value) is int)
+                   or (name == COMM_SIZE_UNKNOWN_ATTR and value is True)
+                   for name, _kind, value in node.attrs):
+            return False
+    return True
+
+
+def _groups_readable(metadata: GlobalMetadata, path: str) -> bool:
+    try:
+        read_process_groups(metadata, path)
+    except InputError:
+        return False
+    return True
 
 
 def _surely_replayable(nodes: Sequence[ChakraNode]) -> bool:

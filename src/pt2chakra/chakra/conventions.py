@@ -137,6 +137,16 @@ def is_finite_number(value: Any) -> TypeGuard[float]:
 # A CPU node's inclusive time: the converter's ``duration_micros`` is its
 # exclusive time (callees taken out), this attribute the whole span.
 INCLUSIVE_ATTR = "inclusive_duration_micros"
+# A communication node whose size its trace does not know says so with this
+# attribute (bool_val true): replayed as a 0-byte transfer with a warning. A
+# node that just lacks comm_size is refused (validate: error; simulate,
+# astra-sim: refused unless --force), since a missing size usually means a
+# broken trace, not a free transfer.
+COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
+
+# Metadata of a replay written back as .et (simulate --write-et): the setting
+# its times come from; diff prints it beside the run's step.
+REPLAY_SETTING_ATTR = "replay_setting"
 
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
@@ -245,3 +255,72 @@ def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
     """A file of the ``serial`` profile: its compute runs as one chain, so
     stream order is implied by the chain rather than stated per stream."""
     return metadata_attrs.get(CONSUMER_PROFILE_ATTR) == profile_tag("serial")
+
+
+# Metadata a scaled-out file carries (``pt2chakra extrapolate``,
+# docs/SCALE_OUT.md): the recorded rank whose work it holds, and the world
+# size its durations were recorded at. Readers that time collectives (the
+# simulator, the ASTRA-sim job) need the second: a collective of such a file
+# is timed at the file's ``world_size`` from a model fitted at the recorded one.
+SCALEOUT_SOURCE_RANK_ATTR = "scaleout_source_rank"
+SCALEOUT_RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
+
+
+class ScaledWorld(NamedTuple):
+    """A scaled-out file's world: the ranks it stands for, and those its
+    durations were recorded on."""
+
+    world_size: int
+    recorded: int
+
+    @property
+    def rescaled(self) -> bool:
+        return self.world_size != self.recorded
+
+
+def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
+    """The world of a scaled-out file (None: a recorded file)."""
+    recorded = metadata_attrs.get(SCALEOUT_RECORDED_WORLD_ATTR)
+    world = metadata_attrs.get("world_size")
+    if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
+        return None
+    return ScaledWorld(world, recorded)
+
+
+# The metadata attribute holding the trace's process groups (JSON list of
+# {"pg_name", "ranks", "group_size", ...}, as the converter writes them).
+PROCESS_GROUPS_ATTR = "process_groups"
+
+
+def group_sizes(metadata_attrs: Mapping[str, Any]) -> dict[str, int]:
+    """Each recorded process group's size by name (its ``group_size``, else
+    the number of its ``ranks``); empty when the metadata records none or
+    cannot be read (validate reports that)."""
+    import json
+
+    raw = metadata_attrs.get(PROCESS_GROUPS_ATTR)
+    try:
+        groups = json.loads(raw) if isinstance(raw, str) else []
+    except ValueError:
+        return {}
+    sizes = {}
+    for g in groups if isinstance(groups, list) else []:
+        if not isinstance(g, dict):
+            continue
+        size, ranks = g.get("group_size"), g.get("ranks")
+        n = size if is_int(size) and size > 0 else (len(ranks) if isinstance(ranks, list) else 0)
+        sizes[str(g.get("pg_name", ""))] = n
+    return sizes
+
+
+# A communication node whose size the trace does not hold (no input shapes, no
+# record_param_comms sizes, no size in the kernel's args): written with
+# ``comm_size`` 0 and this flag (bool), so that every consumer can tell "0 bytes"
+# from "not known" and say what it does with it (validate, the what-ifs, the
+# ASTRA-sim export; the replay keeps its measured time).
+COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
+
+
+def size_unknown(attrs: Mapping[str, Any]) -> bool:
+    """The node is flagged ``COMM_SIZE_UNKNOWN_ATTR``."""
+    return attrs.get(COMM_SIZE_UNKNOWN_ATTR) is True

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import orjson
 
-from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
+from pt2chakra.atomic import atomic_output, check_outputs
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.chakra.schema import ATTR_MEMBERS
@@ -120,7 +120,7 @@ def write_json(path: str | os.PathLike[str], metadata: GlobalMetadata,
 def jsonize(et_path: str | os.PathLike[str], json_path: str | os.PathLike[str]) -> int:
     """``.et`` -> JSON document; returns the node count. Refuses (``InputError``)
     to overwrite the input."""
-    refuse_overwriting_inputs(json_path, [et_path])
+    check_outputs([et_path], [json_path])
     metadata, nodes = read_et(et_path)
     return write_json(json_path, metadata, nodes)
 
@@ -326,6 +326,6 @@ def _nodes_of(path: str, docs: list[Any]) -> Iterator[ChakraNode]:
 def from_json(json_path: str | os.PathLike[str], et_path: str | os.PathLike[str]) -> int:
     """JSON document -> ``.et`` (atomic); returns the node count. Refuses
     (``InputError``) to overwrite the input."""
-    refuse_overwriting_inputs(et_path, [json_path])
+    check_outputs([json_path], [et_path])
     metadata, nodes = read_json(json_path)
     return write_et(et_path, metadata, nodes)

@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from pt2chakra import __version__
+from pt2chakra.atomic import target_of
 from pt2chakra.cli import collect, convert, diff, extrapolate, options, report, simulate, tools
-from pt2chakra.errors import InputError
+from pt2chakra.errors import InputError, printable
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130
@@ -49,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, set_max_input_size
+    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, reset_standard_input, set_max_input_size
 
     set_max_input_size(args.max_input_size or DEFAULT_MAX_INPUT_BYTES)
+    reset_standard_input()
     func: Callable[[argparse.Namespace], int] = args.func
     with options.session(getattr(args, "verbose", 0)) as release_warnings:
         try:
@@ -63,8 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.quiet_broken_pipe()
             return 0
         except OSError as exc:  # unreadable input, missing output folder, full disk...
-            where = exc.filename if exc.filename is not None else "I/O"
-            print(f"pt2chakra: error: {where}: {exc.strerror or exc}", file=sys.stderr)
+            where = target_of(os.fspath(exc.filename)) if exc.filename is not None else "I/O"
+            print(printable(f"pt2chakra: error: {where}: {exc.strerror or exc}"),
+                  file=sys.stderr)
             return EXIT_BAD_INPUT
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: temp files are gone
             return options.exit_status_of(exc)

@@ -13,7 +13,7 @@ from pt2chakra.collect.distributed import (
     DdpConfig,
     Rendezvous,
 )
-from pt2chakra.collect.record import DEFAULT_NAME, DEFAULT_WARMUP
+from pt2chakra.collect.record import DEFAULT_NAME, DEFAULT_TIMED, DEFAULT_WARMUP
 from pt2chakra.collect.sample_model import (
     DEFAULT_BATCH,
     DEFAULT_D_MODEL,
@@ -36,7 +36,7 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             args.out_dir, layers=_given(args.layers, DEFAULT_LAYERS), d_model=args.d_model,
             heads=args.heads, seq_len=args.seq_len, batch=_given(args.batch, DEFAULT_BATCH),
             warmup=DEFAULT_WARMUP if args.steps_warmup is None else args.steps_warmup,
-            device=args.device, name=args.name)
+            device=args.device, name=args.name, timed=args.timed_steps)
     except ValueError as exc:  # a model size the tiny GPT cannot take
         raise InputError("collect", str(exc)) from None
     if not args.quiet:
@@ -53,7 +53,8 @@ def _collect_ddp(args: argparse.Namespace) -> int:
                         warmup=_given(args.steps_warmup, DdpConfig.warmup),
                         hidden=args.hidden, layers=_given(args.layers, DdpConfig.layers),
                         batch=_given(args.batch, DdpConfig.batch), bucket_mb=args.bucket_mb,
-                        steps=args.steps, accumulate=args.accumulate, parallel=args.parallel)
+                        steps=args.steps, accumulate=args.accumulate, parallel=args.parallel,
+                        timed=args.timed_steps)
     except ValueError as exc:
         raise InputError("collect --ddp", str(exc)) from None
     if args.rank is None:
@@ -93,6 +94,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help=f"untraced steps first (default {DEFAULT_WARMUP}; with --ddp "
                         f"{DdpConfig.warmup}, as DDP rebuilds its buckets on step 2)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--timed-steps", type=options.count, default=DEFAULT_TIMED, metavar="N",
+                   help=f"steps timed without the profiler after the warm-up, before recording "
+                   f"(default {DEFAULT_TIMED}; 0: none): their median, the real step, goes to "
+                   "meta.json beside the traces for simulate --without-profiler")
     p.add_argument("--name", default=DEFAULT_NAME, help="file name prefix")
     p.add_argument("--ddp", choices=("gloo",),
                    help="record a small MLP under DistributedDataParallel instead, one process "

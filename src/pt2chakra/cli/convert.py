@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
+
+if TYPE_CHECKING:
+    from pt2chakra.conversion.step import StepChoice
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
 EXIT_RANK_FAILED = 2
@@ -17,6 +21,7 @@ EPILOG_CONVERT = """examples:
   pt2chakra convert --host-trace rank0.host_et.json.gz --device-trace rank0.kineto.json.gz -o rank0.et
   pt2chakra convert --host-trace host_et.json -o host_only.et --report report.json
   pt2chakra convert --device-trace kineto.json.gz -o kineto_only.et   (no host ET)
+  pt2chakra convert --device-trace kineto.json.gz --step median -o typical.et
   pt2chakra convert --host-trace cut_host_et.json --repair -o recovered.et
   pt2chakra convert --ranks 0-7 --host-trace 'd/rank{rank}.host_et.json.gz' \
       --device-trace 'd/rank{rank}.kineto.json.gz' -o 'out/job.{rank}.et' --jobs 2
@@ -57,37 +62,43 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                           ("--allow-mismatch", args.allow_mismatch)):
         if given:
             raise InputError(option, "only with --ranks (several ranks in one command)")
+    from pt2chakra.atomic import StagedOutputs
     from pt2chakra.conversion.api import convert_run
 
     _check_traces(args, "convert")
     if args.html:
         _check_html(args)
-    run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
-                      break_cycles=args.break_cycles, progress=args.progress,
-                      profile=_output_profile(args), report_path=args.report,
-                      repair=args.repair, force=args.force)
-    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
-    report = run.report
-    if not args.quiet:
-        print(report.summary())
-    if args.simulate and args.profile is None:
-        _print_simulation([args.output])
-    if args.html:
-        from pt2chakra.report.api import write_report
-
-        summary = write_report([args.output], args.html, conversion=[report])
+    lines: list[str] = []  # printed once every output is in place (-q: --simulate's only)
+    with StagedOutputs() as staged:  # .et, report and page: together or not at all
+        run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
+                          break_cycles=args.break_cycles, progress=args.progress,
+                          profile=_output_profile(args), report_path=args.report,
+                          repair=args.repair, force=args.force, step=_step(args),
+                          staged=staged)
+        options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+        report = run.report
         if not args.quiet:
-            print(summary.summary())
+            lines.append(report.summary())
+        if args.simulate and args.profile is None:
+            lines.append(_simulation_lines([args.output]))
+        if args.html:
+            from pt2chakra.report.api import write_report
+
+            page = write_report([args.output], args.html, conversion=[report], staged=staged)
+            if not args.quiet:
+                lines.append(page.summary())
+    if lines:
+        print("\n".join(lines))
     return 0
 
 
-def _print_simulation(paths: list[str]) -> None:
+def _simulation_lines(paths: list[str]) -> str:
     """``--simulate``: the short summary, and why a step is 0 us when it is."""
     from pt2chakra.simulation.api import simulate
     from pt2chakra.simulation.report import timing_notes
 
     result = simulate(paths)
-    print("\n".join([result.summary(), *timing_notes(result)]))
+    return "\n".join([result.summary(), *timing_notes(result)])
 
 
 def _check_traces(args: argparse.Namespace, where: str) -> None:
@@ -99,13 +110,20 @@ def _check_traces(args: argparse.Namespace, where: str) -> None:
         raise InputError("--repair", "repairs a host trace: give --host-trace")
 
 
+def _step(args: argparse.Namespace) -> StepChoice:
+    """``--step``: which of a Kineto trace's steps is measured."""
+    from pt2chakra.conversion.step import parse_step_choice
+
+    return parse_step_choice(args.step)
+
+
 def _check_html(args: argparse.Namespace) -> None:
     """Refuse an unusable ``--html`` before the conversion starts."""
     from pt2chakra.report.api import check_output
 
     if args.profile is not None:
         raise InputError(args.html, "--html reports on the .et; it does not go with --for")
-    check_output(args.html, [args.host_trace, args.device_trace, args.output, args.report])
+    check_output(args.html, [args.host_trace, args.device_trace], [args.output, args.report])
 
 
 def _cmd_convert_ranks(args: argparse.Namespace) -> int:
@@ -128,7 +146,8 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     result = convert_ranks(templates.jobs(parse_ranks(args.ranks)), workers=args.jobs,
                            use_ray=args.ray is not None, ray_address=args.ray or None,
                            options=RankOptions(break_cycles=args.break_cycles,
-                                               force=args.force, repair=args.repair),
+                                               force=args.force, repair=args.repair,
+                                               step=_step(args)),
                            progress=args.progress)
     for failed in result.failed:
         print(f"pt2chakra: error: {failed.line()}", file=sys.stderr)
@@ -139,7 +158,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     if _collectives_disagree(result.outputs, args.allow_mismatch):
         return EXIT_RANK_FAILED
     if args.simulate:
-        _print_simulation(result.outputs)
+        print(_simulation_lines(result.outputs))
     return 0
 
 
@@ -182,6 +201,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--repair", action="store_true",
                    help="read a host trace cut off mid-array up to its last complete op")
     p.add_argument("-o", "--output", required=True, help="output .et (.et.gz to compress)")
+    p.add_argument("--step", default="last", metavar="N|median|last|all",
+                   help="Kineto trace alone: the step measured, ProfilerStep#N, the median "
+                   "period, the last one followed by another (default) or all of them")
     p.add_argument("--rank", type=options.rank, help="rank to record (default: from the Kineto trace)")
     p.add_argument("--report", metavar="R.json", help="write the accounting report as JSON")
     p.add_argument("--break-cycles", action="store_true",

@@ -14,7 +14,8 @@ SEPARATOR = "vs"  # between A's files and B's on the command line
 EPILOG = """examples:
   pt2chakra diff a.0.et a.1.et vs b.0.et b.1.et        (two recordings of one step, 2 ranks)
   pt2chakra diff a.et b.et --top 20
-  pt2chakra diff --a 'run1/job.*.et' --b 'run2/job.*.et' --json
+  pt2chakra diff --a run1/job.*.et --b run2/job.*.et --json   (the shell expands *;
+                                                      quoted patterns are file names)
   pt2chakra simulate m2g.*.et --bandwidth-scale 0.25 --write-et pred/m500
   pt2chakra diff pred/m500.*.et vs m500.*.et          (where the prediction is wrong)
 """

@@ -99,9 +99,19 @@ comm_streams = int_range(0, MAX_COMM_STREAMS)
 count = int_range(0, INT64_MAX)
 positive_count = int_range(1, INT64_MAX)
 scale = float_range(MIN_SCALE, MAX_SCALE)
-bandwidth = float_range(0.0, 1e12, low_open=True)  # GB/s
-latency = float_range(0.0, 1e12)  # us
+# A network's bandwidth in GB/s: below a kilobyte per second (1e-6) or above
+# a petabyte per second nothing real is described, and the ASTRA-sim fit's
+# squared errors overflow a float (1e-160 did).
+MIN_BANDWIDTH_GBPS = 1e-6
+MAX_BANDWIDTH_GBPS = 1e6
+# A latency in us: up to a day.
+MAX_LATENCY_US = 86_400e6
+bandwidth = float_range(MIN_BANDWIDTH_GBPS, MAX_BANDWIDTH_GBPS)
+latency = float_range(0.0, MAX_LATENCY_US)
 real_step = float_range(0.0, 1e9, low_open=True)  # ms: a step of up to ~11 days
+# A child's time limit: a day is longer than any job we run.
+MAX_SECONDS = 86_400.0
+seconds = float_range(0.0, MAX_SECONDS, low_open=True)
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

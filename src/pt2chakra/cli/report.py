@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from pt2chakra.cli.options import add_force
 from pt2chakra.cli.simulate import add_model_args, options_from
 
 EPILOG = """examples:
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--title", default="", help="page title (default: from the file names)")
     p.add_argument("--no-what-if", action="store_true", help="leave the standard what-ifs out")
     add_model_args(p)
+    add_force(p, "the ranks are unsound (validate's errors) or nodes never run in the replay")
     p.set_defaults(func=_cmd_report)
 
 

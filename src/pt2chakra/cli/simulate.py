@@ -20,6 +20,7 @@ EPILOG = """examples:
   pt2chakra simulate rank*.et --timeline sim.json --plot sim.png
   pt2chakra simulate rank*.et --compute-scale 0.5 1 2 --bandwidth-scale 1 2
   pt2chakra simulate rank*.et --bandwidth 100 --latency 5 --algorithm ring --comm-streams 1 2
+  pt2chakra simulate rank*.et --world-size 1024     (the step of the job scaled out to 1024 ranks)
   pt2chakra -v simulate rank0.et      (one log line per issued / completed node)
   pt2chakra simulate --consumer astra-sim job.*.et    (what ASTRA-sim will print for an export)
   pt2chakra simulate --consumer astra-sim job.*.et --topology FullyConnected --bandwidth 150
@@ -57,6 +58,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--write-et", metavar="PREFIX",
                    help="write the replay (of the one what-if setting given) as PREFIX.<rank>.et, "
                    "to compare with a measured run: pt2chakra diff")
+    p.add_argument("--world-size", type=options.npus, metavar="M",
+                   help="predict the step of the data-parallel job scaled out (or in) to M ranks "
+                   "from every recorded rank's file, without writing M files (weak scaling; "
+                   "collectives timed at M by --bandwidth/--latency, else by the model fitted "
+                   "to the recording; see docs/SCALE_OUT.md)")
     options.add_force(p, "validate finds errors in the traces or some nodes never run")
     p.set_defaults(func=_cmd_simulate)
 
@@ -134,20 +140,26 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(flag, "applies to --consumer astra-sim only")
     from pt2chakra.simulation.api import simulate_run
 
+    if args.world_size is not None:
+        return _cmd_world_size(args)
     if args.write_et:
         from pt2chakra.simulation.replayed_et import check_prefix, replay_config
 
-        check_prefix(args.write_et)
+        check_prefix(args.write_et, args.traces)
         replay_config(options_from(args))
-    run = simulate_run(args.traces, options_from(args))
-    options.keep_until_exit(run)  # its million objects: not freed one by one before exit
-    result = run.result
-    if args.write_et:
-        from pt2chakra.simulation.replayed_et import write_replayed_et
+    from pt2chakra.atomic import StagedOutputs
 
-        written = write_replayed_et(run, options_from(args), args.write_et)
-        if not args.quiet:
-            print(f"replay written: {', '.join(written)}", file=sys.stderr)
+    with StagedOutputs() as staged:  # timeline, plot and --write-et: together or not at all
+        run = simulate_run(args.traces, options_from(args), staged)
+        options.keep_until_exit(run)  # its million objects: not freed one by one before exit
+        if args.write_et:
+            from pt2chakra.simulation.replayed_et import write_replayed_et
+
+            written = write_replayed_et(run, options_from(args), args.write_et, staged)
+        staged.commit()
+    result = run.result
+    if args.write_et and not args.quiet:
+        print(f"replay written: {', '.join(written)}", file=sys.stderr)
     if args.json:
         from pt2chakra.simulation.report import result_json
 
@@ -157,6 +169,46 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         from pt2chakra.simulation.report import format_report
 
         print(format_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
+    return 0
+
+
+def _cmd_world_size(args: argparse.Namespace) -> int:
+    """``--world-size M``: the distinct ranks of the M-rank job, replayed."""
+    from pt2chakra.errors import InputError
+
+    if args.write_et:
+        raise InputError("--write-et", "writes the replayed ranks only; use pt2chakra "
+                         "extrapolate for the M-rank files")
+    from pt2chakra.scaleout.api import scaled_graphs
+    from pt2chakra.scaleout.breakdown import breakdown
+    from pt2chakra.simulation.api import (
+        SimulationRun,
+        recorded_figure,
+        scaled_out_options,
+        simulate_graphs_run,
+        with_recorded_source,
+    )
+
+    given, recorded = recorded_figure(args.traces, options_from(args))
+    scaled = scaled_graphs(args.traces, args.world_size)
+    opts = scaled_out_options(scaled.graphs, given)
+    run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
+    run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)
+    options.keep_until_exit(run)
+    shown = breakdown(scaled.plan, run, opts)
+    if args.json:
+        import msgspec
+
+        from pt2chakra.simulation.report import result_json
+
+        doc = result_json(run.result, _collectives(run))
+        doc["scale_out"] = msgspec.to_builtins(shown)
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not args.quiet:
+        from pt2chakra.simulation.report import format_report
+
+        print(format_report(run.result, lanes=not args.no_lanes, collectives=_collectives(run)))
+        print(shown.describe())
     return 0
 
 

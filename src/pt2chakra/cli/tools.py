@@ -15,9 +15,12 @@ from collections.abc import Callable
 
 import orjson
 
+from pt2chakra.astra.binary import CHECK_TIMEOUT_S
 from pt2chakra.astra.collective import TOPOLOGIES
 from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
+from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
+from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
 from pt2chakra.errors import InputError
 
 EXIT_PROBLEMS = 1
@@ -35,6 +38,7 @@ def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
             if isinstance(exc, BrokenPipeError):
                 raise
             target = exc.filename or getattr(args, "output", None) or "?"  # the file at fault
+            target = target_of(os.fspath(target))
             raise InputError(str(target), f"cannot write: {exc.strerror or exc}") from exc
 
     return wrapper
@@ -138,12 +142,41 @@ def _cmd_from_text(args: argparse.Namespace) -> int:
 
 
 def _cmd_microbench(args: argparse.Namespace) -> int:
+    if args.profiler_overhead:
+        return _cmd_profiler_overhead(args)
+    for flag, value in (("--size", args.size), ("--npus", args.npus), ("-o", args.output)):
+        if value is None:
+            raise InputError(f"microbench {flag}", "required (generated traces need --size, "
+                             "--npus and -o; or give --profiler-overhead)")
     from pt2chakra.tools.microbench import microbench
 
     written = microbench(args.collective, args.size, args.npus, args.output,
                          steps=args.steps, compute_micros=args.compute)
     if not args.quiet:
         print(f"{len(written)} files: {written[0]} .. {written[-1]}")
+    return 0
+
+
+def _cmd_profiler_overhead(args: argparse.Namespace) -> int:
+    """``microbench --profiler-overhead``: the figure for ``simulate --profiler-overhead``."""
+    from pt2chakra.collect.profiler_cost import measure
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("microbench --profiler-overhead: skipped: needs torch (pip install "
+              "'pt2chakra[collect]')", file=sys.stderr)
+        return 0
+    cost = measure(args.calls, args.repeats)
+    if args.output:
+        from pt2chakra.atomic import atomic_output
+
+        with atomic_output(args.output) as out:
+            out.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+    if args.json:
+        sys.stdout.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif not args.quiet:
+        print("\n".join(cost.lines()))
     return 0
 
 
@@ -159,19 +192,27 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
-                            ("--latency", args.latency)):
+                            ("--latency", args.latency), ("--world-size", args.world_size)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
         if binary is not None and not os.access(binary, os.X_OK):
             raise InputError(binary, "not an executable ASTRA-sim binary (--bin / ASTRA_SIM_BIN)")
-        print(format_job_check(check_job(args.check, binary)))
+        print(format_job_check(check_job(args.check, binary, timeout_s=args.timeout)))
         return 0
     if not args.input or args.output is None:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
-    job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
+    if args.world_size is not None:
+        from pt2chakra.scaleout.api import extrapolated_job
+
+        job = extrapolated_job(args.input, args.world_size, args.output,
+                               lambda files, predicted: write_job(
+                                   files, args.output, cpu=args.cpu, choice=choice,
+                                   force=args.force, predicted_step_us=predicted))
+    else:
+        job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))
     return 0
@@ -279,12 +320,23 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                        "-> <prefix>.<npu>.et, for simulator smoke tests.")
     p.add_argument("--collective", default="ALL_REDUCE",
                    help="collective type name, e.g. ALL_REDUCE, ALL_GATHER, ALL_TO_ALL")
-    p.add_argument("--size", type=options.non_negative_int64, required=True, help="bytes per collective")
-    p.add_argument("--npus", type=options.npus, required=True, help="number of NPUs (files)")
+    p.add_argument("--size", type=options.non_negative_int64, help="bytes per collective")
+    p.add_argument("--npus", type=options.npus, help="number of NPUs (files)")
     p.add_argument("--steps", type=options.steps, default=1, help="chain length (default 1)")
     p.add_argument("--compute", type=options.non_negative_int64, default=0,
                    help="us of compute before each collective (0: none)")
-    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.add_argument("-o", "--output", help="output prefix (with --profiler-overhead: a JSON file "
+                   "for the figure)")
+    p.add_argument("--profiler-overhead", action="store_true",
+                   help="instead: time ops of several kinds with and without the profiler "
+                   "(ExecutionTraceObserver + Kineto, as collect records; needs torch) and print "
+                   "the cost per recorded op, the figure simulate --profiler-overhead takes")
+    p.add_argument("--calls", type=options.positive_count, default=DEFAULT_CALLS,
+                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS})")
+    p.add_argument("--repeats", type=options.positive_count, default=DEFAULT_REPEATS,
+                   help="with --profiler-overhead: timed loops per kind, the fastest kept "
+                   f"(default {DEFAULT_REPEATS})")
+    p.add_argument("--json", action="store_true", help="with --profiler-overhead: print JSON")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_microbench))
 
 
@@ -307,10 +359,16 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    help="network.yml bandwidth in ASTRA-sim's GB/s (2^30 B) instead of the fit")
     p.add_argument("--latency", type=options.latency, metavar="US",
                    help="network.yml latency per message hop in us instead of the fit")
+    p.add_argument("--world-size", type=options.npus, metavar="M",
+                   help="the job of the data-parallel recording scaled out to M ranks "
+                   "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")
     p.add_argument("--bin", metavar="PATH",
                    help="with --check: the ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
+    p.add_argument("--timeout", type=options.seconds, default=CHECK_TIMEOUT_S, metavar="S",
+                   help=f"with --check: stop the binary after S seconds (default "
+                   f"{CHECK_TIMEOUT_S:g})")
     options.add_force(p, "validate finds errors in the inputs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_astra_sim))

@@ -6,12 +6,16 @@ torch is imported lazily so that pt2chakra imports without it.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from pt2chakra.collect.record import (
+    DEFAULT_TIMED,
     RecordingSummary,
     record_training_step,
     summarize_recording,
+    time_steps,
+    write_real_step,
 )
 from pt2chakra.errors import InputError
 
@@ -20,9 +24,11 @@ __all__ = ["RecordingSummary", "collect_sample", "record_training_step", "summar
 
 def collect_sample(out_dir: Path | str, *, layers: int, d_model: int, heads: int, seq_len: int,
                    batch: int, warmup: int, device: str = "cpu",
-                   name: str = "trace") -> tuple[Path, Path]:
+                   name: str = "trace", timed: int = DEFAULT_TIMED) -> tuple[Path, Path]:
     """Record one step of the built-in tiny GPT; returns (host ET, Kineto) paths.
-    ``InputError`` when torch (or the asked-for device) is missing."""
+    First ``timed`` steps run without the profiler: their times go to
+    ``meta.json`` beside the traces (the real step). ``InputError`` when
+    torch (or the asked-for device) is missing."""
     try:
         import torch
     except ImportError:
@@ -33,4 +39,9 @@ def collect_sample(out_dir: Path | str, *, layers: int, d_model: int, heads: int
 
     cfg = GPTConfig(layers, d_model, heads, seq_len, batch)
     step = make_training_step(cfg, device)
-    return record_training_step(step, out_dir, warmup=warmup, name=name)
+    times = time_steps(step, warmup, timed)
+    pair = record_training_step(step, out_dir, warmup=0, name=name)
+    if times:
+        write_real_step(out_dir, times, {"job": name, "device": device, "warmup": warmup,
+                                         "config": asdict(cfg)})
+    return pair

@@ -15,10 +15,18 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from pt2chakra.collect.record import HOST_ET_SUFFIX, KINETO_SUFFIX, record_training_step
+from pt2chakra.collect.record import (
+    DEFAULT_TIMED,
+    HOST_ET_SUFFIX,
+    KINETO_SUFFIX,
+    record_training_step,
+    time_steps,
+    write_real_step,
+)
 from pt2chakra.errors import InputError
 
 DEFAULT_WORLD_SIZE = 2
@@ -55,11 +63,13 @@ class DdpConfig:
     # compute change whose factor is known before measuring.
     accumulate: int = 1
     parallel: str = DDP  # one of PARALLEL_MODES
+    # Steps timed without the profiler after the warm-up (meta.json: the real step)
+    timed: int = DEFAULT_TIMED
 
     def __post_init__(self) -> None:
         if self.world_size < 2 or \
                 min(self.hidden, self.layers, self.batch, self.steps, self.accumulate) < 1 \
-                or self.warmup < 0 or not self.bucket_mb > 0:
+                or min(self.warmup, self.timed) < 0 or not self.bucket_mb > 0:
             raise ValueError(f"need world_size >= 2 and positive sizes, got {self}")
         if self.parallel not in PARALLEL_MODES:
             raise ValueError(f"parallel must be one of {', '.join(PARALLEL_MODES)}, "
@@ -136,6 +146,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _real_step(dist: Any, times: list[float], cfg: DdpConfig, rank: int, out_dir: str,
+               name: str) -> None:
+    """Rank 0 writes the timed steps beside the traces: each step's time is
+    the slowest rank's (the job's step), as in the h200 traces' meta.json."""
+    if not times:
+        return
+    every: list[list[float] | None] = [None] * cfg.world_size
+    dist.all_gather_object(every, times)
+    if rank == 0:
+        ranks = [t for t in every if t]
+        write_real_step(out_dir, [max(col) for col in zip(*ranks)],
+                        {"job": name, "world_size": cfg.world_size, "parallel": cfg.parallel,
+                         "ranks": [{"rank": r, "timed_s": t} for r, t in enumerate(ranks)],
+                         "config": asdict(cfg)})
+
+
 def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezvous) -> None:
     """One rank: join the group, build the model, record one step."""
     from datetime import timedelta
@@ -150,10 +176,11 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezv
                             timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     try:
         step = (_fsdp2_step if cfg.parallel == FSDP2 else _ddp_step)(cfg, rank)
-        for s, step_name in enumerate(cfg.step_names(name, rank)):
+        dist.barrier()
+        _real_step(dist, time_steps(step, cfg.warmup, cfg.timed), cfg, rank, out_dir, name)
+        for step_name in cfg.step_names(name, rank):
             dist.barrier()  # every recorded step starts with both ranks ready
-            record_training_step(step, out_dir, warmup=cfg.warmup if s == 0 else 0,
-                                 name=step_name)
+            record_training_step(step, out_dir, warmup=0, name=step_name)
         dist.barrier()
     finally:
         dist.destroy_process_group()

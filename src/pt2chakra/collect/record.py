@@ -12,6 +12,7 @@ import gzip
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ HOST_ET_SUFFIX = ".host_et.json.gz"
 KINETO_SUFFIX = ".kineto.json.gz"
 DEFAULT_NAME = "trace"
 DEFAULT_WARMUP = 1
+# Steps timed without the profiler before the recorded one, for the real
+# step stored beside the traces (meta.json; simulate --without-profiler).
+DEFAULT_TIMED = 3
 COPY_CHUNK = 1 << 20
 
 
@@ -55,6 +59,31 @@ def record_training_step(
         _gzip_atomic(raw_et, host_path)
         _gzip_atomic(raw_kineto, kineto_path)
     return host_path, kineto_path
+
+
+def time_steps(step_fn: Callable[[], None], warmup: int, timed: int) -> list[float]:
+    """Run ``warmup`` steps, then time ``timed`` more without the profiler
+    (seconds each, queued GPU work waited for around each)."""
+    import torch
+
+    for _ in range(warmup):
+        step_fn()
+    out = []
+    for _ in range(timed):
+        _synchronize(torch)
+        t = time.perf_counter()
+        step_fn()
+        _synchronize(torch)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def write_real_step(out_dir: Path | str, step_s: list[float], extra: dict[str, object]) -> None:
+    """The timed steps and their median beside the traces, where
+    ``simulate --without-profiler`` finds them."""
+    from pt2chakra.simulation.profiler_overhead import META_NAME, write_meta
+
+    write_meta(str(Path(out_dir) / META_NAME), step_s, extra)
 
 
 def _synchronize(torch: object) -> None:

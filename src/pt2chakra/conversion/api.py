@@ -16,13 +16,14 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 import orjson
 
-from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
 from pt2chakra.conversion.linker import LinkedTrace, check_same_recording, link, thread_map
 from pt2chakra.conversion.progress import Stages
+from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.json_input import gc_paused
@@ -84,6 +85,9 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
     # Nodes that stand for GPU work without an activity in the step
     # (conversion/step.py), by name: counted apart from the activities.
     stand_in_nodes: dict[str, int] = {}
+    # Communication nodes whose size the trace does not hold, flagged
+    # comm_size_unknown (chakra.conventions.COMM_SIZE_UNKNOWN_ATTR).
+    comm_size_unknown: int = 0
 
     def accounted(self) -> bool:
         """Every input op is kept or dropped with a reason."""
@@ -121,6 +125,10 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
         if self.stand_in_nodes:
             lines.append("  stand-in nodes: " + ", ".join(
                 f"{v} {k}" for k, v in self.stand_in_nodes.items()))
+        if self.comm_size_unknown:
+            lines.append(f"  sizes not in the trace: {self.comm_size_unknown} communication "
+                         "nodes (comm_size 0, flagged comm_size_unknown: the replay keeps their "
+                         "measured time; see validate)")
         lines.append("  edges: " + ", ".join(f"{k} {v}" for k, v in sorted(self.edges_by_kind.items())))
         for text in self.cycles_broken:
             lines.append(f"  broke cycle: {text}")
@@ -171,6 +179,11 @@ class OutputProfile(Protocol):
     A protocol, so that conversion needs no consumer: the consumer's package
     sits above this one and hands its profile in."""
 
+    @property
+    def output_files(self) -> str:
+        """What follows ``<output>.`` in its files' names (a regular expression)."""
+        ...
+
     def write(self, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
               output: str | os.PathLike[str], *, rank: int | None,
               inputs: Sequence[str | os.PathLike[str] | None],
@@ -182,11 +195,12 @@ def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.Pa
             break_cycles: bool = False, progress: bool | None = None,
             profile: OutputProfile | None = None,
             report_path: str | os.PathLike[str] | None = None,
-            repair: bool = False, force: bool = False) -> ConversionReport:
+            repair: bool = False, force: bool = False,
+            step: StepChoice = STEP_LAST) -> ConversionReport:
     """``convert_run``'s report."""
     return convert_run(host_trace, device_trace, output, rank=rank, break_cycles=break_cycles,
                        progress=progress, profile=profile, report_path=report_path,
-                       repair=repair, force=force).report
+                       repair=repair, force=force, step=step).report
 
 
 def convert_run(host_trace: str | os.PathLike[str] | None,
@@ -195,7 +209,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 break_cycles: bool = False, progress: bool | None = None,
                 profile: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
-                repair: bool = False, force: bool = False) -> ConversionRun:
+                repair: bool = False, force: bool = False,
+                step: StepChoice = STEP_LAST,
+                staged: StagedOutputs | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
@@ -209,18 +225,40 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     runs (see ``linker.check_same_recording``).
 
     ``host_trace=None`` converts the Kineto trace alone (see ``kineto_only``);
-    ``repair=True`` reads a host ET cut off mid-array (see ``repair``)."""
+    ``repair=True`` reads a host ET cut off mid-array (see ``repair``);
+    ``step`` picks a Kineto-only conversion's measured step (``step.kineto_step``:
+    last, median, all or a step number; a host ET records its own step).
+    ``staged``: the caller's outputs, to commit with its own (e.g. the HTML
+    report of ``convert --html``): the files are committed into it, and put
+    back as they were if the caller's ``with`` block fails later."""
     if host_trace is None and device_trace is None:
         raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
+    if host_trace is not None and step != STEP_LAST:
+        raise InputError("--step", "chooses among a Kineto trace's steps when it is converted "
+                         "alone; a host ET records one step, the one converted")
     _check_outputs(host_trace, device_trace, output, report_path, profile)
+    args = (host_trace, device_trace, output, rank, break_cycles, progress, profile,
+            report_path, repair, force, step)
+    if staged is not None:
+        return _convert_staged(*args, staged)
+    with StagedOutputs() as own:
+        return _convert_staged(*args, own)
+
+
+def _convert_staged(host_trace: str | os.PathLike[str] | None,
+                    device_trace: str | os.PathLike[str] | None,
+                    output: str | os.PathLike[str], rank: int | None, break_cycles: bool,
+                    progress: bool | None, profile: OutputProfile | None,
+                    report_path: str | os.PathLike[str] | None, repair: bool, force: bool,
+                    step: StepChoice, staged: StagedOutputs) -> ConversionRun:
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
     extra: dict[str, Any] = {}
     ignored: Counter[str] = Counter()  # Kineto events left out, by category
-    with gc_paused(), StagedOutputs() as staged:
+    with gc_paused():
         if host_trace is None:
             assert device_trace is not None
-            linked, extra = _kineto_only(device_trace, stages, ignored)
+            linked, extra = _kineto_only(device_trace, stages, ignored, step)
         else:
             linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
                                  force=force, ignored=ignored)
@@ -238,6 +276,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
         report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
                          str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")
+        report.comm_size_unknown = graph.comm_size_unknown()
         report.kineto_events = extra.get("kineto_events", {})
         report.unconverted_accelerator = unconverted_accelerator_events(ignored)
         if linked.host.repair is not None:
@@ -252,14 +291,14 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
 
 
 def _kineto_only(device_trace: str | os.PathLike[str], stages: Stages, ignored: Counter[str],
-                 ) -> tuple[LinkedTrace, dict[str, Any]]:
+                 step: StepChoice = STEP_LAST) -> tuple[LinkedTrace, dict[str, Any]]:
     """Link a Kineto trace alone (counting the events left out in ``ignored``);
     the extras the report needs beside it."""
     from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
 
     kineto = load_kineto_trace(str(device_trace), ignored)
     stages.step("device trace loaded")
-    found = link_kineto_only(kineto)
+    found = link_kineto_only(kineto, step)
     stages.step("linked")
     return found.linked, {"step": found.window.describe(), "dropped": found.dropped,
                           "kineto_events": kineto_event_counts(kineto, ignored)}
@@ -290,19 +329,13 @@ def _check_outputs(host_trace: str | os.PathLike[str] | None,
                    profile: OutputProfile | None = None,
                    ) -> None:
     """Refuse, before any work, outputs that would replace an input or land
-    in a folder that does not exist."""
-    inputs: list[str | os.PathLike[str] | None] = [host_trace, device_trace]
-    refuse_overwriting_inputs(output, inputs)
-    if report_path is not None:
-        refuse_overwriting_inputs(report_path, [*inputs, output])
-        folder = os.path.dirname(os.path.abspath(report_path))
-        if not os.path.isdir(folder):
-            raise InputError(os.fspath(report_path),
-                             "No such file or directory (its folder does not exist)")
-        if os.path.isdir(report_path):
-            raise InputError(os.fspath(report_path), "is a directory, expected a file name")
-    if profile is None and os.path.isdir(output):
-        raise InputError(os.fspath(output), "is a directory, expected a file name")
+    in a folder that does not exist (``atomic.check_outputs``)."""
+    inputs = [host_trace, device_trace]
+    if profile is None:
+        check_outputs(inputs, [output, report_path])
+    else:  # a prefix: the consumer's files are named after the rank
+        check_prefix_outputs(inputs, output, profile.output_files)
+        check_outputs(inputs, [report_path])
 
 
 def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
@@ -371,7 +404,7 @@ def linked_json(linked: LinkedTrace, host_trace: str, device_trace: str | None) 
 def write_linked(host_trace: str | os.PathLike[str], device_trace: str | os.PathLike[str] | None,
                  output: str | os.PathLike[str], force: bool = False) -> LinkSummary:
     """Link the two traces and write the linked intermediate JSON atomically."""
-    refuse_overwriting_inputs(output, [host_trace, device_trace])
+    check_outputs([host_trace, device_trace], [output])
     linked = link_traces(host_trace, device_trace, force=force)
     doc = linked_json(linked, os.fspath(host_trace),
                       os.fspath(device_trace) if device_trace is not None else None)

@@ -21,6 +21,7 @@ import orjson
 from pt2chakra.chakra.conventions import (
     CHAKRA_VERSION,
     COMM_CHANNEL,
+    COMM_SIZE_UNKNOWN_ATTR,
     INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
     STEP_SPAN,
@@ -148,6 +149,18 @@ class ChakraGraph:
                     _cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
+
+    def comm_size_unknown(self) -> int:
+        """Communication nodes whose size the trace does not hold
+        (``COMM_SIZE_UNKNOWN_ATTR``), counted in the report."""
+        flagged = sum(1 for n in self._gpu_nodes if _flagged(n.attrs))
+        by_id = {op.id: op for op in self._cpu_ops}
+        for op_id in self._special_ids():
+            op = by_id.get(op_id)
+            ctype = _cpu_node_type(op, self._comm.transfers)[1] if op is not None else None
+            if op is not None and ctype is not None:
+                flagged += _flagged(_comm_attrs(ctype, None, op, self._comm))
+        return flagged
 
     def _special_ids(self) -> frozenset[int]:
         """The CPU ops that are not surely plain COMP_NODEs: they may become
@@ -528,6 +541,10 @@ def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp |
     return ctype
 
 
+def _flagged(attrs: Sequence[Attr]) -> bool:
+    return any(a[0] == COMM_SIZE_UNKNOWN_ATTR and a[2] is True for a in attrs)
+
+
 def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launcher: HostOp | None,
                 comm: CommContext) -> list[Attr]:
     nccl_op, rpc = _comm_op(launcher, comm.ops_by_id)
@@ -539,6 +556,8 @@ def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launch
     if isinstance(ctype, CollectiveType):
         attrs.append(("comm_type", "int64_val", int(ctype)))
     attrs.append(("comm_size", "int64_val", size))
+    if not size and ctype != CollectiveType.BARRIER:  # not 0 bytes: not known (conventions)
+        attrs.append((COMM_SIZE_UNKNOWN_ATTR, "bool_val", True))
     pg_name = (info.pg_name if info is not None else "") or str(
         (rpc.attrs.get("pg_name") if rpc is not None else "") or "") or comm.default_pg
     if pg_name:

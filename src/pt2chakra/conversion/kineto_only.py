@@ -32,7 +32,7 @@ from pt2chakra.conversion.linker import (
     link_gpu_activities,
     with_stand_ins,
 )
-from pt2chakra.conversion.step import RecordedStep, kineto_step
+from pt2chakra.conversion.step import STEP_LAST, RecordedStep, StepChoice, kineto_step
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
@@ -172,9 +172,10 @@ class KinetoOnly(NamedTuple):
     dropped: dict[str, int]  # Kineto CPU (and Python) events not made nodes, by reason
 
 
-def link_kineto_only(kineto: KinetoTrace) -> KinetoOnly:
-    """The ``LinkedTrace`` of a Kineto trace alone (see the module docstring)."""
-    window = kineto_step(kineto)
+def link_kineto_only(kineto: KinetoTrace, step: StepChoice = STEP_LAST) -> KinetoOnly:
+    """The ``LinkedTrace`` of a Kineto trace alone (see the module docstring);
+    ``step`` picks the measured step (``step.kineto_step``)."""
+    window = kineto_step(kineto, step)
     events = [*kineto.cpu_events, *kineto.python_events]
     inside = _ordered([ev for ev in events if _in_window(ev, window)])
     gpu_only = not events  # kernels and copies alone (kineto_step refused an empty trace)

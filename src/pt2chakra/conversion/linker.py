@@ -168,7 +168,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
         method = "order"
         cpu_event = link_by_order(ops, kineto.cpu_events)
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
-    step_start, step_end, _label, _definition = linked_step(cpu_event.values())
+    step_start, step_end, _label, _definition, _why = linked_step(cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
     gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)

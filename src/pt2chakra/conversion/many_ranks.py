@@ -14,28 +14,47 @@ its trace says, as for a single ``convert``.
 
 Failure policy: ranks are independent, so a rank that fails (bad input, a
 cycle, an unreadable file) gets one line naming it and the other ranks'
-outputs are still written (each one atomically, as always). Rerun the failed
-ranks alone with ``--ranks``. A failed rank never leaves a partial output.
+outputs are still written. Rerun the failed ranks alone with ``--ranks``. A
+failed rank never leaves a partial output.
+
+Outputs: every rank's files are staged (hidden temp files named by the rank's
+token) and committed together by this process when the last rank is done;
+Ctrl-C or SIGTERM stops the workers at once (queued ranks cancelled, running
+ones terminated), removes every rank's temp files and leaves the previous
+outputs as they were. Every output and input path of every rank is checked
+against all the others before any work (``atomic.check_outputs``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from pt2chakra.atomic import StagedOutputs, check_outputs, new_token, remove_temps
 from pt2chakra.conversion.progress import Stages
+from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
 
 log = logging.getLogger(__name__)
 
 RANK_FIELD = "{rank}"
 RANKS_OPTION = "--ranks"
-# A rank spec naming more ranks than this is a typo (e.g. "0-1000000"), not a job.
-MAX_RANKS = 1 << 20
+# A rank spec naming more ranks than this is a typo (e.g. "0-1000000"), not a
+# job: the largest recorded jobs have tens of thousands of ranks, and each
+# rank is one conversion of seconds to minutes.
+MAX_RANKS = 65536
+# After Ctrl-C / SIGTERM, how long running workers get to remove their temp
+# files before they are killed (the command must end within 2 s).
+STOP_GRACE_S = 1.0
+# How long joining a Ray cluster may try to reach it (Ray's own wait is minutes).
+RAY_CONNECT_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +66,13 @@ class RankJob:
     device_trace: str | None
     output: str
     report: str | None = None
+    # Names the rank's temp files (``atomic.temp_path``), so that the process
+    # that commits can remove them after stopping a worker.
+    token: str = field(default_factory=new_token)
+
+    @property
+    def outputs(self) -> list[str]:
+        return [p for p in (self.output, self.report) if p is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +82,7 @@ class RankOptions:
     break_cycles: bool = False
     force: bool = False  # convert pairs that look like two ranks or runs
     repair: bool = False  # read host ETs cut off mid-array
+    step: StepChoice = STEP_LAST  # a Kineto-only rank's measured step (convert --step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +94,7 @@ class RankOutcome:
     nodes: int
     seconds: float
     error: str | None = None
+    staged: dict[str, str] = field(default_factory=dict)  # target -> temp, to commit
 
     def line(self) -> str:
         if self.error is not None:
@@ -156,26 +184,32 @@ class RankTemplates:
 
 
 def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
-    """One rank, as ``pt2chakra convert`` would do it; bad input becomes the
+    """One rank, as ``pt2chakra convert`` would do it, its files left staged
+    for the caller to commit (``RankOutcome.staged``); bad input becomes the
     outcome's one-line error instead of an exception (so that one rank cannot
     stop the others)."""
-    from pt2chakra.conversion.api import convert
+    from pt2chakra.conversion.api import convert_run
 
     t0 = time.perf_counter()
     try:
-        report = convert(job.host_trace, job.device_trace, job.output,
-                         break_cycles=options.break_cycles, progress=False,
-                         report_path=job.report, force=options.force, repair=options.repair)
+        with StagedOutputs(job.token, hold=True) as staged:
+            report = convert_run(job.host_trace, job.device_trace, job.output,
+                                 break_cycles=options.break_cycles, progress=False,
+                                 report_path=job.report, force=options.force,
+                                 repair=options.repair, step=options.step,
+                                 staged=staged).report
+            files = staged.detach()
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
     except OSError as exc:
         where = exc.filename if exc.filename is not None else "I/O"
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0,
                            f"{where}: {exc.strerror or exc}")
-    return RankOutcome(job.rank, job.output, report.nodes, time.perf_counter() - t0)
+    return RankOutcome(job.rank, job.output, report.nodes, time.perf_counter() - t0,
+                       staged=files)
 
 
-Runner = Callable[[list[RankJob], RankOptions, int], Iterator[RankOutcome]]
+Runner = Callable[[list[RankJob], RankOptions, int], Generator[RankOutcome, None, None]]
 
 
 def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
@@ -188,35 +222,31 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
     named by ``RAY_ADDRESS``; "auto" or "HOST:PORT": join that cluster).
     Outcomes come back in rank order; failures are in them, not raised."""
     options = options or RankOptions()
-    _refuse_shared_outputs(jobs)
+    check_outputs([p for j in jobs for p in (j.host_trace, j.device_trace)],
+                  [p for j in jobs for p in j.outputs])
     n = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
     runner, name = ((_ray_runner(ray_address), "ray") if use_ray
                     else (_local_runner, f"{n} process{'es' if n > 1 else ''}"))
     stages = Stages(len(jobs), progress)
     outcomes: list[RankOutcome] = []
-    for outcome in runner(jobs, options, n):
-        outcomes.append(outcome)
-        log.info("%s", outcome.line())
-        stages.step(outcome.line())
+    with StagedOutputs() as staged:
+        try:
+            with contextlib.closing(runner(jobs, options, n)) as running:
+                for outcome in running:
+                    staged.adopt(outcome.staged)
+                    outcomes.append(outcome)
+                    log.info("%s", outcome.line())
+                    stages.step(outcome.line())
+        except BaseException:  # stopped: a worker's files may not have reached us
+            for job in jobs:
+                remove_temps(job.outputs, job.token)
+            raise
+        staged.commit()
     outcomes.sort(key=lambda o: o.rank)
     return ManyRanksResult(outcomes, name)
 
 
-def _refuse_shared_outputs(jobs: Iterable[RankJob]) -> None:
-    """Two ranks writing one file is a template mistake: refuse it before any
-    work (each rank's own ``convert`` refuses an output that is its input)."""
-    seen: dict[str, int] = {}
-    for job in jobs:
-        for path in (job.output, job.report):
-            if path is None:
-                continue
-            real = os.path.realpath(path)
-            if real in seen:
-                raise InputError(path, f"ranks {seen[real]} and {job.rank} would both write it")
-            seen[real] = job.rank
-
-
-def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Iterator[RankOutcome]:
+def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Generator[RankOutcome, None, None]:
     """In this process when one worker is asked for, else a process pool
     (each worker converts one rank at a time, so memory is ``workers`` ranks)."""
     if workers == 1:
@@ -228,34 +258,99 @@ def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> It
 
     # forkserver: workers do not inherit this process's threads or memory.
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=_worker_signals)
+    try:
         futures = [pool.submit(convert_one, job, options) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
+    except BaseException:  # Ctrl-C, SIGTERM, the caller gone: stop now, not after the queue
+        _stop_pool(pool)
+        raise
+    pool.shutdown()
+
+
+def _worker_signals() -> None:
+    """In a worker: SIGTERM unwinds like Ctrl-C, so its temp files go."""
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _stop_pool(pool: Any) -> None:
+    """Cancel the queued ranks, SIGTERM the running workers (they remove their
+    temp files), SIGKILL those still there after ``STOP_GRACE_S``."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in processes:
+        with contextlib.suppress(Exception):
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(STOP_GRACE_S)
 
 
 def _ray_runner(address: str | None) -> Runner:
-    def run(jobs: list[RankJob], options: RankOptions, workers: int) -> Iterator[RankOutcome]:
+    def run(jobs: list[RankJob], options: RankOptions, workers: int) -> Generator[RankOutcome, None, None]:
         try:
             import ray
         except ImportError:
             raise InputError("--ray", "Ray is not installed; pip install 'pt2chakra[ray]'") from None
         started = not ray.is_initialized()
         if started:
-            kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
-                                         "log_to_driver": False}
-            if address:
-                kwargs["address"] = address
-            elif "RAY_ADDRESS" not in os.environ:
-                kwargs["num_cpus"] = workers  # a local instance: as many workers as asked
-            ray.init(**kwargs)
+            _start_ray(ray, address, workers)
+        pending: list[Any] = []
         try:
             task = ray.remote(num_cpus=1, max_retries=0)(convert_one)
             pending = [task.remote(job, options) for job in jobs]
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 yield ray.get(done[0])
+        except BaseException:  # stopped: cancel what is queued or running
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
         finally:
             if started:
-                ray.shutdown()
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
     return run
+
+
+def _start_ray(ray: Any, address: str | None, workers: int) -> None:
+    """``ray.init``, bounded: a HOST:PORT that does not answer is refused after
+    ``RAY_CONNECT_TIMEOUT_S`` (Ray's own retries take minutes), and a start
+    that fails is one line."""
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                              "log_to_driver": False}
+    if address:
+        _refuse_unreachable(address)
+        kwargs["address"] = address
+    elif "RAY_ADDRESS" not in os.environ:
+        kwargs["num_cpus"] = workers  # a local instance: as many workers as asked
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:  # Ray raises many types; all mean "no cluster"
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise InputError("--ray", f"Ray did not start{f' at {address}' if address else ''}: "
+                         f"{lines[-1].strip()}") from None
+
+
+def _refuse_unreachable(address: str) -> None:
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) must accept a connection."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and the like: Ray's own lookup
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)),
+                                      timeout=RAY_CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError, OverflowError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise InputError("--ray", f"no Ray cluster answers at {address} ({reason})") from None

@@ -60,13 +60,36 @@ class RecordedStep(NamedTuple):
     end: float
     label: str  # "ProfilerStep#5", "whole trace", ...
     definition: str = STEP_SPAN  # STEP_PERIOD or STEP_SPAN (see the module docstring)
+    why: str = ""  # why this step (the --step choice, an outlier), for the summary
 
     def describe(self) -> str:
-        """One line for the user: which window and what "measured" means there."""
+        """One line for the user: which window, what "measured" means there, and why."""
         if self.definition == STEP_PERIOD:
-            return (f"{self.label}, steady-state period (from its start to the next step's "
+            text = (f"{self.label}, steady-state period (from its start to the next step's "
                     "start)")
-        return f"{self.label} (span: first op start to last GPU activity end)"
+        else:
+            text = f"{self.label} (span: first op start to last GPU activity end)"
+        return f"{text}: {self.why}" if self.why else text
+
+
+# ``convert --step``: which ProfilerStep a Kineto-only conversion measures.
+STEP_LAST, STEP_MEDIAN, STEP_ALL = "last", "median", "all"
+STEP_CHOICES = (STEP_LAST, STEP_MEDIAN, STEP_ALL)
+StepChoice = str | int  # one of STEP_CHOICES, or the N of ProfilerStep#N
+# A period this much longer or shorter than the median of the trace's periods
+# is an outlier (seen: 163 ms against 124-127 ms); run-to-run jitter of a
+# steady loop stays within a few percent.
+OUTLIER_PCT = 10.0
+
+
+def parse_step_choice(text: str) -> StepChoice:
+    """``--step``'s value: last, median, all or a step number."""
+    if text in STEP_CHOICES:
+        return text
+    if text.isdigit():
+        return int(text)
+    raise InputError("--step", f"{text!r} is not last, median, all or a step number (the N "
+                     "of ProfilerStep#N)")
 
 
 STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY)
@@ -93,26 +116,69 @@ def linked_step(events: Collection[CpuEvent]) -> RecordedStep:
                         "the host trace's ops")
 
 
-def kineto_step(kineto: KinetoTrace) -> RecordedStep:
+def kineto_step(kineto: KinetoTrace, choice: StepChoice = STEP_LAST) -> RecordedStep:
     """The step of a Kineto-only conversion: a steady-state period when the
-    trace holds a step followed by another (the last such one: the last
-    step is often cut short by the profiler stopping), the lone step, else
-    the span of the CPU ops and GPU work. Runtime calls outside every op do
-    not widen it: the profiler's closing ``cudaDeviceSynchronize`` can come
-    seconds after the last op."""
+    trace holds a step followed by another (by default the last such one: the
+    last step is often cut short by the profiler stopping; ``choice`` picks
+    another, see ``STEP_CHOICES``), the lone step, else the span of the CPU
+    ops and GPU work. Runtime calls outside every op do not widen it: the
+    profiler's closing ``cudaDeviceSynchronize`` can come seconds after the
+    last op."""
     steps = profiler_steps(kineto)
+    if isinstance(choice, int) and len(steps) < 2 and (
+            not steps or steps[0][2] != f"{PROFILER_STEP_PREFIX}{choice}"):
+        raise InputError(kineto.path, f"--step {choice}: the trace holds "
+                         + (f"one step ({steps[0][2]})" if steps else "no ProfilerStep#N"))
     if len(steps) >= 2:
-        (start, _end, name), (following, _e, _n) = steps[-2], steps[-1]
-        return RecordedStep(start, following, name, STEP_PERIOD)
+        return _chosen_period(kineto, steps, choice)
     if steps:
         start, end, name = steps[0]
-        return RecordedStep(start, end, name, STEP_SPAN)
+        return RecordedStep(start, end, name, STEP_SPAN, "the trace's only step")
     spans = [(ev.ts, ev.ts + ev.dur) for group in (kineto.cpu_events, kineto.gpu_activities,
                                                    kineto.python_events)
              for ev in group]
     if not spans:
         raise InputError(kineto.path, "no CPU op and no GPU activity: nothing to convert")
-    return RecordedStep(min(s for s, _ in spans), max(e for _, e in spans), "whole trace")
+    return RecordedStep(min(s for s, _ in spans), max(e for _, e in spans), "whole trace",
+                        why="no ProfilerStep#N annotation")
+
+
+def _chosen_period(kineto: KinetoTrace, steps: list[tuple[float, float, str]],
+                   choice: StepChoice) -> RecordedStep:
+    """A period (a step to the next one's start) of a trace with two or more
+    steps, as ``choice`` says; its reason names an outlier."""
+    periods = [(steps[k][0], steps[k + 1][0], steps[k][2]) for k in range(len(steps) - 1)]
+    lengths = sorted(end - start for start, end, _n in periods)
+    median = lengths[(len(lengths) - 1) // 2]
+    if choice == STEP_ALL:
+        first, last = periods[0], periods[-1]
+        return RecordedStep(first[0], last[1], f"{first[2]}..{last[2]}", STEP_PERIOD,
+                            f"--step all: {len(periods)} steps from the first one's start to "
+                            f"the start of {steps[-1][2]}")
+    if choice == STEP_MEDIAN:
+        start, end, name = min(periods, key=lambda p: (abs((p[1] - p[0]) - median), -p[0]))
+        why = (f"--step median: {(end - start) / 1e3:.1f} ms, the median of {len(periods)} "
+               f"periods ({lengths[0] / 1e3:.1f}-{lengths[-1] / 1e3:.1f} ms)")
+        return RecordedStep(start, end, name, STEP_PERIOD, why)
+    if isinstance(choice, int):
+        wanted = f"{PROFILER_STEP_PREFIX}{choice}"
+        for start, end, name in periods:
+            if name == wanted:
+                return RecordedStep(start, end, name, STEP_PERIOD, f"--step {choice}")
+        if steps[-1][2] == wanted:  # the last step: no successor, its own span
+            start, end, name = steps[-1]
+            return RecordedStep(start, end, name, STEP_SPAN,
+                                f"--step {choice}: the last step, no next step to end its period")
+        raise InputError(kineto.path, f"--step {choice}: no {wanted} in the trace (it holds "
+                         f"{steps[0][2]} .. {steps[-1][2]})")
+    start, end, name = periods[-1]
+    why = "the last step followed by another (--step N|median|all picks another)"
+    off = (end - start - median) / median * 100 if median > 0 else 0.0
+    if len(periods) >= 3 and abs(off) > OUTLIER_PCT:
+        why += (f"; it is an outlier: {(end - start) / 1e3:.1f} ms against a median of "
+                f"{median / 1e3:.1f} ms over {len(periods)} periods ({off:+.0f} %), "
+                "--step median measures a typical one")
+    return RecordedStep(start, end, name, STEP_PERIOD, why)
 
 
 def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity]:

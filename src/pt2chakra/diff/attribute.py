@@ -117,7 +117,7 @@ def _totals(rows: Sequence[Attribution], difference: float) -> list[CategoryTota
 def _run_step(run: Run) -> RunStep:
     return RunStep(sources=[r.source for r in run.ranks], ranks=len(run.ranks),
                    step_us=run.step_us, step_definition=run.step_definition,
-                   step_rank=run.step_rank().rank)
+                   step_rank=run.step_rank().rank, setting=run.ranks[0].setting)
 
 
 def arrivals(run: Run) -> dict[RendezvousKey, tuple[int, float, str]]:

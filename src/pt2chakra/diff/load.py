@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
+    REPLAY_SETTING_ATTR,
     STEP_PERIOD,
     STEP_SPAN,
     StepWindow,
@@ -55,11 +56,12 @@ class RankTrace:
     """One rank's timed nodes as parallel columns (index = position)."""
 
     __slots__ = ("rank", "source", "ids", "names", "types", "start", "end", "lane", "is_cpu",
-                 "deps", "tid", "comm_key", "window", "period", "origin")
+                 "deps", "tid", "comm_key", "window", "period", "origin", "setting")
 
     def __init__(self, rank: int, source: str) -> None:
         self.rank = rank
         self.source = source
+        self.setting = ""  # a replay's setting (simulate --write-et), else ""
         self.ids: list[int] = []
         self.names: list[str] = []
         self.types: list[int] = []
@@ -174,6 +176,8 @@ def _load_rank(path: str, index: int) -> RankTrace:
     md = attr_dict(metadata.attrs)
     trace = RankTrace(rank_of(metadata, path, index), path)
     trace.period = is_period_step(md)
+    setting = md.get(REPLAY_SETTING_ATTR)
+    trace.setting = setting if isinstance(setting, str) else ""
     # untimed nodes (metadata, neither start nor duration): nothing to attribute
     timed = [n.type != NodeType.METADATA_NODE and bool(n.start_time_micros or n.duration_micros)
              for n in all_nodes]

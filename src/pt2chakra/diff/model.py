@@ -55,7 +55,7 @@ class CollectiveArrival(msgspec.Struct, frozen=True):
     others_wait_b_us: float
 
 
-class RunStep(msgspec.Struct, frozen=True):
+class RunStep(msgspec.Struct, frozen=True, omit_defaults=True):
     """One side of the comparison."""
 
     sources: list[str]
@@ -63,6 +63,9 @@ class RunStep(msgspec.Struct, frozen=True):
     step_us: float
     step_definition: str  # period or span (conventions.STEP_DEFINITION_ATTR)
     step_rank: int  # the rank whose critical path was walked
+    # a replay written by simulate --write-et: its setting (e.g. the profiler's
+    # cost taken out, and the step with it in); "" for a recording
+    setting: str = ""
 
 
 class DiffResult(msgspec.Struct, frozen=True):

@@ -87,6 +87,11 @@ _INT_RE = re.compile(r"-?\d+")
 # A string that is one integer: decimal (leading zeros allowed: "007"), hex
 # as ROCm writes streams ("0x1f"), or a float with no fraction ("12.0").
 _NUMERIC_TEXT = re.compile(r"\s*([+-]?)(?:0[xX]([0-9a-fA-F]+)|([0-9]+)(?:\.0*)?)\s*")
+# Digits an integer text may have (leading zeros aside): int64 has 19, so
+# anything longer is out of range. Python refuses to convert more than 4300
+# digits (ValueError), and converting is quadratic before that: the length is
+# checked first.
+MAX_INT_DIGITS = 20
 # The last start of a repeated ``ac2g`` flow id is kept; the ones it replaced
 # are counted as not used under this key, so every event is accounted for.
 REPEATED_FLOW_START = "ac2g:ph=s:repeated id"
@@ -200,8 +205,16 @@ def numeric_text(text: str) -> int | None:
     if found is None:
         return None
     sign, hex_digits, digits = found.groups()
-    value = int(hex_digits, 16) if hex_digits is not None else int(digits)
+    value = _digits(hex_digits, 16) if hex_digits is not None else _digits(digits)
     return -value if sign == "-" else value
+
+
+def _digits(text: str, base: int = 10) -> int:
+    """``int(text, base)`` for a run of digits; ``_NotAnInt64`` when it has more
+    than ``MAX_INT_DIGITS`` (leading zeros aside), before converting."""
+    if len(text) > MAX_INT_DIGITS and len(text.lstrip("0")) > MAX_INT_DIGITS:
+        raise _NotAnInt64
+    return int(text, base)
 
 
 def _to_int(value: Any, default: int = -1) -> int:
@@ -217,7 +230,8 @@ def _to_int(value: Any, default: int = -1) -> int:
         if whole is not None:
             return whole
         found = _INT_RE.findall(value)
-        return int(found[-1]) if found else default
+        return _digits(found[-1].lstrip("-")) * (-1 if found[-1][0] == "-" else 1) \
+            if found else default
     return default
 
 
@@ -241,7 +255,7 @@ class _ListParser:
         elif isinstance(value, str):
             if TRUNCATION_MARK in value:
                 self.truncated.add(key)
-            found = [int(x) for x in _INT_RE.findall(value)]
+            found = [_to_int(x, 0) for x in _INT_RE.findall(value)]
         else:
             found = [_to_int(value, 0)]
         for item in found:
@@ -311,11 +325,12 @@ def _bad_int_arg(where: str, index: int, e: KinetoEvent) -> InputError:
             try:
                 _text_int(value)
             except _NotAnInt64:
+                shown = value if len(value) <= 40 else f"{value[:40]}... ({len(value)} chars)"
                 return InputError(where, f"unexpected content: expected an integer in int64 "
-                                  f"(or its decimal or 0x-hex text), got {value!r} - at "
+                                  f"(or its decimal or 0x-hex text), got {shown!r} - at "
                                   f"`$.traceEvents[{index}].args.{field.encode_name}`")
-    return InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a numeric arg "
-                      "is not an integer in int64")
+    return InputError(where, f"$.traceEvents[{index}] ({e.cat} {e.name!r}): a numeric field "
+                      "(pid, tid or an arg) is not an integer in int64")
 
 
 # --------------------------------------------------------------------------
@@ -328,8 +343,12 @@ def with_distributed_info(where: str, trace: KinetoTrace,
     """``trace`` with the rank and world size of ``distributedInfo``."""
     info = distributed_info or {}
     trace.distributed_info = info
-    trace.rank = _to_int(info.get("rank"), -1)
-    trace.world_size = _to_int(info.get("world_size"), 0)
+    try:
+        trace.rank = _to_int(info.get("rank"), -1)
+        trace.world_size = _to_int(info.get("world_size"), 0)
+    except _NotAnInt64:
+        raise InputError(where, f"distributedInfo: rank or world_size has more than "
+                         f"{MAX_INT_DIGITS} digits") from None
     for key, value in (("rank", trace.rank), ("world_size", trace.world_size)):
         if not -(2**31) <= value < 2**31:
             raise InputError(where, f"distributedInfo.{key} is {value}: not a plausible {key}")
@@ -364,7 +383,11 @@ def classify(where: str, events: list[KinetoEvent], ignored: Counter[str]) -> Ki
                              "event without `ts` or `dur`; the trace is corrupt")
         if kind is flow_kind:
             if e.ph == FLOW_START:
-                flow_id = _to_int(e.id)
+                try:
+                    flow_id = _to_int(e.id)
+                except _NotAnInt64:
+                    raise InputError(where, f"$.traceEvents[{index}].id: more than "
+                                     f"{MAX_INT_DIGITS} digits, not an int64") from None
                 if flow_id in flows:
                     ignored[REPEATED_FLOW_START] += 1
                 flows[flow_id] = (ts, _int_id(e.tid))

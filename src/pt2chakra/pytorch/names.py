@@ -119,3 +119,4 @@ def looks_collective(name: str) -> bool:
     """A node name that can be a collective's transfer (``transfers``): a
     backend op or an NCCL/RCCL kernel; ``validate`` warns when one is compute."""
     return is_backend_comm_op(name) or is_nccl_kernel(name)
+

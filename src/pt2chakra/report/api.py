@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import StagedOutputs, check_outputs, write_atomic
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.errors import InputError
 from pt2chakra.files import read_input
@@ -55,16 +55,14 @@ class ReportSummary(msgspec.Struct):
 
 
 def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None],
-                 ) -> None:
+                 others: Sequence[str | os.PathLike[str] | None] = ()) -> None:
     """Refuse, before any work, a page that would replace an input or land
-    in a folder that does not exist, or that is not named ``.html``/``.htm``."""
+    in a folder that does not exist, or that is not named ``.html``/``.htm``.
+    ``others``: the command's other outputs (``convert --html``)."""
     name = os.fspath(output)
     if os.path.splitext(name)[1].lower() not in (".html", ".htm"):
         raise InputError(name, "the report is an HTML page: name it .html")
-    refuse_overwriting_inputs(name, list(inputs))
-    folder = os.path.dirname(os.path.abspath(name))
-    if not os.path.isdir(folder):
-        raise InputError(name, "No such file or directory (its folder does not exist)")
+    check_outputs(inputs, [*others, name])
 
 
 def read_conversion_report(path: str | os.PathLike[str]) -> ConversionReport:
@@ -77,13 +75,19 @@ def read_conversion_report(path: str | os.PathLike[str]) -> ConversionReport:
                          ) from exc
 
 
-def write_page(data: ReportData, output: str | os.PathLike[str]) -> int:
-    """Render and write the page atomically; returns its size in bytes."""
+def write_page(data: ReportData, output: str | os.PathLike[str],
+               staged: StagedOutputs | None = None) -> int:
+    """Render and write the page atomically (into ``staged`` when given, and
+    committed there); returns its size in bytes."""
     page = render(data).encode("utf-8")
     if len(page) > MAX_PAGE_BYTES:
         raise InputError(os.fspath(output), f"the page would be {len(page):,} bytes, over "
                          f"{MAX_PAGE_BYTES:,}; not written")
-    write_atomic(output, page)
+    if staged is None:
+        write_atomic(output, page)
+    else:
+        write_atomic(staged.stage(output), page)
+        staged.commit()
     return len(page)
 
 
@@ -91,18 +95,20 @@ def write_report(paths: Sequence[str | os.PathLike[str]], output: str | os.PathL
                  options: ReportOptions | None = None,
                  conversion: Sequence[ConversionReport | str | os.PathLike[str]] = (),
                  baseline: Sequence[str | os.PathLike[str]] = (),
-                 ) -> ReportSummary:
+                 staged: StagedOutputs | None = None) -> ReportSummary:
     """Replay the ranks' ``.et`` files and write the self-contained HTML page.
     ``conversion``: conversion reports (or their JSON files) to account for;
     ``baseline``: another run of the job (one ``.et`` per rank) to compare with
-    (``pt2chakra.diff``)."""
+    (``pt2chakra.diff``); ``staged``: the caller's outputs, the page
+    committed with them (``convert --html``)."""
     inputs: list[str | os.PathLike[str] | None] = [*paths, *baseline]
     inputs += [c for c in conversion if not isinstance(c, ConversionReport)]
-    check_output(output, inputs)
+    if staged is None:  # else the caller checked the page with its other outputs
+        check_output(output, inputs)
     reports = [c if isinstance(c, ConversionReport) else read_conversion_report(c)
                for c in conversion]
     data = build_report(paths, options, reports, baseline)
-    size = write_page(data, output)
+    size = write_page(data, output, staged)
     return ReportSummary(output=os.fspath(output), bytes=size, ranks=len(data.result.ranks),
                          nodes=data.nodes, bars=data.timeline.bars,
                          merged_below_us=data.timeline.merged_below_us,

@@ -12,7 +12,7 @@ import msgspec
 
 from pt2chakra.conversion.api import ConversionReport
 from pt2chakra.diff import DiffResult, diff
-from pt2chakra.simulation.api import SimulationOptions, replay
+from pt2chakra.simulation.api import SimulationOptions, base_config, replay
 from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
 from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
@@ -368,7 +368,7 @@ def collective_groups(rows: list[CollectiveRow]) -> list[CollectiveGroup]:
 def what_if_rows(sim: Simulator, options: ReportOptions, baseline: float) -> list[WhatIfRow]:
     """The user's what-if combinations, else the standard ones."""
     sopt = options.simulation
-    base = sopt.base_config()
+    base = base_config(sim, sim.sources, sopt)  # the profiler's cost out, when asked
     if sopt.asks_what_if():
         rows = what_if(sim, base, sopt.compute_scale, sopt.cpu_scale, sopt.bandwidth_scale,
                        sopt.comm_streams, baseline=baseline)

@@ -17,7 +17,12 @@ from pt2chakra.diff import DiffResult
 from pt2chakra.diff.api import DEFAULT_TOP
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES
 from pt2chakra.simulation.collectives import CollectiveRow
-from pt2chakra.simulation.report import step_notes, timing_notes
+from pt2chakra.simulation.report import (
+    measured_collectives,
+    profiler_lines,
+    step_notes,
+    timing_notes,
+)
 from pt2chakra.simulation.results import CriticalPath, SimulationResult
 from pt2chakra.simulation.views import CATEGORY_COLORS
 
@@ -84,8 +89,10 @@ def _static(name: str) -> str:
 
 
 def _json_script(element_id: str, data: object) -> str:
-    """JSON in a script element: ``</`` is escaped so no value ends the element."""
-    text = msgspec.json.encode(data).decode().replace("</", "<\\/")
+    """JSON in a script element: every ``<`` is written ``\\u003c`` (the same
+    string to a JSON parser), so no value (``</script``, ``<!--``, ``<script``)
+    can end the element or change how the browser reads it."""
+    text = msgspec.json.encode(data).decode().replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
@@ -132,14 +139,18 @@ def _summary(data: ReportData) -> str:
              f'<div class="v">{_esc(fmt_us(r.measured_step_us))}</div></div>'
              f'<div class="card {err_cls}"><div class="k">error</div>'
              f'<div class="v">{_esc(fmt_pct(r.error_pct))}</div></div>'
-             f'<div class="card"><div class="k">ranks / nodes</div>'
+             + (f'<div class="card"><div class="k">with the profiler (replay)</div>'
+                f'<div class="v">{_esc(fmt_us(r.profiler_overhead.profiled_step_us))}</div>'
+                '</div>' if r.profiler_overhead is not None else "")
+             + f'<div class="card"><div class="k">ranks / nodes</div>'
              f'<div class="v">{len(r.ranks)} / {data.nodes:,}</div></div></div>')
     how = (f"<p class=note>Start offsets: {_esc(r.align)}; collectives: "
-           f"{_esc(r.network_model or 'measured (min over participants)')}"
+           f"{_esc(r.network_model or measured_collectives(r.align))}"
            + (f"; {r.inferred_stream_waits} cross-stream waits inferred"
               if r.inferred_stream_waits else "") + ".</p>"
            + "".join(f'<p class="warn">{_esc(line)}</p>' for line in timing_notes(r))
-           + "".join(f'<p>{_esc(line)}</p>' for line in step_notes(r)))
+           + "".join(f'<p>{_esc(line)}</p>' for line in step_notes(r))
+           + "".join(f'<p>{_esc(line.strip())}</p>' for line in profiler_lines(r) if line))
     rows = [[(_esc(x.rank), x.rank), _t(x.predicted_step_us), _t(x.measured_step_us),
              (_esc(fmt_pct(x.error_pct)), x.error_pct if x.error_pct is not None else 0.0),
              _n(x.nodes), _n(len(x.lanes)), _n(x.unfinished), _s(x.source.rsplit("/", 1)[-1])]

@@ -13,7 +13,10 @@ its clones are written from those bytes, so memory follows one rank, not M.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -114,6 +117,33 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         representative=p.representative, kept_ranks=kept, files=world_size,
         nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
         unvalidated=list(UNVALIDATED), prefix=prefix)
+
+
+_Job = TypeVar("_Job")
+
+
+def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
+                     prefix: str | os.PathLike[str],
+                     write: Callable[[list[str], float], _Job]) -> _Job:
+    """``astra-sim --world-size``: the M-rank files in a scratch folder beside
+    the output (removed after), handed to ``write`` (the job writer) with our
+    prediction of the M-rank step (``simulate --world-size``)."""
+    predicted = predicted_step_us(paths, world_size)
+    folder = Path(os.fspath(prefix)).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".scaleout-", dir=folder) as scratch:
+        extrapolate(paths, world_size, os.path.join(scratch, "rank"))
+        return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)],
+                     predicted)
+
+
+def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int) -> float:
+    """``simulate --world-size``'s step with its defaults (the calibrated network)."""
+    from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
+
+    scaled = scaled_graphs(paths, world_size)
+    options = scaled_out_options(scaled.graphs, SimulationOptions())
+    return simulate_graphs_run(scaled.sources, scaled.graphs, options).result.predicted_step_us
 
 
 class ScaledGraphs(msgspec.Struct):

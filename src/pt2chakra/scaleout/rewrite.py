@@ -16,7 +16,11 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import attr_dict
+from pt2chakra.chakra.conventions import (
+    SCALEOUT_RECORDED_WORLD_ATTR,
+    SCALEOUT_SOURCE_RANK_ATTR,
+    attr_dict,
+)
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
@@ -24,8 +28,8 @@ from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, s
 # Metadata a scaled file adds (docs/SCALE_OUT.md): the recorded rank whose
 # work it holds, and the world size its durations were recorded at (kept
 # through a chain of extrapolations: the durations are still those).
-SOURCE_RANK_ATTR = "scaleout_source_rank"
-RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
+SOURCE_RANK_ATTR = SCALEOUT_SOURCE_RANK_ATTR
+RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
 SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)
 
 

@@ -15,22 +15,25 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from pt2chakra.atomic import refuse_overwriting_inputs
+from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
-from pt2chakra.chakra.conventions import ALIGNMENTS
+from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import Simulator, load, order_by_rank, what_if
+from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
+from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
     parse_figure,
     resolve,
 )
+from pt2chakra.simulation.replay import participants_of
 from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 
@@ -130,12 +133,7 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         from pt2chakra.simulation.views import check_plot_path
 
         check_plot_path(options.plot)
-    for out in (options.timeline, options.plot):
-        if out:
-            refuse_overwriting_inputs(out, list(inputs))
-    if options.timeline and options.plot and \
-            os.path.realpath(options.timeline) == os.path.realpath(options.plot):
-        raise InputError(options.plot, "--timeline and --plot name the same file")
+    check_outputs(inputs, [options.timeline or None, options.plot or None])
 
 
 def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
@@ -149,14 +147,56 @@ def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
     graphs = load(names)
     refuse_unsound_set(names, graphs, options.force)
     names, graphs = order_by_rank(names, graphs)
+    return replay_graphs(names, graphs, options)
+
+
+def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                  options: SimulationOptions) -> tuple[Simulator, SimulationResult, Schedule]:
+    """``replay`` of graphs already loaded, checked and ordered by rank
+    (``simulate --world-size`` builds them in memory)."""
+    options = scaled_out_options(graphs, options)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits,
                     refuse_deadlock=not options.force)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
+    if asks_network(options):
+        note = network_notes(sim.prepared(link_streams(base)), options, len(names))
+        if note:
+            result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
     if base.profiler_overhead_us or options.strips_profiler():
         result = msgspec.structs.replace(result, profiler_overhead=_overhead(sim, names, options))
     return sim, result, schedule
+
+
+def asks_network(options: SimulationOptions) -> bool:
+    """Whether some setting of ``options`` changes collective times."""
+    return options.bandwidth_gbps is not None or options.calibrate or \
+        any(b != 1.0 for b in options.bandwidth_scale)
+
+
+def network_notes(p: PreparedGraph, options: SimulationOptions, ranks_given: int) -> str:
+    """The notes on collectives the network what-ifs cannot time as the
+    others (lone.py): no other given rank reaches them, or no rank records
+    their size; one per line, "" when there is none."""
+    matched = participants_of(p)
+    notes = [lone_note(p, lone_collectives(p, matched), ranks_given)]
+    if options.bandwidth_gbps is not None or options.calibrate:
+        notes.append(unsized_note(p, matched))
+    return "\n".join(n for n in notes if n)
+
+
+def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                       options: SimulationOptions) -> SimulationOptions:
+    """Collectives of a scaled-out job (recorded at N ranks, standing for M)
+    cannot keep their recorded times: without ``--bandwidth/--latency`` they
+    are timed by the network model fitted to the recording (``--calibrate``)."""
+    if options.calibrate or options.bandwidth_gbps is not None:
+        return options
+    worlds = (scaled_world(metadata_attrs(md)) for md, _ in graphs)
+    if any(w is not None and w.rescaled for w in worlds):
+        return msgspec.structs.replace(options, calibrate=True)
+    return options
 
 
 def base_config(sim: Simulator, names: Sequence[str], options: SimulationOptions) -> SimConfig:
@@ -212,25 +252,90 @@ def simulate(paths: Sequence[str | os.PathLike[str]],
 
 
 def simulate_run(paths: Sequence[str | os.PathLike[str]],
-                 options: SimulationOptions | None = None) -> SimulationRun:
-    """``simulate``, keeping the simulator and the schedule."""
+                 options: SimulationOptions | None = None,
+                 staged: StagedOutputs | None = None) -> SimulationRun:
+    """``simulate``, keeping the simulator and the schedule. ``staged``: the
+    timeline and plot are staged there for the caller to commit with its
+    other outputs (``simulate --write-et``); else both are committed here,
+    together."""
     options = options or SimulationOptions()
     sim, result, schedule = replay(paths, options)
+    return _finish(sim, result, schedule, options, staged)
+
+
+def simulate_graphs_run(names: Sequence[str],
+                        graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                        options: SimulationOptions | None = None) -> SimulationRun:
+    """``simulate_run`` over graphs in memory (one per rank, ordered by
+    rank); ``names`` label them in the report."""
+    options = options or SimulationOptions()
+    check_options(options, names)
+    refuse_unsound_set(list(names), graphs, options.force)
+    sim, result, schedule = replay_graphs(names, graphs, options)
+    return _finish(sim, result, schedule, options)
+
+
+def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+                    ) -> tuple[SimulationOptions, ProfilerOverhead | None]:
+    """For a replay of other graphs than the recorded ones (``--world-size``):
+    the profiler's figure worked out on the recorded ranks (a real step is
+    the recorded job's, so the fit is made there), and ``options`` giving it
+    as a figure. Unchanged when no figure is asked for or one is given."""
+    if not options.strips_profiler() or options.profiler_overhead is not None:
+        return options, None
+    plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
+                              force=options.force, without_profiler=True,
+                              real_step_ms=options.real_step_ms)
+    _sim, result, _schedule = replay(paths, plain)
+    got = result.profiler_overhead
+    assert got is not None  # asked for above
+    return msgspec.structs.replace(options, real_step_ms=None,
+                                   profiler_overhead=got.figure), got
+
+
+def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
+                         ) -> SimulationResult:
+    """The result of a replay given ``recorded_figure``'s figure, saying where
+    the figure came from (its fit on the recorded ranks)."""
+    got = result.profiler_overhead
+    if recorded is None or got is None:
+        return result
+    moved = msgspec.structs.replace(
+        recorded, profiled_step_us=got.profiled_step_us, ops=got.ops,
+        taken_out_us=got.taken_out_us, real_step_us=None,
+        source_detail=f"{recorded.source_detail}, on the recorded ranks",
+        note=f"on the recorded ranks: {recorded.note}" if recorded.note else "")
+    return msgspec.structs.replace(result, profiler_overhead=moved)
+
+
+def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
+            options: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
+    """The what-if rows, the timeline and the plot of a baseline replay."""
+    options = scaled_out_options(sim.graphs, options)
     base = base_config(sim, [r.source for r in result.ranks], options)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,
                        baseline=result.predicted_step_us)
         result = msgspec.structs.replace(result, what_if=rows)
+    if staged is not None:
+        _write_views(schedule, options, staged)
+    elif options.timeline or options.plot:
+        with StagedOutputs() as own:
+            _write_views(schedule, options, own)
+            own.commit()
+    return SimulationRun(sim, result, schedule)
+
+
+def _write_views(schedule: Schedule, options: SimulationOptions, staged: StagedOutputs) -> None:
     if options.timeline:
         from pt2chakra.simulation.views import write_chrome_trace
 
-        write_chrome_trace(schedule, options.timeline)
+        write_chrome_trace(schedule, staged.stage(options.timeline))
     if options.plot:
         from pt2chakra.simulation.views import write_plot
 
-        write_plot(schedule, options.plot)
-    return SimulationRun(sim, result, schedule)
+        write_plot(schedule, staged.stage(options.plot))
 
 
 def _refuse_unfinished(result: SimulationResult, force: bool) -> None:

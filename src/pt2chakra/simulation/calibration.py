@@ -75,7 +75,7 @@ class Calibration:
         """Microseconds for one collective; ``bandwidth_gbps`` / ``latency_us``
         replace the fitted values (the fixed overhead stays: it is the
         backend's, not the network's)."""
-        steps, factor = cost_factors(comm_type, n, self.algorithm)
+        steps, factor = cost_factors(comm_type, n, self.algorithm, size_bytes)
         bw = (self.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps) * bandwidth_scale
         lat = self.latency_us if latency_us is None else latency_us
         wire = 0.0 if math.isinf(bw) else factor * size_bytes / (bw * 1e3)
@@ -118,7 +118,7 @@ def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration |
         return None
     rows: list[Row] = []
     for s, scale in zip(usable, _class_means(usable)):
-        steps, factor = cost_factors(s.comm_type, s.ranks, algorithm)
+        steps, factor = cost_factors(s.comm_type, s.ranks, algorithm, s.size_bytes)
         rows.append(((1.0, steps, factor * s.size_bytes), s.duration_us, scale))
     best: tuple[float, tuple[float, ...]] | None = None
     for active in _subsets():
@@ -197,22 +197,28 @@ def _rel_sq_error(rows: list[Row], params: tuple[float, ...]) -> float:
 
 def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],
                     shares: Mapping[int, float], comm_type: Mapping[int, int],
-                    size_bytes: Mapping[int, int]) -> dict[str, list[CommSample]]:
+                    size_bytes: Mapping[int, int], ranks: Sequence[int] | None = None,
+                    ) -> dict[str, list[CommSample]]:
     """Samples per backend: one per collective (``members``: the node
     indices of its participants), timed by the smallest link share among
-    its participants (the last to arrive waited for nobody)."""
+    its participants (the last to arrive waited for nobody). ``ranks``: per
+    collective, the rank count it was recorded at (default: its members; a
+    scaled-out job's durations were recorded at fewer ranks than it has)."""
     out: dict[str, list[CommSample]] = {}
-    for group in members:
+    for k, group in enumerate(members):
         first = group[0]
         sample = CommSample(comm_type=comm_type[first],
-                            size_bytes=max(size_bytes[m] for m in group), ranks=len(group),
+                            size_bytes=max(size_bytes[m] for m in group),
+                            ranks=len(group) if ranks is None else ranks[k],
                             duration_us=min(shares[m] for m in group))
         out.setdefault(comm_backend(names[first]), []).append(sample)
     return out
 
 
 def fit_backends(samples: dict[str, list[CommSample]], algorithm: str = "ring",
-                 ) -> dict[str, Calibration]:
-    """One calibration per backend that has usable samples."""
-    fitted = {b: fit(s, algorithm) for b, s in samples.items()}
+                 per_backend: Mapping[str, str] | None = None) -> dict[str, Calibration]:
+    """One calibration per backend that has usable samples; ``per_backend``
+    names another algorithm for some backends (gloo's own, when scaling out)."""
+    chosen = per_backend or {}
+    fitted = {b: fit(s, chosen.get(b, algorithm)) for b, s in samples.items()}
     return {b: c for b, c in fitted.items() if c is not None}

@@ -5,6 +5,8 @@ model, or the model calibrated on the recording."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import (
@@ -13,7 +15,14 @@ from pt2chakra.simulation.calibration import (
     fit_backends,
     link_shares,
 )
-from pt2chakra.simulation.network import collective_time
+from pt2chakra.simulation.lone import (
+    LoneCollective,
+    lone_collectives,
+    lone_us,
+    modelled,
+    network_knob,
+)
+from pt2chakra.simulation.network import GLOO, collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepare import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
 from pt2chakra.simulation.profiler_overhead import take_out
@@ -21,28 +30,55 @@ from pt2chakra.simulation.results import SimConfig
 
 
 def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
-               ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
-    """Durations and delays under ``cfg``'s knobs; each matched collective
-    gets one duration for all its participants (they end together)."""
+              shared_clock: bool = False,
+              ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
+    """Durations and delays under ``cfg``'s knobs; a matched collective gets
+    one duration for all its participants (they end together), except a
+    measured one on ranks that share a clock (``shared_clock``): each
+    participant then runs from the last arrival to its own recorded end
+    (``_member_us``). The returned map holds each collective's longest."""
     dur, delay = _scaled(p, cfg)
     model = None
     coll: dict[RendezvousKey, float] = {}
     if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
         model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
                  f"{cfg.bandwidth_gbps:g} GB/s")
-    cal = calibrate(p, participants, cfg.algorithm) if cfg.calibrate else {}
+    lone = lone_collectives(p, participants) if network_knob(cfg) else []
+    cal = calibrate(p, participants, cfg.algorithm, lone) if cfg.calibrate else {}
     if cfg.calibrate:
         model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
             or "calibration: no collective to fit"
         if cfg.bandwidth_gbps is not None:
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
+    measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
     for key, members in participants.items():
-        c = cal.get(comm_backend(p.nodes[members[0]].name)) if cal else None
-        t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
-        coll[key] = t
-        for m in members:
+        c = cal.get(comm_backend(p.nodes[members[0]].name)) \
+            if cal and known_size(p, members) else None
+        if c is None and measured and shared_clock:
+            each = _member_us(p, cfg, members)
+        else:
+            t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
+            each = [t] * len(members)
+        coll[key] = max(each)
+        for m, t in zip(members, each):
             dur[m] = t
+    for alone in lone:  # no peer given: the group size and bytes time it (lone.py)
+        fitted = cal.get(comm_backend(p.nodes[alone.node].name)) if cal else None
+        dur[alone.node] = lone_us(p, cfg, alone, dur[alone.node], fitted)
     return dur, delay, coll, model
+
+
+def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int]) -> list[float]:
+    """Each participant's measured time once the last one arrived: its
+    recorded end less the last recorded arrival (the clocks agree). The last
+    to arrive keeps its own duration; the others lose the wait for it, and
+    keep what they spent after it, which differs by rank where the ranks'
+    transfers finished at different times (a link shared unevenly by
+    concurrent collectives, a peer whose data came last). Never negative (a
+    participant that ended before the last arrival, e.g. a broadcast root
+    that only queued its send)."""
+    last = max(p.start[m] for m in members)
+    return [max(p.start[m] + p.dur[m] - last, 0.0) / cfg.bandwidth_scale for m in members]
 
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:
@@ -123,10 +159,10 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
                    ) -> float:
     """One collective's duration: from the network model when it is set,
     else from the measured kernels."""
-    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None:
+    if cfg.bandwidth_gbps is not None and cfg.latency_us is not None and known_size(p, members):
         first = members[0]
         return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
-                               max(len(members), _group_size(p, key, members)),
+                               timed_ranks(p, members),
                                cfg.bandwidth_gbps * cfg.bandwidth_scale,
                                cfg.latency_us, cfg.algorithm)
     # Measured kernels include waiting for the slowest peer; the last
@@ -134,10 +170,20 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
     return min(p.dur[m] for m in members) / cfg.bandwidth_scale
 
 
+def known_size(p: PreparedGraph, members: list[int]) -> bool:
+    """Some participant records the collective's size (a size the trace does
+    not hold, ``comm_size_unknown``, is taken from another rank that has it):
+    else a network model cannot time it, and it keeps its measured time."""
+    return any(m not in p.size_unknown for m in members)
+
+
 def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
-              ) -> dict[str, Calibration]:
+              lone: Sequence[LoneCollective] = ()) -> dict[str, Calibration]:
     """Per backend, the network model fitted to the recorded collectives that
-    more than one rank reached (each timed by its share of its rank's link)."""
+    more than one rank reached (each timed by its share of its rank's link),
+    and to those of ranks given alone at their group's size (``lone``: their
+    recorded time includes any wait for peers, so the fit is slower than the
+    network)."""
     shares: dict[int, float] = {}
     for nodes in p.rank_nodes:
         comm = [i for i in nodes if p.cat[i] == COMM]
@@ -145,16 +191,23 @@ def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], al
                   float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros)) for i in comm]
         shares.update(zip(comm, link_shares(spans)))
     names = {i: p.nodes[i].name for m in participants.values() for i in m}
-    samples = backend_samples(names, list(participants.values()), shares, p.comm_type,
-                              p.comm_bytes)
-    return fit_backends(samples, algorithm)
+    groups = [m for m in participants.values() if known_size(p, m)]
+    counts = [recorded_ranks(p, m) for m in groups]
+    for c in lone:
+        if modelled(c):
+            names[c.node] = p.nodes[c.node].name
+            groups.append([c.node])
+            counts.append(c.group)
+    samples = backend_samples(names, groups, shares, p.comm_type, p.comm_bytes, counts)
+    return fit_backends(samples, algorithm, SCALED_BACKENDS if rescaled(p) else None)
 
 
 def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
     """A collective under the calibrated model: the fitted overhead, the
     given (else fitted) latency and bandwidth, the bandwidth what-if."""
     first = members[0]
-    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members), len(members),
+    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members),
+                       timed_ranks(p, members),
                        cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
 
 
@@ -164,5 +217,25 @@ def link_streams(cfg: SimConfig) -> int:
     return cfg.comm_streams or (1 if cfg.calibrate else 0)
 
 
-def _group_size(p: PreparedGraph, key: RendezvousKey, members: list[int]) -> int:
-    return len(members)
+# Scaling out, a backend's collectives are timed by what the backend itself
+# runs at the new rank count (gloo: its segmented ring, its binomial broadcast).
+SCALED_BACKENDS = {"gloo": GLOO}
+
+
+def rescaled(p: PreparedGraph) -> bool:
+    """Some rank is a scaled-out file whose collectives were recorded at
+    another rank count (``extrapolate``, ``simulate --world-size``)."""
+    return any(w is not None and w.rescaled for w in p.scaled)
+
+
+def timed_ranks(p: PreparedGraph, members: list[int]) -> int:
+    """The rank count a collective is timed at: its participants, or the
+    world a scaled-out file stands for (its clones are not replayed)."""
+    world = p.scaled[p.rank[members[0]]]
+    return len(members) if world is None else world.world_size
+
+
+def recorded_ranks(p: PreparedGraph, members: list[int]) -> int:
+    """The rank count a collective's recorded duration was measured at."""
+    world = p.scaled[p.rank[members[0]]]
+    return len(members) if world is None else world.recorded

@@ -12,6 +12,20 @@ latency ``a``:
 | broadcast, reduce | (n-1) a, S | log2(n) a, S |
 | barrier | 2(n-1) a, 0 | 2 log2(n) a, 0 |
 | send / recv (point-to-point) | a, S | a, S |
+
+``gloo`` is what gloo itself runs (not a choice of ``--algorithm``: the
+scale-out replay picks it for gloo's collectives, whose message count grows
+with n in its own way): its ring all-reduce splits the payload into
+``s`` segments per rank (``GLOO_MAX_SEGMENT_BYTES`` each at most, at least 2
+per rank: gloo's ``allreduce.cc``), so it sends 2(n-1)s messages; its
+all-gather is a ring; its broadcast is a binomial tree, the root sending the
+whole tensor ceil(log2 n) times in turn.
+
+| collective | gloo: latency, bytes |
+|---|---|
+| all-reduce | 2(n-1)s a, 2(n-1)/n S |
+| broadcast, reduce | ceil(log2 n) a, ceil(log2 n) S |
+| others | as ring |
 """
 
 from __future__ import annotations
@@ -20,7 +34,12 @@ import math
 
 from pt2chakra.chakra.records import CollectiveType
 
-ALGORITHMS = ("ring", "tree")
+ALGORITHMS = ("ring", "tree")  # what --algorithm offers
+GLOO = "gloo"  # gloo's own algorithms (see the module doc)
+# gloo's AllreduceOptions::kMaxSegmentSize: the largest ring segment (1 MiB).
+GLOO_MAX_SEGMENT_BYTES = 1 << 20
+# gloo's ring keeps two segments in flight per rank, so never fewer per rank.
+GLOO_MIN_SEGMENTS_PER_RANK = 2
 
 _ALL_REDUCE = {int(CollectiveType.ALL_REDUCE)}
 _SHARDED = {int(CollectiveType.ALL_GATHER), int(CollectiveType.REDUCE_SCATTER),
@@ -30,13 +49,24 @@ _ROOTED = {int(CollectiveType.BROADCAST), int(CollectiveType.REDUCE)}
 _BARRIER = {int(CollectiveType.BARRIER)}
 
 
-def cost_factors(comm_type: int, n: int, algorithm: str = "ring") -> tuple[float, float]:
+def gloo_segments_per_rank(size_bytes: int, n: int) -> int:
+    """Segments per rank of gloo's ring all-reduce of ``size_bytes`` on ``n``
+    ranks: the segment count rounded up to a multiple of n, at least 2n."""
+    segments = max(-(-size_bytes // GLOO_MAX_SEGMENT_BYTES), GLOO_MIN_SEGMENTS_PER_RANK * n)
+    return -(-segments // n)
+
+
+def cost_factors(comm_type: int, n: int, algorithm: str = "ring",
+                 size_bytes: int = 0) -> tuple[float, float]:
     """(latency steps, byte factor) for one collective of ``n`` ranks.
-    ``comm_type`` -1 means point-to-point (or unknown): one step, all bytes."""
-    if algorithm not in ALGORITHMS:
+    ``comm_type`` -1 means point-to-point (or unknown): one step, all bytes.
+    ``size_bytes`` matters to ``gloo`` only (its segment count)."""
+    if algorithm not in ALGORITHMS and algorithm != GLOO:
         raise ValueError(f"unknown algorithm {algorithm!r} (expected one of {ALGORITHMS})")
     if n <= 1:
         return 0.0, 0.0
+    if algorithm == GLOO:
+        return _gloo_factors(comm_type, n, size_bytes)
     steps = float(n - 1) if algorithm == "ring" else float(math.ceil(math.log2(n)))
     shard = (n - 1) / n
     if comm_type in _ALL_REDUCE:
@@ -50,11 +80,20 @@ def cost_factors(comm_type: int, n: int, algorithm: str = "ring") -> tuple[float
     return 1.0, 1.0
 
 
+def _gloo_factors(comm_type: int, n: int, size_bytes: int) -> tuple[float, float]:
+    if comm_type in _ALL_REDUCE:
+        return 2.0 * (n - 1) * gloo_segments_per_rank(size_bytes, n), 2 * (n - 1) / n
+    if comm_type in _ROOTED:
+        rounds = float(math.ceil(math.log2(n)))
+        return rounds, rounds
+    return cost_factors(comm_type, n, "ring")
+
+
 def collective_time(comm_type: int, size_bytes: int, n: int, bandwidth_gbps: float,
                     latency_us: float, algorithm: str = "ring") -> float:
     """Microseconds for one collective. ``bandwidth_gbps`` is GB/s (1e9 bytes/s),
     so bytes / (GB/s * 1e3) is microseconds."""
-    steps, factor = cost_factors(comm_type, n, algorithm)
+    steps, factor = cost_factors(comm_type, n, algorithm, size_bytes)
     if bandwidth_gbps <= 0:
         raise ValueError("bandwidth must be positive")
     return steps * latency_us + factor * size_bytes / (bandwidth_gbps * 1e3)

@@ -23,14 +23,29 @@ from itertools import accumulate
 from pt2chakra.errors import InputError
 
 OPTION = "--cpu-scale-ops"
+# Python's regular expressions backtrack: '.*forward' takes time quadratic in
+# the name (23 s on one 100 kB name). Real op names are under ~300
+# characters, so only a name's first 1024 are matched; a pattern is at most
+# 1000 characters (deep nesting overflows the compiler's recursion).
+MAX_MATCHED_NAME_CHARS = 1024
+MAX_PATTERN_CHARS = 1000
 
 
 def compile_ops(pattern: str) -> re.Pattern[str]:
     """The user's op-name pattern, or one line naming the option."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InputError(OPTION, f"the pattern has {len(pattern)} characters, over "
+                         f"{MAX_PATTERN_CHARS}")
     try:
         return re.compile(pattern)
-    except re.error as exc:
-        raise InputError(OPTION, f"not a regular expression: {exc}") from None
+    except (re.error, RecursionError, OverflowError, MemoryError) as exc:
+        raise InputError(OPTION, f"not a regular expression (or too deeply nested): "
+                         f"{str(exc) or type(exc).__name__}") from None
+
+
+def matches(pattern: re.Pattern[str], name: str) -> bool:
+    """Does ``pattern`` match ``name`` (its first ``MAX_MATCHED_NAME_CHARS``)?"""
+    return pattern.search(name[:MAX_MATCHED_NAME_CHARS]) is not None
 
 
 class CoveredTime:
@@ -80,13 +95,13 @@ def covered_time(names: Iterable[str], lanes: Iterable[int], starts: Iterable[fl
     """The spans (start, start + inclusive time) of the CPU ops whose name
     matches ``pattern``, per thread."""
     by_lane: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    matches: dict[str, bool] = {}
+    found: dict[str, bool] = {}
     for name, lane, start, span, cpu in zip(names, lanes, starts, spans, is_cpu):
         if not cpu:
             continue
-        hit = matches.get(name)
+        hit = found.get(name)
         if hit is None:
-            hit = matches[name] = pattern.search(name) is not None
+            hit = found[name] = matches(pattern, name)
         if hit:
             by_lane[lane].append((float(start), float(start) + span))
     return CoveredTime(by_lane)

@@ -21,16 +21,20 @@ from typing import Any, NamedTuple, TypeVar
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
+    COMM_SIZE_UNKNOWN_ATTR,
     CPU_GAP_CATEGORY,
     CPU_LANE,
     INCLUSIVE_ATTR,
     STEP_DEFINITION_ATTR,
+    ScaledWorld,
     StepWindow,
+    group_sizes,
     is_finite_number,
     is_gpu,
     is_int,
     is_period_step,
     lane_of,
+    scaled_world,
     step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
@@ -126,6 +130,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     INCLUSIVE_ATTR: is_finite_number,
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
     STEP_DEFINITION_ATTR: lambda v: isinstance(v, str),
+    COMM_SIZE_UNKNOWN_ATTR: lambda v: isinstance(v, bool),
 }
 
 
@@ -188,6 +193,7 @@ class PreparedGraph:
         self.comm_key: dict[int, RendezvousKey] = {}
         self.comm_bytes: dict[int, int] = {}
         self.comm_type: dict[int, int] = {}
+        self.size_unknown: set[int] = set()  # comm nodes flagged comm_size_unknown
         # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
         self.sync: dict[int, tuple[float, float, float]] = {}
         self.sync_producers: dict[int, list[int]] = {}  # producer -> sync ops it gates
@@ -200,6 +206,12 @@ class PreparedGraph:
         self.step_period: list[bool] = []
         self.sources: list[str] = []
         self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
+        # per rank: the world a scaled-out file stands for (None: as recorded)
+        self.scaled: list[ScaledWorld | None] = []
+        # per rank: its process groups' sizes by name and the world size, as
+        # recorded (0: unknown): what times a collective with no peer given (lone.py)
+        self.pg_sizes: list[dict[str, int]] = []
+        self.world: list[int] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
@@ -257,6 +269,8 @@ def _comm_keys(p: PreparedGraph, rank: int, base: int, by_start: list[int], attr
         a = attrs_of[i - base]
         ops.append(comm_op(p.nodes[i], a))
         p.comm_bytes[i] = int(a.get("comm_size", 0) or 0)
+        if a.get(COMM_SIZE_UNKNOWN_ATTR) is True:
+            p.size_unknown.add(i)
         p.comm_type[i] = int(a.get("comm_type", -1)) if "comm_type" in a else -1
         comm_by_order.append(i)
     if not ops:
@@ -306,6 +320,8 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     for x, src in host_waits:  # the gap before X was the wait: only the rest stays
         end_src = p.nodes[src].start_time_micros + p.nodes[src].duration_micros
         p.delay[x] = min(p.delay[x], max(0.0, p.nodes[x].start_time_micros - end_src))
+    if timed_rank:
+        _worker_pickups(p, base, end, parents)
     if gpu_syncs:  # else no node has a gpu_sync edge, and none is added before
         _sync_ops(p, base, parents, cpu_lane_ops)
     _link_children(p, base, parents)
@@ -469,6 +485,10 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
+    p.scaled.append(scaled_world(mda))
+    p.pg_sizes.append(group_sizes(mda))
+    world = mda.get("world_size")
+    p.world.append(world if is_int(world) and world > 0 else 0)
     p.step_end.append(window.end)
     p.step_period.append(is_period_step(mda))
     return window.start
@@ -779,6 +799,40 @@ def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Paren
     for x, src in added:
         parents[x - base] += ((src, K_STREAM_WAIT),)
     return added
+
+
+def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> None:
+    """On a rank without GPU work a collective runs on one of the backend's
+    host worker threads (gloo), which picks it up some time after it could
+    have started: the thread wakes up, a while on a loaded machine (0.05 ms
+    quiet, up to 15 ms seen with 8 ranks on 2 shared cores). That time, from
+    the later of its dependencies' and its lane's previous node's recorded
+    ends to its recorded start, is replayed as a delay, like a CPU thread's
+    gap; a collective without either keeps its own rule (``_pin_orphans``).
+    A collective the recording ran beside the previous one of its lane
+    (a lane a what-if or the calibrated link serialises: ``comm_streams``)
+    had been picked up already: serialised, it starts when that one ends,
+    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it)."""
+    cats = p.cat[base:end]
+    if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
+        return
+    starts, dur, lanes = p.start, p.dur, p.lane
+    lane_end: dict[int, float] = {}
+    for i in sorted((i for i in range(base, end) if p.cat[i] == COMM), key=starts.__getitem__):
+        start, lane = float(starts[i]), lanes[i]
+        ready = -math.inf
+        for src, _kind in parents[i - base]:
+            e = starts[src] + dur[src]
+            if ready < e <= start:
+                ready = e
+        prev = lane_end.get(lane, -math.inf)
+        if ready < prev <= start:
+            ready = prev
+        if prev > start:
+            p.delay[i] = 0.0
+        elif ready > -math.inf:
+            p.delay[i] = start - ready
+        lane_end[lane] = max(prev, start + dur[i])
 
 
 def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> float:

@@ -176,9 +176,9 @@ def fit(predict: Callable[[float], float], real_us: float, largest_us: float) ->
                    "nothing to take out")
     if floor > hi_step:
         return Fit(largest_us, None, None, floor, False,
-                   f"not reachable: with every recorded CPU op's time taken out the replay "
-                   f"still takes {floor / 1000:.2f} ms, above the real step (the GPU-bound "
-                   f"floor)")
+                   f"not reachable: with the largest figure ({format_figure(largest_us)}) the "
+                   f"replay still takes {floor / 1000:.2f} ms, above the real step: its floor "
+                   f"(GPU work, waits, and recorded gaps longer than the figure) is above it")
     figure = _bisect(predict, real_us, 0.0, largest_us) if floor < real_us else \
         _bisect(predict, hi_step, 0.0, largest_us)
     low = _bisect(predict, hi_step, 0.0, figure)
@@ -186,7 +186,7 @@ def fit(predict: Callable[[float], float], real_us: float, largest_us: float) ->
         return Fit(figure, low, None, floor, True,
                    f"bounded from below only: every figure from {format_figure(low)} up "
                    f"replays within {FIT_TOLERANCE:.0%} of the real step (the replay reaches "
-                   f"its GPU-bound floor, {floor / 1000:.2f} ms)")
+                   f"its floor, {floor / 1000:.2f} ms: the GPU-bound part)")
     high = _bisect(predict, lo_step, figure, largest_us)
     return Fit(figure, low, high, floor, True,
                f"{format_figure(low)} to {format_figure(high)} replay within "
@@ -213,11 +213,13 @@ def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
     for path in trace_paths:
         meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
         if os.path.isfile(meta):
-            return _meta_step(meta), meta
+            return meta_real_step_us(meta), meta
     return None
 
 
-def _meta_step(meta: str) -> float:
+def meta_real_step_us(meta: str) -> float:
+    """The real step (us) a ``META_NAME`` file stores; one line naming it
+    when it is not readable or the field is not a positive number."""
     try:
         with open(meta, "rb") as f:
             doc = json.load(f)

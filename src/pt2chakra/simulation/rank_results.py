@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import operator
-from functools import reduce
 from itertools import compress, repeat
 
 from pt2chakra.chakra.conventions import (
@@ -88,33 +87,41 @@ def _thread_ends(run: ReplayRun, last: dict[int, float]) -> list[float]:
 def _lane_stats(p: PreparedGraph, by_lane: dict[int, tuple[list[float], list[float]]],
                 origin: float, predicted: float) -> list[LaneStats]:
     """Busy and idle time of each lane of the rank over its predicted step,
-    CPU threads and GPU streams by name (busy time summed in node order)."""
+    CPU threads and GPU streams by name."""
     lanes = []
     for lane in sorted(by_lane, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
         _r, kind, label = p.lane_names[lane]
         starts, ends = by_lane[lane]
-        busy = reduce(operator.add, map(operator.sub, ends, starts), 0.0)
+        busy, gaps = _cover(starts, ends, origin, predicted)
         lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
                                idle_us=max(0.0, predicted - busy), nodes=len(starts),
-                               idle_gaps=_idle_gaps(starts, ends, origin, predicted)))
+                               idle_gaps=gaps))
     return lanes
 
 
-def _idle_gaps(starts: list[float], ends: list[float], origin: float, predicted: float) -> int:
-    """Idle intervals of a lane between the rank's start and its predicted end
-    (its spans in start order: as they are when starts and ends both ascend,
-    as on most lanes, else sorted)."""
+def _cover(starts: list[float], ends: list[float], origin: float, predicted: float,
+           ) -> tuple[float, int]:
+    """A lane's busy time and idle intervals between the rank's start and its
+    predicted end. Busy time is the union of its nodes' spans clipped to that
+    window: nested host ops and work after the step's end would otherwise count
+    twice or outside it (a lane "busy" longer than the step). Spans are walked
+    in start order: as they are when starts and ends both ascend, else sorted."""
     gaps = 0
+    busy = 0.0
     cursor = origin
+    hi = origin + predicted
     spans = zip(starts, ends)
     for s, e in (spans if non_decreasing(starts) and non_decreasing(ends) else sorted(spans)):
         if s > cursor + 1e-9:
             gaps += 1
         if e > cursor:  # max(cursor, e), inline
+            lo = s if s > cursor else cursor
+            if lo < hi:
+                busy += (e if e < hi else hi) - lo
             cursor = e
-    if cursor < origin + predicted - 1e-9:
+    if cursor < hi - 1e-9:
         gaps += 1
-    return gaps
+    return busy, gaps
 
 
 def overall_step(p: PreparedGraph, run: ReplayRun, results: list[RankResult], align: str,

@@ -17,9 +17,12 @@ The model (docs/SIMULATE.md has the long form):
   work it launches is released when it issues it, not when it returns.
 * **Collectives.** Matched across ranks by process group and ``comm_seq`` (or
   order of appearance). A collective starts when every participant has
-  reached it; all participants end together. A measured NCCL kernel duration
-  includes the time spent waiting for the slowest peer, so the intrinsic
-  duration is the *minimum* measured over the participants (the last rank to
+  reached it. A measured duration includes the time spent waiting for the
+  slowest peer: on ranks that share a clock each participant takes the time
+  from the last participant's recorded arrival to its own recorded end (the
+  ends differ where the ranks' links are shared unevenly, e.g. gloo's
+  concurrent collectives on one TCP connection); otherwise all end together
+  after the *minimum* measured over the participants (the last rank to
   arrive waits for nobody). With ``bandwidth_gbps`` and ``latency_us`` set, a
   network model (ring / tree cost factors, network.py) gives it instead.
 * **Ranks** start at their recorded offsets on the shared clock when the
@@ -113,7 +116,7 @@ def _origins(p: PreparedGraph, align: str) -> tuple[list[float], str]:
     return rank_origins([StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)], align)
 
 
-def _participants(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
+def participants_of(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
     """Collectives that more than one rank reaches: only those make their
     participants wait for each other (a lone one runs like any node)."""
     participants: dict[RendezvousKey, list[int]] = defaultdict(list)
@@ -126,9 +129,9 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
                ) -> tuple[ReplayRun, str, str | None]:
     """One replay under ``cfg``: its times, the rank alignment used and the
     network model's description (None: measured collectives)."""
-    participants = _participants(p)
-    dur, delay, _coll, model = durations(p, cfg, participants)
+    participants = participants_of(p)
     origin, align = _origins(p, cfg.align)
+    dur, delay, _coll, model = durations(p, cfg, participants, shared_clock=align == "recorded")
     run = ReplayRun(len(p.nodes))
     run.origin = origin
     run.cpu_scale = cfg.cpu_scale

@@ -18,17 +18,22 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.atomic import refuse_overwriting_inputs
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, INCLUSIVE_ATTR, attr_dict, is_gpu
+from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs
+from pt2chakra.chakra.conventions import (
+    COMM_NODE_TYPES,
+    INCLUSIVE_ATTR,
+    REPLAY_SETTING_ATTR,
+    attr_dict,
+    is_gpu,
+)
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import SimulationOptions, SimulationRun
 from pt2chakra.simulation.arrivals import reached_at
 from pt2chakra.simulation.engine import measured_offset
-from pt2chakra.simulation.results import Schedule, SimConfig
+from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig
 
-REPLAY_SETTING_ATTR = "replay_setting"  # metadata: the setting the times come from
 STEP_ATTRS = ("step_start_micros", "step_end_micros")
 
 
@@ -45,29 +50,45 @@ def replay_config(options: SimulationOptions) -> SimConfig:
         comm_streams=options.comm_streams[0])
 
 
+def _setting(cfg: SimConfig, overhead: ProfilerOverhead | None) -> str:
+    """The setting written into the replay; without the profiler, with the
+    step as recorded (diff then shows both)."""
+    if overhead is None:
+        return cfg.label()
+    return f"{cfg.label()}; the replay with the profiler's cost in: " \
+        f"{overhead.profiled_step_us:.0f} us"
+
+
 def output_paths(prefix: str, ranks: Sequence[int]) -> list[str]:
     return [f"{prefix}.{rank}.et" for rank in ranks]
 
 
-def write_replayed_et(run: SimulationRun, options: SimulationOptions, prefix: str) -> list[str]:
+def write_replayed_et(run: SimulationRun, options: SimulationOptions, prefix: str,
+                      staged: StagedOutputs | None = None) -> list[str]:
     """Write ``<prefix>.<rank>.et`` for every rank of ``run`` under the
-    setting of ``options`` (the baseline replay when it asks no what-if);
-    returns the paths written."""
+    setting of ``options`` (the baseline replay when it asks no what-if),
+    all ranks or none (into ``staged`` for the caller to commit with its
+    other outputs, else committed here); returns the paths written."""
     cfg = replay_config(options)
+    overhead = run.result.profiler_overhead
+    if overhead is not None:  # the figure the run worked out (fitted, given or estimated)
+        cfg = msgspec.structs.replace(cfg, profiler_overhead_us=overhead.per_op_us)
     result, schedule = run.result, run.schedule
     if options.asks_what_if():
         result, schedule = run.simulator.run(cfg, critical_path=False)
     sources = [r.source for r in result.ranks]
     outs = output_paths(prefix, schedule.rank_label)
     inputs: list[str | os.PathLike[str] | None] = list(sources)
-    for out in outs:
-        refuse_overwriting_inputs(out, inputs)
+    check_outputs(inputs, outs)
     times = _times_by_rank(schedule)
-    for r, (source, out) in enumerate(zip(sources, outs)):
-        offset = measured_offset(schedule, r)
-        origin = result.ranks[r].start_offset_us + offset
-        step = (origin, origin + result.ranks[r].predicted_step_us)
-        _write_rank(source, out, times[r], offset, step, cfg.label())
+    with StagedOutputs() as own:
+        for r, (source, out) in enumerate(zip(sources, outs)):
+            offset = measured_offset(schedule, r)
+            origin = result.ranks[r].start_offset_us + offset
+            step = (origin, origin + result.ranks[r].predicted_step_us)
+            _write_rank(source, (staged or own).stage(out), times[r], offset, step,
+                        _setting(cfg, overhead))
+        own.commit()
     return outs
 
 
@@ -138,8 +159,10 @@ def _retimed(node: ChakraNode, replayed: tuple[float, float] | None,
                                    duration_micros=max(0, round(end - start)), attrs=attrs)
 
 
-def check_prefix(prefix: str) -> None:
-    """The folder of ``--write-et PREFIX`` must exist (checked before the replay)."""
+def check_prefix(prefix: str, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
+    """Before the replay: the folder of ``--write-et PREFIX`` must exist and
+    no ``<prefix>.<rank>.et`` may be one of the ``inputs``."""
     folder = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(folder):
         raise InputError(prefix, "--write-et: no such folder")
+    check_prefix_outputs(inputs, prefix)

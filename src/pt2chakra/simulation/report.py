@@ -78,7 +78,7 @@ def result_json(result: SimulationResult, collectives: Sequence[CollectiveRow] =
     """``--json``: the result, the notes the text report prints and, for a
     multi-rank run, each collective's straggler (``stragglers``)."""
     doc = result.to_json()
-    doc["notes"] = timing_notes(result)
+    doc["notes"] = timing_notes(result) + result.lone_note.splitlines()
     if len(result.ranks) > 1 and collectives:
         doc["stragglers"] = [_straggler_json(r) for r in stragglers(collectives)]
     return doc
@@ -129,6 +129,14 @@ def _shares(parts: dict[str, float], total: float) -> list[str]:
             for name, us in parts.items() if us > 0]
 
 
+def measured_collectives(align: str) -> str:
+    """How measured collectives are timed (durations.py): on a shared clock
+    each participant from the last arrival to its own recorded end, else the
+    minimum over the participants."""
+    return "measured (from the last arrival)" if align == "recorded" \
+        else "measured (min over participants)"
+
+
 def profiler_lines(result: SimulationResult) -> list[str]:
     """``--without-profiler``: both steps, the figure and where it came from."""
     o = result.profiler_overhead
@@ -154,7 +162,7 @@ def format_report(result: SimulationResult, lanes: bool = True,
     out = []
     out.append(f"ranks: {len(result.ranks)}, start offsets: {result.align}"
                + (f", network model: {result.network_model}" if result.network_model
-                  else ", collectives: measured (min over participants)")
+                  else f", collectives: {measured_collectives(result.align)}")
                + (f", {result.inferred_stream_waits} cross-stream waits inferred"
                   if result.inferred_stream_waits else ""))
     out.append("")
@@ -167,6 +175,8 @@ def format_report(result: SimulationResult, lanes: bool = True,
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
                f"{_pct(result.error_pct):>9}")
     out += step_notes(result) + timing_notes(result) + profiler_lines(result)
+    if result.lone_note:
+        out.append(result.lone_note)
     if lanes:
         out.append("")
         out.append("lanes (simulated): busy / idle over the rank's predicted step")

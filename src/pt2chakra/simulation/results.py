@@ -40,6 +40,8 @@ class SimConfig(msgspec.Struct, frozen=True):
         parts = [f"compute x{self.compute_scale:g}", f"cpu x{self.cpu_scale:g}{cpu_ops}",
                  f"bandwidth x{self.bandwidth_scale:g}",
                  f"comm streams {self.comm_streams or 'as recorded'}"]
+        if self.profiler_overhead_us:
+            parts.append(f"profiler's cost out {self.profiler_overhead_us:.2f} us/op")
         return ", ".join(parts)
 
 
@@ -114,6 +116,9 @@ class SimulationResult(msgspec.Struct):
     inferred_stream_waits: int = 0
     # --without-profiler: the figure used and the step with the profiler in
     profiler_overhead: ProfilerOverhead | None = None
+    # Network what-ifs on collectives they cannot time as the others (lone.py:
+    # no peer given, no size recorded): note lines, or "" (left out of --json)
+    lone_note: str = ""
 
     def summary(self) -> str:
         lines = []
@@ -131,6 +136,8 @@ class SimulationResult(msgspec.Struct):
         doc: dict[str, Any] = msgspec.to_builtins(self)
         if self.profiler_overhead is None:  # runs without it print what they always did
             del doc["profiler_overhead"]
+        if not self.lone_note:
+            del doc["lone_note"]
         return doc
 
 

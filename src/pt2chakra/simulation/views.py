@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from pt2chakra.atomic import atomic_path, write_atomic
+from pt2chakra.atomic import atomic_path, target_of, write_atomic
 from pt2chakra.simulation.engine import measured_offset
 from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP
 from pt2chakra.simulation.results import Schedule
@@ -184,8 +184,9 @@ def _lane_labels(schedule: Schedule, lanes: list[int]) -> list[str]:
 def write_plot(schedule: Schedule, path: str, title: str = "") -> None:
     """Per-lane timeline (PNG, SVG or PDF by extension) with the critical path
     outlined in red. Needs matplotlib (Agg backend, no display). Written
-    atomically: a temp file beside ``path``, then renamed over it."""
-    fmt = check_plot_path(path)
+    atomically: a temp file beside ``path``, then renamed over it (``path``
+    may be a staged temp file: the format is its target's)."""
+    fmt = check_plot_path(target_of(path))
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - depends on the environment

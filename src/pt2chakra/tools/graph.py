@@ -16,7 +16,7 @@ from xml.sax.saxutils import escape
 
 import msgspec
 
-from pt2chakra.atomic import refuse_overwriting_inputs, write_atomic
+from pt2chakra.atomic import check_outputs, write_atomic
 from pt2chakra.chakra.conventions import attr_dict, is_gpu
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
@@ -197,7 +197,7 @@ def render_graph(path: str | os.PathLike[str], output: str | os.PathLike[str],
            window: Window | None = None) -> GraphStats:
     """Write the window as .dot / .graphml / .svg (by the output's suffix)."""
     output = os.fspath(output)
-    refuse_overwriting_inputs(output, [path])
+    check_outputs([path], [output])
     suffix = os.path.splitext(output)[1].lower()
     if suffix not in FORMATS:
         raise InputError(output, f"unknown output format {suffix!r}: use {', '.join(FORMATS)}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from pt2chakra.atomic import StagedOutputs, refuse_overwriting_inputs
+from pt2chakra.atomic import StagedOutputs, check_prefix_outputs
 from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
@@ -260,8 +260,7 @@ def build(path: str | os.PathLike[str], passes: int = 1) -> tuple[GlobalMetadata
 def _check_npus(npus: int, prefix: str, inputs: list[str]) -> None:
     if npus < 1:
         raise InputError(prefix, "--npus must be at least 1")
-    for npu in range(npus) if inputs else ():
-        refuse_overwriting_inputs(f"{prefix}.{npu}.et", list(inputs))
+    check_prefix_outputs(inputs, prefix)
 
 
 def write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,

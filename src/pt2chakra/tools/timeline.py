@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import msgspec
 import orjson
 
-from pt2chakra.atomic import atomic_output, refuse_overwriting_inputs
+from pt2chakra.atomic import atomic_output, check_outputs
 from pt2chakra.chakra.conventions import (
     COMM_LANE,
     CPU_LANE,
@@ -97,7 +97,7 @@ def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
-    refuse_overwriting_inputs(output, list(paths))
+    check_outputs(paths, [output])
     refuse_repeated_inputs([os.fspath(p) for p in paths])
     stats = TimelineStats(output=output)
     used_pids: set[int] = set()
