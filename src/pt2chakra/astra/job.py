@@ -23,6 +23,7 @@ rank); the system file is the project's reference one, held fixed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -403,6 +404,25 @@ exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
 """
 
 
+@contextlib.contextmanager
+def _new_folders(folder: str) -> Iterator[None]:
+    """``folder`` created (with its parents) for the block; the ones created
+    are removed again when the block fails (a failed job leaves nothing)."""
+    missing = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in missing:  # deepest first; a folder not empty stays
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
+
+
 def _comment_name(name: str) -> str:
     """``name`` as written in run.sh's comment: as is when plain, else quoted
     for the shell (``check_outputs`` already refuses control characters, so
@@ -427,9 +447,8 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     check_prefix_outputs(inputs, prefix, EXPORT_FILES)
     check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
-    Path(folder or ".").mkdir(parents=True, exist_ok=True)
     ranks = open_rank_set(inputs, force)
-    with StagedOutputs() as staged:
+    with _new_folders(folder or "."), StagedOutputs() as staged:
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged)
         if len(inputs) < MIN_NPUS:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
@@ -546,8 +565,8 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
                                  AstraConfigs(*(p.resolve() for p in configs)), network.npus,
                                  cwd=scratch, timeout_s=timeout_s)
         except (RuntimeError, OSError) as exc:
-            last = (str(exc).strip().splitlines() or ["no output"])[-1]
-            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
+            first = (str(exc).strip().splitlines() or ["no output"])[0]
+            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {first}") from exc
     return JobCheck(prefix, network, system, model, run, os.fspath(binary),
                     _read_prediction(prefix))
 

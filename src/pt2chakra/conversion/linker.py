@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from itertools import compress
@@ -26,7 +27,7 @@ from operator import attrgetter
 import msgspec
 
 from pt2chakra.chakra.conventions import STEP_SPAN
-from pt2chakra.conversion.step import linked_step, pending_gpu_work, stream_gaps
+from pt2chakra.conversion.step import linked_step, pending_gpu_work, queued_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
@@ -174,7 +175,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
     step_start, step_end, _label, _definition, _why = linked_step(cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
-    gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False, step_end=step_end)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)
     stream_waits = collect_stream_waits(kineto, step_start, step_end)
     log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
@@ -528,14 +529,15 @@ def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
 
 
 def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start: float,
-                   gpu_only: bool) -> list[LaunchedGpuOp]:
+                   gpu_only: bool, step_end: float = math.inf) -> list[LaunchedGpuOp]:
     """``gpu_ops`` with the nodes that stand for what the trace holds no op
     for: the previous step's GPU work still running at ``step_start``, and,
-    in a trace without CPU ops, each stream's idle gaps (conversion/step.py)."""
+    in a trace without CPU ops, each stream's idle gaps; GPU work queued
+    before the trace that held a stream in the window (conversion/step.py)."""
     if gpu_only:  # nothing before the first activity: the window starts there
         extra = stream_gaps((g.activity for g in gpu_ops), step_start)
     else:
-        extra = pending_gpu_work(kineto, step_start)
+        extra = pending_gpu_work(kineto, step_start) + queued_gpu_work(kineto, step_start, step_end)
     if not extra:
         return gpu_ops
     merged = gpu_ops + [LaunchedGpuOp(activity=act, launch=None, host_op_id=-1) for act in extra]
