@@ -259,16 +259,5 @@ def gunzip(where: str, data: bytes) -> bytes:
     return b"".join(parts)
 
 
-def refuse_repeated_inputs(paths: list[str] | tuple[str, ...]) -> None:
-    """One file given twice (even by two names) would count as two ranks."""
-    seen: dict[str, str] = {}
-    for path in paths:
-        key = path if path == STDIN else os.path.realpath(path)
-        if key in seen:
-            same = "" if seen[key] == path else f" (as {seen[key]})"
-            raise InputError(path, f"given twice{same}: pass each rank's file once")
-        seen[key] = path
-
-
 def is_gzip(data: bytes) -> bool:
     return data[: len(GZIP_MAGIC)] == GZIP_MAGIC

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.conversion.api import convert
-from pt2chakra.simulation.engine import Simulator, load, order_by_rank, simulate_files
+from pt2chakra.simulation.engine import Simulator, load, simulate_files
 from pt2chakra.simulation.results import SimConfig
 
 
@@ -57,8 +58,8 @@ def test_dlrm_collective_skew_is_not_double_counted(converted):
     """With the raw measured NCCL durations (which include waiting for the
     slowest peer) on top of the rendezvous the step comes out far too long;
     the min-over-participants duration brings it back."""
-    paths, graphs = order_by_rank(converted["dlrm_8gpu"], load(converted["dlrm_8gpu"]))
-    sim = Simulator(graphs, paths)
+    ranks = open_rank_set(converted["dlrm_8gpu"])
+    sim = Simulator(load(ranks), ranks.paths, ranks=ranks.ranks)
     res, sched = sim.run(SimConfig())
     # every matched collective ends at the same time on all ranks
     ends: dict[tuple, set[float]] = {}
@@ -70,8 +71,8 @@ def test_dlrm_collective_skew_is_not_double_counted(converted):
 
 
 def test_dlrm_what_if_is_monotonic(converted):
-    paths, graphs = order_by_rank(converted["dlrm_8gpu"], load(converted["dlrm_8gpu"]))
-    sim = Simulator(graphs, paths)
+    ranks = open_rank_set(converted["dlrm_8gpu"])
+    sim = Simulator(load(ranks), ranks.paths, ranks=ranks.ranks)
     base = sim.predict(SimConfig())
     assert sim.predict(SimConfig(cpu_scale=0.5)) < base * 0.8  # the step is CPU-bound
     assert sim.predict(SimConfig(compute_scale=2.0)) >= base - 1e-6

@@ -86,6 +86,10 @@ def rank_graph(kind: str, rank: int, world: int) -> tuple[GlobalMetadata, list[C
                   call(4, "c10d::_reduce_scatter_base_", 20, BLOCK // 4, t + 100),
                   backend(5, "gloo:all_reduce", CollectiveType.ALL_REDUCE, BLOCK, "0", 20,
                           BLOCK // 4, t + 101, 4)]
+        if kind == "fsdp2":  # as FSDP2 records it: under its annotation, on a copied buffer
+            nodes[-1] = backend(5, "gloo:all_reduce", CollectiveType.ALL_REDUCE, BLOCK, "0", 30,
+                                BLOCK // 4, t + 101, 6)
+            nodes[-1].data_deps = [4]
     elif kind == "hybrid":  # shard groups {0,1},{2,3}; replica groups {0,2},{1,3}
         shard, replica = f"s{rank // 2}", f"r{rank % 2}"
         extra = [{"pg_name": shard, "ranks": [rank // 2 * 2, rank // 2 * 2 + 1], "group_size": 2},

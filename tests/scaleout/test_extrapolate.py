@@ -77,6 +77,14 @@ def test_job_kinds(built_job, kind: str, expected: str) -> None:
     assert p.sources == [0, 1, 1, 1]
 
 
+def test_reduce_scatter_found_by_its_dependency(built_job) -> None:
+    """FSDP2 parents gloo's all-reduce under its annotation, on a copy of
+    the block: the c10d call it depends on names it."""
+    rules = plan(built_job("fsdp2", 2), 4).rules
+    assert rules == {"all_gather (_allgather_base_): block fixed, shard = block / M": 1,
+                     "all_reduce (_reduce_scatter_base_): block fixed, shard = block / M": 1}
+
+
 def test_orphan_gather_found_by_its_tensor(built_job, tmp_path: Path) -> None:
     """A backend gather with no c10d parent is still the list all-gather
     (its input tensor is the call's): one piece per rank, grows with M."""

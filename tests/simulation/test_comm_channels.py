@@ -38,7 +38,7 @@ def _rank(path: Path, first_ready_seq: int) -> str:
 
 
 def test_collectives_reached_in_opposite_orders_run_on_their_channels(tmp_path: Path) -> None:
-    paths = [_rank(tmp_path / "r0.et", 1), _rank(tmp_path / "r1.et", 2)]
+    paths = [_rank(tmp_path / "r.0.et", 1), _rank(tmp_path / "r.1.et", 2)]
     result = simulate(paths)
     assert [r.unfinished for r in result.ranks] == [0, 0]
     labels = sorted(lane.lane for lane in result.ranks[0].lanes if "comm" in lane.lane)

@@ -39,3 +39,16 @@ def test_a_recorded_edge_explains_the_gap():
     explained = [HostOp(1, 0.0, 100.0), HostOp(3, 1120.0, 1170.0, explained=1100.0)]
     assert host_comm_waits([explained], ends) == []
     assert ends.waited(1120.0, 100.0, -math.inf) == 2
+
+
+def test_in_a_long_gap_the_nearest_end_is_the_wait_not_the_latest():
+    """A thread idle from 100 to 40,000 us may wake up to 4 ms (a tenth of the
+    gap) before the end of a collective it waited for: of two that were
+    running as the gap began, ending 2,000 and 35,000 us after it woke, it
+    waited for the first (the second ended long after it was running again)."""
+    ends = CollectiveEnds([(50.0, 42000.0, 2), (60.0, 75000.0, 4)])
+    thread = [HostOp(1, 0.0, 100.0), HostOp(3, 40000.0, 40050.0)]
+    assert host_comm_waits([thread], ends) == [HostWait(3, 2, 100.0)]
+    # one that ended in the gap, nearer than one ending after the wake-up
+    ends = CollectiveEnds([(50.0, 39900.0, 2), (60.0, 41000.0, 4)])
+    assert host_comm_waits([thread], ends) == [HostWait(3, 2, 100.0)]

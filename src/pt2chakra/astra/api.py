@@ -18,9 +18,9 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
+from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
-from pt2chakra.simulation.api import check_network_and_scales, refuse_unsound_set
+from pt2chakra.simulation import check_network_and_scales, refuse_unsound_set
 
 
 class AstraSimOptions(msgspec.Struct, frozen=True):
@@ -64,7 +64,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     names = [os.fspath(p) for p in paths]
     _refuse_replay_only(options)
     check_network_and_scales(options)
-    refuse_repeated_inputs(names)
+    ranks = open_rank_set(names, options.force)
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
     try:
         network = AstraNetwork(options.topology or DEFAULT_TOPOLOGY, len(names),
@@ -72,7 +72,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
                                congestion_aware=options.congestion_aware)
     except ValueError as exc:
         raise InputError("--consumer astra-sim", str(exc)) from exc
-    ordered, graphs = load_for_consumer(names)
-    refuse_unsound_set(ordered, graphs, options.force)
+    ordered, graphs = load_for_consumer(ranks)
+    refuse_unsound_set(ordered, graphs, options.force, ranks.ranks)
     return consume_loaded(ordered, graphs, network, compute_scale=options.compute_scale,
                           cpu_scale=options.cpu_scale, bandwidth_scale=options.bandwidth_scale)

@@ -52,6 +52,8 @@ from pt2chakra.chakra.conventions import (
     run_measured_step,
     step_window,
 )
+from pt2chakra.chakra.io import read_et_whole
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 
@@ -417,18 +419,13 @@ class ConsumerReport(msgspec.Struct, frozen=True):
         return dict(msgspec.to_builtins(self))
 
 
-def load_for_consumer(paths: Sequence[str | os.PathLike[str]],
+def load_for_consumer(paths: Inputs | RankSet, force: bool = False,
                       ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
-    """The files in rank order (ASTRA-sim's NPU n reads ``<prefix>.n.et``),
-    whole: ASTRA-sim reads ``ctrl_deps`` and attributes (peers, groups)
-    that the simulator's lean reader leaves out."""
-    from pt2chakra.chakra.io import read_et
-    from pt2chakra.simulation.engine import order_by_rank
-
-    names = [os.fspath(p) for p in paths]
-    graphs = [(md, list(nodes)) for md, nodes in map(read_et, names)]
-    ordered, ranked = order_by_rank(names, graphs)
-    return ordered, [(md, list(nodes)) for md, nodes in ranked]
+    """The files in rank order (``chakra.ranks``; ASTRA-sim's NPU n reads
+    ``<prefix>.n.et``), whole: ASTRA-sim reads ``ctrl_deps`` and attributes
+    (peers, groups) that the simulator's lean reader leaves out."""
+    ranks = open_rank_set(paths, force)
+    return ranks.paths, ranks.load(read_et_whole)
 
 
 def comm_groups_of(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],

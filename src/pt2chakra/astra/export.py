@@ -55,7 +55,6 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     lane_of,
     profile_tag,
-    rank_of,
     rank_origins,
     size_unknown,
     step_window,
@@ -63,6 +62,7 @@ from pt2chakra.chakra.conventions import (
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
@@ -537,33 +537,30 @@ def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
     return out
 
 
-def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
+def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
                   cpu: str = DEFAULT_CPU_MODE, force: bool = False,
                   staged: StagedOutputs | None = None) -> list[str]:
-    """Rewrite per-rank ``.et`` files for ASTRA-sim (rank from each file's
-    metadata or name, else its position).
+    """Rewrite per-rank ``.et`` files for ASTRA-sim (each rank by
+    ``chakra.ranks``: metadata, else name).
 
-    All or nothing: every input's metadata is read and the ranks checked
-    (unique, no output overwriting an input) before anything is written, and
-    the outputs are staged and moved into place only when every rank
-    converted; on any error no output of this run is left behind. Inputs
-    ``validate`` calls unsound are refused (``InputError``) unless ``force``.
-    ``staged``: write into these staged outputs (the caller commits them
-    with its own files) instead of committing here."""
+    All or nothing: every input's metadata is read and the set checked
+    (``open_rank_set``: one job, no output overwriting an input) before
+    anything is written, and the outputs are staged and moved into place only
+    when every rank converted; on any error no output of this run is left
+    behind. Inputs ``validate`` calls unsound are refused (``InputError``)
+    unless ``force``. ``staged``: write into these staged outputs (the caller
+    commits them with its own files) instead of committing here."""
     prefix = os.fspath(prefix)
-    paths = [os.fspath(p) for p in inputs]
-    check_prefix_outputs(paths, prefix, EXPORT_FILES)
-    ranks: list[int] = []
+    given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
+    check_prefix_outputs(given, prefix, EXPORT_FILES)
+    ranks = open_rank_set(inputs, force)
+    paths = ranks.paths
     windows: list[StepWindow | None] = []
     checker = SetChecker()
-    for index, path in enumerate(paths):
+    for path, rank in zip(paths, ranks.ranks):
         metadata, lazy = read_et(path)
         nodes = list(lazy)
-        refuse_unsound(checker.add(path, index, metadata, nodes), force)
-        rank = rank_of(metadata, path, index)
-        if rank in ranks:
-            raise InputError(path, f"rank {rank} appears twice among the inputs")
-        ranks.append(rank)
+        refuse_unsound(checker.add(path, rank, metadata, nodes), force)
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
             check_outputs(paths, [out])
@@ -572,9 +569,9 @@ def convert_files(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.Pat
     refuse_unsound(checker.finish(), force)
     placements = [RankPlacement(w, o) for w, o in zip(windows, _origins(windows))]
     if staged is not None:
-        return _write_ranks(paths, ranks, placements, prefix, cpu, staged)
+        return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)
     with StagedOutputs() as own:
-        written = _write_ranks(paths, ranks, placements, prefix, cpu, own)
+        written = _write_ranks(paths, ranks.ranks, placements, prefix, cpu, own)
         own.commit()
     return written
 

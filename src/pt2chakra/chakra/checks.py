@@ -29,13 +29,13 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_int,
     is_serial_profile,
-    rank_of,
     size_unknown,
 )
 from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in, ids_ascend
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
+from pt2chakra.chakra.ranks import ranks_in_memory, survey
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.chakra.rendezvous import (
     SEQ,
@@ -50,7 +50,6 @@ from pt2chakra.chakra.rendezvous import (
     rendezvous_keys,
 )
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
 from pt2chakra.pytorch.names import looks_collective
 
 log = logging.getLogger(__name__)
@@ -248,10 +247,10 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
             c.add(f.severity, f.check, f.message, f.hint, f.node)
 
 
-def _check_file(path: str, index: int, rules: ProfileRules | None, want_order: bool = False,
+def _check_file(path: str, rank: int, rules: ProfileRules | None, want_order: bool = False,
                 ) -> tuple[list[Problem], _FileFacts]:
     metadata, nodes = read_et(path)
-    return _check_loaded(path, index, metadata, nodes, rules, want_order)
+    return _check_loaded(path, rank, metadata, nodes, rules, want_order)
 
 
 # What each consumer does with a communication node of 0 bytes, or of a size
@@ -278,7 +277,7 @@ def _warn_size_unknown(c: _Collector) -> None:
           SIZE_UNKNOWN_HINT, first.id)
 
 
-def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
+def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
                   rules: ProfileRules | None, want_order: bool = False,
                   ) -> tuple[list[Problem], _FileFacts]:
     c = _Collector(path)
@@ -300,7 +299,7 @@ def _check_loaded(path: str, index: int, metadata: GlobalMetadata, nodes: Iterab
     if want_order and not cycle and len(scan.seen) == len(scan.ids) and scan.comms:
         order = comm_order(scan.ids, scan.deps, [comm.op for comm in scan.comms])
     pgs = _process_groups(metadata, c)
-    facts = _FileFacts(path, rank_of(metadata, path, index), scan.comms, pgs, order)
+    facts = _FileFacts(path, rank, scan.comms, pgs, order)
     return c.finish(), facts
 
 
@@ -403,7 +402,7 @@ def _process_groups(metadata: GlobalMetadata, c: _Collector) -> list[ProcessGrou
     return []
 
 
-def _comm_facts(path: str, index: int, metadata: GlobalMetadata,
+def _comm_facts(path: str, rank: int, metadata: GlobalMetadata,
                 nodes: Sequence[ChakraNode]) -> _FileFacts:
     """What the cross-rank checks read of one file in memory: its rank and
     its communication nodes, read as ``validate`` reads them (its per-file
@@ -412,23 +411,26 @@ def _comm_facts(path: str, index: int, metadata: GlobalMetadata,
     comm_types = frozenset(COMM_NODE_TYPES)
     comms = [_comm(node, _check_attrs(node, c), c)
              for node in compress(nodes, map(comm_types.__contains__, map(_node_type, nodes)))]
-    return _FileFacts(path, rank_of(metadata, path, index), comms,
-                      _process_groups(metadata, c))
+    return _FileFacts(path, rank, comms, _process_groups(metadata, c))
 
 
 def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[ChakraNode]]],
-                        ) -> list[Problem]:
+                        ranks: Sequence[int] | None = None) -> list[Problem]:
     """``validate``'s checks across ranks, on files already in memory (path,
     metadata, nodes; several = one per rank of one run): collectives of each
     process group the same in number and type (and size), every transfer
     received. A command that replays the set (``simulate``, ``report``)
     refuses what these call an error, as ``validate`` does. The order check
     (ranks waiting on each other) is left to the caller's replay, which finds
-    deadlocks itself with the same rule (``rendezvous.find_deadlock``)."""
+    deadlocks itself with the same rule (``rendezvous.find_deadlock``).
+    ``ranks``: each file's rank (its ``RankSet``'s); by ``ranks.rank_of``
+    when not given."""
     if len(loaded) < 2:
         return []
-    facts = [_comm_facts(path, index, metadata, nodes)
-             for index, (path, metadata, nodes) in enumerate(loaded)]
+    if ranks is None:
+        ranks = ranks_in_memory([(path, metadata) for path, metadata, _nodes in loaded])
+    facts = [_comm_facts(path, rank, metadata, nodes)
+             for rank, (path, metadata, nodes) in zip(ranks, loaded)]
     keys = _keys_of(facts)
     return _check_collectives(facts, keys) + _check_transfers(facts, keys)
 
@@ -442,9 +444,10 @@ def collective_mismatch(paths: Sequence[str]) -> str | None:
     replay, and ASTRA-sim's, would wait forever for the odd collective."""
     comm_types = frozenset(COMM_NODE_TYPES)
     facts = []
-    for index, path in enumerate(paths):
+    rank_set = survey(paths)  # each file's rank; whether the set is one job is not asked here
+    for path, rank in zip(rank_set.paths, rank_set.ranks):
         metadata, nodes = read_et(path)
-        facts.append(_comm_facts(path, index, metadata,
+        facts.append(_comm_facts(path, rank, metadata,
                                  [n for n in nodes if n.type in comm_types]))
     per_pg: dict[str, dict[int, list[tuple[RendezvousKey, _Comm]]]] = defaultdict(dict)
     for k, (f, keys) in enumerate(zip(facts, _keys_of(facts))):
@@ -673,27 +676,30 @@ def _ctype(value: int | None) -> str:
         return f"invalid({value})"
 
 
+# What validate says beside a rank-set error (``chakra.ranks``).
+RANK_SET_HINT = ("a file's rank is its metadata's rank, else N in a <prefix>.N.et name; give "
+                 "one file per rank of one job")
+
+
 def check_files(paths: Sequence[str | os.PathLike[str]], rules: ProfileRules | None = None,
                 ) -> ValidationReport:
     """Check one or more ``.et`` files (several = one per rank of one run),
-    with a consumer's ``rules`` when given (``tools.validate`` names them)."""
-    files = [os.fspath(p) for p in paths]
-    refuse_repeated_inputs(files)
-    problems: list[Problem] = []
+    with a consumer's ``rules`` when given (``tools.validate`` names them).
+    The files are checked in rank order (``ranks.survey``); what makes the
+    set no one job (a rank twice, a copy, world sizes) is an error here."""
+    ranks = survey(paths)
+    files = ranks.paths
+    problems = [Problem(issue.path, "error", "rank-set", issue.problem,
+                        RANK_SET_HINT) for issue in ranks.issues]
     facts: list[_FileFacts] = []
-    for index, path in enumerate(files):
-        found, fact = _check_file(path, index, rules, want_order=len(files) > 1)
+    for path, rank in zip(files, ranks.ranks):
+        found, fact = _check_file(path, rank, rules, want_order=len(files) > 1)
         problems += found
         facts.append(fact)
     if len(facts) > 1:
-        ranks = [f.rank for f in facts]
-        if len(set(ranks)) != len(ranks):
-            problems.append(Problem(files[0], "warning", "alignment",
-                                    f"ranks repeat across the files: {ranks}",
-                                    "give one file per rank"))
         problems += _check_alignment(facts)
     if rules is not None:
-        problems += [Problem(files[0], *f) for f in rules.set_findings(files, [f.rank for f in facts])]
+        problems += [Problem(files[0], *f) for f in rules.set_findings(files, ranks.ranks)]
     return ValidationReport(files, rules.name if rules is not None else None, problems)
 
 
@@ -707,9 +713,10 @@ class SetChecker:
     def __init__(self) -> None:
         self._facts: list[_FileFacts] = []
 
-    def add(self, path: str, index: int, metadata: GlobalMetadata,
+    def add(self, path: str, rank: int, metadata: GlobalMetadata,
             nodes: Sequence[ChakraNode]) -> list[Problem]:
-        problems, facts = _check_loaded(path, index, metadata, nodes, None, want_order=True)
+        """``rank``: the file's, by its ``RankSet``."""
+        problems, facts = _check_loaded(path, rank, metadata, nodes, None, want_order=True)
         self._facts.append(facts)
         return problems
 
@@ -717,11 +724,11 @@ class SetChecker:
         return _check_alignment(self._facts) if len(self._facts) > 1 else []
 
 
-def check_loaded(path: str, index: int, metadata: GlobalMetadata,
+def check_loaded(path: str, rank: int, metadata: GlobalMetadata,
                  nodes: Sequence[ChakraNode]) -> list[Problem]:
     """The per-file checks of ``validate`` on a trace already in memory (no
     cross-rank checks: the simulator's deadlock check owns those)."""
-    return _check_loaded(path, index, metadata, nodes, None)[0]
+    return _check_loaded(path, rank, metadata, nodes, None)[0]
 
 
 # The errors a replay cannot get past: a node that waits on itself, on a node
@@ -742,7 +749,7 @@ def blocks_replay(problem: Problem) -> bool:
     return problem.check in REPLAY_BLOCKING
 
 
-def replay_problems(path: str, index: int, metadata: GlobalMetadata,
+def replay_problems(path: str, rank: int, metadata: GlobalMetadata,
                     nodes: Sequence[ChakraNode]) -> list[Problem]:
     """What ``refuse_unsound(..., replay_only=True)`` needs: ``check_loaded``'s
     problems, or none at all when a linear scan proves that no
@@ -750,7 +757,7 @@ def replay_problems(path: str, index: int, metadata: GlobalMetadata,
     seconds on a million nodes; the replay ignores everything else)."""
     if _surely_replayable(nodes) and _sizes_known(nodes) and _groups_readable(metadata, path):
         return []
-    return check_loaded(path, index, metadata, nodes)
+    return check_loaded(path, rank, metadata, nodes)
 
 
 def _sizes_known(nodes: Sequence[ChakraNode]) -> bool:

@@ -1,6 +1,6 @@
 """Conventions every reader of a Chakra trace shares: attributes by name,
 device or host node, the lane a node runs on, the measured step window, the
-rank of a file, the schema version we write.
+schema version we write (the rank of a file: ``ranks.py``).
 
 Each rule lives here once; the simulator, ``validate``, ``timeline``,
 ``inspect`` and the exports call it instead of re-deriving it.
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType
 
 # The Chakra schema version we write (what mlc-chakra's converter writes).
 CHAKRA_VERSION = "0.0.4"
@@ -34,21 +33,6 @@ def is_gpu(attrs: Mapping[str, Any]) -> bool:
     """A node is a GPU/device op when ``is_cpu_op`` is false or absent (the
     simulator's reading: absent means false)."""
     return not attrs.get("is_cpu_op", False)
-
-
-def rank_of(metadata: GlobalMetadata, path: str, default: int) -> int:
-    """Rank from the metadata, else from a ``<prefix>.<rank>.et`` name, else ``default``."""
-    value = attr_dict(metadata.attrs).get("rank")
-    if isinstance(value, int):
-        return value
-    base = os.path.basename(path)
-    for suffix in (".et.gz", ".et"):
-        if base.endswith(suffix):
-            stem = base[: -len(suffix)]
-            tail = stem.rsplit(".", 1)[-1]
-            if "." in stem and tail.isdigit():
-                return int(tail)
-    return default
 
 
 COMM_NODE_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)

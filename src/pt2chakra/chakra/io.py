@@ -24,6 +24,12 @@ def read_et(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, Iterator[Chak
     return decode_et_file(path)
 
 
+def read_et_whole(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """``read_et`` with every node in memory (a ``RankSet.load`` reader)."""
+    metadata, nodes = read_et(path)
+    return metadata, list(nodes)
+
+
 def write_et(path: str | os.PathLike[str], metadata: GlobalMetadata,
              nodes: Iterable[ChakraNode | bytes]) -> int:
     """Atomic ``.et`` writer (gzip when the name ends in ``.gz``); returns the

@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--top", type=options.int_range(1, 10_000), default=10, metavar="N",
                    help="rows per category (default 10)")
     p.add_argument("--json", action="store_true", help="print the typed result as JSON")
+    options.add_force(p, "a run's files cannot be one job (a rank twice, no rank, a copy)")
     p.set_defaults(func=_cmd_diff)
 
 
@@ -64,7 +65,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from pt2chakra.diff import diff, format_diff
 
     a, b = split_runs(args)
-    result = diff(a, b)
+    result = diff(a, b, force=args.force)
     if args.json:
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:

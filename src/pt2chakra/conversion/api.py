@@ -21,7 +21,14 @@ from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
-from pt2chakra.conversion.linker import LinkedTrace, check_same_recording, link, thread_map
+from pt2chakra.conversion.linker import (
+    RANKS_OPTION,
+    LinkedTrace,
+    check_rank_flag,
+    check_same_recording,
+    link,
+    thread_map,
+)
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
@@ -211,7 +218,8 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False,
                 step: StepChoice = STEP_LAST,
-                staged: StagedOutputs | None = None) -> ConversionRun:
+                staged: StagedOutputs | None = None,
+                named_rank: int | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
     ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
@@ -230,7 +238,12 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     last, median, all or a step number; a host ET records its own step).
     ``staged``: the caller's outputs, to commit with its own (e.g. the HTML
     report of ``convert --html``): the files are committed into it, and put
-    back as they were if the caller's ``with`` block fails later."""
+    back as they were if the caller's ``with`` block fails later.
+
+    ``rank`` (``--rank``) is written as the output's rank; ``named_rank``
+    (``--ranks``: the number in the file names) is only checked. Either one
+    that disagrees with the rank the Kineto trace records is refused unless
+    ``force`` (``linker.check_rank_flag``)."""
     if host_trace is None and device_trace is None:
         raise InputError("convert", "give a host trace, a device (Kineto) trace, or both")
     if host_trace is not None and step != STEP_LAST:
@@ -238,7 +251,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
                          "alone; a host ET records one step, the one converted")
     _check_outputs(host_trace, device_trace, output, report_path, profile)
     args = (host_trace, device_trace, output, rank, break_cycles, progress, profile,
-            report_path, repair, force, step)
+            report_path, repair, force, step, named_rank)
     if staged is not None:
         return _convert_staged(*args, staged)
     with StagedOutputs() as own:
@@ -250,7 +263,8 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
                     output: str | os.PathLike[str], rank: int | None, break_cycles: bool,
                     progress: bool | None, profile: OutputProfile | None,
                     report_path: str | os.PathLike[str] | None, repair: bool, force: bool,
-                    step: StepChoice, staged: StagedOutputs) -> ConversionRun:
+                    step: StepChoice, named_rank: int | None,
+                    staged: StagedOutputs) -> ConversionRun:
     t0 = time.perf_counter()
     stages = Stages(5 if device_trace is not None and host_trace is not None else 4, progress)
     extra: dict[str, Any] = {}
@@ -262,6 +276,10 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
         else:
             linked = link_traces(host_trace, device_trace, stages, repair=repair, rank=rank,
                                  force=force, ignored=ignored)
+        if linked.kineto is not None:
+            if host_trace is None:  # a pair's --rank is checked with its pid, when linked
+                check_rank_flag(rank, linked.kineto, force)
+            check_rank_flag(named_rank, linked.kineto, force, RANKS_OPTION, written=False)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles)

@@ -199,7 +199,7 @@ def link_kineto_only(kineto: KinetoTrace, step: StepChoice = STEP_LAST) -> Kinet
     # (their launches, before it, are no reason to drop them)
     low, high = (-math.inf, math.inf) if gpu_only else (window.start, window.end)
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, low, high)
-    gpu_ops = with_stand_ins(kineto, gpu_ops, window.start, gpu_only=gpu_only)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, window.start, gpu_only=gpu_only, step_end=window.end)
     linked = LinkedTrace(
         host=host, kineto=kineto, method=KINETO_ONLY, ops=ops, cpu_event=cpu_event,
         gpu_ops=gpu_ops, cpu_syncs=collect_cpu_syncs(kineto, window.start, window.end),

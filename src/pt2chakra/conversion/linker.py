@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from itertools import compress
@@ -26,7 +27,7 @@ from operator import attrgetter
 import msgspec
 
 from pt2chakra.chakra.conventions import STEP_SPAN
-from pt2chakra.conversion.step import linked_step, pending_gpu_work, stream_gaps
+from pt2chakra.conversion.step import linked_step, pending_gpu_work, queued_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
@@ -40,6 +41,10 @@ from pt2chakra.pytorch.records import (
 )
 
 log = logging.getLogger(__name__)
+
+# The flags that name a conversion's rank: written (one conversion), or only
+# in the file names (many, ``many_ranks``).
+RANK_FLAG, RANKS_OPTION = "--rank", "--ranks"
 
 # Below this share of host ops matched, the two files are not one recording
 # (a correct pair links well over 90 %; a mismatched pair shares only common
@@ -170,7 +175,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
     step_start, step_end, _label, _definition, _why = linked_step(cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
-    gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False)
+    gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False, step_end=step_end)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)
     stream_waits = collect_stream_waits(kineto, step_start, step_end)
     log.info("linked %d of %d host ops by %s; %d GPU activities in the step",
@@ -211,14 +216,42 @@ def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None 
         quoted = ", ".join(map(str, sorted(pids)[:MAX_QUOTED_PIDS]))
         problems.append(f"its CPU ops ran in pid {quoted}, the host trace {host.path} in pid "
                         f"{host.pid}")
-    if rank is not None and kineto.rank >= 0 and rank != kineto.rank:
-        problems.append(f"--rank is {rank} but its distributedInfo.rank is {kineto.rank}")
+    flag = rank_flag_problem(rank, kineto)
+    if flag is not None:
+        problems.append(flag)
     if not problems:
         return
     text = "; ".join(problems) + ": are they from the same run and rank?"
     if not force:
         raise InputError(kineto.path, text + " (pass --force to convert the pair anyway)")
     log.warning("%s: %s (converting anyway: --force)", kineto.path, text)
+
+
+def rank_flag_problem(rank: int | None, kineto: KinetoTrace, flag: str = RANK_FLAG) -> str | None:
+    """What is wrong with a rank given on the command line for this trace:
+    another rank than its ``distributedInfo`` records, or one beyond its
+    world size. None when nothing is given or it agrees."""
+    if rank is None:
+        return None
+    if kineto.rank >= 0 and rank != kineto.rank:
+        return f"{flag} is {rank} but its distributedInfo.rank is {kineto.rank}"
+    if kineto.world_size > 0 and rank >= kineto.world_size:
+        return f"{flag} is {rank} but its distributedInfo.world_size is {kineto.world_size}"
+    return None
+
+
+def check_rank_flag(rank: int | None, kineto: KinetoTrace, force: bool,
+                    flag: str = RANK_FLAG, written: bool = True) -> None:
+    """Refuse (``InputError`` naming the trace) a rank given for a trace that
+    records another (``rank_flag_problem``); with ``force``, one warning, and
+    the given rank is written (``written``) or the trace's kept."""
+    problem = rank_flag_problem(rank, kineto, flag)
+    if problem is None:
+        return
+    if not force:
+        raise InputError(kineto.path, f"{problem} (pass --force to convert it anyway)")
+    outcome = f"writing rank {rank}" if written else "keeping the trace's rank"
+    log.warning("%s: %s (%s: --force)", kineto.path, problem, outcome)
 
 
 # --------------------------------------------------------------------------
@@ -496,14 +529,15 @@ def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
 
 
 def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start: float,
-                   gpu_only: bool) -> list[LaunchedGpuOp]:
+                   gpu_only: bool, step_end: float = math.inf) -> list[LaunchedGpuOp]:
     """``gpu_ops`` with the nodes that stand for what the trace holds no op
     for: the previous step's GPU work still running at ``step_start``, and,
-    in a trace without CPU ops, each stream's idle gaps (conversion/step.py)."""
+    in a trace without CPU ops, each stream's idle gaps; GPU work queued
+    before the trace that held a stream in the window (conversion/step.py)."""
     if gpu_only:  # nothing before the first activity: the window starts there
         extra = stream_gaps((g.activity for g in gpu_ops), step_start)
     else:
-        extra = pending_gpu_work(kineto, step_start)
+        extra = pending_gpu_work(kineto, step_start) + queued_gpu_work(kineto, step_start, step_end)
     if not extra:
         return gpu_ops
     merged = gpu_ops + [LaunchedGpuOp(activity=act, launch=None, host_op_id=-1) for act in extra]

@@ -10,7 +10,9 @@ Each rank is one independent ``convert`` call (so its ``.et`` is byte-identical
 to converting that rank alone), run in a local process pool or, with
 ``ray_address``, as Ray tasks on a cluster. ``{rank}`` in a template is the
 rank number; it only names files: the rank recorded in each ``.et`` is the one
-its trace says, as for a single ``convert``.
+its trace says, as for a single ``convert``. A trace that records another rank
+than its files' number is refused (that rank fails) unless ``force``; each
+outcome names the rank its ``.et`` records.
 
 Failure policy: ranks are independent, so a rank that fails (bad input, a
 cycle, an unreadable file) gets one line naming it and the other ranks'
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, new_token, remove_temps
+from pt2chakra.conversion.linker import RANKS_OPTION
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
@@ -45,7 +48,6 @@ from pt2chakra.errors import InputError
 log = logging.getLogger(__name__)
 
 RANK_FIELD = "{rank}"
-RANKS_OPTION = "--ranks"
 # A rank spec naming more ranks than this is a typo (e.g. "0-1000000"), not a
 # job: the largest recorded jobs have tens of thousands of ranks, and each
 # rank is one conversion of seconds to minutes.
@@ -87,7 +89,9 @@ class RankOptions:
 
 @dataclass(frozen=True, slots=True)
 class RankOutcome:
-    """What one rank's conversion did: ``error`` is its one-line failure, or None."""
+    """What one rank's conversion did: ``error`` is its one-line failure, or
+    None. ``rank``: the one its ``.et`` records (else its number in the file
+    names, ``named``)."""
 
     rank: int
     output: str
@@ -95,11 +99,14 @@ class RankOutcome:
     seconds: float
     error: str | None = None
     staged: dict[str, str] = field(default_factory=dict)  # target -> temp, to commit
+    named: int | None = None  # the file names' rank, when the trace records another
 
     def line(self) -> str:
         if self.error is not None:
             return f"rank {self.rank}: {self.error}"
-        return f"rank {self.rank}: {self.output}: {self.nodes} nodes ({self.seconds:.2f} s)"
+        named = f" (named {self.named} by {RANKS_OPTION})" if self.named is not None else ""
+        return (f"rank {self.rank}{named}: {self.output}: {self.nodes} nodes "
+                f"({self.seconds:.2f} s)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,16 +195,17 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
     for the caller to commit (``RankOutcome.staged``); bad input becomes the
     outcome's one-line error instead of an exception (so that one rank cannot
     stop the others)."""
+    from pt2chakra.chakra.ranks import rank_in_metadata
     from pt2chakra.conversion.api import convert_run
 
     t0 = time.perf_counter()
     try:
         with StagedOutputs(job.token, hold=True) as staged:
-            report = convert_run(job.host_trace, job.device_trace, job.output,
-                                 break_cycles=options.break_cycles, progress=False,
-                                 report_path=job.report, force=options.force,
-                                 repair=options.repair, step=options.step,
-                                 staged=staged).report
+            run = convert_run(job.host_trace, job.device_trace, job.output,
+                              break_cycles=options.break_cycles, progress=False,
+                              report_path=job.report, force=options.force,
+                              repair=options.repair, step=options.step,
+                              staged=staged, named_rank=job.rank)
             files = staged.detach()
     except InputError as exc:
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0, str(exc))
@@ -205,8 +213,10 @@ def convert_one(job: RankJob, options: RankOptions) -> RankOutcome:
         where = exc.filename if exc.filename is not None else "I/O"
         return RankOutcome(job.rank, job.output, 0, time.perf_counter() - t0,
                            f"{where}: {exc.strerror or exc}")
-    return RankOutcome(job.rank, job.output, report.nodes, time.perf_counter() - t0,
-                       staged=files)
+    recorded = rank_in_metadata(run.graph.metadata)
+    rank = job.rank if recorded is None else recorded
+    return RankOutcome(rank, job.output, run.report.nodes, time.perf_counter() - t0,
+                       staged=files, named=job.rank if rank != job.rank else None)
 
 
 Runner = Callable[[list[RankJob], RankOptions, int], Generator[RankOutcome, None, None]]
@@ -261,13 +271,33 @@ def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Ge
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=_worker_signals)
     try:
-        futures = [pool.submit(convert_one, job, options) for job in jobs]
+        with _signals_deferred():  # a worker half started would print a traceback
+            futures = [pool.submit(convert_one, job, options) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
     except BaseException:  # Ctrl-C, SIGTERM, the caller gone: stop now, not after the queue
         _stop_pool(pool)
         raise
     pool.shutdown()
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Generator[None, None, None]:
+    """Hold Ctrl-C and SIGTERM while the pool starts its workers (a fraction of
+    a second): a worker forked but not yet known to the pool could not be
+    stopped. The signal is delivered again right after."""
+    caught: list[int] = []
+    saved = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            saved[signum] = signal.signal(signum, lambda n, _f: caught.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if caught:
+            os.kill(os.getpid(), caught[0])
 
 
 def _worker_signals() -> None:
@@ -279,9 +309,10 @@ def _worker_signals() -> None:
 
 
 def _stop_pool(pool: Any) -> None:
-    """Cancel the queued ranks, SIGTERM the running workers (they remove their
-    temp files), SIGKILL those still there after ``STOP_GRACE_S``."""
-    pool.shutdown(wait=False, cancel_futures=True)
+    """SIGTERM the workers (they remove their temp files), SIGKILL those still
+    there after ``STOP_GRACE_S``, then cancel the queued ranks. Workers go
+    first: the pool's shutdown frees the queues a worker still starting up
+    would read (it would print a traceback)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for proc in processes:
         with contextlib.suppress(Exception):
@@ -293,6 +324,7 @@ def _stop_pool(pool: Any) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join(STOP_GRACE_S)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _ray_runner(address: str | None) -> Runner:

@@ -48,6 +48,14 @@ GAP_NAME = "[idle: host time not in the trace]"
 MIN_GAP_US = 0.5
 # A pending stretch shorter than this is rounding of the stream's last end.
 MIN_PENDING_US = 0.5
+# Work the trace does not hold can keep a GPU busy: work queued before the
+# trace began (seen: 149 ms), a CUDA/HIP graph's upload (seen: 6.8 ms). It
+# shows as an activity starting long after its launch while nothing recorded
+# runs on its device (a launch takes µs); that stretch becomes a stand-in that
+# holds the stream, as the recording's GPU was held.
+QUEUED_CATEGORY = "held_outside_trace"
+QUEUED_NAME = "[GPU held by work not in the trace]"
+QUEUED_LAG_US = 5_000.0
 
 
 class RecordedStep(NamedTuple):
@@ -92,7 +100,7 @@ def parse_step_choice(text: str) -> StepChoice:
                      "of ProfilerStep#N)")
 
 
-STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY)
+STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY, QUEUED_CATEGORY)
 _EVENT_TS = attrgetter("ts")  # C-level maps: a million events
 _EVENT_DUR = attrgetter("dur")
 
@@ -199,6 +207,30 @@ def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity
                         device, stream, -1)
             for (device, stream), until in sorted(busy_until.items())
             if until - step_start >= MIN_PENDING_US]
+
+
+def queued_gpu_work(kineto: KinetoTrace, start: float, end: float) -> list[GpuActivity]:
+    """One stand-in per activity of the window that started more than
+    ``QUEUED_LAG_US`` after its launch while its device ran nothing the trace
+    records (see ``QUEUED_CATEGORY``): from its launch (or the window's start)
+    until it starts, on its stream."""
+    if not kineto.gpu_activities:
+        return []
+    launch_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
+    by_device: dict[int, list[tuple[float, float]]] = {}
+    for act in kineto.gpu_activities:
+        by_device.setdefault(act.device, []).append((act.ts, act.ts + act.dur))
+    out = []
+    for act in kineto.gpu_activities:
+        issued = launch_ts.get(act.correlation)
+        if issued is None or not start <= act.ts < end or act.ts - issued < QUEUED_LAG_US:
+            continue
+        busy = any(s < act.ts and e > issued for s, e in by_device[act.device])
+        if not busy:
+            begin = max(issued, start)
+            out.append(GpuActivity(QUEUED_NAME, QUEUED_CATEGORY, begin, act.ts - begin,
+                                   act.device, act.stream, -1))
+    return out
 
 
 def stream_gaps(activities: Iterable[GpuActivity], start: float) -> list[GpuActivity]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from pt2chakra.diff.align import normalised
 from pt2chakra.diff.attribute import attribute
 from pt2chakra.diff.load import Run, load_run
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES, DiffResult
@@ -28,12 +29,15 @@ DEFAULT_TOP = 10
 TOP_COLLECTIVES = 10
 
 
-def diff(a: Sequence[str | os.PathLike[str]], b: Sequence[str | os.PathLike[str]]) -> DiffResult:
+def diff(a: Sequence[str | os.PathLike[str]], b: Sequence[str | os.PathLike[str]],
+         force: bool = False) -> DiffResult:
     """Compare run A (one ``.et`` per rank) with run B: B's step minus A's,
     attributed to ops, kernels, collectives (wait vs transfer), CPU gaps and
-    what only one run has. Raises ``InputError`` for traces of different jobs."""
+    what only one run has. Raises ``InputError`` for traces of different jobs,
+    and for a run whose files cannot be one job (``chakra.ranks``) unless
+    ``force``."""
     with gc_paused():  # columns and keys hold no cycles: the collector's passes find nothing
-        run_a, run_b = load_run("A", a), load_run("B", b)
+        run_a, run_b = load_run("A", a, force), load_run("B", b, force)
         refuse_other_job(run_a, run_b)
         return attribute(run_a, run_b)
 
@@ -47,7 +51,9 @@ def refuse_other_job(a: Run, b: Run) -> None:
                          f"{_ranks(ranks_b)} against {_ranks(ranks_a)}")
     for rank in ranks_a:
         ra, rb = a.by_rank[rank], b.by_rank[rank]
-        names_a, names_b = set(ra.names), set(rb.names)
+        # names by role: another recording's step numbers and addresses differ
+        names_a = {normalised(n)[0] for n in set(ra.names)}
+        names_b = {normalised(n)[0] for n in set(rb.names)}
         shared = len(names_a & names_b) / max(1, len(names_a | names_b))
         if shared < MIN_SHARED_NAMES:
             raise InputError(rb.source, f"not the same job as {ra.source}: only "
@@ -76,8 +82,8 @@ def format_diff(result: DiffResult, top: int = DEFAULT_TOP) -> str:
         f"{_pct_of(result.difference_us, a.step_us, ' of A')}; attributed "
         f"{result.attributed_us:+.1f} us, residual {result.residual_us:+.3f} us"
         f"{_pct(result.residual_pct)}",
-        f"nodes: {result.matched_nodes} matched, {result.only_in_a_nodes} in A only, "
-        f"{result.only_in_b_nodes} in B only",
+        f"nodes: {result.matched_nodes} matched{_by_rule(result.matched_by_rule)}, "
+        f"{result.only_in_a_nodes} in A only, {result.only_in_b_nodes} in B only",
         "",
         f"{'category':<24}{'A us':>12}{'B us':>12}{'B - A us':>12}{'% of diff':>11}",
     ]
@@ -100,6 +106,11 @@ def format_diff(result: DiffResult, top: int = DEFAULT_TOP) -> str:
             lines.append(f"{_rank(s.last_rank_a):>7}{s.others_wait_a_us:>11.0f}"
                          f"{_rank(s.last_rank_b):>8}{s.others_wait_b_us:>11.0f}  {s.label}")
     return "\n".join(lines)
+
+
+def _by_rule(counts: dict[str, int]) -> str:
+    shown = [f"{n} {rule}" for rule, n in counts.items() if n]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def _sources(sources: Sequence[str]) -> str:

@@ -15,7 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.diff.align import NodeKey, label_of, node_keys
+from pt2chakra.diff.align import NodeKey, RankKeys, label_of, match_rules, rank_keys
 from pt2chakra.diff.load import Run
 from pt2chakra.diff.model import (
     CATEGORIES,
@@ -38,7 +38,11 @@ Tally = dict[tuple[str, Any], float]
 
 def run_keys(run: Run) -> dict[int, list[NodeKey]]:
     """rank -> each node's key."""
-    return {r.rank: node_keys(r) for r in run.ranks}
+    return {rank: k.keys for rank, k in _run_keys(run).items()}
+
+
+def _run_keys(run: Run) -> dict[int, RankKeys]:
+    return {r.rank: rank_keys(r) for r in run.ranks}
 
 
 def tally(run: Run, keys: dict[int, list[NodeKey]]) -> Tally:
@@ -52,7 +56,9 @@ def tally(run: Run, keys: dict[int, list[NodeKey]]) -> Tally:
 
 def attribute(a: Run, b: Run) -> DiffResult:
     """The typed comparison of two loaded runs."""
-    keys_a, keys_b = run_keys(a), run_keys(b)
+    full_a, full_b = _run_keys(a), _run_keys(b)
+    keys_a = {rank: k.keys for rank, k in full_a.items()}
+    keys_b = {rank: k.keys for rank, k in full_b.items()}
     known_a = {k for ks in keys_a.values() for k in ks}
     known_b = {k for ks in keys_b.values() for k in ks}
     tally_a, tally_b = tally(a, keys_a), tally(b, keys_b)
@@ -73,7 +79,8 @@ def attribute(a: Run, b: Run) -> DiffResult:
         categories=_totals(rows, difference), rows=rows,
         collectives=collective_arrivals(a, b),
         matched_nodes=matched, only_in_a_nodes=len(known_a) - matched,
-        only_in_b_nodes=len(known_b) - matched)
+        only_in_b_nodes=len(known_b) - matched,
+        matched_by_rule=match_rules(list(full_a.values()), list(full_b.values())))
 
 
 def _row(category: str, key: Any, a_us: float, b_us: float, known_a: set[NodeKey],

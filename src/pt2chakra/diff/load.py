@@ -3,7 +3,7 @@ end, lane, dependencies), the measured step window and where each rank sits
 on the run's common axis.
 
 Every rule comes from its home: lanes (``conventions.lane_of``), the rank of
-a file (``conventions.rank_of``), the measured step (``conventions.step_window``),
+a file (``chakra.ranks``), the measured step (``conventions.step_window``),
 rank start offsets (``conventions.rank_origins``) and how collectives meet
 (``chakra.rendezvous``).
 """
@@ -31,18 +31,17 @@ from pt2chakra.chakra.conventions import (
     is_gpu,
     is_period_step,
     lane_of,
-    rank_of,
     rank_origins,
     run_measured_step,
     step_window_from,
 )
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.lean_read import read_et_apart
+from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
 from pt2chakra.errors import InputError
-from pt2chakra.files import refuse_repeated_inputs
-from pt2chakra.simulation.arrivals import Arrival, arrivals_of
+from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",
@@ -118,19 +117,13 @@ class Run:
         return STEP_PERIOD if any(r.period for r in self.ranks) else STEP_SPAN
 
 
-def load_run(label: str, paths: Sequence[str | os.PathLike[str]]) -> Run:
-    """Read every rank of one run; refuse a run without a measured step."""
-    names = [os.fspath(p) for p in paths]
-    if not names:
+def load_run(label: str, paths: Sequence[str | os.PathLike[str]], force: bool = False) -> Run:
+    """Read every rank of one run (``chakra.ranks``: refused unless it can be
+    one job, or ``force``); refuse a run without a measured step."""
+    if not paths:
         raise InputError(label, "no .et file given")
-    refuse_repeated_inputs(names)
-    ranks = [_load_rank(path, index) for index, path in enumerate(names)]
-    seen: dict[int, str] = {}
-    for r in ranks:
-        if r.rank in seen:
-            raise InputError(r.source, f"rank {r.rank} again (also {seen[r.rank]})")
-        seen[r.rank] = r.source
-    ranks.sort(key=lambda r: r.rank)
+    rank_set = open_rank_set(paths, force)
+    ranks = [_load_rank(path, rank) for path, rank in zip(rank_set.paths, rank_set.ranks)]
     origins, align = rank_origins([r.window for r in ranks], ALIGN)
     for r, origin in zip(ranks, origins):
         r.origin = origin
@@ -171,10 +164,10 @@ def _dep_kinds(classes: list[_NodeClass], data_deps: list[list[int]]) -> list[li
     return list(map(decoded.__getitem__, keys))
 
 
-def _load_rank(path: str, index: int) -> RankTrace:
+def _load_rank(path: str, rank: int) -> RankTrace:
     metadata, all_nodes = read_et_apart(path, DIFF_ATTRS, INCLUSIVE_ATTR)
     md = attr_dict(metadata.attrs)
-    trace = RankTrace(rank_of(metadata, path, index), path)
+    trace = RankTrace(rank, path)
     trace.period = is_period_step(md)
     setting = md.get(REPLAY_SETTING_ATTR)
     trace.setting = setting if isinstance(setting, str) else ""

@@ -85,6 +85,8 @@ class DiffResult(msgspec.Struct, frozen=True):
     matched_nodes: int = 0
     only_in_a_nodes: int = 0
     only_in_b_nodes: int = 0
+    # matched nodes by the rule that matched them (align.match_rules)
+    matched_by_rule: dict[str, int] = {}
 
     def top(self, category: str, n: int) -> list[Attribution]:
         """The ``n`` rows of ``category`` that changed most."""

@@ -135,8 +135,10 @@ def issuing_calls(nodes: Sequence[ChakraNode]) -> dict[int, str | None]:
 
     The parent by ``ctrl_deps`` when it is a c10d op. Some recordings parent a
     backend op elsewhere (a ``gloo:all_gather`` under another collective, a
-    worker thread's op with no parent): then the c10d op whose inputs hold the
-    backend op's input tensor (same tensor and storage id) issued it."""
+    worker thread's op with no parent, FSDP2's ``gloo:all_reduce`` under its
+    ``FSDP::post_backward_reduce`` annotation): then a c10d op it depends on
+    (``data_deps``), else the c10d op whose inputs hold the backend op's
+    input tensor (same tensor and storage id)."""
     by_id = {n.id: n for n in nodes}
     by_tensor: dict[tuple[int, int], str] = {}
     for n in nodes:
@@ -148,9 +150,13 @@ def issuing_calls(nodes: Sequence[ChakraNode]) -> dict[int, str | None]:
         if n.type not in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE,
                           NodeType.COMM_RECV_NODE):
             continue
-        parents = [by_id[d] for d in n.ctrl_deps if d in by_id]
-        call = next((call_name(p.name) for p in parents
-                     if p.type != NodeType.COMM_COLL_NODE and is_c10d_call(p.name)), None)
+        call = None
+        for deps in (n.ctrl_deps, n.data_deps):
+            parents = [by_id[d] for d in deps if d in by_id]
+            call = next((call_name(p.name) for p in parents
+                         if p.type != NodeType.COMM_COLL_NODE and is_c10d_call(p.name)), None)
+            if call is not None:
+                break
         if call is None:
             call = next((by_tensor[t] for t in sorted(tensor_ids(n.inputs)) if t in by_tensor),
                         None)

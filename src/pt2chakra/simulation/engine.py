@@ -1,5 +1,6 @@
-"""The simulator's entry points: load ``.et`` files, order them by rank,
-prepare them once and replay them under one setting or many.
+"""The simulator's entry points: read a set of ranks (``chakra.ranks``: in
+rank order, refused when it cannot be one job), prepare them once and replay
+them under one setting or many.
 
 The parts, in the order a run goes through them: prepare.py (graphs into
 flat arrays), durations.py (durations per setting), replay.py (the replay
@@ -17,6 +18,7 @@ import msgspec
 
 from pt2chakra.chakra.conventions import INCLUSIVE_ATTR, error_pct
 from pt2chakra.chakra.lean_read import read_et_apart
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.simulation.critical_path import critical_path_of
@@ -24,7 +26,6 @@ from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.prepare import (
     SIM_ATTRS,
     PreparedGraph,
-    metadata_attrs,
     prepare_graphs,
 )
 from pt2chakra.simulation.rank_results import overall_step, rank_results
@@ -45,13 +46,15 @@ class Simulator:
 
     def __init__(self, graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
                  sources: Sequence[str] | None = None, infer_waits: bool = True,
-                 refuse_deadlock: bool = True) -> None:
+                 refuse_deadlock: bool = True, ranks: Sequence[int] | None = None) -> None:
         """``refuse_deadlock=False`` (``--force``): ranks whose collectives
-        cannot all meet replay anyway, the stuck nodes reported as never run."""
+        cannot all meet replay anyway, the stuck nodes reported as never run.
+        ``ranks``: each graph's rank (its ``RankSet``'s); see ``prepare_graphs``."""
         self.graphs = graphs
         self.infer_waits = infer_waits
         self.refuse_deadlock = refuse_deadlock
         self.sources = list(sources) if sources else [f"rank{r}" for r in range(len(graphs))]
+        self.ranks = ranks
         self._prepared: dict[int, PreparedGraph] = {}
         # --without-profiler: the figure, resolved once (profiler_overhead.py)
         self.profiler_overhead: ProfilerOverhead | None = None
@@ -61,7 +64,7 @@ class Simulator:
         if p is None:
             with gc_paused():
                 p = prepare_graphs(self.graphs, self.sources, comm_streams, self.infer_waits,
-                                   self.refuse_deadlock)
+                                   self.refuse_deadlock, ranks=self.ranks)
             self._prepared[comm_streams] = p
         return p
 
@@ -122,26 +125,19 @@ def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequ
     return out
 
 
-def load(paths: Sequence[str]) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
-    """Each file's metadata and nodes, with only what the simulator reads
+def read_lean(path: str) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """One file's metadata and nodes, with only what the simulator reads
     (``SIM_ATTRS``; no inputs, outputs or control dependencies; the inclusive
     time held apart, see ``LeanNodes``)."""
-    graphs: list[tuple[GlobalMetadata, list[ChakraNode]]] = []
+    return read_et_apart(path, SIM_ATTRS, INCLUSIVE_ATTR)
+
+
+def load(ranks: Inputs | RankSet) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
+    """Every rank's file read lean (``read_lean``), in rank order (paths are
+    opened as a ``RankSet`` first: pair the result with its ``paths``)."""
+    ranks = open_rank_set(ranks)
     with gc_paused():  # millions of containers, no cycles: see gc_paused
-        for path in paths:
-            graphs.append(read_et_apart(path, SIM_ATTRS, INCLUSIVE_ATTR))
-    return graphs
-
-
-def order_by_rank(paths: Sequence[str], graphs: list[tuple[GlobalMetadata, list[ChakraNode]]],
-                  ) -> tuple[list[str], list[tuple[GlobalMetadata, list[ChakraNode]]]]:
-    """Sort inputs by the rank their metadata records (file order otherwise)."""
-    ranks = [metadata_attrs(md).get("rank") for md, _ in graphs]
-    known = [r for r in ranks if isinstance(r, int)]
-    if len(known) == len(ranks) and len(set(known)) == len(known):
-        pairs = sorted(zip(known, paths, graphs), key=lambda x: x[0])
-        return [x[1] for x in pairs], [x[2] for x in pairs]
-    return list(paths), graphs
+        return ranks.load(read_lean)
 
 
 def simulate_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
@@ -152,6 +148,6 @@ def simulate_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]
 
 
 def simulate_files(paths: Sequence[str], config: SimConfig | None = None) -> SimulationResult:
-    paths, graphs = order_by_rank(paths, load(paths))
-    return simulate_graphs(graphs, sources=list(paths), config=config)
+    ranks = open_rank_set(paths)
+    return Simulator(load(ranks), ranks.paths, ranks=ranks.ranks).run(config or SimConfig())[0]
 

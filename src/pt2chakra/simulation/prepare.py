@@ -40,6 +40,7 @@ from pt2chakra.chakra.conventions import (
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.lean_read import LeanNodes
+from pt2chakra.chakra.ranks import ranks_in_memory
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import (
     CommOp,
@@ -135,8 +136,9 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 
-# Every node attribute the simulator reads (the lean reader decodes only these).
-SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
+# Every node attribute the simulator reads (the lean reader decodes only these);
+# the size-unknown marker for the set check (chakra.checks.replay_problems).
+SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 
 def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:
@@ -205,7 +207,7 @@ class PreparedGraph:
         # CPU side reaching the next step is its prediction, not the last GPU end
         self.step_period: list[bool] = []
         self.sources: list[str] = []
-        self.rank_label: list[int] = []  # rank recorded in the metadata (else position)
+        self.rank_label: list[int] = []  # each rank's number (chakra.ranks)
         # per rank: the world a scaled-out file stands for (None: as recorded)
         self.scaled: list[ScaledWorld | None] = []
         # per rank: its process groups' sizes by name and the world size, as
@@ -234,13 +236,19 @@ class PreparedGraph:
 
 def prepare_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
                    sources: Sequence[str], comm_streams: int, infer_waits: bool = True,
-                   refuse_deadlock: bool = True) -> PreparedGraph:
+                   refuse_deadlock: bool = True, *, ranks: Sequence[int] | None = None,
+                   ) -> PreparedGraph:
     """Every rank's nodes as the flat arrays the replay runs on (see
-    ``PreparedGraph``), checked for collectives that can never meet."""
+    ``PreparedGraph``), checked for collectives that can never meet.
+    ``ranks``: each graph's rank (its label; the graphs' positions index
+    everything else), by ``ranks.rank_of`` or position when not given."""
+    if ranks is None:
+        ranks = ranks_in_memory([(src, md) for src, (md, _nodes) in zip(sources, graphs)])
     p = PreparedGraph()
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
         p.sources.append(sources[rank])
+        p.rank_label.append(ranks[rank])
         _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
         if bad:
             log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
@@ -477,14 +485,13 @@ def _category(node_type: int, a: Attrs) -> int:
 
 
 def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> float:
-    """Record the measured step (what the prediction is compared with) and
-    the rank's label; returns the step start, the origin of replayed delays.
+    """Record the measured step (what the prediction is compared with);
+    returns the step start, the origin of replayed delays.
     Runs right after ``_add_nodes``, while ``p.dur`` holds the recorded durations."""
     nodes = p.rank_nodes[rank]
     window = step_window_from(mda, p.start[nodes.start:nodes.stop], p.dur[nodes.start:nodes.stop],
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
-    p.rank_label.append(int(mda["rank"]) if isinstance(mda.get("rank"), int) else rank)
     p.scaled.append(scaled_world(mda))
     p.pg_sizes.append(group_sizes(mda))
     world = mda.get("world_size")
@@ -812,7 +819,10 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     A collective the recording ran beside the previous one of its lane
     (a lane a what-if or the calibrated link serialises: ``comm_streams``)
     had been picked up already: serialised, it starts when that one ends,
-    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it)."""
+    with no pickup delay on top (as the ASTRA-sim job's serial chain issues it).
+    Likewise a dependency that ended after the recorded start (the issuing
+    op returns once the worker has taken the work): the replay starts the
+    collective after it, so no delay is left to add."""
     cats = p.cat[base:end]
     if GPU_COMPUTE in cats or GPU_MEMCPY in cats or COMM not in cats:
         return
@@ -820,18 +830,10 @@ def _worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> 
     lane_end: dict[int, float] = {}
     for i in sorted((i for i in range(base, end) if p.cat[i] == COMM), key=starts.__getitem__):
         start, lane = float(starts[i]), lanes[i]
-        ready = -math.inf
-        for src, _kind in parents[i - base]:
-            e = starts[src] + dur[src]
-            if ready < e <= start:
-                ready = e
         prev = lane_end.get(lane, -math.inf)
-        if ready < prev <= start:
-            ready = prev
-        if prev > start:
-            p.delay[i] = 0.0
-        elif ready > -math.inf:
-            p.delay[i] = start - ready
+        ready = max([prev, *(starts[src] + dur[src] for src, _kind in parents[i - base])])
+        if ready > -math.inf:
+            p.delay[i] = max(0.0, start - ready)
         lane_end[lane] = max(prev, start + dur[i])
 
 

@@ -83,21 +83,29 @@ class CollectiveEnds:
         self.by_end = ordered
 
     def waited(self, op_start: float, gap_start: float, explained: float) -> int | None:
-        """The latest collective that ended inside the gap ``(gap_start,
-        op_start]`` (after ``explained``), at most the wake-up tolerance
-        before ``op_start``, and started before the op (so it cannot depend
-        on it: no cycle); or one that ended at most ``WAKE_TOL_FRACTION`` of
-        the gap after ``op_start`` and was already running when the gap began."""
+        """The collective whose end is nearest ``op_start`` among those that
+        ended inside the gap ``(gap_start, op_start]`` (after ``explained``),
+        at most the wake-up tolerance before ``op_start``, and started before
+        the op (so it cannot depend on it: no cycle), or ended at most
+        ``WAKE_TOL_FRACTION`` of the gap after ``op_start`` and were already
+        running when the gap began. Nearest, not latest: in a long gap the
+        tolerance after ``op_start`` can reach a collective that ended well
+        after the thread woke (seen: 33 ms after, with the one it waited for
+        ending 2 ms after); equally near, the later one."""
         lead = WAKE_TOL_FRACTION * (op_start - gap_start)
         tol = max(CPU_WAKE_TOL_US, lead)
+        best, best_gap = None, math.inf
         k = bisect.bisect_right(self.end_t, op_start + lead) - 1
         while k >= 0 and self.end_t[k] > max(gap_start, explained) \
                 and self.end_t[k] >= op_start - tol:
             end, key, start = self.by_end[k]
             if start < op_start and (end <= op_start or start <= gap_start):
-                return key
+                if abs(end - op_start) < best_gap:
+                    best, best_gap = key, abs(end - op_start)
+                if end <= op_start:
+                    break  # every earlier end is farther
             k -= 1
-        return None
+        return best
 
 
 def host_comm_waits(threads: Iterable[Iterable[HostOp]],

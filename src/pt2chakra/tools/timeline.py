@@ -27,11 +27,10 @@ from pt2chakra.chakra.conventions import (
     STREAM_LANE,
     attr_dict,
     lane_of,
-    rank_of,
 )
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.files import refuse_repeated_inputs
 
 _ARG_ATTRS = ("comm_type", "comm_size", "pg_name", "comm_seq", "stream", "device", "tid",
               "correlation", "rf_id")
@@ -92,33 +91,28 @@ class _EventWriter:
 
 
 def timeline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-             output: str | os.PathLike[str]) -> TimelineStats:
-    """Write the Chrome trace JSON; returns counts (events, lanes, untimed)."""
+             output: str | os.PathLike[str], force: bool = False) -> TimelineStats:
+    """Write the Chrome trace JSON, one process per rank (``chakra.ranks``:
+    a set that cannot be one job is refused unless ``force``); returns
+    counts (events, lanes, untimed)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     output = os.fspath(output)
     check_outputs(paths, [output])
-    refuse_repeated_inputs([os.fspath(p) for p in paths])
+    ranks = open_rank_set(paths, force)
     stats = TimelineStats(output=output)
-    used_pids: set[int] = set()
     with atomic_output(output) as out:
         out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
         events = _EventWriter(out)
-        for index, path in enumerate(paths):
-            _write_rank(events, os.fspath(path), index, used_pids, stats)
+        for path, rank in zip(ranks.paths, ranks.ranks):
+            _write_rank(events, path, rank, stats)
         out.write(b"\n]}\n")
     return stats
 
 
-def _write_rank(events: _EventWriter, path: str, index: int, used_pids: set[int],
-                stats: TimelineStats) -> None:
-    """One rank's file as one process; a rank seen before (two files
-    claiming it) gets the next free pid so neither hides the other."""
-    metadata, nodes = read_et(path)
-    pid = rank_of(metadata, path, index)
-    if pid in used_pids:
-        pid = max(used_pids) + 1
-    used_pids.add(pid)
+def _write_rank(events: _EventWriter, path: str, pid: int, stats: TimelineStats) -> None:
+    """One rank's file as one process, its pid the rank."""
+    _metadata, nodes = read_et(path)
     events.metadata("process_name", pid, 0, {"name": f"rank {pid} ({os.path.basename(path)})"})
     events.metadata("process_sort_index", pid, 0, {"sort_index": pid})
     lanes: dict[tuple[Any, ...], int] = {}
