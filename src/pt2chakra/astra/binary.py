@@ -101,7 +101,10 @@ def run_configured(binary: str | os.PathLike[str], prefix: str | os.PathLike[str
     if done.returncode != 0 or set(finished) != set(range(npus)):
         what = (f"exited {done.returncode}" if done.returncode != 0 else
                 f"reported NPUs {_ids(finished)}, expected 0..{npus - 1}")
-        raise RuntimeError(f"{' '.join(cmd)} {what}: {(done.stdout + done.stderr)[-2000:]}")
+        last = ((done.stdout + done.stderr).strip().splitlines() or ["no output"])[-1]
+        # first line: what went wrong, with the binary's last line; then its output's tail
+        raise RuntimeError(f"{what} (last output: {last.strip()[:200]})\n{' '.join(cmd)}\n"
+                           f"{(done.stdout + done.stderr)[-2000:]}")
     exposed = {int(m[1]): int(m[3]) for m in found}
     warnings = [line for line in (done.stdout + done.stderr).splitlines()
                 if _ALARM.search(line) and not line.rstrip().endswith(USUAL_EXIT_LINE)]

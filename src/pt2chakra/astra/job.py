@@ -23,6 +23,7 @@ rank); the system file is the project's reference one, held fixed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -65,13 +66,9 @@ from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, con
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
-from pt2chakra.simulation.calibration import Calibration
-from pt2chakra.simulation.durations import calibrate
-from pt2chakra.simulation.engine import load
-from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
+from pt2chakra.simulation import Calibration, calibrate_recorded
 
 RUN_SCRIPT = "run.sh"
 JOB_FILES = (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE, RUN_SCRIPT)
@@ -167,28 +164,16 @@ class AstraJob:
 def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     """``simulate --calibrate``'s fit of these traces, per backend, and the
     collectives (matched across ranks) it was fitted to."""
-    ranks = open_rank_set(paths)
-    prepared = prepare_graphs(load(ranks), ranks.paths, CALIBRATION_LINK_STREAMS,
-                              refuse_deadlock=False, ranks=ranks.ranks)
-    matched = _matched_collectives(prepared)
-    calibrations = calibrate(prepared, matched, FIT_ALGORITHM)
+    fit = calibrate_recorded(paths, FIT_ALGORITHM, CALIBRATION_LINK_STREAMS)
+    prepared = fit.prepared
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
-    for members in matched.values():
+    for members in fit.matched.values():
         first = members[0]
         collectives[comm_backend(prepared.nodes[first].name)].append(RecordedCollective(
             comm_type=prepared.comm_type[first],
             size_bytes=max(prepared.comm_bytes[m] for m in members),
             ranks=tuple(sorted(prepared.rank[m] for m in members))))
-    return RecordedFit(calibrations, dict(collectives))
-
-
-def _matched_collectives(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
-    """Collectives that more than one rank reached (the calibration's samples,
-    as the replay matches them)."""
-    members: dict[RendezvousKey, list[int]] = defaultdict(list)
-    for index, key in p.comm_key.items():
-        members[key].append(index)
-    return {k: v for k, v in members.items() if len(v) > 1}
+    return RecordedFit(fit.calibrations, dict(collectives))
 
 
 def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:
@@ -419,6 +404,25 @@ exec "${{{BINARY_ENV}:-{DEFAULT_BINARY}}}" \\
 """
 
 
+@contextlib.contextmanager
+def _new_folders(folder: str) -> Iterator[None]:
+    """``folder`` created (with its parents) for the block; the ones created
+    are removed again when the block fails (a failed job leaves nothing)."""
+    missing = []
+    path = os.path.abspath(folder)
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        for path in missing:  # deepest first; a folder not empty stays
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
+
+
 def _comment_name(name: str) -> str:
     """``name`` as written in run.sh's comment: as is when plain, else quoted
     for the shell (``check_outputs`` already refuses control characters, so
@@ -443,9 +447,8 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     check_prefix_outputs(inputs, prefix, EXPORT_FILES)
     check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
     system = AstraSystem()
-    Path(folder or ".").mkdir(parents=True, exist_ok=True)
     ranks = open_rank_set(inputs, force)
-    with StagedOutputs() as staged:
+    with _new_folders(folder or "."), StagedOutputs() as staged:
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged)
         if len(inputs) < MIN_NPUS:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
@@ -562,8 +565,8 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
                                  AstraConfigs(*(p.resolve() for p in configs)), network.npus,
                                  cwd=scratch, timeout_s=timeout_s)
         except (RuntimeError, OSError) as exc:
-            last = (str(exc).strip().splitlines() or ["no output"])[-1]
-            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {last}") from exc
+            first = (str(exc).strip().splitlines() or ["no output"])[0]
+            raise InputError(os.fspath(binary), f"ASTRA-sim failed on {prefix}: {first}") from exc
     return JobCheck(prefix, network, system, model, run, os.fspath(binary),
                     _read_prediction(prefix))
 

@@ -19,7 +19,9 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO, cast
+
+from pt2chakra.errors import printable
 
 INT64_MAX = 2**63 - 1
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
@@ -175,6 +177,37 @@ class _HeldWarnings(logging.Handler):
         self.held.clear()
 
 
+# Control characters a terminal acts on, other than the line and tab our own
+# text is made of: from a trace's names they are printed escaped.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape_controls(text: str) -> str:
+    return _TERMINAL_CONTROLS.sub(lambda m: printable(m.group()), text)
+
+
+class _EscapingStream:
+    """A text stream (stdout) whose writes have control characters escaped:
+    an escape sequence in an op name cannot rewrite the screen."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        return self._inner.write(_escape_controls(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _EscapingFormatter(logging.Formatter):
+    """Log lines (warnings name trace content) with every control character
+    escaped: one record, one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
 @contextlib.contextmanager
 def session(verbosity: int) -> Iterator[Callable[[], None]]:
     """Signals handled as Ctrl-C and warnings held (at default verbosity)
@@ -188,21 +221,30 @@ def session(verbosity: int) -> Iterator[Callable[[], None]]:
     held: _HeldWarnings | None = None
     stderr_handlers = [h for h in saved_handlers
                        if type(h) is logging.StreamHandler and h.stream is sys.stderr]
+    saved_formats = [(h, h.formatter) for h in stderr_handlers]
+    for stream_handler in stderr_handlers:
+        fmt = stream_handler.formatter._fmt if stream_handler.formatter else None
+        stream_handler.setFormatter(_EscapingFormatter(fmt))
     if verbosity == 0 and stderr_handlers:
         held = _HeldWarnings(stderr_handlers[0])
         root.handlers = [held if h is stderr_handlers[0] else h for h in saved_handlers]
+    saved_stdout = sys.stdout
+    if saved_stdout is not None and not isinstance(saved_stdout, _EscapingStream):
+        sys.stdout = cast(TextIO, _EscapingStream(saved_stdout))
     previous = {}
     for signum in SIGNAL_EXITS:
-        if signum == signal.SIGINT:
-            continue
         with contextlib.suppress(ValueError, OSError):  # not the main thread
-            previous[signum] = signal.signal(signum, _raise_terminated)
+            previous[signum] = signal.signal(signum, signal.default_int_handler
+                                             if signum == signal.SIGINT else _raise_terminated)
     try:
         yield held.pass_on if held is not None else (lambda: None)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         root.handlers = saved_handlers
+        for stream_handler, formatter in saved_formats:
+            stream_handler.setFormatter(formatter)
+        sys.stdout = saved_stdout
 
 
 def quiet_broken_pipe() -> None:

@@ -271,13 +271,33 @@ def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Ge
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=_worker_signals)
     try:
-        futures = [pool.submit(convert_one, job, options) for job in jobs]
+        with _signals_deferred():  # a worker half started would print a traceback
+            futures = [pool.submit(convert_one, job, options) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
     except BaseException:  # Ctrl-C, SIGTERM, the caller gone: stop now, not after the queue
         _stop_pool(pool)
         raise
     pool.shutdown()
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Generator[None, None, None]:
+    """Hold Ctrl-C and SIGTERM while the pool starts its workers (a fraction of
+    a second): a worker forked but not yet known to the pool could not be
+    stopped. The signal is delivered again right after."""
+    caught: list[int] = []
+    saved = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):  # not the main thread
+            saved[signum] = signal.signal(signum, lambda n, _f: caught.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if caught:
+            os.kill(os.getpid(), caught[0])
 
 
 def _worker_signals() -> None:
@@ -289,9 +309,10 @@ def _worker_signals() -> None:
 
 
 def _stop_pool(pool: Any) -> None:
-    """Cancel the queued ranks, SIGTERM the running workers (they remove their
-    temp files), SIGKILL those still there after ``STOP_GRACE_S``."""
-    pool.shutdown(wait=False, cancel_futures=True)
+    """SIGTERM the workers (they remove their temp files), SIGKILL those still
+    there after ``STOP_GRACE_S``, then cancel the queued ranks. Workers go
+    first: the pool's shutdown frees the queues a worker still starting up
+    would read (it would print a traceback)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     for proc in processes:
         with contextlib.suppress(Exception):
@@ -303,6 +324,7 @@ def _stop_pool(pool: Any) -> None:
             if proc.is_alive():
                 proc.kill()
                 proc.join(STOP_GRACE_S)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _ray_runner(address: str | None) -> Runner:

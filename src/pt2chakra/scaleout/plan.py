@@ -23,6 +23,7 @@ import msgspec
 
 from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.ranks import open_rank_set, rank_of
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.scaleout.rules import (
@@ -101,10 +102,10 @@ def rank_facts(path: str) -> RankFacts:
     metadata, node_iter = read_et(path)
     nodes = list(node_iter)
     md = attr_dict(metadata.attrs)
-    rank, world = md.get("rank"), md.get("world_size")
-    if type(rank) is not int or rank < 0:
-        raise InputError(path, "metadata has no rank: extrapolate needs every recorded rank's "
-                         "file as convert writes it")
+    rank, world = rank_of(metadata, path), md.get("world_size")
+    if rank is None:
+        raise InputError(path, "no rank in its metadata or name: extrapolate needs every "
+                         "recorded rank's file as convert writes it")
     groups = {str(g.get("pg_name")): g for g in process_groups(metadata)
               if isinstance(g, dict) and "pg_name" in g}
     calls = issuing_calls(nodes)
@@ -207,13 +208,14 @@ def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "w
                          "batch fixed) is supported")
     if not 1 <= target <= MAX_WORLD_SIZE:
         raise InputError("--world-size", f"must be 1..{MAX_WORLD_SIZE}")
-    facts = sorted((rank_facts(p) for p in names), key=lambda f: f.rank)
+    rank_set = open_rank_set(names)  # one job's files, in rank order (chakra/ranks.py)
+    facts = [rank_facts(p) for p in rank_set.paths]
     n = len(facts)
-    ranks = [f.rank for f in facts]
+    ranks = rank_set.ranks
     if ranks != list(range(n)):
-        dup = next((r for r, k in Counter(ranks).items() if k > 1), None)
-        what = f"rank {dup} given twice" if dup is not None else f"ranks {ranks}"
-        raise InputError(facts[0].path, f"{what}: give every recorded rank 0..N-1 once")
+        missing = min(set(range(max(ranks) + 1)) - set(ranks))
+        raise InputError(rank_set.paths[0], f"rank {missing} is missing: give every recorded "
+                         "rank 0..N-1 once")
     for f in facts:
         if f.world_size and f.world_size != n:
             raise InputError(f.path, f"world_size {f.world_size} in its metadata but {n} rank "

@@ -136,8 +136,9 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 
-# Every node attribute the simulator reads (the lean reader decodes only these).
-SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst"}
+# Every node attribute the simulator reads (the lean reader decodes only these);
+# the size-unknown marker for the set check (chakra.checks.replay_problems).
+SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 
 def _checked(attrs: Sequence[Attr], bad: set[str] | None) -> Attrs:

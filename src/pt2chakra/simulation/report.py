@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, error_pct
+from pt2chakra.errors import printable
 from pt2chakra.simulation.results import RankResult, SimulationResult
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def _us(value: float | None) -> str:
 
 
 def _short(name: str) -> str:
+    name = printable(name)  # a trace's name, on a terminal
     return name if len(name) <= STRAGGLER_NAME_CHARS else name[:STRAGGLER_NAME_CHARS - 3] + "..."
 
 

@@ -19,6 +19,7 @@ from pt2chakra.chakra.conventions import (
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.errors import printable
 
 TOP_OPS = 10
 
@@ -192,6 +193,7 @@ def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> InspectReport:
 
 
 def _short(text: str, width: int = 70) -> str:
+    text = printable(text)  # a trace's name, on a terminal
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
