@@ -1,10 +1,14 @@
 """The package's layering holds: a subpackage imports only from its own tier
-or lower ones, no module imports from another module's private names, and no
-import cycle exists, between modules or between subpackages (imports inside
-functions count: a cycle dodged by a late import is still a cycle).
+or lower ones, another stage's modules only through its entry point (its
+package: ``from pt2chakra.simulation import simulate``), no module imports
+from another module's private names, and no import cycle exists, between
+modules or between subpackages (imports inside functions count: a cycle
+dodged by a late import is still a cycle).
 
-The tiers, lowest first: what every stage shares; the two formats; the stages
-and tools over them; the command line on top."""
+The tiers, lowest first: what every stage shares; the two formats; the first
+stages (conversion, simulation); the stages over the simulator (astra, diff,
+scaleout, collect); the pages and tools over those (report > diff >
+simulation; tools > astra > simulation); the command line on top."""
 
 from __future__ import annotations
 
@@ -20,13 +24,18 @@ PACKAGE = "pt2chakra"
 # Tier of each top-level subpackage or module of pt2chakra ("" = the facade,
 # whose own imports are lazy, by name).
 TIERS: dict[str, int] = {
-    "": 0, "__main__": 3, "errors": 0, "files": 0, "atomic": 0,
-    "children": 0,
+    "": 0, "errors": 0, "files": 0, "atomic": 0, "children": 0, "lazy": 0,
     "pytorch": 1, "chakra": 1,
-    "conversion": 2, "simulation": 2, "astra": 2, "tools": 2, "report": 2, "diff": 2,
-    "collect": 2, "scaleout": 2,
-    "cli": 3,
+    "conversion": 2, "simulation": 2,
+    "astra": 3, "diff": 3, "scaleout": 3, "collect": 3,
+    "report": 4, "tools": 4,
+    "cli": 5, "__main__": 5,
 }
+# Stages entered only through their package (its ``__init__`` lists the names
+# others may use). Not here: the formats (``chakra``, ``pytorch``), libraries
+# whose every module other stages read (the allowlist), and ``tools`` and
+# ``collect``, sets of independent commands (each module its own entry).
+ENTRY_POINTS = ("simulation", "diff", "report", "conversion", "astra", "scaleout")
 
 
 def _module_name(path: Path) -> str:
@@ -123,6 +132,17 @@ def test_no_upward_import() -> None:
     assert not upward, "\n".join(upward)
 
 
+def _entry_point_breaches(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{a} imports {b}: import from {PACKAGE}.{_top(b)} (its entry point) instead"
+            for a, targets in graph.items() for b in targets
+            if _top(b) in ENTRY_POINTS and _top(a) != _top(b) and b != f"{PACKAGE}.{_top(b)}"]
+
+
+def test_other_stages_import_only_the_entry_point() -> None:
+    breaches = _entry_point_breaches(EDGES)
+    assert not breaches, "\n".join(breaches)
+
+
 def test_no_private_name_across_modules() -> None:
     assert not PRIVATE, "\n".join(PRIVATE)
 
@@ -144,11 +164,17 @@ def test_no_import_cycle_between_subpackages() -> None:
     assert not _cycle(packages), " -> ".join(_cycle(packages))
 
 
-@pytest.mark.parametrize("planted", ["upward", "cycle"])
+@pytest.mark.parametrize("planted", ["upward", "cycle", "entry"])
 def test_the_checks_can_fail(planted: str) -> None:
     """The checks above see what they look for (on a planted graph)."""
     graph = {"pt2chakra.chakra.a": {"pt2chakra.cli.b"}, "pt2chakra.cli.b": set()}
-    if planted == "cycle":
+    if planted == "entry":
+        graph = {"pt2chakra.report.a": {"pt2chakra.simulation.prepare", "pt2chakra.simulation",
+                                        "pt2chakra.chakra.io"}}
+        assert _entry_point_breaches(graph) == [
+            "pt2chakra.report.a imports pt2chakra.simulation.prepare: import from "
+            "pt2chakra.simulation (its entry point) instead"]
+    elif planted == "cycle":
         graph["pt2chakra.cli.b"] = {"pt2chakra.chakra.a"}
         assert _cycle(graph)
     else:

@@ -20,7 +20,7 @@ from pt2chakra.astra.consumer import (
 )
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.api import check_network_and_scales, refuse_unsound_set
+from pt2chakra.simulation import check_network_and_scales, refuse_unsound_set
 
 
 class AstraSimOptions(msgspec.Struct, frozen=True):

@@ -66,13 +66,9 @@ from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, con
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError, printable
 from pt2chakra.pytorch.names import comm_backend
-from pt2chakra.simulation.calibration import Calibration
-from pt2chakra.simulation.durations import calibrate
-from pt2chakra.simulation.engine import load
-from pt2chakra.simulation.prepare import PreparedGraph, prepare_graphs
+from pt2chakra.simulation import Calibration, calibrate_recorded
 
 RUN_SCRIPT = "run.sh"
 JOB_FILES = (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE, RUN_SCRIPT)
@@ -168,28 +164,16 @@ class AstraJob:
 def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     """``simulate --calibrate``'s fit of these traces, per backend, and the
     collectives (matched across ranks) it was fitted to."""
-    ranks = open_rank_set(paths)
-    prepared = prepare_graphs(load(ranks), ranks.paths, CALIBRATION_LINK_STREAMS,
-                              refuse_deadlock=False, ranks=ranks.ranks)
-    matched = _matched_collectives(prepared)
-    calibrations = calibrate(prepared, matched, FIT_ALGORITHM)
+    fit = calibrate_recorded(paths, FIT_ALGORITHM, CALIBRATION_LINK_STREAMS)
+    prepared = fit.prepared
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
-    for members in matched.values():
+    for members in fit.matched.values():
         first = members[0]
         collectives[comm_backend(prepared.nodes[first].name)].append(RecordedCollective(
             comm_type=prepared.comm_type[first],
             size_bytes=max(prepared.comm_bytes[m] for m in members),
             ranks=tuple(sorted(prepared.rank[m] for m in members))))
-    return RecordedFit(calibrations, dict(collectives))
-
-
-def _matched_collectives(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
-    """Collectives that more than one rank reached (the calibration's samples,
-    as the replay matches them)."""
-    members: dict[RendezvousKey, list[int]] = defaultdict(list)
-    for index, key in p.comm_key.items():
-        members[key].append(index)
-    return {k: v for k, v in members.items() if len(v) > 1}
+    return RecordedFit(fit.calibrations, dict(collectives))
 
 
 def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:

@@ -54,7 +54,7 @@ from pt2chakra.chakra.conventions import (
 )
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
-from pt2chakra.simulation.waits import (
+from pt2chakra.simulation import (
     INFER_MIN_US,
     CollectiveEnds,
     HostOp,

@@ -51,6 +51,8 @@ RECORDING_ATTRS = ("pid", "step_start_micros")
 HASH_CHUNK = 1 << 20
 
 Nodes = TypeVar("Nodes")
+# The metadata of standard input, which ``survey`` leaves to the command to read.
+UNREAD = GlobalMetadata(version="")
 
 
 def rank_in_metadata(metadata: GlobalMetadata) -> int | None:
@@ -158,9 +160,10 @@ def survey(paths: Inputs) -> RankSet:
     if not names:
         raise InputError("input", "no .et file given")
     refuse_repeated_inputs(names)
-    if STDIN in names:  # read twice: its metadata first, its nodes later
-        raise InputError(STDIN, "a rank's .et is read from a file, not standard input")
-    metadata = [read_et(path)[0] for path in names]
+    # Standard input can be read once, by the command's own reader: its
+    # metadata is not read here, so its rank is 0 when it is given alone and
+    # unknown among others.
+    metadata = [read_et(path)[0] if path != STDIN else UNREAD for path in names]
     found = [(rank_of(md, path), rank_in_metadata(md) is not None)
              for path, md in zip(names, metadata)]
     issues: list[RankIssue] = []

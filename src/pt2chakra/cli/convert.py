@@ -7,12 +7,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
+from pt2chakra.astra import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
 
 if TYPE_CHECKING:
-    from pt2chakra.conversion.step import StepChoice
+    from pt2chakra.conversion import StepChoice
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
 EXIT_RANK_FAILED = 2
@@ -63,7 +63,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         if given:
             raise InputError(option, "only with --ranks (several ranks in one command)")
     from pt2chakra.atomic import StagedOutputs
-    from pt2chakra.conversion.api import convert_run
+    from pt2chakra.conversion import convert_run
 
     _check_traces(args, "convert")
     if args.html:
@@ -82,7 +82,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         if args.simulate and args.profile is None:
             lines.append(_simulation_lines([args.output]))
         if args.html:
-            from pt2chakra.report.api import write_report
+            from pt2chakra.report import write_report
 
             page = write_report([args.output], args.html, conversion=[report], staged=staged)
             if not args.quiet:
@@ -94,8 +94,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _simulation_lines(paths: list[str]) -> str:
     """``--simulate``: the short summary, and why a step is 0 us when it is."""
-    from pt2chakra.simulation.api import simulate
-    from pt2chakra.simulation.report import timing_notes
+    from pt2chakra.simulation import simulate, timing_notes
 
     result = simulate(paths)
     return "\n".join([result.summary(), *timing_notes(result)])
@@ -112,14 +111,14 @@ def _check_traces(args: argparse.Namespace, where: str) -> None:
 
 def _step(args: argparse.Namespace) -> StepChoice:
     """``--step``: which of a Kineto trace's steps is measured."""
-    from pt2chakra.conversion.step import parse_step_choice
+    from pt2chakra.conversion import parse_step_choice
 
     return parse_step_choice(args.step)
 
 
 def _check_html(args: argparse.Namespace) -> None:
     """Refuse an unusable ``--html`` before the conversion starts."""
-    from pt2chakra.report.api import check_output
+    from pt2chakra.report import check_output
 
     if args.profile is not None:
         raise InputError(args.html, "--html reports on the .et; it does not go with --for")
@@ -128,7 +127,7 @@ def _check_html(args: argparse.Namespace) -> None:
 
 def _cmd_convert_ranks(args: argparse.Namespace) -> int:
     """``--ranks``: one conversion per rank, in a process pool or on Ray."""
-    from pt2chakra.conversion.many_ranks import (
+    from pt2chakra.conversion import (
         RankOptions,
         RankTemplates,
         convert_ranks,
@@ -181,7 +180,7 @@ def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
-    from pt2chakra.conversion.api import write_linked
+    from pt2chakra.conversion import write_linked
 
     summary = write_linked(args.host_trace, args.device_trace, args.output, force=args.force)
     if not args.quiet:

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _cmd_extrapolate(args: argparse.Namespace) -> int:
-    from pt2chakra.scaleout.api import extrapolate
+    from pt2chakra.scaleout import extrapolate
 
     summary = extrapolate(args.traces, args.world_size, args.output, args.scaling)
     if args.json:

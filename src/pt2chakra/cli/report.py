@@ -41,8 +41,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from pt2chakra.report.api import write_report
-    from pt2chakra.report.gather import ReportOptions
+    from pt2chakra.report import ReportOptions, write_report
 
     options = ReportOptions(simulation=options_from(args), title=args.title,
                             standard_what_ifs=not args.no_what_if)

@@ -11,8 +11,7 @@ import orjson
 from pt2chakra.cli import options
 
 if TYPE_CHECKING:
-    from pt2chakra.simulation.api import SimulationOptions, SimulationRun
-    from pt2chakra.simulation.collectives import CollectiveRow
+    from pt2chakra.simulation import CollectiveRow, SimulationOptions, SimulationRun
 
 EPILOG = """examples:
   pt2chakra simulate rank0.et
@@ -116,7 +115,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace) -> SimulationOptions:
     """``SimulationOptions`` from the arguments ``add_model_args`` added
     (plus ``--timeline``/``--plot``/``--force`` where the command has them)."""
-    from pt2chakra.simulation.api import SimulationOptions
+    from pt2chakra.simulation import SimulationOptions
 
     return SimulationOptions(
         bandwidth_gbps=args.bandwidth, latency_us=args.latency, algorithm=args.algorithm,
@@ -138,12 +137,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to --consumer astra-sim only")
-    from pt2chakra.simulation.api import simulate_run
+    from pt2chakra.simulation import simulate_run
 
     if args.world_size is not None:
         return _cmd_world_size(args)
     if args.write_et:
-        from pt2chakra.simulation.replayed_et import check_prefix, replay_config
+        from pt2chakra.simulation import check_prefix, replay_config
 
         check_prefix(args.write_et, args.traces)
         replay_config(options_from(args))
@@ -153,7 +152,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         run = simulate_run(args.traces, options_from(args), staged)
         options.keep_until_exit(run)  # its million objects: not freed one by one before exit
         if args.write_et:
-            from pt2chakra.simulation.replayed_et import write_replayed_et
+            from pt2chakra.simulation import write_replayed_et
 
             written = write_replayed_et(run, options_from(args), args.write_et, staged)
         staged.commit()
@@ -161,12 +160,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.write_et and not args.quiet:
         print(f"replay written: {', '.join(written)}", file=sys.stderr)
     if args.json:
-        from pt2chakra.simulation.report import result_json
+        from pt2chakra.simulation import result_json
 
         sys.stdout.write(orjson.dumps(result_json(result, _collectives(run)),
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation.report import format_report
+        from pt2chakra.simulation import format_report
 
         print(format_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
     return 0
@@ -179,9 +178,8 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
     if args.write_et:
         raise InputError("--write-et", "writes the replayed ranks only; use pt2chakra "
                          "extrapolate for the M-rank files")
-    from pt2chakra.scaleout.api import scaled_graphs
-    from pt2chakra.scaleout.breakdown import breakdown
-    from pt2chakra.simulation.api import (
+    from pt2chakra.scaleout import scaled_graphs, step_breakdown
+    from pt2chakra.simulation import (
         SimulationRun,
         recorded_figure,
         scaled_out_options,
@@ -195,17 +193,17 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
     run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
     run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)
     options.keep_until_exit(run)
-    shown = breakdown(scaled.plan, run, opts)
+    shown = step_breakdown(scaled.plan, run, opts)
     if args.json:
         import msgspec
 
-        from pt2chakra.simulation.report import result_json
+        from pt2chakra.simulation import result_json
 
         doc = result_json(run.result, _collectives(run))
         doc["scale_out"] = msgspec.to_builtins(shown)
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation.report import format_report
+        from pt2chakra.simulation import format_report
 
         print(format_report(run.result, lanes=not args.no_lanes, collectives=_collectives(run)))
         print(shown.describe())
@@ -216,14 +214,14 @@ def _collectives(run: SimulationRun) -> list[CollectiveRow]:
     """The replay's collectives (their stragglers), for a multi-rank run."""
     if len(run.result.ranks) < 2:
         return []
-    from pt2chakra.simulation.collectives import collective_rows
+    from pt2chakra.simulation import collective_rows
 
     return collective_rows(run.simulator, run.schedule)
 
 
 def _cmd_consumer(args: argparse.Namespace) -> int:
     """``--consumer astra-sim``: ASTRA-sim's rules instead of ours."""
-    from pt2chakra.astra.api import AstraSimOptions, simulate_astra_sim
+    from pt2chakra.astra import AstraSimOptions, simulate_astra_sim
 
     for flag, given in (("--calibrate", args.calibrate), ("--write-et", args.write_et is not None),
                         ("--cpu-scale-ops", args.cpu_scale_ops is not None),
@@ -234,7 +232,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to our own replay, not to --consumer astra-sim")
-    from pt2chakra.astra.consumer import format_consumer_report
+    from pt2chakra.astra import format_consumer_report
 
     options = AstraSimOptions(
         topology=args.topology, bandwidth_gbps=args.bandwidth, latency_us=args.latency,

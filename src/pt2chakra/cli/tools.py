@@ -15,9 +15,7 @@ from collections.abc import Callable
 
 import orjson
 
-from pt2chakra.astra.binary import CHECK_TIMEOUT_S
-from pt2chakra.astra.collective import TOPOLOGIES
-from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE
+from pt2chakra.astra import CHECK_TIMEOUT_S, CPU_MODES, DEFAULT_CPU_MODE, TOPOLOGIES
 from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
 from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
@@ -87,7 +85,7 @@ def _cmd_from_json(args: argparse.Namespace) -> int:
     from pt2chakra.chakra.json_form import from_json
 
     if args.profile == "astra-sim":
-        from pt2chakra.astra.export import convert_json
+        from pt2chakra.astra import convert_json
 
         written = convert_json(args.input, args.output, rank=args.rank)
         if not args.quiet:
@@ -181,7 +179,7 @@ def _cmd_profiler_overhead(args: argparse.Namespace) -> int:
 
 
 def _cmd_astra_sim(args: argparse.Namespace) -> int:
-    from pt2chakra.astra.job import (
+    from pt2chakra.astra import (
         BINARY_ENV,
         NetworkChoice,
         check_job,
@@ -205,7 +203,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
     if args.world_size is not None:
-        from pt2chakra.scaleout.api import extrapolated_job
+        from pt2chakra.scaleout import extrapolated_job
 
         job = extrapolated_job(args.input, args.world_size, args.output,
                                lambda files, predicted: write_job(

@@ -41,7 +41,7 @@ from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.arrivals import Arrival, arrivals_of
+from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, write_atomic
-from pt2chakra.conversion.api import ConversionReport
+from pt2chakra.conversion import ConversionReport
 from pt2chakra.errors import InputError
 from pt2chakra.files import read_input
-from pt2chakra.simulation.report import timing_notes
+from pt2chakra.simulation import timing_notes
 
 from .gather import ReportData, ReportOptions, build_report
 from .render import render

@@ -10,14 +10,25 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.conversion.api import ConversionReport
+from pt2chakra.conversion import ConversionReport
 from pt2chakra.diff import DiffResult, diff
-from pt2chakra.simulation.api import SimulationOptions, base_config, replay
-from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
-from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
-from pt2chakra.simulation.prepare import CATEGORY_NAMES
-from pt2chakra.simulation.results import Schedule, SimulationResult, WhatIf
-from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
+from pt2chakra.simulation import (
+    CATEGORY_COLORS,
+    CATEGORY_NAMES,
+    CollectiveRow,
+    Schedule,
+    SimulationOptions,
+    SimulationResult,
+    Simulator,
+    WhatIf,
+    base_config,
+    baseline_replay,
+    collective_rows,
+    lane_tids,
+    measured_offset,
+    measured_span,
+    what_if,
+)
 
 from .downsample import Bar, downsample, share_budget
 
@@ -150,7 +161,7 @@ def build_report(paths: Sequence[str | os.PathLike[str]], options: ReportOptions
     with ``baseline`` (another run's files, one per rank), the comparison."""
     options = options or ReportOptions()
     compared = diff(baseline, paths) if baseline else None  # a run of another job: refused first
-    sim, result, schedule = replay(paths, options.simulation)
+    sim, result, schedule = baseline_replay(paths, options.simulation)
     rows = collective_rows(sim, schedule)
     names = [os.fspath(p) for p in paths]
     return ReportData(
@@ -170,7 +181,7 @@ def comparison(compared: DiffResult, baseline: Sequence[str | os.PathLike[str]],
     """The baseline section: the diff as computed, and both runs' recorded
     lanes (the baseline replayed for its schedule) on one axis: each rank's
     step starts where its start offset puts it, in both runs."""
-    _sim, base_result, base_schedule = replay(baseline, options.simulation)
+    _sim, base_result, base_schedule = baseline_replay(baseline, options.simulation)
     names = _Names()
     lanes = []
     for base_lane, this_lane in _paired_by_rank(_measured_lanes(base_schedule, names, BASELINE_RUN),

@@ -12,19 +12,18 @@ from importlib import resources
 import msgspec
 
 from pt2chakra import __version__
-from pt2chakra.conversion.api import ConversionReport
-from pt2chakra.diff import DiffResult
-from pt2chakra.diff.api import DEFAULT_TOP
-from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES
-from pt2chakra.simulation.collectives import CollectiveRow
-from pt2chakra.simulation.report import (
+from pt2chakra.conversion import ConversionReport
+from pt2chakra.diff import CATEGORIES, CATEGORY_TITLES, DEFAULT_TOP, DiffResult
+from pt2chakra.simulation import (
+    CATEGORY_COLORS,
+    CollectiveRow,
+    CriticalPath,
+    SimulationResult,
     measured_collectives,
     profiler_lines,
     step_notes,
     timing_notes,
 )
-from pt2chakra.simulation.results import CriticalPath, SimulationResult
-from pt2chakra.simulation.views import CATEGORY_COLORS
 
 from .gather import (
     BASELINE_RUN,

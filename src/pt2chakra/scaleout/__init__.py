@@ -1,1 +1,24 @@
-"""Scale-out: a data-parallel job recorded on N ranks as the job on M ranks."""
+"""Scale-out: a data-parallel job recorded on N ranks as the job on M ranks.
+The package's entry point: other packages import these names from here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pt2chakra.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pt2chakra.scaleout.api import extrapolate, extrapolated_job, scaled_graphs
+    from pt2chakra.scaleout.breakdown import breakdown as step_breakdown
+
+_EXPORTS = {
+    "extrapolate": "pt2chakra.scaleout.api",
+    "extrapolated_job": "pt2chakra.scaleout.api",
+    "scaled_graphs": "pt2chakra.scaleout.api",
+    "step_breakdown": "pt2chakra.scaleout.breakdown:breakdown",
+}
+__all__ = [
+    "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
+]
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -139,7 +139,7 @@ def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
 
 def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int) -> float:
     """``simulate --world-size``'s step with its defaults (the calibrated network)."""
-    from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
+    from pt2chakra.simulation import SimulationOptions, scaled_out_options, simulate_graphs_run
 
     scaled = scaled_graphs(paths, world_size)
     options = scaled_out_options(scaled.graphs, SimulationOptions())

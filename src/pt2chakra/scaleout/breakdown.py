@@ -24,10 +24,17 @@ import msgspec
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.scaleout.plan import ScalePlan
-from pt2chakra.simulation.api import SimulationOptions, SimulationRun
-from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
-from pt2chakra.simulation.durations import SCALED_BACKENDS, link_streams
-from pt2chakra.simulation.network import GLOO, cost_factors, gloo_segments_per_rank
+from pt2chakra.simulation import (
+    GLOO,
+    SCALED_BACKENDS,
+    CollectiveRow,
+    SimulationOptions,
+    SimulationRun,
+    collective_rows,
+    cost_factors,
+    gloo_segments_per_rank,
+    link_streams,
+)
 
 CLONES_NOTE = ("clones are not replayed: each reaches every collective when its representative "
                "does, so the step is the same (docs/SCALE_OUT.md)")

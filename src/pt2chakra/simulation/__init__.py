@@ -1,1 +1,136 @@
-"""simulate"""
+"""Replay and what-ifs: a set of ranks replayed under one setting or many,
+its report, timeline and replayed ``.et``. This is the package's entry point:
+code outside ``simulation/`` imports these names from here, never from its
+modules (``tests/packaging/test_layers.py``)::
+
+    from pt2chakra.simulation import SimulationOptions, simulate
+    result = simulate(["x.0.et", "x.1.et"], SimulationOptions(compute_scale=[0.5]))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pt2chakra.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from pt2chakra.simulation.api import (
+        RecordedCalibration,
+        SimulationOptions,
+        SimulationRun,
+        base_config,
+        baseline_replay,
+        calibrate_recorded,
+        check_network_and_scales,
+        recorded_figure,
+        refuse_unsound_set,
+        scaled_out_options,
+        simulate,
+        simulate_graphs_run,
+        simulate_run,
+        with_recorded_source,
+    )
+    from pt2chakra.simulation.arrivals import Arrival, arrivals_of
+    from pt2chakra.simulation.calibration import Calibration
+    from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
+    from pt2chakra.simulation.durations import SCALED_BACKENDS, link_streams
+    from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
+    from pt2chakra.simulation.network import GLOO, cost_factors, gloo_segments_per_rank
+    from pt2chakra.simulation.prepare import CATEGORY_NAMES
+    from pt2chakra.simulation.profiler_overhead import META_NAME, format_figure, write_meta
+    from pt2chakra.simulation.replayed_et import check_prefix, replay_config, write_replayed_et
+    from pt2chakra.simulation.report import (
+        format_report,
+        measured_collectives,
+        profiler_lines,
+        result_json,
+        step_notes,
+        timing_notes,
+    )
+    from pt2chakra.simulation.results import (
+        CriticalPath,
+        Schedule,
+        SimConfig,
+        SimulationResult,
+        WhatIf,
+    )
+    from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
+    from pt2chakra.simulation.waits import (
+        INFER_MIN_US,
+        CollectiveEnds,
+        HostOp,
+        HostWait,
+        host_comm_waits,
+        thread_holds,
+    )
+
+_EXPORTS = {
+    "RecordedCalibration": "pt2chakra.simulation.api",
+    "SimulationOptions": "pt2chakra.simulation.api",
+    "SimulationRun": "pt2chakra.simulation.api",
+    "base_config": "pt2chakra.simulation.api",
+    "baseline_replay": "pt2chakra.simulation.api",
+    "calibrate_recorded": "pt2chakra.simulation.api",
+    "check_network_and_scales": "pt2chakra.simulation.api",
+    "recorded_figure": "pt2chakra.simulation.api",
+    "refuse_unsound_set": "pt2chakra.simulation.api",
+    "scaled_out_options": "pt2chakra.simulation.api",
+    "simulate": "pt2chakra.simulation.api",
+    "simulate_graphs_run": "pt2chakra.simulation.api",
+    "simulate_run": "pt2chakra.simulation.api",
+    "with_recorded_source": "pt2chakra.simulation.api",
+    "Arrival": "pt2chakra.simulation.arrivals",
+    "arrivals_of": "pt2chakra.simulation.arrivals",
+    "Calibration": "pt2chakra.simulation.calibration",
+    "CollectiveRow": "pt2chakra.simulation.collectives",
+    "collective_rows": "pt2chakra.simulation.collectives",
+    "SCALED_BACKENDS": "pt2chakra.simulation.durations",
+    "link_streams": "pt2chakra.simulation.durations",
+    "Simulator": "pt2chakra.simulation.engine",
+    "measured_offset": "pt2chakra.simulation.engine",
+    "what_if": "pt2chakra.simulation.engine",
+    "GLOO": "pt2chakra.simulation.network",
+    "cost_factors": "pt2chakra.simulation.network",
+    "gloo_segments_per_rank": "pt2chakra.simulation.network",
+    "CATEGORY_NAMES": "pt2chakra.simulation.prepare",
+    "META_NAME": "pt2chakra.simulation.profiler_overhead",
+    "format_figure": "pt2chakra.simulation.profiler_overhead",
+    "write_meta": "pt2chakra.simulation.profiler_overhead",
+    "check_prefix": "pt2chakra.simulation.replayed_et",
+    "replay_config": "pt2chakra.simulation.replayed_et",
+    "write_replayed_et": "pt2chakra.simulation.replayed_et",
+    "format_report": "pt2chakra.simulation.report",
+    "measured_collectives": "pt2chakra.simulation.report",
+    "profiler_lines": "pt2chakra.simulation.report",
+    "result_json": "pt2chakra.simulation.report",
+    "step_notes": "pt2chakra.simulation.report",
+    "timing_notes": "pt2chakra.simulation.report",
+    "CriticalPath": "pt2chakra.simulation.results",
+    "Schedule": "pt2chakra.simulation.results",
+    "SimConfig": "pt2chakra.simulation.results",
+    "SimulationResult": "pt2chakra.simulation.results",
+    "WhatIf": "pt2chakra.simulation.results",
+    "CATEGORY_COLORS": "pt2chakra.simulation.views",
+    "lane_tids": "pt2chakra.simulation.views",
+    "measured_span": "pt2chakra.simulation.views",
+    "CollectiveEnds": "pt2chakra.simulation.waits",
+    "HostOp": "pt2chakra.simulation.waits",
+    "HostWait": "pt2chakra.simulation.waits",
+    "INFER_MIN_US": "pt2chakra.simulation.waits",
+    "host_comm_waits": "pt2chakra.simulation.waits",
+    "thread_holds": "pt2chakra.simulation.waits",
+}
+__all__ = [
+    "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "Calibration", "CollectiveEnds",
+    "CollectiveRow", "CriticalPath", "GLOO", "HostOp", "HostWait", "INFER_MIN_US", "META_NAME",
+    "RecordedCalibration", "SCALED_BACKENDS", "Schedule", "SimConfig", "SimulationOptions",
+    "SimulationResult", "SimulationRun", "Simulator", "WhatIf", "arrivals_of", "base_config",
+    "baseline_replay", "calibrate_recorded", "check_network_and_scales", "check_prefix",
+    "collective_rows", "cost_factors", "format_figure", "format_report", "gloo_segments_per_rank",
+    "host_comm_waits", "lane_tids", "link_streams", "measured_collectives", "measured_offset",
+    "measured_span", "profiler_lines", "recorded_figure", "refuse_unsound_set", "replay_config",
+    "result_json", "scaled_out_options", "simulate", "simulate_graphs_run", "simulate_run",
+    "step_notes", "thread_holds", "timing_notes", "what_if", "with_recorded_source", "write_meta",
+    "write_replayed_et",
+]
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -18,15 +18,17 @@ import msgspec
 from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
 from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
-from pt2chakra.chakra.ranks import open_rank_set, ranks_in_memory
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
+from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.durations import link_streams
+from pt2chakra.simulation.calibration import Calibration
+from pt2chakra.simulation.durations import calibrate, link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs
+from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs, prepare_graphs
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
@@ -136,7 +138,7 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     check_outputs(inputs, [options.timeline or None, options.plot or None])
 
 
-def replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+def baseline_replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
            ) -> tuple[Simulator, SimulationResult, Schedule]:
     """The baseline replay of ``options`` over the ranks' files (checked,
     ordered by rank), with the simulator kept for further settings and the
@@ -262,7 +264,7 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     other outputs (``simulate --write-et``); else both are committed here,
     together."""
     options = options or SimulationOptions()
-    sim, result, schedule = replay(paths, options)
+    sim, result, schedule = baseline_replay(paths, options)
     return _finish(sim, result, schedule, options, staged)
 
 
@@ -289,7 +291,7 @@ def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: Simulation
     plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
                               force=options.force, without_profiler=True,
                               real_step_ms=options.real_step_ms)
-    _sim, result, _schedule = replay(paths, plain)
+    _sim, result, _schedule = baseline_replay(paths, plain)
     got = result.profiler_overhead
     assert got is not None  # asked for above
     return msgspec.structs.replace(options, real_step_ms=None,
@@ -351,3 +353,24 @@ def _refuse_unfinished(result: SimulationResult, force: bool) -> None:
     raise InputError(first.source, f"{first.unfinished} of {first.nodes} nodes never ran in the "
                      f"replay (rank {first.rank}; waiting on a collective that another rank "
                      "never reached, or on each other); pass --force to report anyway")
+
+
+class RecordedCalibration(NamedTuple):
+    """``simulate --calibrate``'s fit of a set of ranks, with what it was
+    fitted to (the ASTRA-sim job fits its network to the same collectives)."""
+
+    prepared: PreparedGraph
+    matched: dict[RendezvousKey, list[int]]  # collectives more than one rank reached
+    calibrations: dict[str, Calibration]  # per backend
+
+
+def calibrate_recorded(paths: Inputs | RankSet, algorithm: str,
+                       comm_streams: int) -> RecordedCalibration:
+    """The network model fitted per backend to the recorded collectives that
+    more than one rank reached, as ``simulate --calibrate`` fits it (ranks
+    prepared with ``comm_streams`` links, a set that deadlocks included)."""
+    ranks = open_rank_set(paths)
+    prepared = prepare_graphs(load(ranks), ranks.paths, comm_streams, refuse_deadlock=False,
+                              ranks=ranks.ranks)
+    matched = participants_of(prepared)
+    return RecordedCalibration(prepared, matched, calibrate(prepared, matched, algorithm))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from pt2chakra.astra.rules import AstraSimRules
+from pt2chakra.astra import AstraSimRules
 from pt2chakra.chakra.checks import ProfileRules, ValidationReport, check_files
 
 PROFILES: dict[str, ProfileRules] = {"astra-sim": AstraSimRules()}
