@@ -352,7 +352,10 @@ def predicted_steps(src: Recording, dst_size: int, work: Path) -> dict[str, floa
     return out
 
 
-def predictions(results: dict[tuple[str, int], Measured], work: Path) -> list[Prediction]:
+def predictions(results: dict[tuple[str, int], Measured], work: Path,
+                sources: int = 0) -> list[Prediction]:
+    """Every (from, to) row, each method's median over the source's first
+    ``sources`` recordings (0: all of them)."""
     rows = []
     for (mode, size), m in sorted(results.items()):
         for src, dst in PREDICTIONS:
@@ -360,7 +363,7 @@ def predictions(results: dict[tuple[str, int], Measured], work: Path) -> list[Pr
                 continue
             target = results[(mode, dst)]
             per_method: dict[str, list[float]] = {}
-            for i, rec in enumerate(m.recordings):
+            for i, rec in enumerate(m.recordings[:sources or None]):
                 folder = work / f"{mode}_{src}to{dst}_{i}"
                 folder.mkdir(parents=True, exist_ok=True)
                 for k, v in predicted_steps(rec, dst, folder).items():
@@ -425,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="print the tables from the runs kept in --out (no recording, no root)")
     ap.add_argument("--no-predict", action="store_true", help="the recorded scale only")
+    ap.add_argument("--sources", type=int, default=0, metavar="K",
+                    help="predict from the first K recorded steps of each source (0: all)")
     args = ap.parse_args(argv)
     if not args.reuse:
         reason = machine.why_not()
@@ -453,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
             if not has_scaleout():
                 print("\npredictions: this pt2chakra has no 'extrapolate' command yet")
             else:
-                rows = predictions(results, Path(tmp))
+                rows = predictions(results, Path(tmp), args.sources)
                 print("\npredicted from -> to: error vs the profiled median / vs the real "
                       "median (naive: the source's recorded step copied)")
                 print("\n".join(format_prediction_table(rows)))

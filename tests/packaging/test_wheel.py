@@ -17,9 +17,11 @@ from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
 pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 
 SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "astra", "diff", "collect",
-               "cli", "report")
-# The facade, its error type, the atomic writer, the input opener, ``-m pt2chakra``.
-TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py"}
+               "cli", "report", "scaleout")
+# The facade, its error type, the atomic writer, the input opener, the bounded child
+# process runner, ``-m pt2chakra``.
+TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py",
+                     "children.py"}
 MAX_TOP_LEVEL_MODULES = 6
 
 

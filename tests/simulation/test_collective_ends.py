@@ -10,6 +10,7 @@ from builders import MD, cpu, gpu, metadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pt2chakra.chakra.conventions import COMM_CHANNEL
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.results import SimConfig
@@ -47,9 +48,21 @@ def test_on_a_shared_clock_each_rank_ends_as_recorded() -> None:
     assert _ends(ranks, "together") == pytest.approx([700, 700])
 
 
-def test_a_rank_ending_before_the_last_arrival_ends_at_it() -> None:
-    """A broadcast root that only queued its send (ended at 150, before its
-    peer arrived at 400) is not given a negative time."""
+def _on_worker(nodes: list) -> list:
+    """The collective as gloo's converted traces carry it: run by a host
+    worker thread the converter names (``comm_channel``)."""
+    coll = nodes[1]
+    coll.attrs = [*coll.attrs, (COMM_CHANNEL, "int64_val", WORKER)]
+    return nodes
+
+
+def test_a_host_collective_ending_before_the_last_arrival_does_not_wait_for_it() -> None:
+    """A broadcast root on a gloo worker that only queued its send (ended
+    at 150, before its peer arrived at 400) runs from its own arrival for
+    its own time; its peer still starts at its own (last) arrival. Not so an
+    NCCL-like kernel (no worker thread named): it is held to the last arrival."""
+    ranks = [_on_worker(_rank(100, 100, 150)), _on_worker(_rank(400, 400, 450))]
+    assert _ends(ranks, "recorded", step=(0, 460)) == pytest.approx([150, 450])
     ranks = [_rank(100, 100, 150), _rank(400, 400, 450)]
     assert _ends(ranks, "recorded", step=(0, 460)) == pytest.approx([400, 450])
 

@@ -251,42 +251,49 @@ class _ListParser:
         if value is None:
             return []
         if isinstance(value, list):
-            found = [_to_int(v, 0) for v in value]
+            items: list[Any] = value
         elif isinstance(value, str):
             if TRUNCATION_MARK in value:
                 self.truncated.add(key)
-            found = [_to_int(x, 0) for x in _INT_RE.findall(value)]
+            items = _INT_RE.findall(value)
         else:
-            found = [_to_int(value, 0)]
-        for item in found:
-            self.check(key, item)
-        return found
+            items = [value]
+        return [self.int_arg(key, item, 0) for item in items]
 
     def check(self, key: str, value: int) -> int:
         if not INT64_MIN <= value <= INT64_MAX:
             raise InputError(self.where, f"collective arg `{key}` is {value}: outside int64")
         return value
 
+    def int_arg(self, key: str, value: Any, default: int = -1) -> int:
+        """``value`` as an int64, the error naming ``key`` (a text longer than
+        ``MAX_INT_DIGITS`` is refused before it is converted)."""
+        try:
+            return self.check(key, _to_int(value, default))
+        except _NotAnInt64:
+            raise InputError(self.where, f"collective arg `{key}` has more than "
+                             f"{MAX_INT_DIGITS} digits: outside int64") from None
+
 
 def _collective(a: _Args, lists: _ListParser) -> CollectiveInfo | None:
     if a.collective_name is None:
         return None
-    check = lists.check
+    int_arg = lists.int_arg
     return CollectiveInfo(
         name=_to_str(a.collective_name),
         dtype=_to_str(a.dtype),
-        in_msg_nelems=check("In msg nelems", _to_int(a.in_msg_nelems, 0)),
-        out_msg_nelems=check("Out msg nelems", _to_int(a.out_msg_nelems, 0)),
+        in_msg_nelems=int_arg("In msg nelems", a.in_msg_nelems, 0),
+        out_msg_nelems=int_arg("Out msg nelems", a.out_msg_nelems, 0),
         in_split_size=lists("In split size", a.in_split_size),
         out_split_size=lists("Out split size", a.out_split_size),
-        group_size=check("Group size", _to_int(a.group_size, 0)),
+        group_size=int_arg("Group size", a.group_size, 0),
         pg_name=_to_str(a.pg_name),
         pg_desc=_to_str(a.pg_desc),
         pg_ranks=lists("Process Group Ranks", a.pg_ranks),
-        rank=check("Rank", _to_int(a.rank)),
-        src_rank=check("Src Rank", _to_int(a.src_rank)),
-        dst_rank=check("Dst Rank", _to_int(a.dst_rank)),
-        seq=check("Seq", _to_int(a.seq)),
+        rank=int_arg("Rank", a.rank),
+        src_rank=int_arg("Src Rank", a.src_rank),
+        dst_rank=int_arg("Dst Rank", a.dst_rank),
+        seq=int_arg("Seq", a.seq),
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pt2chakra.chakra.conventions import COMM_CHANNEL
+from pt2chakra.chakra.records import NodeType
 from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.pytorch.names import comm_backend
 from pt2chakra.simulation.calibration import (
@@ -30,13 +32,16 @@ from pt2chakra.simulation.results import SimConfig
 
 
 def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey, list[int]],
-              shared_clock: bool = False,
+              shared_clock: bool = False, eager: set[int] | None = None,
               ) -> tuple[list[float], list[float], dict[RendezvousKey, float], str | None]:
     """Durations and delays under ``cfg``'s knobs; a matched collective gets
     one duration for all its participants (they end together), except a
     measured one on ranks that share a clock (``shared_clock``): each
     participant then runs from the last arrival to its own recorded end
-    (``_member_us``). The returned map holds each collective's longest."""
+    (``_member_us``), and one that ended before the last arrival did not
+    wait for it: it is added to ``eager`` (when given) and keeps its own
+    recorded time from its own arrival. The returned map holds each
+    collective's longest."""
     dur, delay = _scaled(p, cfg)
     model = None
     coll: dict[RendezvousKey, float] = {}
@@ -55,7 +60,7 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         c = cal.get(comm_backend(p.nodes[members[0]].name)) \
             if cal and known_size(p, members) else None
         if c is None and measured and shared_clock:
-            each = _member_us(p, cfg, members)
+            each = _member_us(p, cfg, members, eager)
         else:
             t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
             each = [t] * len(members)
@@ -68,17 +73,38 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
     return dur, delay, coll, model
 
 
-def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int]) -> list[float]:
+def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
+               eager: set[int] | None = None) -> list[float]:
     """Each participant's measured time once the last one arrived: its
     recorded end less the last recorded arrival (the clocks agree). The last
     to arrive keeps its own duration; the others lose the wait for it, and
     keep what they spent after it, which differs by rank where the ranks'
     transfers finished at different times (a link shared unevenly by
-    concurrent collectives, a peer whose data came last). Never negative (a
-    participant that ended before the last arrival, e.g. a broadcast root
-    that only queued its send)."""
+    concurrent collectives, a peer whose data came last). A participant that
+    ended before the last arrival (a broadcast root that only queued its
+    send) did not wait for it: with ``eager`` it goes there and keeps its own
+    recorded duration, to run from its own arrival (a host-run collective
+    only: ``_host_collective``); otherwise it gets 0."""
     last = max(p.start[m] for m in members)
-    return [max(p.start[m] + p.dur[m] - last, 0.0) / cfg.bandwidth_scale for m in members]
+    out = []
+    for m in members:
+        end = p.start[m] + p.dur[m]
+        if end < last and eager is not None and _host_collective(p, m):
+            eager.add(m)
+            out.append(p.dur[m] / cfg.bandwidth_scale)
+        else:
+            out.append(max(end - last, 0.0) / cfg.bandwidth_scale)
+    return out
+
+
+def _host_collective(p: PreparedGraph, m: int) -> bool:
+    """A collective run on one of the backend's host worker threads (the
+    converter names it: ``COMM_CHANNEL``, gloo), whose sends are buffered:
+    only such a participant may finish without waiting for the others (an
+    NCCL kernel or a matched send / receive waits)."""
+    node = p.nodes[m]
+    return node.type == NodeType.COMM_COLL_NODE and \
+        any(a[0] == COMM_CHANNEL for a in node.attrs)
 
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:

@@ -21,7 +21,9 @@ The model (docs/SIMULATE.md has the long form):
   slowest peer: on ranks that share a clock each participant takes the time
   from the last participant's recorded arrival to its own recorded end (the
   ends differ where the ranks' links are shared unevenly, e.g. gloo's
-  concurrent collectives on one TCP connection); otherwise all end together
+  concurrent collectives on one TCP connection), and one that ended before
+  the last arrival (a broadcast root that only queued its send) runs from
+  its own arrival for its own time; otherwise all end together
   after the *minimum* measured over the participants (the last rank to
   arrive waits for nobody). With ``bandwidth_gbps`` and ``latency_us`` set, a
   network model (ring / tree cost factors, network.py) gives it instead.
@@ -131,13 +133,15 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
     network model's description (None: measured collectives)."""
     participants = participants_of(p)
     origin, align = _origins(p, cfg.align)
-    dur, delay, _coll, model = durations(p, cfg, participants, shared_clock=align == "recorded")
+    eager: set[int] = set()
+    dur, delay, _coll, model = durations(p, cfg, participants, shared_clock=align == "recorded",
+                                         eager=eager)
     run = ReplayRun(len(p.nodes))
     run.origin = origin
     run.cpu_scale = cfg.cpu_scale
     run.tails = scaled_tails(p, cfg)
     run.sync_scale = sync_scales(p, cfg)
-    _Replay(p, run, dur, delay, participants, verbose).replay()
+    _Replay(p, run, dur, delay, participants, verbose, eager).replay()
     return run, align, model
 
 
@@ -151,7 +155,8 @@ class _Replay:
     times, and a closure's variables are read faster than attributes, even
     slotted ones. Events are numbered by one shared counter (``next_seq``)."""
 
-    __slots__ = ("p", "run", "dur", "delay", "participants", "verbose", "cpu_scale", "sync_scale",
+    __slots__ = ("p", "run", "dur", "delay", "participants", "eager", "verbose", "cpu_scale",
+                 "sync_scale",
                  "multi", "lane_free", "lane_busy", "lane_prev", "lane_heap", "waiting",
                  "ready_t", "ready_pred", "ready_kind", "arrived", "gate_left", "gate_t",
                  "cpu_done_at", "events", "next_seq", "sync", "sync_producers",
@@ -160,12 +165,14 @@ class _Replay:
                  "bind_kind", "bind_time", "try_lane", "take", "complete")
 
     def __init__(self, p: PreparedGraph, run: ReplayRun, dur: list[float], delay: list[float],
-                 participants: dict[RendezvousKey, list[int]], verbose: bool) -> None:
+                 participants: dict[RendezvousKey, list[int]], verbose: bool,
+                 eager: set[int] | None = None) -> None:
         n = len(p.nodes)
         lanes = len(p.lane_names)
         origin = run.origin
         self.p, self.run, self.dur, self.delay = p, run, dur, delay
         self.participants = participants
+        self.eager = eager or set()  # participants that do not wait for the last arrival
         self.verbose = verbose
         self.cpu_scale = run.cpu_scale
         self.sync_scale = run.sync_scale
@@ -323,13 +330,21 @@ class _Replay:
 
     def arrive(self, key: RendezvousKey, i: int, at: float, bp: int, bk: int, bt: float) -> None:
         """A collective starts when its last participant arrives, on every
-        rank at once, all bound by that last arrival."""
+        rank at once, all bound by that last arrival; an eager participant
+        (recorded ending before the last arrival: ``durations``) starts on
+        its own arrival instead, bound by what bound that."""
         group = self.arrived[key]
         group.append((at, i, bp, bk, bt))
+        eager = self.eager
+        if i in eager:
+            self.bind_pred[i], self.bind_kind[i], self.bind_time[i] = bp, bk, bt
+            self.push(at, _EV_START, i)
         if len(group) == len(self.participants[key]):
             last = max(group)
             begin = last[0]
             for _, m, _, _, _ in group:
+                if m in eager:
+                    continue
                 self.bind_pred[m], self.bind_kind[m], self.bind_time[m] = last[2], last[3], last[4]
                 self.push(begin, _EV_START, m)
             del self.arrived[key]
