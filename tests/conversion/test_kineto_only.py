@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, TRACES, assert_one_line_failure, run_cli
+from helpers import ROOT, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et
@@ -58,31 +58,31 @@ def _comm(nodes: list) -> Counter[tuple[int, Any, Any]]:
 
 
 @pytest.fixture(scope="module")
-def kineto_only(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, ConversionReport]]:
+def kineto_only(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, ConversionReport]]:
     out = tmp_path_factory.mktemp("kineto_only")
     result = {}
     for name, rel in KINETO_ONLY_TRACES.items():
         path = out / f"{name}.et"
-        result[name] = (path, convert(None, TRACES / rel, path))
+        result[name] = (path, convert(None, traces / rel, path))
     return result
 
 
 @pytest.mark.parametrize("name", sorted(KINETO_ONLY_TRACES))
-def test_converts_sound_and_accounted(kineto_only, name: str) -> None:
+def test_converts_sound_and_accounted(traces, kineto_only, name: str) -> None:
     path, report = kineto_only[name]
     assert report.accounted() and report.link_method == KINETO_ONLY
     assert report.host_trace is None and report.step
     # every event of the file has a line in the report
-    kineto = load_kineto_trace(TRACES / KINETO_ONLY_TRACES[name])
+    kineto = load_kineto_trace(traces / KINETO_ONLY_TRACES[name])
     assert report.kineto_events["GPU activities"] == len(kineto.gpu_activities)
     assert report.host_ops_in == len(kineto.cpu_events) + len(kineto.python_events)
     assert validate([str(path)]).sound
 
 
 @pytest.mark.parametrize("name", sorted(KINETO_ONLY_TRACES))
-def test_a_gpu_node_for_every_kernel_memcpy_memset_of_the_step(kineto_only, name: str) -> None:
+def test_a_gpu_node_for_every_kernel_memcpy_memset_of_the_step(traces, kineto_only, name: str) -> None:
     path, report = kineto_only[name]
-    kineto = load_kineto_trace(TRACES / KINETO_ONLY_TRACES[name])
+    kineto = load_kineto_trace(traces / KINETO_ONLY_TRACES[name])
     window = step_window(kineto)
     launches = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
     in_step = [a for a in kineto.gpu_activities
@@ -108,11 +108,11 @@ def test_dlrm_eight_ranks_replay_within_5_percent(kineto_only) -> None:
 
 
 @pytest.mark.parametrize("rank", range(8))
-def test_dlrm_same_gpu_nodes_and_collectives_as_host_plus_kineto(kineto_only, tmp_path,
+def test_dlrm_same_gpu_nodes_and_collectives_as_host_plus_kineto(traces, kineto_only, tmp_path,
                                                                  rank: int) -> None:
     both = tmp_path / "both.et"
-    convert(TRACES / f"dlrm_8gpu/rank{rank}.host_et.json.gz",
-            TRACES / f"dlrm_8gpu/rank{rank}.kineto.json.gz", both)
+    convert(traces / f"dlrm_8gpu/rank{rank}.host_et.json.gz",
+            traces / f"dlrm_8gpu/rank{rank}.kineto.json.gz", both)
     alone, with_host = _nodes(kineto_only[f"dlrm_rank{rank}"][0]), _nodes(both)
     assert len(_gpu_nodes(alone)) == len(_gpu_nodes(with_host))
     comm = _comm(alone)
@@ -120,10 +120,10 @@ def test_dlrm_same_gpu_nodes_and_collectives_as_host_plus_kineto(kineto_only, tm
     assert all(size and size > 0 for (_t, _c, size) in comm)
 
 
-def test_step_is_the_last_profiler_step_else_the_whole_trace() -> None:
-    dlrm = load_kineto_trace(TRACES / "dlrm_8gpu/rank0.kineto.json.gz")
+def test_step_is_the_last_profiler_step_else_the_whole_trace(traces) -> None:
+    dlrm = load_kineto_trace(traces / "dlrm_8gpu/rank0.kineto.json.gz")
     assert step_window(dlrm).label == "ProfilerStep#10"
-    alexnet = load_kineto_trace(TRACES / "hta_kineto/alexnet.kineto.json.gz")
+    alexnet = load_kineto_trace(traces / "hta_kineto/alexnet.kineto.json.gz")
     window = step_window(alexnet)
     assert window.label == "whole trace"
     assert window.start == min(e.ts for e in alexnet.cpu_events + alexnet.gpu_activities)
@@ -180,9 +180,9 @@ def test_gloo_kineto_only_two_ranks_within_5_percent(tmp_path) -> None:
     assert result.error_pct is not None and abs(result.error_pct) < MAX_ERROR_PCT
 
 
-def test_cli_converts_without_host_trace(tmp_path) -> None:
+def test_cli_converts_without_host_trace(traces, tmp_path) -> None:
     out = tmp_path / "k.et"
-    proc = run_cli("convert", "--device-trace", TRACES / "hta_kineto/cuda_event_sync.kineto.json.gz",
+    proc = run_cli("convert", "--device-trace", traces / "hta_kineto/cuda_event_sync.kineto.json.gz",
                    "-o", out)
     assert proc.returncode == 0, proc.stderr
     assert "step: ProfilerStep#100" in proc.stdout and out.exists()

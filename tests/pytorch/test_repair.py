@@ -7,10 +7,11 @@ that counts what was recovered, the lost tail and the orphans."""
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import msgspec
 import pytest
-from helpers import TRACES, assert_one_line_failure, run_cli
+from helpers import SAMPLE, assert_one_line_failure, run_cli
 
 from pt2chakra.conversion.api import convert
 from pt2chakra.errors import InputError
@@ -25,8 +26,8 @@ CUTS = (0.3, 0.5, 0.7, 0.9)
 SOURCES = ("chakra_pg_host/host_et.json.gz", "dlrm_8gpu/rank0.host_et.json.gz")
 
 
-def _text(rel: str) -> bytes:
-    return gzip.decompress((TRACES / rel).read_bytes())
+def _text(traces: Path, rel: str) -> bytes:
+    return gzip.decompress((traces / rel).read_bytes())
 
 
 class _Doc(msgspec.Struct):
@@ -51,8 +52,8 @@ class _Id(msgspec.Struct):
 
 @pytest.mark.parametrize("fraction", CUTS)
 @pytest.mark.parametrize("rel", SOURCES)
-def test_cut_trace_is_refused_without_repair(tmp_path, rel: str, fraction: float) -> None:
-    data = _text(rel)
+def test_cut_trace_is_refused_without_repair(traces, tmp_path, rel: str, fraction: float) -> None:
+    data = _text(traces, rel)
     cut = tmp_path / "cut.json"
     cut.write_bytes(data[: int(len(data) * fraction)])
     out = tmp_path / "cut.et"
@@ -63,8 +64,8 @@ def test_cut_trace_is_refused_without_repair(tmp_path, rel: str, fraction: float
 
 @pytest.mark.parametrize("fraction", CUTS)
 @pytest.mark.parametrize("rel", SOURCES)
-def test_repair_recovers_every_complete_node(tmp_path, rel: str, fraction: float) -> None:
-    data = _text(rel)
+def test_repair_recovers_every_complete_node(traces, tmp_path, rel: str, fraction: float) -> None:
+    data = _text(traces, rel)
     n_cut = int(len(data) * fraction)
     cut = tmp_path / "cut.json"
     cut.write_bytes(data[:n_cut])
@@ -81,8 +82,8 @@ def test_repair_recovers_every_complete_node(tmp_path, rel: str, fraction: float
     assert report.accounted() and validate([str(out)]).sound
 
 
-def test_repair_reads_a_cut_gzip_stream(tmp_path) -> None:
-    packed = (TRACES / SOURCES[0]).read_bytes()
+def test_repair_reads_a_cut_gzip_stream(traces, tmp_path) -> None:
+    packed = (traces / SOURCES[0]).read_bytes()
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(packed[: len(packed) // 2])
     proc = run_cli("convert", "--host-trace", cut, "-o", tmp_path / "a.et")
@@ -91,9 +92,9 @@ def test_repair_reads_a_cut_gzip_stream(tmp_path) -> None:
     assert report.repair["ops_recovered"] > 0 and validate([str(tmp_path / "b.et")]).sound
 
 
-def test_repair_of_a_whole_trace_changes_nothing(tmp_path) -> None:
-    plain = convert(TRACES / SOURCES[0], None, tmp_path / "a.et")
-    repaired = convert(TRACES / SOURCES[0], None, tmp_path / "b.et", repair=True)
+def test_repair_of_a_whole_trace_changes_nothing(traces, tmp_path) -> None:
+    plain = convert(traces / SOURCES[0], None, tmp_path / "a.et")
+    repaired = convert(traces / SOURCES[0], None, tmp_path / "b.et", repair=True)
     assert not repaired.repair
     assert (tmp_path / "a.et").read_bytes() == (tmp_path / "b.et").read_bytes()
     assert plain.nodes == repaired.nodes
@@ -116,7 +117,7 @@ def test_orphans_hang_from_the_root() -> None:
 
 
 def test_repair_needs_a_host_trace(tmp_path) -> None:
-    proc = run_cli("convert", "--device-trace", TRACES / "hta_kineto/cuda_event_sync.kineto.json.gz",
+    proc = run_cli("convert", "--device-trace", f"{SAMPLE}.kineto.json.gz",
                    "--repair", "-o", tmp_path / "x.et")
     assert_one_line_failure(proc, "--repair", "--host-trace")
     assert proc.returncode == 2 and not (tmp_path / "x.et").exists()

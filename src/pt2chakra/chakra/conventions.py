@@ -271,32 +271,6 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     return ScaledWorld(world, recorded)
 
 
-# The metadata attribute holding the trace's process groups (JSON list of
-# {"pg_name", "ranks", "group_size", ...}, as the converter writes them).
-PROCESS_GROUPS_ATTR = "process_groups"
-
-
-def group_sizes(metadata_attrs: Mapping[str, Any]) -> dict[str, int]:
-    """Each recorded process group's size by name (its ``group_size``, else
-    the number of its ``ranks``); empty when the metadata records none or
-    cannot be read (validate reports that)."""
-    import json
-
-    raw = metadata_attrs.get(PROCESS_GROUPS_ATTR)
-    try:
-        groups = json.loads(raw) if isinstance(raw, str) else []
-    except ValueError:
-        return {}
-    sizes = {}
-    for g in groups if isinstance(groups, list) else []:
-        if not isinstance(g, dict):
-            continue
-        size, ranks = g.get("group_size"), g.get("ranks")
-        n = size if is_int(size) and size > 0 else (len(ranks) if isinstance(ranks, list) else 0)
-        sizes[str(g.get("pg_name", ""))] = n
-    return sizes
-
-
 # A communication node whose size the trace does not hold (no input shapes, no
 # record_param_comms sizes, no size in the kernel's args): written with
 # ``comm_size`` 0 and this flag (bool), so that every consumer can tell "0 bytes"

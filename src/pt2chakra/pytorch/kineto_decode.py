@@ -210,10 +210,12 @@ def numeric_text(text: str) -> int | None:
 
 
 def _digits(text: str, base: int = 10) -> int:
-    """``int(text, base)`` for a run of digits; ``_NotAnInt64`` when it has more
-    than ``MAX_INT_DIGITS`` (leading zeros aside), before converting."""
+    """``int(text, base)`` for a run of digits; 2^64 (outside int64 with
+    either sign) when it has more than ``MAX_INT_DIGITS`` (leading zeros
+    aside), without converting it: every int64 check downstream then refuses
+    it, naming its field."""
     if len(text) > MAX_INT_DIGITS and len(text.lstrip("0")) > MAX_INT_DIGITS:
-        raise _NotAnInt64
+        return 1 << 64
     return int(text, base)
 
 
@@ -350,12 +352,8 @@ def with_distributed_info(where: str, trace: KinetoTrace,
     """``trace`` with the rank and world size of ``distributedInfo``."""
     info = distributed_info or {}
     trace.distributed_info = info
-    try:
-        trace.rank = _to_int(info.get("rank"), -1)
-        trace.world_size = _to_int(info.get("world_size"), 0)
-    except _NotAnInt64:
-        raise InputError(where, f"distributedInfo: rank or world_size has more than "
-                         f"{MAX_INT_DIGITS} digits") from None
+    trace.rank = _to_int(info.get("rank"), -1)
+    trace.world_size = _to_int(info.get("world_size"), 0)
     for key, value in (("rank", trace.rank), ("world_size", trace.world_size)):
         if not -(2**31) <= value < 2**31:
             raise InputError(where, f"distributedInfo.{key} is {value}: not a plausible {key}")
@@ -390,14 +388,13 @@ def classify(where: str, events: list[KinetoEvent], ignored: Counter[str]) -> Ki
                              "event without `ts` or `dur`; the trace is corrupt")
         if kind is flow_kind:
             if e.ph == FLOW_START:
-                try:
-                    flow_id = _to_int(e.id)
-                except _NotAnInt64:
-                    raise InputError(where, f"$.traceEvents[{index}].id: more than "
-                                     f"{MAX_INT_DIGITS} digits, not an int64") from None
+                flow_id = _to_int(e.id)
                 if flow_id in flows:
                     ignored[REPEATED_FLOW_START] += 1
-                flows[flow_id] = (ts, _int_id(e.tid))
+                try:
+                    flows[flow_id] = (ts, _int_id(e.tid))
+                except _NotAnInt64:
+                    raise _bad_int_arg(where, index, e) from None
             else:  # an end is found again through its GPU activity's correlation
                 ignored[f"{e.cat}:ph={e.ph}"] += 1
             continue
@@ -437,7 +434,16 @@ def time_ordered(where: str, cpu: list[CpuEvent], runtime: list[RuntimeEvent],
 
 
 def _int_id(value: int | str) -> int:
-    return value if type(value) is int else _to_int(value)
+    return value if type(value) is int else _id_text(value)
+
+
+def _id_text(value: Any) -> int:
+    """A pid or tid given as text: the number it spells, within int64
+    (``_NotAnInt64`` otherwise: the event loop names the event)."""
+    number = _to_int(value)
+    if not INT64_MIN <= number <= INT64_MAX:
+        raise _NotAnInt64
+    return number
 
 
 def _cpu_event(e: KinetoEvent, ts: float, dur: float, a: _Args, cat: str,
@@ -448,9 +454,9 @@ def _cpu_event(e: KinetoEvent, ts: float, dur: float, a: _Args, cat: str,
     share = shared.setdefault
     name, pid, tid = e.name, e.pid, e.tid
     if type(pid) is not int:  # _int_id inlined: this runs once per event
-        pid = _to_int(pid)
+        pid = _id_text(pid)
     if type(tid) is not int:
-        tid = _to_int(tid)
+        tid = _id_text(tid)
     name, pid, tid = share(name, name), share(pid, pid), share(tid, tid)
     collective = None if a.collective_name is None else _collective(a, lists)
     if type(a) is not _ArgsWithInputs:  # what linking reads (see load_kineto_trace)

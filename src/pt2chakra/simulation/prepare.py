@@ -28,7 +28,6 @@ from pt2chakra.chakra.conventions import (
     STEP_DEFINITION_ATTR,
     ScaledWorld,
     StepWindow,
-    group_sizes,
     is_finite_number,
     is_gpu,
     is_int,
@@ -40,6 +39,7 @@ from pt2chakra.chakra.conventions import (
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.lean_read import LeanNodes
+from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.ranks import ranks_in_memory
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.chakra.rendezvous import (
@@ -307,6 +307,8 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, incl)
+    p.pg_sizes.append({g.name: g.size or len(g.ranks)
+                       for g in read_process_groups(md, p.sources[rank])})
     by_start = _recorded_order(p, base, end)
     parents, gpu_syncs = _parents(nodes, base, index, sets)
     del index  # the largest map of all, not needed past this point
@@ -493,7 +495,6 @@ def _add_step(p: PreparedGraph, rank: int, mda: Attrs, incl: list[float]) -> flo
                               incl) or StepWindow(0.0, 0.0)
     p.step_start.append(window.start)
     p.scaled.append(scaled_world(mda))
-    p.pg_sizes.append(group_sizes(mda))
     world = mda.get("world_size")
     p.world.append(world if is_int(world) and world > 0 else 0)
     p.step_end.append(window.end)
