@@ -20,6 +20,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = (ROOT / ".." / "shared" / "traces").resolve()
 SAMPLE = ROOT / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
+GLOO_SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
+
+
+def convert_gloo_pair(work: Path) -> list[Path]:
+    """The bundled 2-rank gloo DDP step converted into ``work`` (one .et per
+    rank, ``gloo.<rank>.et``): the pair several test folders start from."""
+    from pt2chakra import convert
+
+    out = []
+    for rank in (0, 1):
+        target = work / f"gloo.{rank}.et"
+        convert(f"{GLOO_SAMPLE}.rank{rank}.host_et.json.gz",
+                f"{GLOO_SAMPLE}.rank{rank}.kineto.json.gz", target)
+        out.append(target)
+    return out
 
 # name -> (host ET, Kineto) under TRACES; host-only traces have no Kineto.
 PAIRS = {"linear_1gpu": ("linear_1gpu/host_et.json.gz", "linear_1gpu/kineto.json.gz"),

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pt2chakra.entry import __version__, lazy_exports
+from pt2chakra.lazy import lazy_exports
+from pt2chakra.version import __version__
 
 if TYPE_CHECKING:  # what mypy reads: the same names, typed (py.typed ships them)
     from pt2chakra.astra import AstraSimOptions, simulate_astra_sim

@@ -7,26 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, run_cli
+from helpers import convert_gloo_pair, run_cli
 
-from pt2chakra import convert
 from pt2chakra.astra.job import check_job, write_job
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
 
-GLOO = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 AGREEMENT_PCT = 3.0  # issue 27: ASTRA-sim within 3 % of simulate on the extrapolated job
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    work = tmp_path_factory.mktemp("rec")
-    out = []
-    for rank in (0, 1):
-        target = work / f"gloo.{rank}.et"
-        convert(f"{GLOO}.rank{rank}.host_et.json.gz", f"{GLOO}.rank{rank}.kineto.json.gz", target)
-        out.append(target)
-    return out
+    return convert_gloo_pair(tmp_path_factory.mktemp("rec"))
 
 
 def _ours(recorded: list[Path], m: int) -> float:

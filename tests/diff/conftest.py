@@ -5,23 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SAMPLE
-
-GLOO = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
+from helpers import SAMPLE, convert_gloo_pair
 
 
 @pytest.fixture(scope="session")
 def gloo_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The bundled 2-rank gloo DDP step, converted (one .et per rank)."""
-    from pt2chakra import convert
-
-    work = tmp_path_factory.mktemp("gloo")
-    out = []
-    for rank in (0, 1):
-        target = work / f"gloo.{rank}.et"
-        convert(f"{GLOO}.rank{rank}.host_et.json.gz", f"{GLOO}.rank{rank}.kineto.json.gz", target)
-        out.append(target)
-    return out
+    return convert_gloo_pair(tmp_path_factory.mktemp("gloo"))
 
 
 @pytest.fixture(scope="session")

@@ -9,26 +9,16 @@ from pathlib import Path
 
 import pytest
 from builders import IS_CPU, IS_GPU, node
-from helpers import ROOT
+from helpers import convert_gloo_pair
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
-
-GLOO = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 
 
 @pytest.fixture(scope="session")
 def gloo_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The bundled 2-rank gloo DDP step, converted (one .et per rank)."""
-    from pt2chakra import convert
-
-    work = tmp_path_factory.mktemp("gloo")
-    out = []
-    for rank in (0, 1):
-        target = work / f"gloo.{rank}.et"
-        convert(f"{GLOO}.rank{rank}.host_et.json.gz", f"{GLOO}.rank{rank}.kineto.json.gz", target)
-        out.append(target)
-    return out
+    return convert_gloo_pair(tmp_path_factory.mktemp("gloo"))
 
 
 def tensor(tid: int, numel: int) -> list[object]:

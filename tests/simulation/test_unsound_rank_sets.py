@@ -69,12 +69,13 @@ def test_a_collective_of_another_type_is_refused(converted: dict[str, Path],
 
 
 def test_ranks_of_two_jobs_are_refused(converted: dict[str, Path], gloo: list[Path]) -> None:
-    """DLRM's rank 0 with gloo's rank 1: gloo has none of DLRM's collectives."""
+    """DLRM's rank 0 (of 8) with gloo's rank 1 (of 2): the rank set refuses
+    them before any replay, naming both files and the world sizes."""
     proc = run_cli("simulate", converted["dlrm_rank0"], gloo[1])
     assert proc.returncode == 2
-    assert_one_line_failure(proc, str(gloo[1]), str(converted["dlrm_rank0"]), "collectives")
+    assert_one_line_failure(proc, str(gloo[1]), str(converted["dlrm_rank0"]), "world_size")
     proc = run_cli("simulate", "--consumer", "astra-sim", converted["dlrm_rank0"], gloo[1])
-    assert proc.returncode == 2 and "not sound" in proc.stderr
+    assert proc.returncode == 2 and "world_size" in proc.stderr
 
 
 def test_sound_sets_still_replay(converted: dict[str, Path], gloo: list[Path]) -> None:

@@ -93,11 +93,19 @@ def test_astra_sim_unreadable_later_input_writes_nothing(tmp_path):
     assert old.read_bytes() == b"from an earlier run"  # the earlier output survives
 
 
-def test_astra_sim_repeated_rank_writes_nothing(tmp_path):
+@pytest.mark.parametrize(("second_name", "needle"), [
+    (None, "given twice"),  # the same file twice
+    ("copy.0.et", "rank 0 again"),  # two files that are both rank 0
+])
+def test_astra_sim_repeated_rank_writes_nothing(tmp_path, second_name, needle):
     first = _small(tmp_path, "in.0.et")
+    second = first
+    if second_name is not None:
+        second = tmp_path / second_name
+        second.write_bytes(first.read_bytes())
     listing = _listing(tmp_path)
-    proc = run_cli("astra-sim", first, first, "-o", tmp_path / "ap")
-    assert_one_line_failure(proc, "rank 0 appears twice")
+    proc = run_cli("astra-sim", first, second, "-o", tmp_path / "ap")
+    assert_one_line_failure(proc, needle)
     assert proc.returncode == 2
     assert _listing(tmp_path) == listing
 

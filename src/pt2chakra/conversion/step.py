@@ -209,11 +209,14 @@ def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity
             if until - step_start >= MIN_PENDING_US]
 
 
-def queued_gpu_work(kineto: KinetoTrace, start: float, end: float) -> list[GpuActivity]:
+def queued_gpu_work(kineto: KinetoTrace, start: float, end: float,
+                    ) -> list[tuple[GpuActivity, int]]:
     """One stand-in per activity of the window that started more than
     ``QUEUED_LAG_US`` after its launch while its device ran nothing the trace
     records (see ``QUEUED_CATEGORY``): from its launch (or the window's start)
-    until it starts, on its stream."""
+    until it starts, on its stream; paired with that activity's correlation,
+    since the stand-in waits for the same launch (else a replay without the
+    CPU runs it as soon as the stream is free)."""
     if not kineto.gpu_activities:
         return []
     launch_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
@@ -228,8 +231,8 @@ def queued_gpu_work(kineto: KinetoTrace, start: float, end: float) -> list[GpuAc
         busy = any(s < act.ts and e > issued for s, e in by_device[act.device])
         if not busy:
             begin = max(issued, start)
-            out.append(GpuActivity(QUEUED_NAME, QUEUED_CATEGORY, begin, act.ts - begin,
-                                   act.device, act.stream, -1))
+            out.append((GpuActivity(QUEUED_NAME, QUEUED_CATEGORY, begin, act.ts - begin,
+                                    act.device, act.stream, -1), act.correlation))
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pt2chakra.entry import lazy_exports
+from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pt2chakra.diff.api import DEFAULT_TOP, diff, format_diff

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pt2chakra.entry import lazy_exports
+from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pt2chakra.report.api import check_output, write_report

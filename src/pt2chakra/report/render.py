@@ -13,7 +13,6 @@ import msgspec
 
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.diff import CATEGORIES, CATEGORY_TITLES, DEFAULT_TOP, DiffResult
-from pt2chakra.entry import __version__
 from pt2chakra.simulation import (
     CATEGORY_COLORS,
     CollectiveRow,
@@ -24,6 +23,7 @@ from pt2chakra.simulation import (
     step_notes,
     timing_notes,
 )
+from pt2chakra.version import __version__
 
 from .gather import (
     BASELINE_RUN,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pt2chakra.entry import lazy_exports
+from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pt2chakra.scaleout.api import extrapolate, extrapolated_job, scaled_graphs

@@ -1,10 +1,8 @@
-"""What the package's entry points share: its version (the facade, the CLI
-and the HTML report print it; pyproject.toml holds the same number), and lazy
-public names: a package's entry point (its ``__init__``) lists the names other
-packages may import from it, and the module defining each one is imported on
-first use, so that importing a package (or starting the CLI) stays cheap.
-Type checkers read the same names from ``TYPE_CHECKING`` imports beside the
-list (see ``simulation/__init__.py``)."""
+"""Lazy public names: a package's entry point (its ``__init__``) lists the
+names other packages may import from it, and the module defining each one is
+imported on first use, so that importing a package (or starting the CLI)
+stays cheap. Type checkers read the same names from ``TYPE_CHECKING``
+imports beside the list (see ``simulation/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,6 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
-
-__version__ = "0.1.0"
 
 # An export given as "module:attribute" is another name for that attribute.
 ALIAS_SEPARATOR = ":"
