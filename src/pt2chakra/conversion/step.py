@@ -30,7 +30,12 @@ from collections.abc import Collection, Iterable
 from operator import add, attrgetter
 from typing import NamedTuple
 
-from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, QUEUED_WORK_CATEGORY, STEP_PERIOD, STEP_SPAN
+from pt2chakra.chakra.conventions import (
+    CPU_GAP_CATEGORY,
+    QUEUED_WORK_CATEGORY,
+    STEP_PERIOD,
+    STEP_SPAN,
+)
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
 
