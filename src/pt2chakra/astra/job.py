@@ -35,7 +35,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pt2chakra.astra.binary import CHECK_TIMEOUT_S, AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.choices import CHECK_TIMEOUT_S
 from pt2chakra.astra.collective import (
     BYTES_PER_GB_NETWORK,
     LOCAL_RING_BUS_DELAY_NS,
