@@ -13,10 +13,10 @@ import pytest
 
 from pt2chakra.cli import COMMANDS, CommandParsers, build_parser, command_in
 
-# What may be loaded: the facade and its lazy-name helper, the command line's
+# What may be loaded: the facade, its lazy-name helper and version, the command line's
 # frame and options, the one error type, and the command's own module with
 # the choices it lists (the ASTRA-sim modes, not the export).
-BARE = {"pt2chakra", "pt2chakra.lazy"}
+BARE = {"pt2chakra", "pt2chakra.lazy", "pt2chakra.version"}
 HELP = BARE | {"pt2chakra.cli", "pt2chakra.cli.options", "pt2chakra.errors"}
 CONVERT_HELP = HELP | {"pt2chakra.cli.convert", "pt2chakra.astra", "pt2chakra.astra.choices"}
 

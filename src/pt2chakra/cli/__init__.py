@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from pt2chakra import __version__
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError, printable
+from pt2chakra.version import __version__
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130
