@@ -24,18 +24,16 @@ import statistics
 import sys
 import tempfile
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.chakra.io import write_et
 from pt2chakra.conversion.graph_builder import build_graph
 from pt2chakra.conversion.linker import link
 from pt2chakra.pytorch.host_decode import SCHEMA_LAYOUTS, decode_doc, schema_version
 from pt2chakra.pytorch.host_trace import load_host_trace
-from pt2chakra.pytorch.json_input import decode
+from pt2chakra.pytorch.json_input import decode, gc_paused
 from pt2chakra.pytorch.kineto_decode import event_types
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.simulation.critical_path import critical_path_of
@@ -78,13 +76,19 @@ def kineto_typed(data: bytes) -> Any:
     return decode("kineto", data, event_types(False)[1])
 
 
-def one_run(host: Path, kineto: Path, out: Path) -> dict[str, float]:
+def floors(host: Path, kineto: Path) -> dict[str, float]:
+    """Inflating and typed-decoding each input, nothing more."""
     t: dict[str, float] = {}
     t["host read floor: inflate"], host_bytes = cpu(lambda: inflate(host))
     t["host read floor: typed decode"], _ = cpu(lambda: host_typed(host_bytes))
     t["kineto read floor: inflate"], kineto_bytes = cpu(lambda: inflate(kineto))
     t["kineto read floor: typed decode"], _ = cpu(lambda: kineto_typed(kineto_bytes))
-    del host_bytes, kineto_bytes
+    return t
+
+
+def conversion(host: Path, kineto: Path, out: Path) -> dict[str, float]:
+    """``convert`` stage by stage, its ``.et`` written to ``out``."""
+    t: dict[str, float] = {}
     t["convert: host read + decode"], h = cpu(lambda: load_host_trace(str(host)))
     t["convert: kineto read + decode"], k = cpu(
         lambda: load_kineto_trace(str(kineto), None, inputs=False))
@@ -92,15 +96,24 @@ def one_run(host: Path, kineto: Path, out: Path) -> dict[str, float]:
     t["convert: graph"], graph = cpu(lambda: build_graph(linked))
     t["convert: encode + write"], _ = cpu(
         lambda: write_et(str(out), graph.metadata, graph.encoded_nodes()))
-    del h, k, linked, graph
-    t["simulate read floor: bytes"], _ = cpu(out.read_bytes)
-    t["simulate: read"], g = cpu(lambda: read_lean(str(out)))
+    return t
+
+
+def simulation(et: Path) -> dict[str, float]:
+    """``simulate`` of ``et`` stage by stage."""
+    t: dict[str, float] = {}
+    t["simulate read floor: bytes"], _ = cpu(et.read_bytes)
+    t["simulate: read"], g = cpu(lambda: read_lean(str(et)))
     cfg = SimConfig()
-    t["simulate: prepare"], p = cpu(lambda: prepare_graphs([g], [str(out)], link_streams(cfg)))
+    t["simulate: prepare"], p = cpu(lambda: prepare_graphs([g], [str(et)], link_streams(cfg)))
     t["simulate: replay"], (run, _align, _model) = cpu(lambda: run_replay(p, cfg))
     t["simulate: rank results"], _ = cpu(lambda: rank_results(p, run))
     t["simulate: critical path"], _ = cpu(lambda: critical_path_of(p, run))
     return t
+
+
+def one_run(host: Path, kineto: Path, out: Path) -> dict[str, float]:
+    return {**floors(host, kineto), **conversion(host, kineto, out), **simulation(out)}
 
 
 def main(argv: list[str] | None = None) -> int:
