@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -150,36 +149,23 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
                            options=RankOptions(break_cycles=args.break_cycles,
                                                force=args.force, repair=args.repair,
                                                step=_step(args)),
-                           progress=args.progress)
+                           progress=args.progress, check_collectives=True,
+                           allow_mismatch=args.allow_mismatch)
     for failed in result.failed:
         print(f"pt2chakra: error: {failed.line()}", file=sys.stderr)
+    if result.rolled_back:
+        print(f"pt2chakra: error: {result.mismatch}; outputs removed "
+              "(--allow-mismatch keeps them)", file=sys.stderr)
+        return EXIT_RANK_FAILED
+    if result.mismatch is not None:
+        print(f"pt2chakra: warning: {result.mismatch} (kept: --allow-mismatch)", file=sys.stderr)
     if not args.quiet:
         print(result.summary())
     if result.failed:
         return EXIT_RANK_FAILED
-    if _collectives_disagree(result.outputs, args.allow_mismatch):
-        return EXIT_RANK_FAILED
     if args.simulate:
         print(_simulation_lines(result.outputs))
     return 0
-
-
-def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
-    """True (after one line on stderr, the outputs removed) when the ranks
-    disagree about their collectives and the user did not allow it."""
-    from pt2chakra.chakra.checks import collective_mismatch
-
-    line = collective_mismatch(outputs) if len(outputs) > 1 else None
-    if line is None:
-        return False
-    if allow:
-        print(f"pt2chakra: warning: {line} (kept: --allow-mismatch)", file=sys.stderr)
-        return False
-    for path in outputs:
-        os.remove(path)
-    print(f"pt2chakra: error: {line}; outputs removed (--allow-mismatch keeps them)",
-          file=sys.stderr)
-    return True
 
 
 def _cmd_link(args: argparse.Namespace) -> int:

@@ -331,7 +331,8 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                    "(ExecutionTraceObserver + Kineto, as collect records; needs torch) and print "
                    "the cost per recorded op, the figure simulate --profiler-overhead takes")
     p.add_argument("--calls", type=options.positive_count, default=DEFAULT_CALLS,
-                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS})")
+                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS}; "
+                   "the training step runs 1/20 of them)")
     p.add_argument("--repeats", type=options.positive_count, default=DEFAULT_REPEATS,
                    help="with --profiler-overhead: timed loops per kind, the fastest kept "
                    f"(default {DEFAULT_REPEATS})")
