@@ -164,7 +164,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
 def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
     """True (after one line on stderr, the outputs removed) when the ranks
     disagree about their collectives and the user did not allow it."""
-    from pt2chakra.chakra.checks import collective_mismatch
+    from pt2chakra.rules.checks import collective_mismatch
 
     line = collective_mismatch(outputs) if len(outputs) > 1 else None
     if line is None:

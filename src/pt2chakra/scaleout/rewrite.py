@@ -16,13 +16,9 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
-    SCALEOUT_RECORDED_WORLD_ATTR,
-    SCALEOUT_SOURCE_RANK_ATTR,
-    attr_dict,
-)
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.names import PROCESS_GROUP_INIT
+from pt2chakra.rules.conventions import SCALEOUT_RECORDED_WORLD_ATTR, SCALEOUT_SOURCE_RANK_ATTR
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
 
 # Metadata a scaled file adds (docs/SCALE_OUT.md): the recorded rank whose
