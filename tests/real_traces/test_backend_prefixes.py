@@ -1,5 +1,5 @@
 """Every collective backend's ops become communication nodes in host-only
-traces: the prefixes have one home (pytorch.names) that the graph builder
+traces: the prefixes have one home (names.py) that the graph builder
 and the collective rules both read."""
 
 from __future__ import annotations
