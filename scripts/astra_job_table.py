@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's ASTRA-sim job table: jobs written by ``pt2chakra astra-sim -o
+"""docs/ASTRA_SIM.md's job table: jobs written by ``pt2chakra astra-sim -o
 DIR/job`` (network fitted to the recorded collectives) run in real ASTRA-sim.
 
     ASTRA_SIM_BIN=/path/AstraSim_Analytical_Congestion_Unaware \\

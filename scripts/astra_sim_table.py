@@ -9,7 +9,7 @@ Converts the DLRM x8 pairs, exports them with each ``--cpu`` mode, runs the
 unaware and the aware binary (the aware one sits next to the unaware one) on
 the reference network (Ring, 8 NPUs, 50 GB/s, 500 ns; ``../shared/ASTRA_SIM.md``)
 and on slower networks, and also a ``microbench`` and a ``from-text`` workload.
-The README's ASTRA-sim tables come from it.
+The ASTRA-sim tables of docs/ASTRA_SIM.md come from it.
 """
 
 from __future__ import annotations

@@ -62,13 +62,13 @@ COMPUTE_BUCKET_MB = 32.0
 COMPUTE_ACCUMULATE = (1, 2)
 # Rates at which the shaped link, not the hosts' copying, limits a gloo
 # transfer: at 8 Gbit/s a 4 MB all-reduce already runs at ~0.4 of the
-# 0.5 GB/s the link allows each rank (README, "What-ifs checked").
+# 0.5 GB/s the link allows each rank (docs/WHAT_IFS.md).
 RATES_GBIT = (4.0, 2.0, 1.0)
 UNSHAPED = 0.0  # a rate of 0: loopback as it is (no qdisc)
 # The compute settings are recorded on unshaped loopback: the transfers are
 # then short, so gloo's worker threads (which copy, reduce and run the TCP
 # stack on the same 2 cores) steal little from the matmuls. At 4 Gbit/s they
-# overlap the whole backward pass and slow it unevenly (README).
+# overlap the whole backward pass and slow it unevenly (docs/WHAT_IFS.md).
 COMPUTE_RATE_GBIT = UNSHAPED
 # tbf as the issue found it to work here (netem does not): a burst above
 # loopback's 64 KB packets, a queue long enough never to drop.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run the public traces "from the wild" through every command and print the
-README table: per trace, nodes, the step definition, predicted vs measured.
+docs/REAL_WORLD.md table: per trace, nodes, the step definition, predicted vs measured.
 
 The traces themselves are not in this repository (they belong to their
 authors and are fetched, not committed): ``tests/real_traces/wild_traces.json``

@@ -12,36 +12,67 @@ The facade: one call per job, each a typed result::
     report = pt2chakra.validate(["rank0.et", "rank1.et"])
     summary = pt2chakra.inspect("rank0.et")
     page = pt2chakra.report(["rank0.et", "rank1.et"], "report.html")   # HTML report
+    changed = pt2chakra.diff(["a.0.et", "a.1.et"], ["b.0.et", "b.1.et"])
+    consumer = pt2chakra.simulate_astra_sim(["x.0.et", "x.1.et"])      # as ASTRA-sim would
+    job = pt2chakra.astra_sim_job(["x.0.et", "x.1.et"], "job/x")        # a job ASTRA-sim runs
 
 Each area has its subpackage (``pytorch``, ``chakra``, ``conversion``,
 ``simulation``, ``astra``, ``report``, ``tools``, ``diff``, ``collect``, ``cli``); the names above
-are loaded lazily so that importing the package stays cheap.
+are loaded lazily so that importing the package stays cheap, and typed: mypy
+reads them from the ``TYPE_CHECKING`` imports (``tests/typecheck`` checks it).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from pt2chakra.lazy import lazy_exports
+from pt2chakra.version import __version__
 
-# facade name -> (module, attribute)
+if TYPE_CHECKING:  # what mypy reads: the same names, typed (py.typed ships them)
+    from pt2chakra.astra import AstraSimOptions, simulate_astra_sim
+    from pt2chakra.astra import write_job as astra_sim_job
+    from pt2chakra.chakra.checks import ValidationReport
+    from pt2chakra.chakra.checks import check_files as validate
+    from pt2chakra.chakra.io import read_et as read
+    from pt2chakra.chakra.io import write_et as write
+    from pt2chakra.chakra.ranks import RankSet, open_rank_set
+    from pt2chakra.conversion import ConversionReport, convert
+    from pt2chakra.conversion import link_traces as link
+    from pt2chakra.diff import DiffResult, diff
+    from pt2chakra.errors import InputError
+    from pt2chakra.report import write_report as report
+    from pt2chakra.simulation import SimulationOptions, SimulationResult, simulate
+    from pt2chakra.tools.inspect import InspectReport, inspect
+
+# facade name -> the module that defines it ("module:attribute" for another name)
 _FACADE = {
-    "read": ("pt2chakra.chakra.io", "read_et"),
-    "write": ("pt2chakra.chakra.io", "write_et"),
-    "convert": ("pt2chakra.conversion.api", "convert"),
-    "link": ("pt2chakra.conversion.api", "link_traces"),
-    "simulate": ("pt2chakra.simulation.api", "simulate"),
-    "validate": ("pt2chakra.tools.validate", "validate"),
-    "inspect": ("pt2chakra.tools.inspect", "inspect"),
-    "report": ("pt2chakra.report.api", "write_report"),
-    "InputError": ("pt2chakra.errors", "InputError"),
+    "read": "pt2chakra.chakra.io:read_et",
+    "write": "pt2chakra.chakra.io:write_et",
+    "convert": "pt2chakra.conversion",
+    "ConversionReport": "pt2chakra.conversion",
+    "link": "pt2chakra.conversion:link_traces",
+    "simulate": "pt2chakra.simulation",
+    "SimulationOptions": "pt2chakra.simulation",
+    "SimulationResult": "pt2chakra.simulation",
+    "validate": "pt2chakra.chakra.checks:check_files",
+    "ValidationReport": "pt2chakra.chakra.checks",
+    "inspect": "pt2chakra.tools.inspect",
+    "InspectReport": "pt2chakra.tools.inspect",
+    "report": "pt2chakra.report:write_report",
+    "diff": "pt2chakra.diff",
+    "DiffResult": "pt2chakra.diff",
+    "simulate_astra_sim": "pt2chakra.astra",
+    "AstraSimOptions": "pt2chakra.astra",
+    "astra_sim_job": "pt2chakra.astra:write_job",
+    "open_rank_set": "pt2chakra.chakra.ranks",
+    "RankSet": "pt2chakra.chakra.ranks",
+    "InputError": "pt2chakra.errors",
 }
-__all__ = [*_FACADE, "__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    target = _FACADE.get(name)
-    if target is None:
-        raise AttributeError(f"module 'pt2chakra' has no attribute {name!r}")
-    return getattr(importlib.import_module(target[0]), target[1])
+__all__ = [
+    "AstraSimOptions", "ConversionReport", "DiffResult", "InputError", "InspectReport",
+    "RankSet", "SimulationOptions", "SimulationResult", "ValidationReport", "__version__",
+    "astra_sim_job", "convert", "diff", "inspect", "link", "open_rank_set", "read", "report",
+    "simulate", "simulate_astra_sim", "validate", "write",
+]
+__getattr__ = lazy_exports(__name__, _FACADE)

@@ -152,7 +152,7 @@ def test_a_transfer_without_its_receive_is_an_alignment_error(tmp_path):
 
 
 def test_simulate_force_replays_the_deadlock_pair_and_says_what_never_ran(tmp_path):
-    """The README's promise: --force proceeds (with warnings) where an
+    """docs/ERRORS.md's promise: --force proceeds (with warnings) where an
     unsound set is refused; the stuck collectives are reported as never run."""
     proc = run_cli("simulate", "--force", *deadlock_pair(tmp_path))
     assert proc.returncode == 0, proc.stderr

@@ -13,16 +13,18 @@ from helpers import ROOT
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
+from pt2chakra.version import __version__
 
 pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 
 SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "astra", "diff", "collect",
                "cli", "report", "scaleout")
 # The facade, its error type, the atomic writer, the input opener, the bounded child
-# process runner, the packages' lazy entry points, ``-m pt2chakra``.
+# process runner, the packages' lazy entry points, the version (below the facade, which
+# the CLI and the report cannot import), ``-m pt2chakra``.
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py",
-                     "children.py", "lazy.py"}
-MAX_TOP_LEVEL_MODULES = 7
+                     "children.py", "lazy.py", "version.py"}
+MAX_TOP_LEVEL_MODULES = 8
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +35,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
                     "--no-build-isolation", str(ROOT), "-w", str(out)],
                    check=True, capture_output=True, timeout=300)
     (path,) = out.glob("pt2chakra-*.whl")
+    assert path.name.startswith(f"pt2chakra-{__version__}-"), "pyproject.toml's version differs"
     return zipfile.ZipFile(path)
 
 

@@ -89,7 +89,7 @@ def test_real_field_values(traces: Path) -> None:
 
 
 def test_real_rf_id_matches_external_id(traces: Path) -> None:
-    """README: ET rf_id == Kineto External id (same name) for 36 of 37 ops."""
+    """ET rf_id == Kineto External id (same name) for 36 of 37 ops."""
     for host, kineto, want in [
         ("hta_simple_add/host_et.json.gz", "hta_simple_add/kineto.json.gz", (36, 37)),
         ("dlrm_8gpu/rank0.host_et.json.gz", "dlrm_8gpu/rank0.kineto.json.gz", (79, 1674)),

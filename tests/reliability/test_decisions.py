@@ -1,5 +1,5 @@
-"""Class 7 of issue 25: the debatable cases, decided (README "Errors and
-limits"): a communication node without comm_size is refused by simulate as
+"""Class 7 of issue 25: the debatable cases, decided (docs/ERRORS.md,
+"Decided"): a communication node without comm_size is refused by simulate as
 by validate and astra-sim, unless its trace marks the size unknown
 (``conventions.COMM_SIZE_UNKNOWN_ATTR``) or ``--force``; ``report`` has the
 ``--force`` its messages name; ``diff --help``'s examples run as shown

@@ -1,6 +1,6 @@
 """The malformed-input corpus: every command fed hostile files and options.
 
-The README's promise for every failure: exactly one line on stderr naming the
+The promise for every failure (docs/ERRORS.md): exactly one line on stderr naming the
 user's file (or option) and the problem, exit status 2 (1 for ``validate``'s
 verdict), nothing on stdout, no output file and no temp file left behind,
 no traceback, no hang. Each case below is one command line run as its own

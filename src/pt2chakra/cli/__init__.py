@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from pt2chakra import __version__
 from pt2chakra.atomic import target_of
 from pt2chakra.cli import collect, convert, diff, extrapolate, options, report, simulate, tools
 from pt2chakra.errors import InputError, printable
+from pt2chakra.version import __version__
 
 EXIT_BAD_INPUT = options.EXIT_BAD_INPUT
 EXIT_INTERRUPTED = 130

@@ -11,7 +11,6 @@ from importlib import resources
 
 import msgspec
 
-from pt2chakra import __version__
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.diff import CATEGORIES, CATEGORY_TITLES, DEFAULT_TOP, DiffResult
 from pt2chakra.simulation import (
@@ -24,6 +23,7 @@ from pt2chakra.simulation import (
     step_notes,
     timing_notes,
 )
+from pt2chakra.version import __version__
 
 from .gather import (
     BASELINE_RUN,
