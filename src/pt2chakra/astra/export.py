@@ -49,6 +49,7 @@ from pt2chakra.chakra.conventions import (
     COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
+    QUEUED_WORK_CATEGORY,
     STREAM_LANE,
     StepWindow,
     attr_dict,
@@ -243,7 +244,8 @@ def _rewired(node: ChakraNode, removed: dict[int, ChakraNode], ancestry: _Ancest
     ordering is lost), preceded by its ``cpu_gap`` node when it has one; a
     node that touches no removed node is left as it is."""
     if not any(d in removed for d in node.data_deps) and not any(
-            d in removed for d in node.ctrl_deps):
+            d in removed for d in node.ctrl_deps) and not (
+            gaps is not None and gaps.waited_for_launch(node)):
         return [node]
     kinds = recorded_dep_kinds(attr_dict(node.attrs), len(node.data_deps))
     deps, dep_kinds = _kept_deps(node, removed, kinds)
@@ -308,12 +310,19 @@ class _GapMaker:
         self.end[node.id] = start + duration
         return node
 
+    def waited_for_launch(self, node: ChakraNode) -> bool:
+        """A stand-in for queued work (``QUEUED_WORK_CATEGORY``) waited for a
+        launch no edge carries: it gets its recorded wait as a gap too."""
+        return attr_dict(node.attrs).get("category") == QUEUED_WORK_CATEGORY
+
     def before(self, node: ChakraNode, deps: list[int], kinds: list[str]) -> ChakraNode | None:
         """The gap node G = ``node`` needs, or None. Only nodes that waited on
-        a dropped CPU node get one, and only timed ones."""
+        a dropped CPU node (or on a launch: ``waited_for_launch``) get one,
+        and only timed ones."""
         if self.t0 is None or not node.start_time_micros or _is_cpu(node):
             return None
-        if not any(d in self.removed and _is_cpu(self.removed[d]) for d in node.data_deps):
+        if not any(d in self.removed and _is_cpu(self.removed[d]) for d in node.data_deps) \
+                and not self.waited_for_launch(node):
             return None
         ready = max((self.end[d] for d in deps if d in self.end), default=self.t0)
         ready = max(ready, self.t0)

@@ -143,6 +143,12 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
 # dropped: CPU time, so the CPU what-if scales it, not the GPU one.
 CPU_GAP_CATEGORY = "cpu_gap"
 
+# The ``category`` of a GPU-side stand-in for work queued outside the trace
+# (conversion/step.py writes it): it starts at the launch of the work it held
+# the stream for, a CPU moment the trace records but no edge carries, so a
+# replay without the CPU nodes must give it the recorded wait before it.
+QUEUED_WORK_CATEGORY = "held_outside_trace"
+
 # Rank start offsets: ``recorded`` (the ranks share one clock), ``together``
 # (all start at 0), or ``auto`` (recorded when the ranks' steps overlap).
 ALIGNMENTS = ("auto", "recorded", "together")

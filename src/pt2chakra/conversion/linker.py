@@ -536,30 +536,13 @@ def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start
     before the trace that held a stream in the window (conversion/step.py)."""
     if gpu_only:  # nothing before the first activity: the window starts there
         extra = stream_gaps((g.activity for g in gpu_ops), step_start)
-        queued = []
     else:
-        extra = pending_gpu_work(kineto, step_start)
-        queued = _launched_like(queued_gpu_work(kineto, step_start, step_end), gpu_ops)
-    if not extra and not queued:
+        extra = pending_gpu_work(kineto, step_start) + queued_gpu_work(kineto, step_start, step_end)
+    if not extra:
         return gpu_ops
-    merged = gpu_ops + queued + [LaunchedGpuOp(activity=act, launch=None, host_op_id=-1)
-                                 for act in extra]
+    merged = gpu_ops + [LaunchedGpuOp(activity=act, launch=None, host_op_id=-1) for act in extra]
     merged.sort(key=lambda g: (g.activity.ts, g.activity.correlation))
     return merged
-
-
-def _launched_like(stand_ins: list[tuple[GpuActivity, int]], gpu_ops: list[LaunchedGpuOp],
-                   ) -> list[LaunchedGpuOp]:
-    """Each queued-work stand-in with the launch (and launching host op) of
-    the activity it held the stream for, so it starts no earlier than that
-    launch in every replay."""
-    by_correlation = {g.activity.correlation: g for g in gpu_ops if g.activity.correlation >= 0}
-    out = []
-    for act, correlation in stand_ins:
-        held = by_correlation.get(correlation)
-        out.append(LaunchedGpuOp(activity=act, launch=held.launch if held else None,
-                                 host_op_id=held.host_op_id if held else -1))
-    return out
 
 
 def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],

@@ -30,7 +30,12 @@ from collections.abc import Collection, Iterable
 from operator import add, attrgetter
 from typing import NamedTuple
 
-from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, STEP_PERIOD, STEP_SPAN
+from pt2chakra.chakra.conventions import (
+    CPU_GAP_CATEGORY,
+    QUEUED_WORK_CATEGORY,
+    STEP_PERIOD,
+    STEP_SPAN,
+)
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
 
@@ -53,7 +58,7 @@ MIN_PENDING_US = 0.5
 # shows as an activity starting long after its launch while nothing recorded
 # runs on its device (a launch takes µs); that stretch becomes a stand-in that
 # holds the stream, as the recording's GPU was held.
-QUEUED_CATEGORY = "held_outside_trace"
+QUEUED_CATEGORY = QUEUED_WORK_CATEGORY
 QUEUED_NAME = "[GPU held by work not in the trace]"
 QUEUED_LAG_US = 5_000.0
 
@@ -209,14 +214,11 @@ def pending_gpu_work(kineto: KinetoTrace, step_start: float) -> list[GpuActivity
             if until - step_start >= MIN_PENDING_US]
 
 
-def queued_gpu_work(kineto: KinetoTrace, start: float, end: float,
-                    ) -> list[tuple[GpuActivity, int]]:
+def queued_gpu_work(kineto: KinetoTrace, start: float, end: float) -> list[GpuActivity]:
     """One stand-in per activity of the window that started more than
     ``QUEUED_LAG_US`` after its launch while its device ran nothing the trace
     records (see ``QUEUED_CATEGORY``): from its launch (or the window's start)
-    until it starts, on its stream; paired with that activity's correlation,
-    since the stand-in waits for the same launch (else a replay without the
-    CPU runs it as soon as the stream is free)."""
+    until it starts, on its stream."""
     if not kineto.gpu_activities:
         return []
     launch_ts = {rt.correlation: rt.ts for rt in kineto.runtime_events if rt.correlation >= 0}
@@ -231,8 +233,8 @@ def queued_gpu_work(kineto: KinetoTrace, start: float, end: float,
         busy = any(s < act.ts and e > issued for s, e in by_device[act.device])
         if not busy:
             begin = max(issued, start)
-            out.append((GpuActivity(QUEUED_NAME, QUEUED_CATEGORY, begin, act.ts - begin,
-                                    act.device, act.stream, -1), act.correlation))
+            out.append(GpuActivity(QUEUED_NAME, QUEUED_CATEGORY, begin, act.ts - begin,
+                                   act.device, act.stream, -1))
     return out
 
 
