@@ -84,10 +84,9 @@ def test_extrapolate_writes_the_stretch(gloo_ranks: list[Path], tmp_path: Path) 
     assert world is not None and world.recorded == 2 and world.cpu_stretch == 2.0
 
 
-def _direct(ranks: list[Path], m: int, h: HostSharing,
-            options: SimulationOptions = SimulationOptions()) -> float:
+def _direct(ranks: list[Path], m: int, h: HostSharing) -> float:
     scaled = scaled_graphs(ranks, m, hosts=h)
-    opts = scaled_out_options(scaled.graphs, options)
+    opts = scaled_out_options(scaled.graphs, SimulationOptions())
     return simulate_graphs_run(scaled.sources, scaled.graphs, opts).result.predicted_step_us
 
 
