@@ -280,8 +280,9 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
         return None
     stretch = metadata_attrs.get(SCALEOUT_CPU_STRETCH_ATTR)
-    ok = isinstance(stretch, float) and 0 < stretch < float("inf")
-    return ScaledWorld(world, recorded, stretch if ok else 1.0)
+    if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
+        stretch = 1.0
+    return ScaledWorld(world, recorded, stretch)
 
 
 # A communication node whose size the trace does not hold (no input shapes, no
