@@ -20,7 +20,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``extrapolate`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("extrapolate", parents=[common], epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="write the M-rank job of a data-parallel job recorded on N ranks",
                        description="Scale a data-parallel job recorded on N ranks to M ranks "
                        "(weak scaling: per-rank batch fixed): PREFIX.<rank>.et for every rank, "
                        "process groups and collective sizes rewritten, new ranks cloned from a "

@@ -32,7 +32,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``simulate`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("simulate", parents=[common], epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="replay .et files and report step time",
                        description="Event-driven replay of one or more ranks' Chakra traces: "
                        "predicted vs measured step time, per-lane busy/idle, critical path, "
                        "what-if settings, timeline.")
