@@ -289,3 +289,15 @@ def test_a_backend_op_is_a_transfer_iff_no_device_transfer_is_below_it(
     assert own_transfers(backend_ops, launchers, ops, host_only=False) == \
         {b for b in backend_ops if b not in owned}
     assert own_transfers(backend_ops, launchers, ops, host_only=True) == set(backend_ops)
+
+
+def test_a_refused_mismatch_leaves_the_previous_outputs(tmp_path: Path) -> None:
+    """The check runs before the outputs are final: refused, the folder is
+    as it was (the previous run's files back), not emptied."""
+    _rank_pair(tmp_path, second_has_it=False)
+    (tmp_path / "o.0.et").write_bytes(b"previous run")
+    proc = _convert_ranks(tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert (tmp_path / "o.0.et").read_bytes() == b"previous run"
+    assert not (tmp_path / "o.1.et").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

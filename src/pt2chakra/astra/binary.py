@@ -22,9 +22,6 @@ from pt2chakra.children import ChildFailed, run_bounded
 
 RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
-CHECK_TIMEOUT_S = 600.0
-"""A whole job (``astra-sim --check``): real jobs of 8-64 NPUs run in seconds; a
-binary still running after ten minutes is stuck (e.g. on crossed collectives)."""
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")

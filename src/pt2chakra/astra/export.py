@@ -34,6 +34,7 @@ from typing import Any, ClassVar, NamedTuple
 import msgspec
 import orjson
 
+from pt2chakra.astra.choices import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.astra.collective import astra_comm_size
 from pt2chakra.astra.serial_chain import serial_chain
 from pt2chakra.atomic import (
@@ -73,11 +74,6 @@ from pt2chakra.rules.conventions import (
     step_window,
 )
 
-# What happens to CPU time (see the module doc): ``serial`` (default) folds it
-# into one serial chain per rank; ``drop`` keeps it as gaps per stream;
-# ``keep`` leaves the CPU nodes; ``drop-no-gaps`` loses it.
-CPU_MODES = ("serial", "drop", "keep", "drop-no-gaps")
-DEFAULT_CPU_MODE = "serial"
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"

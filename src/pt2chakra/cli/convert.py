@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
-from pt2chakra.astra import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
+from pt2chakra.astra import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
 
 if TYPE_CHECKING:
+    from pt2chakra.astra import AstraSimProfile
     from pt2chakra.conversion import StepChoice
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
@@ -52,6 +52,8 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
 
 def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
     """``--for astra-sim --cpu MODE``: the export the conversion is written as."""
+    from pt2chakra.astra import AstraSimProfile
+
     return AstraSimProfile(args.cpu) if args.profile == "astra-sim" else None
 
 
@@ -147,36 +149,23 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
                            options=RankOptions(break_cycles=args.break_cycles,
                                                force=args.force, repair=args.repair,
                                                step=_step(args)),
-                           progress=args.progress)
+                           progress=args.progress, check_collectives=True,
+                           allow_mismatch=args.allow_mismatch)
     for failed in result.failed:
         print(f"pt2chakra: error: {failed.line()}", file=sys.stderr)
+    if result.rolled_back:
+        print(f"pt2chakra: error: {result.mismatch}; outputs removed "
+              "(--allow-mismatch keeps them)", file=sys.stderr)
+        return EXIT_RANK_FAILED
+    if result.mismatch is not None:
+        print(f"pt2chakra: warning: {result.mismatch} (kept: --allow-mismatch)", file=sys.stderr)
     if not args.quiet:
         print(result.summary())
     if result.failed:
         return EXIT_RANK_FAILED
-    if _collectives_disagree(result.outputs, args.allow_mismatch):
-        return EXIT_RANK_FAILED
     if args.simulate:
         print(_simulation_lines(result.outputs))
     return 0
-
-
-def _collectives_disagree(outputs: list[str], allow: bool) -> bool:
-    """True (after one line on stderr, the outputs removed) when the ranks
-    disagree about their collectives and the user did not allow it."""
-    from pt2chakra.rules.checks import collective_mismatch
-
-    line = collective_mismatch(outputs) if len(outputs) > 1 else None
-    if line is None:
-        return False
-    if allow:
-        print(f"pt2chakra: warning: {line} (kept: --allow-mismatch)", file=sys.stderr)
-        return False
-    for path in outputs:
-        os.remove(path)
-    print(f"pt2chakra: error: {line}; outputs removed (--allow-mismatch keeps them)",
-          file=sys.stderr)
-    return True
 
 
 def _cmd_link(args: argparse.Namespace) -> int:
@@ -193,7 +182,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``convert`` and ``link`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("convert", parents=[common], epilog=EPILOG_CONVERT,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="link and convert to a Chakra .et",
                        description="Link a host trace with its Kineto trace and write Chakra "
                        "(or convert either one alone).")
     _add_trace_args(p, host_required=False)
@@ -235,8 +223,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("link", parents=[common], epilog=EPILOG_LINK,
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="write the linked intermediate JSON")
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_trace_args(p)
     p.add_argument("-o", "--output", required=True, help="output JSON")
     options.add_force(p, "the two traces look like different ranks or runs")

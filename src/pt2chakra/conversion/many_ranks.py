@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ MAX_RANKS = 65536
 STOP_GRACE_S = 1.0
 # How long joining a Ray cluster may try to reach it (Ray's own wait is minutes).
 RAY_CONNECT_TIMEOUT_S = 5.0
+# How often a wait of the main thread wakes up (signals are handled between).
+_POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,10 @@ class ManyRanksResult:
 
     outcomes: list[RankOutcome]
     runner: str
+    # ``check_collectives``: where the ranks disagree about their collectives
+    # (one line), or None; the outputs were then not kept unless ``allow_mismatch``.
+    mismatch: str | None = None
+    rolled_back: bool = False  # the mismatch was refused: no output was kept
 
     @property
     def failed(self) -> list[RankOutcome]:
@@ -122,7 +129,8 @@ class ManyRanksResult:
 
     @property
     def outputs(self) -> list[str]:
-        return [o.output for o in self.outcomes if o.error is None]
+        """The ``.et`` files written (none when a mismatch rolled them back)."""
+        return [o.output for o in self.outcomes if o.error is None and not self.rolled_back]
 
     def summary(self) -> str:
         lines = [o.line() for o in self.outcomes if o.error is None]
@@ -225,12 +233,19 @@ Runner = Callable[[list[RankJob], RankOptions, int], Generator[RankOutcome, None
 def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
                   ray_address: str | None = None, use_ray: bool = False,
                   options: RankOptions | None = None,
-                  progress: bool | None = None) -> ManyRanksResult:
+                  progress: bool | None = None, check_collectives: bool = False,
+                  allow_mismatch: bool = False) -> ManyRanksResult:
     """Convert every job; local processes by default (``workers``, default
     the CPU count, capped by the number of ranks), Ray tasks with ``use_ray``
     (``ray_address`` None: start a local Ray instance, or join the cluster
     named by ``RAY_ADDRESS``; "auto" or "HOST:PORT": join that cluster).
-    Outcomes come back in rank order; failures are in them, not raised."""
+    Outcomes come back in rank order; failures are in them, not raised.
+
+    ``check_collectives`` (when every rank converted): the ranks must agree
+    about their collectives (``rules.checks.collective_mismatch``), else the
+    outputs are rolled back (the previous ones kept) unless ``allow_mismatch``;
+    ``ManyRanksResult.mismatch`` says where. The check runs before the outputs
+    are final, so a signal during it also leaves the previous outputs."""
     options = options or RankOptions()
     check_outputs([p for j in jobs for p in (j.host_trace, j.device_trace)],
                   [p for j in jobs for p in j.outputs])
@@ -252,8 +267,16 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
                 remove_temps(job.outputs, job.token)
             raise
         staged.commit()
+        mismatch = None
+        if check_collectives and len(outcomes) > 1 and all(o.error is None for o in outcomes):
+            from pt2chakra.rules.checks import collective_mismatch
+
+            mismatch = collective_mismatch(sorted(o.output for o in outcomes))
+        rolled_back = mismatch is not None and not allow_mismatch
+        if rolled_back:
+            staged.rollback()
     outcomes.sort(key=lambda o: o.rank)
-    return ManyRanksResult(outcomes, name)
+    return ManyRanksResult(outcomes, name, mismatch, rolled_back)
 
 
 def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Generator[RankOutcome, None, None]:
@@ -329,13 +352,20 @@ def _stop_pool(pool: Any) -> None:
 
 def _ray_runner(address: str | None) -> Runner:
     def run(jobs: list[RankJob], options: RankOptions, workers: int) -> Generator[RankOutcome, None, None]:
+        # Ray's C++ core prints a stack dump (many lines) on SIGTERM; the
+        # command handles SIGTERM itself (exit 143, nothing printed). Read
+        # when Ray is imported.
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         try:
             import ray
         except ImportError:
             raise InputError("--ray", "Ray is not installed; pip install 'pt2chakra[ray]'") from None
-        started = not ray.is_initialized()
-        if started:
-            _start_ray(ray, address, workers)
+        host = None
+        if not ray.is_initialized():
+            if address:
+                _refuse_unreachable(address)
+            host = _RayHost(ray, address, workers)
+            host.start()
         pending: list[Any] = []
         try:
             task = ray.remote(num_cpus=1, max_retries=0)(convert_one)
@@ -347,22 +377,103 @@ def _ray_runner(address: str | None) -> Runner:
             for ref in pending:
                 with contextlib.suppress(Exception):
                     ray.cancel(ref, force=True)
+            if host is not None:
+                host.stop(STOP_GRACE_S)
+                host = None
             raise
         finally:
-            if started:
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
+            if host is not None:
+                host.stop(None)
     return run
 
 
+class _RayHost:
+    """Ray started, and later shut down, by a thread of its own that lives as
+    long as Ray is used.
+
+    Why a thread: ``ray.init`` takes seconds (tens of seconds on a loaded
+    machine) inside calls that do not look at signals, and so does
+    ``ray.shutdown``; run by the main thread, they held Ctrl-C and SIGTERM
+    back that long. The main thread only waits for this one, so a signal
+    stops the command at once. Why it lives on: the processes of a local
+    instance are tied to the thread that started them (they die with it),
+    and so also with this process when a signal ends it. Started this way,
+    Ray leaves the command's own SIGTERM handler in place."""
+
+    def __init__(self, ray: Any, address: str | None, workers: int) -> None:
+        self._ray = ray
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(address, workers),
+                                        name="pt2chakra-ray", daemon=True)
+
+    def _run(self, address: str | None, workers: int) -> None:
+        try:
+            _start_ray(self._ray, address, workers)
+        except BaseException as exc:  # handed to the main thread
+            self._error = exc
+            return
+        finally:
+            self._ready.set()
+        self._stop.wait()
+        with contextlib.suppress(Exception):
+            self._ray.shutdown()
+
+    def start(self) -> None:
+        """Wait (signals still stop the command) until Ray is up or failed."""
+        self._thread.start()
+        try:
+            while not self._ready.wait(_POLL_S):
+                pass
+        except BaseException:  # stopped while Ray starts: it shuts down once up
+            self._stop.set()
+            raise
+        if self._error is not None:
+            raise self._error
+
+    def stop(self, wait: float | None) -> None:
+        """Shut Ray down; wait that long (None: until done, or until a
+        SIGTERM comes: it is then handled as usual, raising here)."""
+        self._stop.set()
+        deadline = None if wait is None else time.monotonic() + wait
+        with _sigterm_held():
+            while self._thread.is_alive() and signal.SIGTERM not in signal.sigpending():
+                left = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
+                if left <= 0:
+                    return
+                self._thread.join(left)
+
+
+@contextlib.contextmanager
+def _sigterm_held() -> Generator[None, None, None]:
+    """``ray.shutdown`` sets SIGTERM back to the default action, which would
+    end this process on the spot with every rank's temp files left. Hold
+    SIGTERM (pending) meanwhile, then give it back its handler: a SIGTERM
+    that came is then handled by it, as it would have been."""
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (ValueError, OSError, AttributeError):  # not POSIX
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, OSError, TypeError):  # not the main thread
+            handler = signal.getsignal(signal.SIGTERM)
+            if handler is not None:
+                signal.signal(signal.SIGTERM, handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def _start_ray(ray: Any, address: str | None, workers: int) -> None:
-    """``ray.init``, bounded: a HOST:PORT that does not answer is refused after
-    ``RAY_CONNECT_TIMEOUT_S`` (Ray's own retries take minutes), and a start
-    that fails is one line."""
-    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+    """``ray.init``; a start that fails is one line."""
+    # Ray's own notices (e.g. about its token authentication) are not ours to
+    # print at default verbosity; -v shows them.
+    level = logging.ERROR if log.getEffectiveLevel() >= logging.WARNING else logging.INFO
+    kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": level,
                               "log_to_driver": False}
     if address:
-        _refuse_unreachable(address)
         kwargs["address"] = address
     elif "RAY_ADDRESS" not in os.environ:
         kwargs["num_cpus"] = workers  # a local instance: as many workers as asked
@@ -375,7 +486,8 @@ def _start_ray(ray: Any, address: str | None, workers: int) -> None:
 
 
 def _refuse_unreachable(address: str) -> None:
-    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) must accept a connection."""
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) must accept a connection
+    within ``RAY_CONNECT_TIMEOUT_S`` (Ray's own retries take minutes)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         return  # "auto" and the like: Ray's own lookup

@@ -243,6 +243,10 @@ def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
 # is timed at the file's ``world_size`` from a model fitted at the recorded one.
 SCALEOUT_SOURCE_RANK_ATTR = "scaleout_source_rank"
 SCALEOUT_RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
+# The factor on the recorded CPU time (ops and the gaps between them) when the
+# M ranks share their hosts' cores more than the recorded N did (scaleout/
+# hosts.py, ``--ranks-per-host/--cores-per-host``); absent: 1.
+SCALEOUT_CPU_STRETCH_ATTR = "scaleout_cpu_stretch"
 
 
 class ScaledWorld(NamedTuple):
@@ -251,6 +255,7 @@ class ScaledWorld(NamedTuple):
 
     world_size: int
     recorded: int
+    cpu_stretch: float = 1.0
 
     @property
     def rescaled(self) -> bool:
@@ -263,7 +268,10 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     world = metadata_attrs.get("world_size")
     if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
         return None
-    return ScaledWorld(world, recorded)
+    stretch = metadata_attrs.get(SCALEOUT_CPU_STRETCH_ATTR)
+    if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
+        stretch = 1.0
+    return ScaledWorld(world, recorded, stretch)
 
 
 # A communication node whose size the trace does not hold (no input shapes, no

@@ -65,7 +65,12 @@ from itertools import compress
 
 from pt2chakra.rules.conventions import StepWindow, rank_origins
 from pt2chakra.rules.rendezvous import RendezvousKey
-from pt2chakra.simulation.durations import durations, scaled_tails, sync_scales
+from pt2chakra.simulation.durations import (
+    durations,
+    scaled_tails,
+    sync_scales,
+    with_host_sharing,
+)
 from pt2chakra.simulation.prepare import CPU_OP, K_LANE, K_LAUNCH, K_START, PreparedGraph
 from pt2chakra.simulation.results import SimConfig
 
@@ -131,6 +136,7 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
                ) -> tuple[ReplayRun, str, str | None]:
     """One replay under ``cfg``: its times, the rank alignment used and the
     network model's description (None: measured collectives)."""
+    cfg = with_host_sharing(p, cfg)
     participants = participants_of(p)
     origin, align = _origins(p, cfg.align)
     eager: set[int] = set()
