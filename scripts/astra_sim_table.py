@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from pt2chakra.astra.binary import run_workload
+from pt2chakra.astra.choices import CPU_MODES
 from pt2chakra.astra.collective import AstraNetwork, AstraSystem
 from pt2chakra.astra.consumer import consume
-from pt2chakra.astra.export import CPU_MODES
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_WORKLOAD = """HYBRID_DATA_MODEL

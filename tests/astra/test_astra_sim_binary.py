@@ -10,9 +10,10 @@ import pytest
 from helpers import run_cli
 
 from pt2chakra.astra.binary import aware_binary, run_workload
+from pt2chakra.astra.choices import CPU_MODES
 from pt2chakra.astra.collective import AstraNetwork, AstraSystem
 from pt2chakra.astra.consumer import consume
-from pt2chakra.astra.export import CPU_MODES, convert_files
+from pt2chakra.astra.export import convert_files
 
 RING = AstraNetwork("Ring", 8, 50.0, 500.0)  # ../shared/ASTRA_SIM.md
 RING2 = AstraNetwork("Ring", 2, 50.0, 500.0)

@@ -25,7 +25,11 @@ def test_microbench_measures_a_figure_simulate_reads(tmp_path) -> None:
     figure = parse_figure(doc["profiler_overhead"])
     assert figure > 0  # the profiler is never free
     kinds = {k["kind"]: k for k in doc["kinds"]}
-    assert set(kinds) >= {"view", "elementwise", "many_inputs", "composite", "in_place"}
+    assert set(kinds) >= {"view", "elementwise", "many_inputs", "composite", "in_place",
+                          "training_step"}
+    # the figure is the training step's (a step records hundreds of ops)
+    assert kinds["training_step"]["ops_per_call"] > 100
+    assert doc["per_op_us"] == kinds["training_step"]["per_op_us"]
     # every kind recorded at least its own op, and ran slower under the profiler
     assert all(k["ops_per_call"] >= 1 for k in kinds.values())
     assert sum(k["profiled_us"] > k["plain_us"] for k in kinds.values()) >= 4

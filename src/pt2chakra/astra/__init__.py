@@ -13,10 +13,9 @@ from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pt2chakra.astra.api import AstraSimOptions, simulate_astra_sim
-    from pt2chakra.astra.binary import CHECK_TIMEOUT_S
-    from pt2chakra.astra.collective import TOPOLOGIES
+    from pt2chakra.astra.choices import CHECK_TIMEOUT_S, CPU_MODES, DEFAULT_CPU_MODE, TOPOLOGIES
     from pt2chakra.astra.consumer import ConsumerReport, format_consumer_report
-    from pt2chakra.astra.export import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile, convert_json
+    from pt2chakra.astra.export import AstraSimProfile, convert_json
     from pt2chakra.astra.job import (
         BINARY_ENV,
         NetworkChoice,
@@ -29,13 +28,13 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "AstraSimOptions": "pt2chakra.astra.api",
     "simulate_astra_sim": "pt2chakra.astra.api",
-    "CHECK_TIMEOUT_S": "pt2chakra.astra.binary",
-    "TOPOLOGIES": "pt2chakra.astra.collective",
+    "CHECK_TIMEOUT_S": "pt2chakra.astra.choices",
+    "TOPOLOGIES": "pt2chakra.astra.choices",
     "ConsumerReport": "pt2chakra.astra.consumer",
     "format_consumer_report": "pt2chakra.astra.consumer",
     "AstraSimProfile": "pt2chakra.astra.export",
-    "CPU_MODES": "pt2chakra.astra.export",
-    "DEFAULT_CPU_MODE": "pt2chakra.astra.export",
+    "CPU_MODES": "pt2chakra.astra.choices",
+    "DEFAULT_CPU_MODE": "pt2chakra.astra.choices",
     "convert_json": "pt2chakra.astra.export",
     "BINARY_ENV": "pt2chakra.astra.job",
     "NetworkChoice": "pt2chakra.astra.job",

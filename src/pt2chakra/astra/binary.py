@@ -16,16 +16,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pt2chakra.astra.collective import AstraNetwork, AstraSystem, write_astra_configs
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import CHAKRA_VERSION, Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.children import ChildFailed, run_bounded
 
 RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
-CHECK_TIMEOUT_S = 600.0
-"""A whole job (``astra-sim --check``): real jobs of 8-64 NPUs run in seconds; a
-binary still running after ten minutes is stuck (e.g. on crossed collectives)."""
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")

@@ -44,10 +44,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pt2chakra.astra.choices import TOPOLOGIES
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.errors import InputError
 
-TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
 IMPLEMENTATIONS = ("ring",)
 OPTIMIZATIONS = ("localBWAware", "baseline")
 SCHEDULING_POLICIES = ("LIFO", "FIFO")

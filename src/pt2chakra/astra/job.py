@@ -35,7 +35,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pt2chakra.astra.binary import CHECK_TIMEOUT_S, AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.choices import CHECK_TIMEOUT_S, DEFAULT_CPU_MODE, TOPOLOGIES
 from pt2chakra.astra.collective import (
     BYTES_PER_GB_NETWORK,
     LOCAL_RING_BUS_DELAY_NS,
@@ -43,7 +44,6 @@ from pt2chakra.astra.collective import (
     NETWORK_FILE,
     SUPPORTED_COLLECTIVES,
     SYSTEM_FILE,
-    TOPOLOGIES,
     AstraNetwork,
     AstraSystem,
     astra_comm_size,
@@ -62,12 +62,12 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import DEFAULT_CPU_MODE, EXPORT_FILES, MIN_NPUS, convert_files
+from pt2chakra.astra.export import EXPORT_FILES, MIN_NPUS, convert_files
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
-from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.errors import InputError, printable
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
+from pt2chakra.rules.conventions import error_pct
 from pt2chakra.simulation import Calibration, calibrate_recorded
 
 RUN_SCRIPT = "run.sh"

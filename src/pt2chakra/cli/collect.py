@@ -79,7 +79,6 @@ def _given(value: int | None, default: int) -> int:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``collect`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("collect", parents=[common],
-                       help="record an ET + Kineto pair of one training step",
                        description="Record one training step of a built-in tiny GPT as host "
                        "ET + Kineto traces (needs torch).")
     p.add_argument("--out-dir", type=Path, required=True, help="folder for the two .json.gz files")

@@ -6,11 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from pt2chakra.astra import CPU_MODES, DEFAULT_CPU_MODE, AstraSimProfile
+from pt2chakra.astra import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.cli import options
 from pt2chakra.errors import InputError
 
 if TYPE_CHECKING:
+    from pt2chakra.astra import AstraSimProfile
     from pt2chakra.conversion import StepChoice
 
 # Exit status when some ranks failed (as for one bad input: see cli.EXIT_BAD_INPUT).
@@ -51,6 +52,8 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
 
 def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
     """``--for astra-sim --cpu MODE``: the export the conversion is written as."""
+    from pt2chakra.astra import AstraSimProfile
+
     return AstraSimProfile(args.cpu) if args.profile == "astra-sim" else None
 
 
@@ -179,7 +182,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``convert`` and ``link`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("convert", parents=[common], epilog=EPILOG_CONVERT,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="link and convert to a Chakra .et",
                        description="Link a host trace with its Kineto trace and write Chakra "
                        "(or convert either one alone).")
     _add_trace_args(p, host_required=False)
@@ -221,8 +223,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=_cmd_convert)
 
     p = sub.add_parser("link", parents=[common], epilog=EPILOG_LINK,
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="write the linked intermediate JSON")
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_trace_args(p)
     p.add_argument("-o", "--output", required=True, help="output JSON")
     options.add_force(p, "the two traces look like different ranks or runs")

@@ -25,7 +25,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``diff`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("diff", parents=[common], epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="what changed between two runs (or a replay and a measurement)",
                        description="Align two runs of one training step (ops by name, call "
                        "path and order; kernels by launching op; collectives by process group "
                        "and sequence) and attribute the step difference B - A: compute by op, "

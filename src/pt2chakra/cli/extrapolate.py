@@ -20,7 +20,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``extrapolate`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("extrapolate", parents=[common], epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="write the M-rank job of a data-parallel job recorded on N ranks",
                        description="Scale a data-parallel job recorded on N ranks to M ranks "
                        "(weak scaling: per-rank batch fixed): PREFIX.<rank>.et for every rank, "
                        "process groups and collective sizes rewritten, new ranks cloned from a "
@@ -33,6 +32,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--scaling", choices=["weak", "strong"], default="weak",
                    help="weak (per-rank batch fixed, default); strong (a fixed global batch) "
                    "is refused: the trace does not say how per-rank work divides")
+    options.add_host_sharing(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_extrapolate)
 
@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cmd_extrapolate(args: argparse.Namespace) -> int:
     from pt2chakra.scaleout import extrapolate
 
-    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling)
+    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling,
+                          options.host_sharing(args))
     if args.json:
         import msgspec
 

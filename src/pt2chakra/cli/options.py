@@ -19,9 +19,12 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from pt2chakra.errors import printable
+
+if TYPE_CHECKING:
+    from pt2chakra.scaleout import HostSharing
 
 INT64_MAX = 2**63 - 1
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
@@ -70,6 +73,37 @@ def int_range(low: int, high: int) -> Callable[[str], int]:
 
     parse.__name__ = "int"
     return parse
+
+
+# The most ranks or cores one host is described with (--ranks-per-host,
+# --cores-per-host): the generated-trace limit of --npus.
+MAX_PER_HOST = 65536
+
+
+def add_host_sharing(p: argparse.ArgumentParser) -> None:
+    """``--ranks-per-host/--cores-per-host``: ranks that share a host's cores
+    stretch each other's CPU time (docs/SCALE_OUT.md); absent, one rank per
+    host shares nothing."""
+    p.add_argument("--ranks-per-host", type=int_range(1, MAX_PER_HOST), metavar="R",
+                   help="with --world-size: ranks on each host, the recorded job's and the "
+                   "predicted one's (default 1: a host per rank, nothing shared); with "
+                   "--cores-per-host, CPU time stretches by the ranks sharing a core")
+    p.add_argument("--cores-per-host", type=int_range(1, MAX_PER_HOST), metavar="C",
+                   help="with --ranks-per-host: each host's cores")
+
+
+def host_sharing(args: argparse.Namespace) -> HostSharing:
+    """The hosts ``add_host_sharing``'s options describe (both or neither)."""
+    from pt2chakra.scaleout import HostSharing
+
+    r, c = args.ranks_per_host, args.cores_per_host
+    if (r is None) != (c is None):
+        from pt2chakra.errors import InputError
+
+        given, missing = ("--ranks-per-host", "--cores-per-host") if c is None else \
+            ("--cores-per-host", "--ranks-per-host")
+        raise InputError(given, f"needs {missing} too (how many ranks share how many cores)")
+    return HostSharing() if r is None else HostSharing(r, c)
 
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:

@@ -19,7 +19,6 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     """Add ``report`` to the ``pt2chakra`` parser."""
     p = sub.add_parser("report", parents=[common], epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       help="write a self-contained HTML report of the simulated step",
                        description="Replay one or more ranks' Chakra traces and write one HTML "
                        "page (no network needed to open it): predicted vs measured step, lane "
                        "timelines, critical path, top ops, collectives, what-ifs and, when "

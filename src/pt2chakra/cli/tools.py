@@ -190,7 +190,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
-                            ("--latency", args.latency), ("--world-size", args.world_size)):
+                            ("--latency", args.latency), ("--world-size", args.world_size),
+                            ("--ranks-per-host", args.ranks_per_host),
+                            ("--cores-per-host", args.cores_per_host)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -208,8 +210,12 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         job = extrapolated_job(args.input, args.world_size, args.output,
                                lambda files, predicted: write_job(
                                    files, args.output, cpu=args.cpu, choice=choice,
-                                   force=args.force, predicted_step_us=predicted))
+                                   force=args.force, predicted_step_us=predicted),
+                               hosts=options.host_sharing(args))
     else:
+        if args.ranks_per_host is not None or args.cores_per_host is not None:
+            raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
+                             "holds its own host sharing)")
         job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))
@@ -226,7 +232,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 def _add_inspect(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``inspect IN.et...``: a summary per file."""
-    p = sub.add_parser("inspect", parents=[common], help="summarise an .et file",
+    p = sub.add_parser("inspect", parents=[common],
                        description="Metadata, node counts, collectives, dependencies, lanes, "
                        "time span and top ops of Chakra .et files.")
     p.add_argument("input", nargs="+", help=".et file(s) (plain or gzip)")
@@ -237,7 +243,7 @@ def _add_inspect(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
 
 def _add_validate(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``validate IN.et...``: soundness checks, exit 1 on errors."""
-    p = sub.add_parser("validate", parents=[common], help="check .et files are sound for replay",
+    p = sub.add_parser("validate", parents=[common],
                        description="Dangling deps, cycles, duplicate ids, attribute types, comm "
                        "attributes and cross-rank collective alignment. Exit 0 when sound "
                        "(warnings allowed), 1 when errors are found, 2 on unreadable input.")
@@ -250,7 +256,7 @@ def _add_validate(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 def _add_jsonize(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``jsonize IN.et -o OUT.json``."""
-    p = sub.add_parser("jsonize", parents=[common], help=".et -> one JSON document",
+    p = sub.add_parser("jsonize", parents=[common],
                        description="Write metadata + nodes as one valid JSON document, "
                        "streaming (one node per line).")
     p.add_argument("input", help=".et file")
@@ -260,7 +266,7 @@ def _add_jsonize(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
 
 def _add_from_json(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``from-json IN.json -o OUT``: back to .et, or per rank for ASTRA-sim."""
-    p = sub.add_parser("from-json", parents=[common], help="JSON (from jsonize) -> .et",
+    p = sub.add_parser("from-json", parents=[common],
                        description="Inverse of jsonize; byte-identical for pt2chakra's files.")
     p.add_argument("input", help="JSON written by jsonize")
     p.add_argument("-o", "--output", required=True,
@@ -273,7 +279,7 @@ def _add_from_json(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
 
 def _add_timeline(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``timeline IN.et... -o OUT.json``: a Chrome/Perfetto trace."""
-    p = sub.add_parser("timeline", parents=[common], help=".et -> Chrome/Perfetto trace JSON",
+    p = sub.add_parser("timeline", parents=[common],
                        description="Recorded start/duration of every node; lanes by rank "
                        "(process), thread and stream.")
     p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
@@ -284,7 +290,7 @@ def _add_timeline(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 def _add_graph(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``graph IN.et -o OUT``: a window of the dependency graph."""
-    p = sub.add_parser("graph", parents=[common], help="draw a window of the dependency graph",
+    p = sub.add_parser("graph", parents=[common],
                        description="Write .dot, .graphml or .svg (svg needs graphviz dot).")
     p.add_argument("input", help=".et file")
     p.add_argument("-o", "--output", required=True, help="OUT.dot | OUT.graphml | OUT.svg")
@@ -300,7 +306,7 @@ def _add_graph(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 
 def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``from-text IN.txt --npus N -o PREFIX``: an ASTRA-sim text workload."""
-    p = sub.add_parser("from-text", parents=[common], help="ASTRA-sim text workload -> .et per NPU",
+    p = sub.add_parser("from-text", parents=[common],
                        description="DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, "
                        "HYBRID_DLRM[_ENHANCED], MICRO workloads -> <prefix>.<npu>.et.")
     p.add_argument("input", help="workload .txt")
@@ -314,7 +320,7 @@ def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
 
 def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``microbench --size B --npus N -o PREFIX``: generated traces."""
-    p = sub.add_parser("microbench", parents=[common], help="generate micro-benchmark traces",
+    p = sub.add_parser("microbench", parents=[common],
                        description="One collective per NPU (or STEPS compute+collective pairs) "
                        "-> <prefix>.<npu>.et, for simulator smoke tests.")
     p.add_argument("--collective", default="ALL_REDUCE",
@@ -331,7 +337,8 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                    "(ExecutionTraceObserver + Kineto, as collect records; needs torch) and print "
                    "the cost per recorded op, the figure simulate --profiler-overhead takes")
     p.add_argument("--calls", type=options.positive_count, default=DEFAULT_CALLS,
-                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS})")
+                   help=f"with --profiler-overhead: calls per kind of op (default {DEFAULT_CALLS}; "
+                   "the training step runs 1/20 of them)")
     p.add_argument("--repeats", type=options.positive_count, default=DEFAULT_REPEATS,
                    help="with --profiler-overhead: timed loops per kind, the fastest kept "
                    f"(default {DEFAULT_REPEATS})")
@@ -341,7 +348,7 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
 
 def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``astra-sim IN.et... -o DIR/job``: the ASTRA-sim job; ``--check DIR/job`` runs it."""
-    p = sub.add_parser("astra-sim", parents=[common], help="write an ASTRA-sim job (or check one)",
+    p = sub.add_parser("astra-sim", parents=[common],
                        description="Writes DIR/job.<rank>.et (no METADATA nodes, process groups "
                        "in the metadata), DIR/job.comm_groups.json, and network.yml (fitted to "
                        "the recorded collectives), system.json, memory.json and run.sh in DIR. "
@@ -361,6 +368,7 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("--world-size", type=options.npus, metavar="M",
                    help="the job of the data-parallel recording scaled out to M ranks "
                    "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
+    options.add_host_sharing(p)
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")

@@ -2,11 +2,15 @@
 recorded op on this machine, for ``simulate --profiler-overhead``.
 
 Ops of several kinds (a view, a small elementwise op, an op of many inputs, a
-composite op with callees, an in-place op) run in a loop, timed without the
-profiler and then inside one session with the execution-trace observer and
-Kineto (``record_shapes``, as ``collect`` records); the extra time over the
-ops the host ET recorded is the figure. Only the loop is timed, not the
-session's start and end. torch is imported lazily.
+composite op with callees, an in-place op) and a whole training step of the
+built-in tiny GPT run in a loop, timed without the profiler and then inside
+one session with the execution-trace observer and Kineto (``record_shapes``,
+as ``collect`` records); the extra time over the ops the host ET recorded is
+each kind's cost per op. The figure is the training step's: one op repeated
+in a hot loop keeps the profiler's bookkeeping in cache and reads 11-19 us/op
+on our CPU, where the op mix of a step reads 17.2-17.5 us/op, as fits on
+recorded steps of several sizes do (docs/PROFILER_OVERHEAD.md). Only the loop
+is timed, not the session's start and end. torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import is_observer_node
+from pt2chakra.names import is_observer_node
 
 # Calls per kind and timed repeats: 200 x 5 x 5 kinds, with and without the
 # profiler, runs in a few seconds on one CPU core.
@@ -32,6 +36,14 @@ DEFAULT_REPEATS = 5
 # neighbour's load moves it little).
 SIZE = 16
 CAT_INPUTS = 8
+# The step kind: the built-in tiny GPT at its smallest useful size (one layer,
+# width 16): ~1065 recorded ops a step, ~2 ms plain and ~20 ms profiled on one
+# CPU core, the op mix (forward, backward, AdamW) of the steps users record.
+STEP_KIND = "training_step"
+STEP_LAYERS, STEP_D_MODEL, STEP_HEADS, STEP_SEQ_LEN, STEP_BATCH = 1, 16, 2, 8, 1
+# A step records ~1000 ops, so it runs this many times fewer calls than a
+# one-op kind and still records ~50x its ops (200 calls: 10 steps a loop).
+STEP_CALLS_DIVISOR = 20
 
 
 @dataclass(frozen=True)
@@ -58,9 +70,14 @@ class ProfilerCost:
 
     @property
     def per_op_us(self) -> float:
-        """The median over the kinds: one kind slowed by a neighbour's load
-        does not move it."""
-        return statistics.median(k.per_op_us for k in self.kinds) if self.kinds else 0.0
+        """The training step's cost per op (the op mix of a recorded step);
+        without it, the median over the kinds (one kind slowed by a
+        neighbour's load does not move it)."""
+        step = [k.per_op_us for k in self.kinds if k.kind == STEP_KIND]
+        if step and step[0] > 0:
+            return step[0]
+        loops = [k.per_op_us for k in self.kinds if k.kind != STEP_KIND]
+        return statistics.median(loops) if loops else 0.0
 
     @property
     def figure(self) -> str:
@@ -70,7 +87,8 @@ class ProfilerCost:
 
     def lines(self) -> list[str]:
         out = [f"profiler overhead: {self.figure} (ExecutionTraceObserver + Kineto with "
-               "record_shapes, per recorded CPU op; give it to simulate --profiler-overhead)"]
+               "record_shapes, per recorded CPU op of a training step; give it to simulate "
+               "--profiler-overhead)"]
         for k in self.kinds:
             out.append(f"  {k.kind:<12} {k.plain_us:8.2f} us/call plain, {k.profiled_us:8.2f} "
                        f"profiled, {k.ops_per_call:4.1f} ops recorded: {k.per_op_us:6.2f} us/op")
@@ -93,12 +111,24 @@ def measure(calls: int = DEFAULT_CALLS, repeats: int = DEFAULT_REPEATS) -> Profi
     if calls < 1 or repeats < 1:
         raise InputError("microbench --profiler-overhead", "calls and repeats must be >= 1")
     kinds = _kinds(torch)
+    kinds[STEP_KIND] = _training_step()
     out = []
     for name, fn in kinds.items():
-        plain = _per_call(fn, calls, repeats)
-        profiled, ops = _profiled(torch, fn, calls, repeats)
+        n = max(1, calls // STEP_CALLS_DIVISOR) if name == STEP_KIND else calls
+        plain = _per_call(fn, n, repeats)
+        profiled, ops = _profiled(torch, fn, n, repeats)
         out.append(KindCost(name, plain, profiled, ops))
     return ProfilerCost(out)
+
+
+def _training_step() -> Callable[[], None]:
+    """One training step of the built-in tiny GPT (``STEP_*``), warmed up."""
+    from pt2chakra.collect.sample_model import GPTConfig, make_training_step
+
+    step = make_training_step(GPTConfig(STEP_LAYERS, STEP_D_MODEL, STEP_HEADS, STEP_SEQ_LEN,
+                                        STEP_BATCH))
+    step()  # AdamW makes its state on the first step: not an op of later steps
+    return step
 
 
 def _kinds(torch: Any) -> dict[str, Callable[[], object]]:
