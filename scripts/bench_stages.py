@@ -31,9 +31,10 @@ from typing import Any
 from pt2chakra.chakra.io import write_et
 from pt2chakra.conversion.graph_builder import build_graph
 from pt2chakra.conversion.linker import link
+from pt2chakra.files import gc_paused
 from pt2chakra.pytorch.host_decode import SCHEMA_LAYOUTS, decode_doc, schema_version
 from pt2chakra.pytorch.host_trace import load_host_trace
-from pt2chakra.pytorch.json_input import decode, gc_paused
+from pt2chakra.pytorch.json_input import decode
 from pt2chakra.pytorch.kineto_decode import event_types
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.simulation.critical_path import critical_path_of

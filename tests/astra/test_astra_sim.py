@@ -9,10 +9,9 @@ import pytest
 from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.astra.export import CPU_GAP, convert_files, profile, write_astra_sim
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.tools.validate import validate

@@ -14,8 +14,8 @@ from builders import trace_event
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.conversion.step import (
     GAP_CATEGORY,

@@ -12,8 +12,9 @@ from helpers import assert_one_line_failure, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import SCALEOUT_CPU_STRETCH_ATTR, attr_dict, scaled_world
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import attr_dict
+from pt2chakra.rules.conventions import SCALEOUT_CPU_STRETCH_ATTR, scaled_world
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.simulation.api import (

@@ -44,16 +44,28 @@ from pt2chakra.atomic import (
     check_prefix_outputs,
     write_atomic,
 )
-from pt2chakra.chakra.checks import SetChecker, refuse_unsound
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
+from pt2chakra.chakra.records import (
     CHAKRA_VERSION,
+    Attr,
+    ChakraNode,
+    GlobalMetadata,
+    NodeType,
+    attr_dict,
+)
+from pt2chakra.errors import InputError
+from pt2chakra.names import PROCESS_GROUP_INIT
+from pt2chakra.rules.checks import SetChecker, refuse_unsound
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     QUEUED_WORK_CATEGORY,
     STREAM_LANE,
     StepWindow,
-    attr_dict,
     is_gpu,
     lane_of,
     profile_tag,
@@ -62,13 +74,6 @@ from pt2chakra.chakra.conventions import (
     size_unknown,
     step_window,
 )
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
-from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.process_groups import read_process_groups
-from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own

@@ -43,17 +43,16 @@ from dataclasses import dataclass
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType, attr_dict
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
     StepWindow,
-    attr_dict,
     inclusive_micros,
     is_gpu,
     lane_of,
 )
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
-from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 from pt2chakra.simulation import (
     INFER_MIN_US,
     CollectiveEnds,

@@ -242,7 +242,7 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
     Outcomes come back in rank order; failures are in them, not raised.
 
     ``check_collectives`` (when every rank converted): the ranks must agree
-    about their collectives (``chakra.checks.collective_mismatch``), else the
+    about their collectives (``rules.checks.collective_mismatch``), else the
     outputs are rolled back (the previous ones kept) unless ``allow_mismatch``;
     ``ManyRanksResult.mismatch`` says where. The check runs before the outputs
     are final, so a signal during it also leaves the previous outputs."""
@@ -269,7 +269,7 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
         staged.commit()
         mismatch = None
         if check_collectives and len(outcomes) > 1 and all(o.error is None for o in outcomes):
-            from pt2chakra.chakra.checks import collective_mismatch
+            from pt2chakra.rules.checks import collective_mismatch
 
             mismatch = collective_mismatch(sorted(o.output for o in outcomes))
         rolled_back = mismatch is not None and not allow_mismatch

@@ -30,14 +30,14 @@ from collections.abc import Collection, Iterable
 from operator import add, attrgetter
 from typing import NamedTuple
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
+from pt2chakra.rules.conventions import (
     CPU_GAP_CATEGORY,
     QUEUED_WORK_CATEGORY,
     STEP_PERIOD,
     STEP_SPAN,
 )
-from pt2chakra.errors import InputError
-from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
 
 # The annotation torch.profiler's schedule writes around each step.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
@@ -67,7 +67,7 @@ class RecordedStep(NamedTuple):
     """The step a conversion takes from its input, with what "measured"
     means there; written to the metadata as ``step_start_micros`` ..
     ``step_end_micros`` and ``step_definition`` (read back by
-    ``chakra.conventions.step_window``)."""
+    ``rules.conventions.step_window``)."""
 
     start: float
     end: float

@@ -30,8 +30,8 @@ import msgspec
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import ioinfo_body
 from pt2chakra.errors import InputError
+from pt2chakra.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.json_input import TOO_DEEP, decode
-from pt2chakra.pytorch.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.records import HostOp, IOValues, ProcessGroup
 
 log = logging.getLogger(__name__)

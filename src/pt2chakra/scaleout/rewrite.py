@@ -18,14 +18,13 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.names import PROCESS_GROUP_INIT
+from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
     SCALEOUT_SOURCE_RANK_ATTR,
-    attr_dict,
 )
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
 

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.chakra.conventions import COMM_CHANNEL
 from pt2chakra.chakra.records import NodeType
-from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
+from pt2chakra.rules.conventions import COMM_CHANNEL
+from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import (
     Calibration,
     backend_samples,

@@ -19,7 +19,14 @@ from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
 from typing import Any, NamedTuple, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
+from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
+from pt2chakra.chakra.lean_read import LeanNodes
+from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.ranks import ranks_in_memory
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
+from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     COMM_SIZE_UNKNOWN_ATTR,
     CPU_GAP_CATEGORY,
@@ -36,13 +43,7 @@ from pt2chakra.chakra.conventions import (
     scaled_world,
     step_window_from,
 )
-from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
-from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
-from pt2chakra.chakra.lean_read import LeanNodes
-from pt2chakra.chakra.process_groups import read_process_groups
-from pt2chakra.chakra.ranks import ranks_in_memory
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
-from pt2chakra.chakra.rendezvous import (
+from pt2chakra.rules.rendezvous import (
     CommOp,
     RankComms,
     RendezvousKey,
@@ -52,7 +53,6 @@ from pt2chakra.chakra.rendezvous import (
     find_deadlock,
     rendezvous_keys,
 )
-from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
 from pt2chakra.simulation.waits import (
     INFER_MIN_US,
@@ -137,7 +137,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 # Every node attribute the simulator reads (the lean reader decodes only these);
-# the size-unknown marker for the set check (chakra.checks.replay_problems).
+# the size-unknown marker for the set check (rules.checks.replay_problems).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 

@@ -23,9 +23,15 @@ import os
 from collections.abc import Iterable
 
 from pt2chakra.atomic import StagedOutputs, check_prefix_outputs
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import (
+    CHAKRA_VERSION,
+    Attr,
+    ChakraNode,
+    CollectiveType,
+    GlobalMetadata,
+    NodeType,
+)
 from pt2chakra.errors import InputError
 from pt2chakra.files import gunzip, is_gzip, read_input
 

@@ -1,6 +1,7 @@
-"""Conventions every reader of a Chakra trace shares: attributes by name,
-device or host node, the lane a node runs on, the measured step window, the
-schema version we write (the rank of a file: ``ranks.py``).
+"""Conventions every reader of a Chakra trace shares: device or host node,
+the lane a node runs on, the measured step window and how ranks' windows
+align, error % (attributes by name and the schema version we write are the
+format's: ``chakra/records.py``; the rank of a file: ``chakra/ranks.py``).
 
 Each rule lives here once; the simulator, ``validate``, ``timeline``,
 ``inspect`` and the exports call it instead of re-deriving it.
@@ -10,23 +11,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
-
-# The Chakra schema version we write (what mlc-chakra's converter writes).
-CHAKRA_VERSION = "0.0.4"
-
-
-def attr_dict(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
-    """name -> value (the last one wins)."""
-    return {name: value for name, _member, value in attrs}
-
-
-def attr_members(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]]:
-    return {name: (member, value) for name, member, value in attrs}
 
 
 def is_gpu(attrs: Mapping[str, Any]) -> bool:
