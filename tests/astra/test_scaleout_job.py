@@ -11,8 +11,8 @@ from helpers import convert_gloo_pair, run_cli
 
 from pt2chakra.astra.job import check_job, write_job
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import NodeType
-from pt2chakra.rules.conventions import CPU_GAP_CATEGORY, attr_dict
+from pt2chakra.chakra.records import NodeType, attr_dict
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
