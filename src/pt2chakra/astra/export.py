@@ -70,6 +70,7 @@ from pt2chakra.rules.conventions import (
     lane_of,
     profile_tag,
     rank_origins,
+    scaled_world,
     size_unknown,
     step_window,
 )
@@ -133,6 +134,25 @@ def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: st
     if tail is not None:
         out.append(tail)
     return _profile_metadata(metadata, all_nodes, cpu), out
+
+
+def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata) -> list[ChakraNode]:
+    """A scaled-out rank whose ranks share their hosts' cores more than the
+    recorded ones did (its ``scaleout_cpu_stretch``, scaleout/hosts.py): its
+    CPU time (CPU nodes and ``cpu_gap`` nodes, what the replay's CPU scale
+    covers, as the consumer model's ``cpu_scale``) stretched by that factor."""
+    world = scaled_world(attr_dict(metadata.attrs))
+    if world is None or world.cpu_stretch == 1.0:
+        return nodes
+    out = []
+    for n in nodes:
+        a = attr_dict(n.attrs)
+        if n.type == NodeType.COMP_NODE and (a.get("is_cpu_op") is True
+                                             or a.get("category") == CPU_GAP_CATEGORY):
+            n = msgspec.structs.replace(
+                n, duration_micros=round(n.duration_micros * world.cpu_stretch))
+        out.append(n)
+    return out
 
 
 def rank_window(metadata: GlobalMetadata, nodes: Sequence[ChakraNode]) -> StepWindow | None:
@@ -486,6 +506,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
+    out_nodes = host_stretched(out_nodes, metadata)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
