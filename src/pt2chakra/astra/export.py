@@ -78,7 +78,6 @@ from pt2chakra.rules.conventions import (
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
-CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +278,7 @@ def _rewired(node: ChakraNode, removed: dict[int, ChakraNode], ancestry: _Ancest
     if gap is not None:
         out.append(gap)
         deps.append(gap.id)
-        dep_kinds.append(CPU_GAP)
+        dep_kinds.append(CPU_GAP_CATEGORY)
         kinds = kinds or []  # name the kinds so the gap edge reads as such
     new_attrs = [a for a in node.attrs if a[0] != DEP_KINDS_ATTR]
     if kinds is not None and deps:
@@ -321,10 +320,10 @@ class _GapMaker:
         for a in like.attrs:
             if a[0] in ("device", "stream"):
                 attrs.append(a)
-        attrs.append(("category", "string_val", CPU_GAP))
+        attrs.append(("category", "string_val", CPU_GAP_CATEGORY))
         if deps:
             attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
-        node = ChakraNode(id=self.next_id, name=CPU_GAP, type=NodeType.COMP_NODE,
+        node = ChakraNode(id=self.next_id, name=CPU_GAP_CATEGORY, type=NodeType.COMP_NODE,
                           start_time_micros=start, duration_micros=duration,
                           data_deps=list(deps), attrs=attrs)
         self.next_id += 1
@@ -370,7 +369,7 @@ class _GapMaker:
         deps = [n.id for lane, n in sorted(last.items(), key=lambda kv: (self.end[kv[1].id],
                                                                          kv[1].id))
                 if n is latest or lane[0] != _OWN_LANE]
-        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
+        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP_CATEGORY] * len(deps))
 
 
 def _is_cpu(node: ChakraNode) -> bool:
