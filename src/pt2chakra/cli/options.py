@@ -21,12 +21,12 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
+from pt2chakra.chakra.wire import I64_MAX
 from pt2chakra.errors import printable
 
 if TYPE_CHECKING:
     from pt2chakra.scaleout import HostSharing
 
-INT64_MAX = 2**63 - 1
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
 MAX_RANK = 2**31 - 1
 # What-if scales multiply measured durations or bandwidth: beyond a million
@@ -126,14 +126,14 @@ def float_range(low: float, high: float, low_open: bool = False) -> Callable[[st
 
 
 rank = int_range(0, MAX_RANK)
-non_negative_int64 = int_range(0, INT64_MAX)
-int64 = int_range(-INT64_MAX - 1, INT64_MAX)
+non_negative_int64 = int_range(0, I64_MAX)
+int64 = int_range(-I64_MAX - 1, I64_MAX)
 npus = int_range(1, MAX_NPUS)
 steps = int_range(1, MAX_STEPS)
 passes = int_range(1, MAX_PASSES)
 comm_streams = int_range(0, MAX_COMM_STREAMS)
-count = int_range(0, INT64_MAX)
-positive_count = int_range(1, INT64_MAX)
+count = int_range(0, I64_MAX)
+positive_count = int_range(1, I64_MAX)
 scale = float_range(MIN_SCALE, MAX_SCALE)
 # A network's bandwidth in GB/s: below a kilobyte per second (1e-6) or above
 # a petabyte per second nothing real is described, and the ASTRA-sim fit's
@@ -159,7 +159,7 @@ def byte_size(text: str) -> int:
     if m is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8G, 512M or 1048576")
     value = int(m.group(1)) * _UNITS[m.group(2).upper()]
-    if not 0 < value <= INT64_MAX:
+    if not 0 < value <= I64_MAX:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
     return value
 

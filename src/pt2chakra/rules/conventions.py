@@ -128,8 +128,10 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 
-# The ``category`` of a GPU-side stand-in for CPU time the ASTRA-sim export
-# dropped: CPU time, so the CPU what-if scales it, not the GPU one.
+# CPU time no op of the trace holds, under one name: the ``category`` of the
+# ASTRA-sim export's GPU-side stand-ins for dropped CPU time and of a GPU-only
+# trace's idle stretches (CPU time, so the CPU what-if scales it, not the GPU
+# one), and the critical path's share for replayed CPU idle gaps.
 CPU_GAP_CATEGORY = "cpu_gap"
 
 # The ``category`` of a GPU-side stand-in for work queued outside the trace

@@ -3,7 +3,7 @@
 Turns decoded nodes into what the replay loop needs (lanes, categories,
 durations, CPU-gap delays, children lists, collective keys, sync gates), and
 infers the cross-stream waits that old traces do not record. The model is
-described in simulate.py and docs/SIMULATE.md.
+described in replay.py (the loop) and docs/SIMULATE.md.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from pt2chakra.simulation.op_scale import CoveredTime
 from pt2chakra.simulation.waits import (
     INFER_MIN_US,
     CollectiveEnds,
-    HostOp,
+    TimedHostOp,
     host_comm_waits,
     thread_holds,
 )
@@ -74,7 +74,6 @@ CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
 # the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
 CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
 # Extra critical-path categories for time that no node's duration holds.
-CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
 WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
 
 # Edge kinds, as the converter names them, plus the simulator's own reasons.
@@ -800,7 +799,7 @@ def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Paren
     collectives = CollectiveEnds(
         (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
         for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros)
-    threads = ([HostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
+    threads = ([TimedHostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
                        _comm_parents_end(p, parents[x - base])) for x in ops]
                for ops in cpu_lane_ops.values())
     added = [(w.op, w.collective) for w in host_comm_waits(threads, collectives)]
