@@ -140,3 +140,21 @@ def test_control_characters_from_a_trace_are_printed_escaped(tmp_path: Path,
     for stream in (done.stdout, done.stderr):
         assert not any(c in stream for c in "\x1b\x07\r"), repr(stream)
     assert "op\\x1b[2J" in done.stdout or command == "validate"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(st.characters(max_codepoint=0x9f), min_size=1, max_size=8).map(
+    lambda t: "op" + t + "\nFAKE LINE"))
+def test_names_with_newlines_cannot_add_report_lines(tmp_path: Path, name: str) -> None:
+    """A name's newline or control character in the text report (here the
+    critical path's longest nodes) is escaped by ``errors.printable``: it
+    cannot start a line of its own."""
+    nodes = [node(1, name=name, start=10, dur=50, attrs=gpu_attrs()), comp_node(2, [1]),
+             comm_node(3, [2])]
+    et = write_rank(tmp_path / "n.et", nodes, rank=0)
+    for command in ("simulate", "inspect"):
+        done = subprocess.run([sys.executable, "-m", "pt2chakra", command, str(et)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode in (0, 1), done.stderr
+        assert not any(line.startswith("FAKE") for line in done.stdout.splitlines()), done.stdout
+        assert "\\x0aFAKE LINE" in done.stdout, done.stdout

@@ -201,7 +201,7 @@ def format_report(result: SimulationResult, lanes: bool = True,
         if cp.top_nodes:
             out.append("  longest nodes on it:")
             for t in cp.top_nodes[:5]:
-                out.append(f"    rank {t['rank']} node {t['id']} {t['name'][:60]} "
+                out.append(f"    rank {t['rank']} node {t['id']} {printable(t['name'][:60])} "
                            f"({t['category']}) {t['duration_us']:.0f} us")
     if len(result.ranks) > 1:
         out += straggler_lines(collectives)
