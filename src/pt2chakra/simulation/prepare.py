@@ -102,6 +102,11 @@ INFER_TOL_US = 10.0
 # measured on an A100, 125 us on a V100 where a GEMM queued after the event
 # still held the SMs (HTA trace_diff control / test).
 COMM_EVENT_TOL_US = 200.0
+# A kernel that fills the GPU holds back a ready kernel of another stream
+# until its last blocks retire: the held kernel starts before it ends, by at
+# most this share of its duration (69 us before the end of a 6.5 ms
+# embedding backward, 5 us of a 0.7 ms elementwise kernel: HTA trace_diff).
+HELD_TAIL_FRACTION = 0.02
 
 
 # Attributes by name, and each node's dependencies as (index, kind code).
@@ -772,6 +777,7 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
     end_t = [e for e, _ in ends]
     added = 0
     queued: _QueuedBefore | None = None  # built for the first late collective only
+    tail = HELD_TAIL_FRACTION * max(node[i].duration_micros for i in gpu)
     for i in gpu:
         s_x = node[i].start_time_micros
         explained = -math.inf
@@ -788,20 +794,41 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
             explained = max(explained, e)
         if has_other or explained == -math.inf or s_x - explained <= INFER_MIN_US:
             continue
-        src = None
+        waited: int | None = None
         k = bisect.bisect_right(end_t, s_x) - 1
         while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
             if p.lane[ends[k][1]] != p.lane[i] and end_t[k] > explained:
-                src = ends[k][1]
+                waited = ends[k][1]
                 break
             k -= 1
-        if src is None and p.cat[i] == COMM:
+        if waited is None and p.cat[i] == COMM:
             queued = queued or _QueuedBefore(p, base, gpu, parents)
-            src = queued.waited(i, explained)
-        if src is not None:
-            parents[i - base] += ((src, K_STREAM_WAIT),)
+            waited = queued.waited(i, explained)
+        if waited is None:
+            waited = _held_by(p, ends, end_t, i, explained, tail)
+        if waited is not None:
+            parents[i - base] += ((waited, K_STREAM_WAIT),)
             added += 1
     return added
+
+
+def _held_by(p: PreparedGraph, ends: Sequence[tuple[float, int]], end_t: Sequence[float], x: int,
+             explained: float, tail: float) -> int | None:
+    """The kernel of another stream that held the GPU when op ``x`` was
+    ready: it started before ``x`` could (within ``INFER_TOL_US``), and
+    ``x`` started in its last ``HELD_TAIL_FRACTION`` (``tail``: that share
+    of the longest op). The nearest end wins."""
+    node = p.nodes
+    s_x = node[x].start_time_micros
+    k = bisect.bisect_right(end_t, s_x)
+    while k < len(end_t) and end_t[k] <= s_x + tail:
+        src = ends[k][1]
+        start, dur = node[src].start_time_micros, node[src].duration_micros
+        if p.lane[src] != p.lane[x] and start <= explained + INFER_TOL_US \
+                and end_t[k] - s_x <= HELD_TAIL_FRACTION * dur:
+            return src
+        k += 1
+    return None
 
 
 class _QueuedBefore:
