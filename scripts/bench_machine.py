@@ -107,9 +107,10 @@ def bed(world_size: int, rate_mbit: float) -> Iterator[None]:
         teardown(world_size)
 
 
-def rank_command(rank: int, cmd: Sequence[str]) -> list[str]:
-    """``cmd`` run inside rank ``rank``'s namespace, gloo on its link."""
-    return ["ip", "netns", "exec", NETNS.format(rank=rank), "env",
+def rank_command(rank: int, cmd: Sequence[str], niceness: int = 0) -> list[str]:
+    """``cmd`` run inside rank ``rank``'s namespace, gloo on its link, at
+    ``niceness`` (negative: ahead of the machine's other processes)."""
+    return ["nice", "-n", str(niceness), "ip", "netns", "exec", NETNS.format(rank=rank), "env",
             f"GLOO_SOCKET_IFNAME={RANK_END.format(rank=rank)}", *cmd]
 
 

@@ -56,6 +56,10 @@ STEPS = 3  # recorded steps per run
 RUNS = 2  # kept runs per (mode, world size)
 MASTER_PORT = 29611  # inside the namespaces: no other process listens there
 RECORD_TIMEOUT_S = 600.0
+# The ranks run ahead of the machine's other processes (a shared machine: other
+# jobs' CPU would otherwise stretch the ranks' CPU work by an amount no model of
+# the job can know); they still share the bed's cores among themselves.
+NICENESS = -10
 # Neighbours using more than this many cores on average during a run make it
 # contaminated (recorded again). The machine has 2 cores; a few helpers' tests
 # come and go on it.
@@ -124,6 +128,7 @@ class Measured:
     world_size: int
     recordings: list[Recording] = field(default_factory=list)
     other_cores: list[float] = field(default_factory=list)
+    host_cores: list[int] = field(default_factory=list)  # the machine's cores per kept run
     flagged: bool = False
 
     def profiled(self) -> Spread | None:
@@ -196,10 +201,11 @@ def collect_command(mode: str, world_size: int, rank: int, out: Path, steps: int
             "--steps", str(steps), "-q"]
 
 
-def record_run(mode: str, world_size: int, out: Path, steps: int, rate_mbit: float) -> float:
+def record_run(mode: str, world_size: int, out: Path, steps: int, rate_mbit: float,
+               niceness: int = NICENESS) -> float:
     """One run of ``world_size`` ranks on the bed; returns the cores other
     processes used meanwhile. Raises on a failed rank."""
-    cmds = [machine.rank_command(r, collect_command(mode, world_size, r, out, steps))
+    cmds = [machine.rank_command(r, collect_command(mode, world_size, r, out, steps), niceness)
             for r in range(world_size)]
     meter = machine.OthersMeter().start()
     with machine.bed(world_size, rate_mbit):
@@ -210,7 +216,9 @@ def record_run(mode: str, world_size: int, out: Path, steps: int, rate_mbit: flo
     (out / RUN_NOTE).write_text(json.dumps({"mode": mode, "world_size": world_size,
                                             "rate_mbit": rate_mbit, "steps": steps,
                                             "hidden": HIDDEN, "layers": LAYERS,
-                                            "batch": BATCH, "other_cores": other}))
+                                            "batch": BATCH, "other_cores": other,
+                                            "host_cores": os.cpu_count(),
+                                            "niceness": niceness}))
     return other
 
 
@@ -258,7 +266,7 @@ def measure(mode: str, world_size: int, folder: Path, args: argparse.Namespace) 
             break
         quiet = machine.wait_quiet(args.max_other, args.patience)
         out = folder / f"run{attempt}"
-        other = record_run(mode, world_size, out, args.steps, args.rate)
+        other = record_run(mode, world_size, out, args.steps, args.rate, args.nice)
         ok = other <= args.max_other
         (clean if ok else spare).append((other, out))
         print(f"  {mode} x{world_size} run {attempt}: others used {other:.2f} cores "
@@ -275,6 +283,9 @@ def _keep(mode: str, world_size: int, clean: list[tuple[float, Path]],
         m.flagged = bool(spare)
     for other, run_dir in chosen:
         m.other_cores.append(other)
+        note = json.loads((run_dir / RUN_NOTE).read_text())
+        # runs noted before the bed recorded its cores ran on this machine
+        m.host_cores.append(int(note.get("host_cores") or os.cpu_count() or 1))
         real = real_step_us(run_dir)
         for hosts in step_hosts(run_dir, world_size, steps):
             if not all(h.exists() for h in hosts):
@@ -326,36 +337,49 @@ def has_scaleout() -> bool:
     return _cli(["extrapolate", "--help"]).returncode == 0
 
 
-def predicted_steps(src: Recording, dst_size: int, work: Path) -> dict[str, float | None]:
-    """The three predictions of ``dst_size`` ranks from one source recording."""
+def bed_hosts(results: dict[tuple[str, int], Measured]) -> list[str]:
+    """The bed's hosts as ``--ranks-per-host/--cores-per-host``: every rank of
+    every job on this one machine (its cores, as each run noted them)."""
+    cores = {c for m in results.values() for c in m.host_cores} or {os.cpu_count() or 1}
+    ranks = max(size for _mode, size in results)
+    return ["--ranks-per-host", str(ranks), "--cores-per-host", str(min(cores))]
+
+
+def predicted_steps(src: Recording, dst_size: int, work: Path,
+                    hosts: Sequence[str] = ()) -> dict[str, float | None]:
+    """The predictions of ``dst_size`` ranks from one source recording, on
+    the bed's hosts (``hosts``: the host-sharing options)."""
     from pt2chakra.simulation.api import simulate
 
     out: dict[str, float | None] = {"extrap+sim": None, "sim --world-size": None,
                                     "ASTRA-sim": None, WITHOUT_PROFILER: None}
     prefix = work / "x"
-    wrote = _cli(["extrapolate", *src.ets, "--world-size", str(dst_size), "-o", str(prefix)])
+    wrote = _cli(["extrapolate", *src.ets, "--world-size", str(dst_size), "-o", str(prefix),
+                  *hosts])
     if wrote.returncode == 0:
         ets = [f"{prefix}.{r}.et" for r in range(dst_size)]
         out["extrap+sim"] = simulate(ets).predicted_step_us
         out["ASTRA-sim"] = astra_step_us(ets, work / "job" / "x")
     else:
         print(f"  extrapolate: {wrote.stderr.strip()}")
-    direct = _cli(["simulate", *src.ets, "--world-size", str(dst_size), "--json"])
+    direct = _cli(["simulate", *src.ets, "--world-size", str(dst_size), *hosts, "--json"])
     if direct.returncode == 0:
         out["sim --world-size"] = float(json.loads(direct.stdout)["predicted_step_us"])
     # the real step: the profiler's cost fitted on the source's stored real
     # step (its meta.json), taken out of the scaled-out replay
-    real = _cli(["simulate", *src.ets, "--world-size", str(dst_size), "--without-profiler",
-                 "--json"])
+    real = _cli(["simulate", *src.ets, "--world-size", str(dst_size), *hosts,
+                 "--without-profiler", "--json"])
     if real.returncode == 0:
         out[WITHOUT_PROFILER] = float(json.loads(real.stdout)["predicted_step_us"])
     return out
 
 
 def predictions(results: dict[tuple[str, int], Measured], work: Path,
-                sources: int = 0) -> list[Prediction]:
+                sources: int = 0, shared_hosts: bool = True) -> list[Prediction]:
     """Every (from, to) row, each method's median over the source's first
-    ``sources`` recordings (0: all of them)."""
+    ``sources`` recordings (0: all of them); ``shared_hosts``: tell the
+    predictions that every rank shares this machine's cores."""
+    hosts = bed_hosts(results) if shared_hosts else []
     rows = []
     for (mode, size), m in sorted(results.items()):
         for src, dst in PREDICTIONS:
@@ -366,7 +390,7 @@ def predictions(results: dict[tuple[str, int], Measured], work: Path,
             for i, rec in enumerate(m.recordings[:sources or None]):
                 folder = work / f"{mode}_{src}to{dst}_{i}"
                 folder.mkdir(parents=True, exist_ok=True)
-                for k, v in predicted_steps(rec, dst, folder).items():
+                for k, v in predicted_steps(rec, dst, folder, hosts).items():
                     per_method.setdefault(k, [])
                     if v is not None:
                         per_method[k].append(v)
@@ -421,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retries", type=int, default=RETRIES,
                     help="extra runs per job and world size when contaminated")
     ap.add_argument("--rate", type=float, default=RATE_MBIT, help="each link's Mbit/s")
+    ap.add_argument("--nice", type=int, default=NICENESS,
+                    help="the ranks' niceness (negative: ahead of other processes)")
     ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
                     help="cores other processes may use during a clean run")
     ap.add_argument("--patience", type=float, default=QUIET_PATIENCE_S,
@@ -428,6 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="print the tables from the runs kept in --out (no recording, no root)")
     ap.add_argument("--no-predict", action="store_true", help="the recorded scale only")
+    ap.add_argument("--unshared", action="store_true",
+                    help="predict as if each rank had a host of its own (no "
+                    "--ranks-per-host/--cores-per-host): what host sharing adds")
     ap.add_argument("--sources", type=int, default=0, metavar="K",
                     help="predict from the first K recorded steps of each source (0: all)")
     args = ap.parse_args(argv)
@@ -458,7 +487,9 @@ def main(argv: list[str] | None = None) -> int:
             if not has_scaleout():
                 print("\npredictions: this pt2chakra has no 'extrapolate' command yet")
             else:
-                rows = predictions(results, Path(tmp), args.sources)
+                rows = predictions(results, Path(tmp), args.sources, not args.unshared)
+                if not args.unshared:
+                    print("\nthe bed's hosts: " + " ".join(bed_hosts(results)))
                 print("\npredicted from -> to: error vs the profiled median / vs the real "
                       "median (naive: the source's recorded step copied)")
                 print("\n".join(format_prediction_table(rows)))

@@ -18,7 +18,6 @@ commands pause it, median of ``--repeat`` runs.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import statistics
 import sys
@@ -31,9 +30,10 @@ from typing import Any
 from pt2chakra.chakra.io import write_et
 from pt2chakra.conversion.graph_builder import build_graph
 from pt2chakra.conversion.linker import link
+from pt2chakra.files import gc_paused, open_input
 from pt2chakra.pytorch.host_decode import SCHEMA_LAYOUTS, decode_doc, schema_version
 from pt2chakra.pytorch.host_trace import load_host_trace
-from pt2chakra.pytorch.json_input import decode, gc_paused
+from pt2chakra.pytorch.json_input import decode
 from pt2chakra.pytorch.kineto_decode import event_types
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.simulation.critical_path import critical_path_of
@@ -56,12 +56,12 @@ def cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def inflate(path: Path) -> bytes:
-    """The file's content (one zlib pass for .gz)."""
-    if path.suffix != ".gz":
-        return path.read_bytes()
+    """The file's content, inflated as the readers inflate it (``open_input``:
+    ISA-L where installed), a chunk at a time."""
     parts = []
-    with gzip.open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
+    stream, _gzipped = open_input(path)
+    with stream:
+        while chunk := stream.read(CHUNK):
             parts.append(chunk)
     return b"".join(parts)
 

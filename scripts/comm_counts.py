@@ -66,7 +66,7 @@ def _wild_units() -> dict[str, tuple[Path | None, Path | None]]:
 def _counts(path: Path) -> dict[str, int]:
     from pt2chakra.chakra.io import read_et
     from pt2chakra.chakra.records import NodeType
-    from pt2chakra.pytorch.names import is_backend_comm_op, is_nccl_kernel
+    from pt2chakra.names import is_backend_comm_op, is_nccl_kernel
 
     comm = {NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE}
     found = {"comm": 0, "as_compute": 0}

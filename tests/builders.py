@@ -18,11 +18,17 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import INCLUSIVE_ATTR, attr_dict, is_gpu
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.encode import AttrSpec
 from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import (
+    Attr,
+    ChakraNode,
+    CollectiveType,
+    GlobalMetadata,
+    NodeType,
+    attr_dict,
+)
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -32,6 +38,7 @@ from pt2chakra.pytorch.records import (
     RuntimeEvent,
     SyncEvent,
 )
+from pt2chakra.rules.conventions import INCLUSIVE_ATTR, is_gpu
 
 # --------------------------------------------------------------------------
 # Chakra attributes

@@ -32,8 +32,6 @@ from pt2chakra.version import __version__
 if TYPE_CHECKING:  # what mypy reads: the same names, typed (py.typed ships them)
     from pt2chakra.astra import AstraSimOptions, simulate_astra_sim
     from pt2chakra.astra import write_job as astra_sim_job
-    from pt2chakra.chakra.checks import ValidationReport
-    from pt2chakra.chakra.checks import check_files as validate
     from pt2chakra.chakra.io import read_et as read
     from pt2chakra.chakra.io import write_et as write
     from pt2chakra.chakra.ranks import RankSet, open_rank_set
@@ -42,6 +40,8 @@ if TYPE_CHECKING:  # what mypy reads: the same names, typed (py.typed ships them
     from pt2chakra.diff import DiffResult, diff
     from pt2chakra.errors import InputError
     from pt2chakra.report import write_report as report
+    from pt2chakra.rules.checks import ValidationReport
+    from pt2chakra.rules.checks import check_files as validate
     from pt2chakra.simulation import SimulationOptions, SimulationResult, simulate
     from pt2chakra.tools.inspect import InspectReport, inspect
 
@@ -55,8 +55,8 @@ _FACADE = {
     "simulate": "pt2chakra.simulation",
     "SimulationOptions": "pt2chakra.simulation",
     "SimulationResult": "pt2chakra.simulation",
-    "validate": "pt2chakra.chakra.checks:check_files",
-    "ValidationReport": "pt2chakra.chakra.checks",
+    "validate": "pt2chakra.rules.checks:check_files",
+    "ValidationReport": "pt2chakra.rules.checks",
     "inspect": "pt2chakra.tools.inspect",
     "InspectReport": "pt2chakra.tools.inspect",
     "report": "pt2chakra.report:write_report",

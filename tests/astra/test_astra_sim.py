@@ -8,12 +8,12 @@ import json
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
-from pt2chakra.astra.export import CPU_GAP, convert_files, profile, write_astra_sim
-from pt2chakra.chakra.conventions import attr_dict
+from pt2chakra.astra.export import convert_files, profile, write_astra_sim
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.tools.validate import validate
 
@@ -31,8 +31,8 @@ def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F81
         before = list(read_et(src)[1])
         after = list(read_et(out)[1])
         gpu_before = [n for n in before if not attr_dict(n.attrs)["is_cpu_op"]]
-        real = [n for n in after if n.name != CPU_GAP]
-        gaps = [n for n in after if n.name == CPU_GAP]
+        real = [n for n in after if n.name != CPU_GAP_CATEGORY]
+        gaps = [n for n in after if n.name == CPU_GAP_CATEGORY]
         assert [n.id for n in real] == [n.id for n in gpu_before]
         assert all(n.type != NodeType.METADATA_NODE for n in after)
         assert not any(attr_dict(n.attrs)["is_cpu_op"] for n in after)
@@ -168,7 +168,7 @@ def test_cpu_gap_before_a_kernel_becomes_a_gpu_side_delay(gap_us):
         by_name.setdefault(n.name, []).append(n)
     assert not any(attr_dict(n.attrs)["is_cpu_op"] for n in out)
     k2 = by_name["K2"][0]
-    before_k2 = [n for n in by_name[CPU_GAP] if n.id in k2.data_deps]
+    before_k2 = [n for n in by_name[CPU_GAP_CATEGORY] if n.id in k2.data_deps]
     if gap_us:
         (gap,) = before_k2
         assert gap.duration_micros == gap_us
@@ -178,13 +178,13 @@ def test_cpu_gap_before_a_kernel_becomes_a_gpu_side_delay(gap_us):
         assert not before_k2
     # K1 waited 12 us for A's launch from the step start; the step's last
     # 300 - (122 + gap) us are CPU time after K2: a tail gap
-    (k1_gap,) = [n for n in by_name[CPU_GAP] if n.id in by_name["K1"][0].data_deps]
+    (k1_gap,) = [n for n in by_name[CPU_GAP_CATEGORY] if n.id in by_name["K1"][0].data_deps]
     assert (k1_gap.duration_micros, k1_gap.data_deps) == (12, [])
     tail = out[-1]
-    assert tail.name == CPU_GAP and tail.duration_micros == 300 - (122 + gap_us)
+    assert tail.name == CPU_GAP_CATEGORY and tail.duration_micros == 300 - (122 + gap_us)
     # replayed: K2 starts X us after K1 ends, and the step is the measured one
     result, schedule = Simulator([(out_md, out)]).run()
-    start = {n.name: schedule.start[i] for i, n in enumerate(schedule.nodes) if n.name != CPU_GAP}
+    start = {n.name: schedule.start[i] for i, n in enumerate(schedule.nodes) if n.name != CPU_GAP_CATEGORY}
     assert start["K1"] == 12 and start["K2"] == 17 + gap_us
     assert result.predicted_step_us == result.measured_step_us == 200
     # without gaps K2 follows K1 at once and the step is only the GPU work
@@ -201,7 +201,7 @@ def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F
     report = validate(written, profile="astra-sim")
     assert report.sound and not [p for p in report.problems if p.severity == "error"]
     nodes = list(read_et(written[0])[1])
-    assert any(n.name == CPU_GAP for n in nodes)
+    assert any(n.name == CPU_GAP_CATEGORY for n in nodes)
     assert not any(attr_dict(n.attrs).get("is_cpu_op", False) for n in nodes)
     assert attr_dict(read_et(written[0])[0].attrs)["consumer_profile"] == "astra-sim (cpu=drop)"
 

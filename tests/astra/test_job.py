@@ -303,9 +303,8 @@ def test_an_all_gather_is_written_with_each_ranks_input(gloo_job):
     """ASTRA-sim reads an all-gather's comm_size as each rank's input; the
     trace's is the gathered total (2 ranks x 4 bytes in the sample): the job
     holds 4, the all-reduces their own size."""
-    from pt2chakra.chakra.conventions import attr_dict
     from pt2chakra.chakra.io import read_et
-    from pt2chakra.chakra.records import NodeType
+    from pt2chakra.chakra.records import NodeType, attr_dict
 
     _md, nodes = read_et(f"{gloo_job.prefix}.0.et")
     sizes: dict[int, set[int]] = {}

@@ -13,10 +13,10 @@ from pt2chakra.astra.collective import AstraNetwork, AstraSystem, collective_ns
 from pt2chakra.astra.consumer import ConsumerOptions, consume, replay_as_astra_sim
 from pt2chakra.astra.export import convert_files, profile
 from pt2chakra.astra.serial_chain import COMM_DONE, COMM_ORDER, HOST_WAIT, ISSUE_POINT
-from pt2chakra.chakra.conventions import CPU_GAP_CATEGORY, attr_dict
-from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
+from pt2chakra.rules.cycles import find_cycle_in
 from pt2chakra.tools.validate import validate
 
 GPU = [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0)]

@@ -705,7 +705,7 @@ def test_framing_across_small_chunks(tmp_path: Path, monkeypatch, chunk: int) ->
     for gz in (False, True):
         path = tmp_path / ("t.et.gz" if gz else "t.et")
         write_et(path, METADATA, nodes)
-        monkeypatch.setattr(chakra_io, "READ_CHUNK", chunk)
+        monkeypatch.setattr(chakra_io, "ET_READ_CHUNK", chunk)
         metadata, read = read_et(path)
         assert metadata == METADATA and list(read) == nodes
         assert list(iter_messages(path))[1:] == [encode_node(n) for n in nodes]

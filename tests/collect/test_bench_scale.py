@@ -74,8 +74,8 @@ def test_prediction_table_has_a_cell_per_method() -> None:
 
 def test_each_rank_runs_in_its_namespace_on_its_link() -> None:
     cmd = bench_machine.rank_command(3, bench_scale.collect_command("fsdp2", 4, 3,
-                                                                   ROOT / "x", 2))
-    assert cmd[:4] == ["ip", "netns", "exec", "p2cns3"]
+                                                                   ROOT / "x", 2), -10)
+    assert cmd[:7] == ["nice", "-n", "-10", "ip", "netns", "exec", "p2cns3"]
     assert "GLOO_SOCKET_IFNAME=p2cn3" in cmd
     i = cmd.index("--master-addr")
     assert cmd[i + 1] == bench_machine.rank_addr(0) == "10.231.0.1"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, run_cli
 
-from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 from pt2chakra.conversion.api import convert
-from pt2chakra.pytorch.names import is_backend_comm_op
+from pt2chakra.names import is_backend_comm_op
+from pt2chakra.rules.conventions import COMM_CHANNEL
 from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 

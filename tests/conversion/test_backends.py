@@ -8,12 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
-from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 from pt2chakra.conversion import collective as coll
 from pt2chakra.conversion.graph_builder import build_graph
 from pt2chakra.conversion.linker import link
-from pt2chakra.pytorch.names import COMM_BACKEND_PREFIXES
+from pt2chakra.names import COMM_BACKEND_PREFIXES
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -24,6 +23,7 @@ from pt2chakra.pytorch.records import (
     ProcessGroup,
     RuntimeEvent,
 )
+from pt2chakra.rules.conventions import COMM_CHANNEL
 
 THREAD = "[pytorch|profiler|execution_trace|thread]"
 

@@ -16,9 +16,10 @@ import pytest
 from builders import metadata, trace_event
 
 from pt2chakra.astra.export import convert_files
-from pt2chakra.chakra.conventions import COMM_SIZE_UNKNOWN_ATTR, attr_dict
 from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
+from pt2chakra.rules.conventions import COMM_SIZE_UNKNOWN_ATTR
 from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 

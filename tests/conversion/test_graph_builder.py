@@ -13,7 +13,6 @@ from builders import gpu_kernel as kernel
 from builders import host_op as op
 from builders import runtime_event as launch
 
-from pt2chakra.chakra.cycles import find_cycle
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.conversion.graph_builder import build_graph
@@ -27,6 +26,7 @@ from pt2chakra.pytorch.records import (
     RuntimeEvent,
     SyncEvent,
 )
+from pt2chakra.rules.cycles import find_cycle
 
 MAIN, BW = 100, 200  # Kineto thread ids
 
@@ -290,7 +290,7 @@ def test_order_linking_keeps_every_thread_in_the_same_iteration():
 
 def test_dropped_ids_are_the_host_ops_left_out():
     from pt2chakra.conversion.graph_builder import _dropped_ids
-    from pt2chakra.pytorch.names import OBSERVER_PREFIX
+    from pt2chakra.names import OBSERVER_PREFIX
 
     root = HostOp(id=1, name=OBSERVER_PREFIX + "process]", parent=0, tid=0)
     thread = HostOp(id=2, name=OBSERVER_PREFIX + "thread]", parent=1, tid=1)

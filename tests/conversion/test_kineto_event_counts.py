@@ -61,7 +61,7 @@ def test_every_event_is_counted_once(events: list[dict[str, Any]], chunk: int) -
     blocks = ",\n".join("  {\n    " + json.dumps(e)[1:-1] + "\n  }" for e in events)
     text = f'{{\n  "traceEvents": [\n{blocks}\n  ]\n}}'
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as m:
-        m.setattr(json_slices, "READ_CHUNK", chunk)  # many slices, each with its own flows
+        m.setattr(json_slices, "JSON_READ_CHUNK", chunk)  # many slices, each with its own flows
         path = Path(tmp, "k.json")
         path.write_text(text)
         ignored: Counter[str] = Counter()

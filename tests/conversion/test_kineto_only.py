@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from helpers import ROOT, assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import ConversionReport, convert
 from pt2chakra.conversion.kineto_only import (
     KINETO_ONLY,
@@ -25,6 +25,7 @@ from pt2chakra.conversion.step import STAND_IN_CATEGORIES
 from pt2chakra.conversion.step import kineto_step as step_window
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import CpuEvent, KinetoTrace
+from pt2chakra.rules.conventions import COMM_NODE_TYPES, is_gpu
 from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 

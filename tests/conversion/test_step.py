@@ -14,11 +14,10 @@ from builders import trace_event
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.conversion.step import (
-    GAP_CATEGORY,
     MIN_GAP_US,
     PENDING_CATEGORY,
     kineto_step,
@@ -27,6 +26,7 @@ from pt2chakra.conversion.step import (
 )
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import GpuActivity
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 
@@ -136,7 +136,7 @@ def test_gaps_and_activities_tile_each_stream(spans: list[tuple[float, float]]) 
         acts.append(GpuActivity(f"k{k}", "kernel", cursor + gap, dur, 0, 7, k))
         cursor += gap + dur
     gaps = stream_gaps(acts, 0.0)
-    assert all(g.cat == GAP_CATEGORY and g.dur > 0 for g in gaps)
+    assert all(g.cat == CPU_GAP_CATEGORY and g.dur > 0 for g in gaps)
     covered = sum(a.dur for a in acts) + sum(g.dur for g in gaps)
     small = sum(gap for gap, _ in spans if gap < MIN_GAP_US)  # rounding, not idle time
     assert abs(covered + small - cursor) < 1e-6 * max(1.0, cursor)

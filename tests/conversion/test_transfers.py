@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from pt2chakra import convert
 from pt2chakra.astra.job import BINARY_ENV, check_job, write_job
-from pt2chakra.chakra.checks import check_files, collective_mismatch
-from pt2chakra.chakra.conventions import COMM_CHANNEL, attr_dict
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType, attr_dict
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
+from pt2chakra.rules.checks import check_files, collective_mismatch
+from pt2chakra.rules.conventions import COMM_CHANNEL
 
 MAIN, WORKER = 1, 2  # Kineto thread ids: the caller's and gloo's worker thread
 COMPUTE_STREAM, GLOO_STREAM, NCCL_STREAM = 7, 84, 20

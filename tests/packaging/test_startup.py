@@ -14,10 +14,12 @@ import pytest
 from pt2chakra.cli import COMMANDS, CommandParsers, build_parser, command_in
 
 # What may be loaded: the facade, its lazy-name helper and version, the command line's
-# frame and options, the one error type, and the command's own module with
+# frame and options with the integer ranges they check (chakra/wire.py: constants,
+# no imports), the one error type, and the command's own module with
 # the choices it lists (the ASTRA-sim modes, not the export).
 BARE = {"pt2chakra", "pt2chakra.lazy", "pt2chakra.version"}
-HELP = BARE | {"pt2chakra.cli", "pt2chakra.cli.options", "pt2chakra.errors"}
+HELP = BARE | {"pt2chakra.cli", "pt2chakra.cli.options", "pt2chakra.errors", "pt2chakra.chakra",
+               "pt2chakra.chakra.wire"}
 CONVERT_HELP = HELP | {"pt2chakra.cli.convert", "pt2chakra.astra", "pt2chakra.astra.choices"}
 
 _LOADED = """

@@ -17,14 +17,15 @@ from pt2chakra.version import __version__
 
 pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 
-SUBPACKAGES = ("pytorch", "chakra", "conversion", "simulation", "tools", "astra", "diff", "collect",
-               "cli", "report", "scaleout")
+SUBPACKAGES = ("pytorch", "chakra", "rules", "conversion", "simulation", "tools", "astra", "diff",
+               "collect", "cli", "report", "scaleout")
 # The facade, its error type, the atomic writer, the input opener, the bounded child
 # process runner, the packages' lazy entry points, the version (below the facade, which
-# the CLI and the report cannot import), ``-m pt2chakra``.
+# the CLI and the report cannot import), PyTorch's names (the formats and stages
+# share them), ``-m pt2chakra``.
 TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "atomic.py", "files.py",
-                     "children.py", "lazy.py", "version.py"}
-MAX_TOP_LEVEL_MODULES = 8
+                     "children.py", "lazy.py", "version.py", "names.py"}
+MAX_TOP_LEVEL_MODULES = 9
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ def test_real_traces_stream_to_the_same_trace(traces: Path, rel: str,
 def test_small_chunks_and_a_node_longer_than_a_chunk(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     path = Path(f"{SAMPLE}.host_et.json.gz")
-    monkeypatch.setattr(json_slices, "READ_CHUNK", 700)  # many slices; some nodes span chunks
+    monkeypatch.setattr(json_slices, "JSON_READ_CHUNK", 700)  # many slices; some nodes span chunks
     streamed = load_streamed(path)
     assert streamed is not None and streamed == _whole(path, monkeypatch)
 
@@ -109,7 +109,7 @@ def test_slices_are_the_array_in_order_even_when_a_view_is_kept(
            "nodes": [{"id": i, "name": f"op{i}", "text": "x" * (i % 50)} for i in range(300)]}
     path = tmp_path / "et.json"
     path.write_bytes(_observer_text(doc))
-    monkeypatch.setattr(json_slices, "READ_CHUNK", 500)
+    monkeypatch.setattr(json_slices, "JSON_READ_CHUNK", 500)
     kept: list[memoryview] = []
     nodes: list[Any] = []
 

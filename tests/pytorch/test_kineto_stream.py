@@ -68,7 +68,7 @@ def test_without_inputs_only_what_linking_skips_is_left_out(traces: Path, rel: s
 @pytest.mark.parametrize("chunk", [300, 5000])
 def test_many_slices_join_in_file_order(chunk: int, monkeypatch: pytest.MonkeyPatch,
                                         traces: Path) -> None:
-    monkeypatch.setattr(json_slices, "READ_CHUNK", chunk)
+    monkeypatch.setattr(json_slices, "JSON_READ_CHUNK", chunk)
     for path in (Path(f"{SAMPLE}.kineto.json.gz"), traces / "dlrm_8gpu/rank3.kineto.json.gz"):
         streamed = load_streamed(path)
         assert streamed is not None and streamed == _whole(path, monkeypatch)
@@ -157,7 +157,7 @@ def _at(trace: KinetoTrace, path: Path) -> KinetoTrace:
 @pytest.mark.parametrize("source", _layout_traces(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_layout_loads_the_same_trace(source: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(json_slices, "READ_CHUNK", SMALL_CHUNK)
+    monkeypatch.setattr(json_slices, "JSON_READ_CHUNK", SMALL_CHUNK)
     expected_ignored: Counter[str] = Counter()
     expected = _whole(source, monkeypatch, expected_ignored)
     assert load_streamed(source) is not None  # torch's own layout is read in slices
@@ -183,7 +183,7 @@ def _et_bytes(source: Path, out: Path) -> bytes:
                                  "dlrm_8gpu/rank3.kineto.json.gz"])
 def test_every_layout_converts_to_the_same_bytes(traces: Path, rel: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(json_slices, "READ_CHUNK", SMALL_CHUNK)
+    monkeypatch.setattr(json_slices, "JSON_READ_CHUNK", SMALL_CHUNK)
     source = traces / rel
     doc = json.loads(gzip.decompress(source.read_bytes()))
     expected = _et_bytes(source, tmp_path / "torch.et")
@@ -216,7 +216,7 @@ _EVENT = st.fixed_dictionaries(
 @settings(max_examples=150, deadline=None)
 def test_torch_layout_and_minified_load_alike(events: list[dict[str, Any]], chunk: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as m:
-        m.setattr(json_slices, "READ_CHUNK", chunk)
+        m.setattr(json_slices, "JSON_READ_CHUNK", chunk)
         torch_path, minified_path = Path(tmp, "torch.json"), Path(tmp, "minified.json")
         torch_path.write_bytes(_profiler_text(events))
         minified_path.write_bytes(_minified({"traceEvents": events, "traceName": "t.json"}))

@@ -16,18 +16,19 @@ from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import COMM_NODE_TYPES, attr_dict, is_gpu
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.chakra.records import CollectiveType, attr_dict
+from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.conversion.api import convert
 from pt2chakra.conversion.collective import collective_from_kernel
 from pt2chakra.conversion.kineto_only import kineto_event_counts, link_kineto_only
 from pt2chakra.conversion.linker import is_launch
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.kineto_decode import INT64_MAX, INT64_MIN, numeric_text
+from pt2chakra.names import LAUNCH_PREFIXES, SYNC_CALLS, is_nccl_kernel
+from pt2chakra.pytorch.kineto_decode import numeric_text
 from pt2chakra.pytorch.kineto_stream import load_streamed
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
-from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_nccl_kernel
+from pt2chakra.rules.conventions import COMM_NODE_TYPES, is_gpu
 
 PID, TID = 4242, 4243  # the host thread; GPU rows use pid = device, tid = stream
 
@@ -156,7 +157,7 @@ def _spellings(value: int) -> st.SearchStrategy[Any]:
     return st.sampled_from(forms)
 
 
-_INT64 = st.integers(INT64_MIN, INT64_MAX)
+_INT64 = st.integers(I64_MIN, I64_MAX)
 
 
 @given(value=_INT64.flatmap(lambda v: st.tuples(st.just(v), _spellings(v))))

@@ -1,5 +1,5 @@
 """Every collective backend's ops become communication nodes in host-only
-traces: the prefixes have one home (pytorch.names) that the graph builder
+traces: the prefixes have one home (names.py) that the graph builder
 and the collective rules both read."""
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from pt2chakra import convert, read
-from pt2chakra.chakra.conventions import attr_dict
-from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 from pt2chakra.conversion.collective import collective_from_name
-from pt2chakra.pytorch.names import COMM_BACKEND_PREFIXES
+from pt2chakra.names import COMM_BACKEND_PREFIXES
 
 
 @pytest.mark.parametrize("prefix", COMM_BACKEND_PREFIXES)

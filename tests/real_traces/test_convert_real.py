@@ -12,10 +12,10 @@ import pytest
 from helpers import read_with_reference
 
 from pt2chakra.astra.export import AstraSimProfile
-from pt2chakra.chakra.cycles import check_graph
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.conversion.api import convert
+from pt2chakra.rules.cycles import check_graph
 
 PAIRS = ["linear_1gpu", "hta_simple_add"] + [f"dlrm_8gpu/rank{r}" for r in range(8)]
 HOST_ONLY = ["linear_1gpu", "hta_simple_add", "resnet_2gpu_host", "resnet_1gpu_host", "gpt2_host",

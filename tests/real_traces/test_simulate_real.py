@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pt2chakra.chakra.ranks import open_rank_set
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.conversion.api import convert
+from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.engine import Simulator, load, simulate_files
 from pt2chakra.simulation.results import SimConfig
 

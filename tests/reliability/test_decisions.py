@@ -17,7 +17,7 @@ import pytest
 from builders import comm_node, comp_node, write_rank
 from rel_setup import make_inputs, run_quietly
 
-from pt2chakra.chakra.conventions import COMM_SIZE_UNKNOWN_ATTR
+from pt2chakra.rules.conventions import COMM_SIZE_UNKNOWN_ATTR
 
 
 def _sizeless(path: Path, marked: bool, rank: int = 0) -> Path:

@@ -151,17 +151,25 @@ def test_nested_or_long_patterns_are_one_line(tmp_path: Path) -> None:
         assert rc == 2 and "--cpu-scale-ops" in err and len(err.splitlines()) == 1, err
 
 
-def test_backtracking_pattern_on_long_names_is_bounded() -> None:
-    """'.*forward' over a 100 kB name took 23 s; names are matched on their
-    first MAX_MATCHED_NAME_CHARS characters."""
+# pattern -> how many of the names below it matches (their first
+# MAX_MATCHED_NAME_CHARS characters: 1024, 1024, 1023 a's then "b", 1024 a's)
+BACKTRACKING_PATTERNS = {".*forward": 1, "(a+)+$": 3, "(a|aa)*c$": 0, "(.*)*x": 0}
+
+
+@pytest.mark.parametrize(("pattern", "matched"), BACKTRACKING_PATTERNS.items())
+def test_backtracking_pattern_on_long_names_is_bounded(pattern: str, matched: int) -> None:
+    """'.*forward' over a 100 kB name took 23 s, '(a+)+$' over 1024 a's never
+    ends with Python's re: names are searched in linear time
+    (``linear_regex``) on their first MAX_MATCHED_NAME_CHARS characters."""
     from pt2chakra.simulation.op_scale import compile_ops, covered_time
 
-    names = ["x" * 100_000 + str(k) for k in range(5)] + ["a.forward"]
+    names = ["a" * n + "b" + str(k) for k, n in enumerate((1024, 100_000, 1023, 5000))]
+    names.append("a.forward")
     t0 = time.perf_counter()
-    covered = covered_time(names, [0] * 6, [float(k) for k in range(6)], [0.5] * 6, [True] * 6,
-                           compile_ops(".*forward"))
-    assert time.perf_counter() - t0 < 2
-    assert covered.within(0, 0, 10) == 0.5  # only the short name matched
+    covered = covered_time(names, [0] * 5, [float(k) for k in range(5)], [0.5] * 5, [True] * 5,
+                           compile_ops(pattern))
+    assert time.perf_counter() - t0 < 20  # generous: the backtracking search would not end
+    assert covered.within(0, 0, 10) == 0.5 * matched
     assert MAX_MATCHED_NAME_CHARS < 100_000
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.decode import iter_messages
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.records import attr_dict
 from pt2chakra.scaleout.api import extrapolate
 from pt2chakra.scaleout.plan import DDP, FSDP1, FSDP2, plan
 from pt2chakra.scaleout.rewrite import SCALEOUT_ATTRS, SOURCE_RANK_ATTR

@@ -10,8 +10,8 @@ from builders import MD, cpu, gpu, metadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.conventions import COMM_CHANNEL
 from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.rules.conventions import COMM_CHANNEL
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.results import SimConfig
 

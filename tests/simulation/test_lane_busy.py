@@ -8,8 +8,8 @@ from pathlib import Path
 
 from builders import cpu, gpu, metadata, write_nodes
 
-from pt2chakra.chakra.conventions import STEP_DEFINITION_ATTR, STEP_PERIOD
 from pt2chakra.chakra.records import GlobalMetadata
+from pt2chakra.rules.conventions import STEP_DEFINITION_ATTR, STEP_PERIOD
 from pt2chakra.simulation.api import simulate
 
 

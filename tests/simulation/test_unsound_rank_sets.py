@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.checks import cross_rank_problems
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.conversion.api import convert
+from pt2chakra.rules.checks import cross_rank_problems
 from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 

@@ -8,8 +8,8 @@ import math
 from pt2chakra.simulation.waits import (
     CPU_WAKE_TOL_US,
     CollectiveEnds,
-    HostOp,
     HostWait,
+    TimedHostOp,
     host_comm_waits,
     thread_holds,
 )
@@ -20,8 +20,8 @@ def test_a_caller_holds_its_thread_only_until_its_first_callee():
     assert list(thread_holds([0.0, 10.0, 200.0], [100.0, 10.0, 5.0])) == [10.0, 10.0, 5.0]
 
 
-def _thread(wake_at: float) -> list[HostOp]:
-    return [HostOp(1, 0.0, 100.0), HostOp(3, wake_at, wake_at + 50.0)]
+def _thread(wake_at: float) -> list[TimedHostOp]:
+    return [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, wake_at, wake_at + 50.0)]
 
 
 def test_gap_ending_just_after_a_collective_waited_for_it():
@@ -36,7 +36,7 @@ def test_gap_ending_far_after_it_did_not():
 
 def test_a_recorded_edge_explains_the_gap():
     ends = CollectiveEnds([(100.0, 1100.0, 2)])
-    explained = [HostOp(1, 0.0, 100.0), HostOp(3, 1120.0, 1170.0, explained=1100.0)]
+    explained = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 1120.0, 1170.0, explained=1100.0)]
     assert host_comm_waits([explained], ends) == []
     assert ends.waited(1120.0, 100.0, -math.inf) == 2
 
@@ -47,7 +47,7 @@ def test_in_a_long_gap_the_nearest_end_is_the_wait_not_the_latest():
     running as the gap began, ending 2,000 and 35,000 us after it woke, it
     waited for the first (the second ended long after it was running again)."""
     ends = CollectiveEnds([(50.0, 42000.0, 2), (60.0, 75000.0, 4)])
-    thread = [HostOp(1, 0.0, 100.0), HostOp(3, 40000.0, 40050.0)]
+    thread = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 40000.0, 40050.0)]
     assert host_comm_waits([thread], ends) == [HostWait(3, 2, 100.0)]
     # one that ended in the gap, nearer than one ending after the wake-up
     ends = CollectiveEnds([(50.0, 39900.0, 2), (60.0, 41000.0, 4)])

@@ -10,9 +10,9 @@ import pytest
 from builders import IS_GPU, node, write_nodes
 from helpers import ALL, assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.checks import Problem
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import NodeType
+from pt2chakra.rules.checks import Problem
 from pt2chakra.tools.inspect import inspect
 from pt2chakra.tools.validate import validate
 

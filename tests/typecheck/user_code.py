@@ -13,7 +13,7 @@ reveal_type(result)  # R: pt2chakra.simulation.results.SimulationResult
 reveal_type(result.predicted_step_us)  # R: float
 reveal_type(simulate(["x.0.et"], SimulationOptions(compute_scale=[0.5])))  # R: pt2chakra.simulation.results.SimulationResult
 reveal_type(pt2chakra.convert(None, "k.json", "k.et"))  # R: pt2chakra.conversion.api.ConversionReport
-reveal_type(pt2chakra.validate(["x.0.et"]))  # R: pt2chakra.chakra.checks.ValidationReport
+reveal_type(pt2chakra.validate(["x.0.et"]))  # R: pt2chakra.rules.checks.ValidationReport
 reveal_type(pt2chakra.validate(["x.0.et"]).sound)  # R: bool
 reveal_type(pt2chakra.read("x.0.et"))  # R: tuple[pt2chakra.chakra.records.GlobalMetadata, typing.Iterator[pt2chakra.chakra.records.ChakraNode]]
 reveal_type(pt2chakra.diff(["a.et"], ["b.et"]))  # R: pt2chakra.diff.model.DiffResult

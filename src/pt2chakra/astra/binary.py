@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pt2chakra.astra.collective import AstraNetwork, AstraSystem, write_astra_configs
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import CHAKRA_VERSION, Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.children import ChildFailed, run_bounded
 
 RUN_TIMEOUT_S = 120

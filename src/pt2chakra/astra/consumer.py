@@ -40,11 +40,14 @@ from pt2chakra.astra.collective import (
     collective_finish_ns,
     send_ns,
 )
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.io import read_et_whole
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import (
     CPU_GAP_CATEGORY,
     STEP_DEFINITION_ATTR,
     StepWindow,
-    attr_dict,
     error_pct,
     is_gpu,
     is_int,
@@ -52,10 +55,6 @@ from pt2chakra.chakra.conventions import (
     run_measured_step,
     step_window,
 )
-from pt2chakra.chakra.io import read_et_whole
-from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.errors import InputError
 
 NS_PER_US = 1000
 # ASTRA-sim replays a zero-length compute node for one cycle.

@@ -44,35 +44,40 @@ from pt2chakra.atomic import (
     check_prefix_outputs,
     write_atomic,
 )
-from pt2chakra.chakra.checks import SetChecker, refuse_unsound
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
+from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
+from pt2chakra.chakra.records import (
     CHAKRA_VERSION,
+    Attr,
+    ChakraNode,
+    GlobalMetadata,
+    NodeType,
+    attr_dict,
+)
+from pt2chakra.errors import InputError
+from pt2chakra.names import PROCESS_GROUP_INIT
+from pt2chakra.rules.checks import SetChecker, refuse_unsound
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
     CPU_GAP_CATEGORY,
     QUEUED_WORK_CATEGORY,
     STREAM_LANE,
     StepWindow,
-    attr_dict,
     is_gpu,
     lane_of,
     profile_tag,
     rank_origins,
+    scaled_world,
     size_unknown,
     step_window,
 )
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, UNRECORDED_KIND, recorded_dep_kinds
-from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.process_groups import read_process_groups
-from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
 
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
 VIA_DROPPED = "via_dropped"
-CPU_GAP = CPU_GAP_CATEGORY  # name of the gap nodes and kind of the edge into the GPU node
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +134,25 @@ def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: st
     if tail is not None:
         out.append(tail)
     return _profile_metadata(metadata, all_nodes, cpu), out
+
+
+def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata) -> list[ChakraNode]:
+    """A scaled-out rank whose ranks share their hosts' cores more than the
+    recorded ones did (its ``scaleout_cpu_stretch``, scaleout/hosts.py): its
+    CPU time (CPU nodes and ``cpu_gap`` nodes, what the replay's CPU scale
+    covers, as the consumer model's ``cpu_scale``) stretched by that factor."""
+    world = scaled_world(attr_dict(metadata.attrs))
+    if world is None or world.cpu_stretch == 1.0:
+        return nodes
+    out = []
+    for n in nodes:
+        a = attr_dict(n.attrs)
+        if n.type == NodeType.COMP_NODE and (a.get("is_cpu_op") is True
+                                             or a.get("category") == CPU_GAP_CATEGORY):
+            n = msgspec.structs.replace(
+                n, duration_micros=round(n.duration_micros * world.cpu_stretch))
+        out.append(n)
+    return out
 
 
 def rank_window(metadata: GlobalMetadata, nodes: Sequence[ChakraNode]) -> StepWindow | None:
@@ -254,7 +278,7 @@ def _rewired(node: ChakraNode, removed: dict[int, ChakraNode], ancestry: _Ancest
     if gap is not None:
         out.append(gap)
         deps.append(gap.id)
-        dep_kinds.append(CPU_GAP)
+        dep_kinds.append(CPU_GAP_CATEGORY)
         kinds = kinds or []  # name the kinds so the gap edge reads as such
     new_attrs = [a for a in node.attrs if a[0] != DEP_KINDS_ATTR]
     if kinds is not None and deps:
@@ -296,10 +320,10 @@ class _GapMaker:
         for a in like.attrs:
             if a[0] in ("device", "stream"):
                 attrs.append(a)
-        attrs.append(("category", "string_val", CPU_GAP))
+        attrs.append(("category", "string_val", CPU_GAP_CATEGORY))
         if deps:
             attrs.append((DEP_KINDS_ATTR, "string_list", list(kinds)))
-        node = ChakraNode(id=self.next_id, name=CPU_GAP, type=NodeType.COMP_NODE,
+        node = ChakraNode(id=self.next_id, name=CPU_GAP_CATEGORY, type=NodeType.COMP_NODE,
                           start_time_micros=start, duration_micros=duration,
                           data_deps=list(deps), attrs=attrs)
         self.next_id += 1
@@ -345,7 +369,7 @@ class _GapMaker:
         deps = [n.id for lane, n in sorted(last.items(), key=lambda kv: (self.end[kv[1].id],
                                                                          kv[1].id))
                 if n is latest or lane[0] != _OWN_LANE]
-        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP] * len(deps))
+        return self._node(latest, end, self.t1 - end, deps, [CPU_GAP_CATEGORY] * len(deps))
 
 
 def _is_cpu(node: ChakraNode) -> bool:
@@ -482,6 +506,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window)
+    out_nodes = host_stretched(out_nodes, metadata)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None

@@ -64,10 +64,10 @@ from pt2chakra.astra.consumer import (
 )
 from pt2chakra.astra.export import EXPORT_FILES, MIN_NPUS, convert_files
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
-from pt2chakra.chakra.conventions import error_pct
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.errors import InputError, printable
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
+from pt2chakra.rules.conventions import error_pct
 from pt2chakra.simulation import Calibration, calibrate_recorded
 
 RUN_SCRIPT = "run.sh"

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pt2chakra.chakra.checks import Finding
-from pt2chakra.chakra.conventions import is_gpu
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.rules.checks import Finding
+from pt2chakra.rules.conventions import is_gpu
 
 PROFILE = "astra-sim"
 # ASTRA-sim opens <prefix>.<rank>.et for every rank.
@@ -19,7 +19,7 @@ ASTRA_FILE_NAME = re.compile(r"^(?P<prefix>.+)\.(?P<rank>\d+)\.et(\.gz)?$")
 
 
 class AstraSimRules:
-    """The ``astra-sim`` profile of ``chakra.checks.check_files``."""
+    """The ``astra-sim`` profile of ``rules.checks.check_files``."""
 
     name = PROFILE
 

@@ -43,22 +43,21 @@ from dataclasses import dataclass
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
+from pt2chakra.chakra.records import Attr, ChakraNode, NodeType, attr_dict
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CPU_GAP_CATEGORY,
     StepWindow,
-    attr_dict,
     inclusive_micros,
     is_gpu,
     lane_of,
 )
-from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
-from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 from pt2chakra.simulation import (
     INFER_MIN_US,
     CollectiveEnds,
-    HostOp,
     HostWait,
+    TimedHostOp,
     host_comm_waits,
     thread_holds,
 )
@@ -334,10 +333,10 @@ class HostTimeline:
                                 w.collective) for w in found}
         return sorted(points, key=lambda w: (w.wake, w.gap_start, w.collective))
 
-    def _host_ops(self, ops: list[ChakraNode]) -> list[HostOp]:
+    def _host_ops(self, ops: list[ChakraNode]) -> list[TimedHostOp]:
         starts = [float(n.start_time_micros) for n in ops]
         holds = thread_holds(starts, [inclusive_micros(n, self.attrs[n.id]) for n in ops])
-        return [HostOp(n.id, start, start + held, self._comm_preds_end(n))
+        return [TimedHostOp(n.id, start, start + held, self._comm_preds_end(n))
                 for n, start, held in zip(ops, starts, holds)]
 
     def _comm_preds_end(self, node: ChakraNode) -> float:
@@ -363,7 +362,7 @@ class HostTimeline:
         return out
 
 
-def _recorded_waits(threads: Sequence[Sequence[HostOp]],
+def _recorded_waits(threads: Sequence[Sequence[TimedHostOp]],
                     nodes: dict[int, ChakraNode]) -> list[HostWait]:
     """Waits the trace records: an op with a dependency on a collective that
     ended inside the op's idle gap (after its thread's latest hold) waited

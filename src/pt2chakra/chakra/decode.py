@@ -28,9 +28,9 @@ from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.encode import ATTR_MEMBERS, MEMBER_ENCODERS
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.chakra.wire import (
+    ET_READ_CHUNK,
     MAX_MESSAGE_BYTES,
     MAX_VARINT_BYTES,
-    READ_CHUNK,
     TWO_64,
     U32_MAX,
     U64_MAX,
@@ -208,7 +208,7 @@ def _where(unit: str, index: int, offset: int) -> str:
 def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[Batch]:
     """Frames every complete message of each buffer fill in one tight loop.
 
-    Reads ``READ_CHUNK`` bytes at a time (the same reads, so the same error
+    Reads ``ET_READ_CHUNK`` bytes at a time (the same reads, so the same error
     offsets, as a message-at-a-time reader); memory stays at about one chunk
     plus the largest message. A framing error is raised only after the
     messages before it were handed out, as a message-at-a-time reader would.
@@ -223,7 +223,7 @@ def _frame_batches(stream: BinaryIO, path: str, unit: str) -> Iterator[Batch]:
         while True:
             size = len(buf)
             if size - pos < MAX_VARINT_BYTES and not eof:
-                chunk = _read(stream, READ_CHUNK, path, base + size)
+                chunk = _read(stream, ET_READ_CHUNK, path, base + size)
                 eof = not chunk
                 buf, base, pos = buf[pos:] + chunk, base + pos, 0
                 continue

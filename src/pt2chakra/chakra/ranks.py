@@ -31,9 +31,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import GlobalMetadata
+from pt2chakra.chakra.records import GlobalMetadata, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.files import STDIN
 

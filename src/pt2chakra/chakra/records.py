@@ -1,5 +1,6 @@
 """Typed records of a Chakra execution trace (``et_def.proto``): nodes,
-metadata and the enums consumers read.
+metadata and the enums consumers read; a node's attributes by name, and the
+schema version we write.
 
 Structs are ``msgspec.Struct`` with ``gc=False``: millions of them are created
 and the cyclic collector would otherwise dominate run time.
@@ -8,6 +9,7 @@ and the cyclic collector would otherwise dominate run time.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -62,3 +64,16 @@ class ChakraNode(msgspec.Struct, gc=False):
 class GlobalMetadata(msgspec.Struct, gc=False):
     version: str
     attrs: list[Attr] = []
+
+
+# The Chakra schema version we write (what mlc-chakra's converter writes).
+CHAKRA_VERSION = "0.0.4"
+
+
+def attr_dict(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
+    """name -> value (the last one wins)."""
+    return {name: value for name, _member, value in attrs}
+
+
+def attr_members(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]]:
+    return {name: (member, value) for name, member, value in attrs}

@@ -18,4 +18,4 @@ TWO_64 = 1 << 64  # added to a negative int64 to give its two's-complement varin
 
 MAX_VARINT_BYTES = 10  # a 64-bit varint never takes more
 MAX_MESSAGE_BYTES = (1 << 31) - 1  # protobuf refuses to parse larger messages
-READ_CHUNK = 1 << 20  # bytes read at a time by the framed readers
+ET_READ_CHUNK = 1 << 20  # bytes read at a time by the framed readers

@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--scaling", choices=["weak", "strong"], default="weak",
                    help="weak (per-rank batch fixed, default); strong (a fixed global batch) "
                    "is refused: the trace does not say how per-rank work divides")
+    options.add_host_sharing(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_extrapolate)
 
@@ -40,7 +41,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cmd_extrapolate(args: argparse.Namespace) -> int:
     from pt2chakra.scaleout import extrapolate
 
-    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling)
+    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling,
+                          options.host_sharing(args))
     if args.json:
         import msgspec
 

@@ -19,11 +19,14 @@ import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
+from pt2chakra.chakra.wire import I64_MAX
 from pt2chakra.errors import printable
 
-INT64_MAX = 2**63 - 1
+if TYPE_CHECKING:
+    from pt2chakra.scaleout import HostSharing
+
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
 MAX_RANK = 2**31 - 1
 # What-if scales multiply measured durations or bandwidth: beyond a million
@@ -72,6 +75,37 @@ def int_range(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+# The most ranks or cores one host is described with (--ranks-per-host,
+# --cores-per-host): the generated-trace limit of --npus.
+MAX_PER_HOST = 65536
+
+
+def add_host_sharing(p: argparse.ArgumentParser) -> None:
+    """``--ranks-per-host/--cores-per-host``: ranks that share a host's cores
+    stretch each other's CPU time (docs/SCALE_OUT.md); absent, one rank per
+    host shares nothing."""
+    p.add_argument("--ranks-per-host", type=int_range(1, MAX_PER_HOST), metavar="R",
+                   help="with --world-size: ranks on each host, the recorded job's and the "
+                   "predicted one's (default 1: a host per rank, nothing shared); with "
+                   "--cores-per-host, CPU time stretches by the ranks sharing a core")
+    p.add_argument("--cores-per-host", type=int_range(1, MAX_PER_HOST), metavar="C",
+                   help="with --ranks-per-host: each host's cores")
+
+
+def host_sharing(args: argparse.Namespace) -> HostSharing:
+    """The hosts ``add_host_sharing``'s options describe (both or neither)."""
+    from pt2chakra.scaleout import HostSharing
+
+    r, c = args.ranks_per_host, args.cores_per_host
+    if (r is None) != (c is None):
+        from pt2chakra.errors import InputError
+
+        given, missing = ("--ranks-per-host", "--cores-per-host") if c is None else \
+            ("--cores-per-host", "--ranks-per-host")
+        raise InputError(given, f"needs {missing} too (how many ranks share how many cores)")
+    return HostSharing() if r is None else HostSharing(r, c)
+
+
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:
     """A finite float option within [low, high] (``(low, high]`` with ``low_open``)."""
 
@@ -92,14 +126,14 @@ def float_range(low: float, high: float, low_open: bool = False) -> Callable[[st
 
 
 rank = int_range(0, MAX_RANK)
-non_negative_int64 = int_range(0, INT64_MAX)
-int64 = int_range(-INT64_MAX - 1, INT64_MAX)
+non_negative_int64 = int_range(0, I64_MAX)
+int64 = int_range(-I64_MAX - 1, I64_MAX)
 npus = int_range(1, MAX_NPUS)
 steps = int_range(1, MAX_STEPS)
 passes = int_range(1, MAX_PASSES)
 comm_streams = int_range(0, MAX_COMM_STREAMS)
-count = int_range(0, INT64_MAX)
-positive_count = int_range(1, INT64_MAX)
+count = int_range(0, I64_MAX)
+positive_count = int_range(1, I64_MAX)
 scale = float_range(MIN_SCALE, MAX_SCALE)
 # A network's bandwidth in GB/s: below a kilobyte per second (1e-6) or above
 # a petabyte per second nothing real is described, and the ASTRA-sim fit's
@@ -125,7 +159,7 @@ def byte_size(text: str) -> int:
     if m is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size like 8G, 512M or 1048576")
     value = int(m.group(1)) * _UNITS[m.group(2).upper()]
-    if not 0 < value <= INT64_MAX:
+    if not 0 < value <= I64_MAX:
         raise argparse.ArgumentTypeError(f"{text} must be positive")
     return value
 

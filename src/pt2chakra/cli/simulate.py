@@ -61,6 +61,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    "from every recorded rank's file, without writing M files (weak scaling; "
                    "collectives timed at M by --bandwidth/--latency, else by the model fitted "
                    "to the recording; see docs/SCALE_OUT.md)")
+    options.add_host_sharing(p)
     options.add_force(p, "validate finds errors in the traces or some nodes never run")
     p.set_defaults(func=_cmd_simulate)
 
@@ -140,6 +141,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     if args.world_size is not None:
         return _cmd_world_size(args)
+    if args.ranks_per_host is not None or args.cores_per_host is not None:
+        from pt2chakra.errors import InputError
+
+        raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
+                         "holds its own host sharing)")
     if args.write_et:
         from pt2chakra.simulation import check_prefix, replay_config
 
@@ -187,7 +193,7 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
     )
 
     given, recorded = recorded_figure(args.traces, options_from(args))
-    scaled = scaled_graphs(args.traces, args.world_size)
+    scaled = scaled_graphs(args.traces, args.world_size, hosts=options.host_sharing(args))
     opts = scaled_out_options(scaled.graphs, given)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
     run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)

@@ -190,7 +190,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
-                            ("--latency", args.latency), ("--world-size", args.world_size)):
+                            ("--latency", args.latency), ("--world-size", args.world_size),
+                            ("--ranks-per-host", args.ranks_per_host),
+                            ("--cores-per-host", args.cores_per_host)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -208,8 +210,12 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         job = extrapolated_job(args.input, args.world_size, args.output,
                                lambda files, predicted: write_job(
                                    files, args.output, cpu=args.cpu, choice=choice,
-                                   force=args.force, predicted_step_us=predicted))
+                                   force=args.force, predicted_step_us=predicted),
+                               hosts=options.host_sharing(args))
     else:
+        if args.ranks_per_host is not None or args.cores_per_host is not None:
+            raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
+                             "holds its own host sharing)")
         job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))
@@ -362,6 +368,7 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("--world-size", type=options.npus, metavar="M",
                    help="the job of the data-parallel recording scaled out to M ranks "
                    "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
+    options.add_host_sharing(p)
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import is_observer_node
+from pt2chakra.names import is_observer_node
 
 # Calls per kind and timed repeats: 200 x 5 x 5 kinds, with and without the
 # profiler, runs in a few seconds on one CPU core.

@@ -20,7 +20,7 @@ from typing import Any
 
 from pt2chakra.atomic import atomic_output
 from pt2chakra.files import open_input
-from pt2chakra.pytorch.names import is_observer_node
+from pt2chakra.names import is_observer_node
 
 HOST_ET_SUFFIX = ".host_et.json.gz"
 KINETO_SUFFIX = ".kineto.json.gz"

@@ -17,7 +17,6 @@ import msgspec
 import orjson
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
-from pt2chakra.chakra.cycles import break_cycles_in, describe_cycle, find_cycle_in
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
@@ -32,9 +31,10 @@ from pt2chakra.conversion.linker import (
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.conversion.step import STEP_LAST, StepChoice
 from pt2chakra.errors import InputError
+from pt2chakra.files import gc_paused
 from pt2chakra.pytorch.host_trace import load_host_trace
-from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
+from pt2chakra.rules.cycles import break_cycles_in, describe_cycle, find_cycle_in
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class ConversionReport(msgspec.Struct, omit_defaults=True):
     # (conversion/step.py), by name: counted apart from the activities.
     stand_in_nodes: dict[str, int] = {}
     # Communication nodes whose size the trace does not hold, flagged
-    # comm_size_unknown (chakra.conventions.COMM_SIZE_UNKNOWN_ATTR).
+    # comm_size_unknown (rules.conventions.COMM_SIZE_UNKNOWN_ATTR).
     comm_size_unknown: int = 0
 
     def accounted(self) -> bool:

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.pytorch.names import C10D_P2P_PEER_INPUT, nccl_kernel_word, strip_collective_prefix
+from pt2chakra.names import C10D_P2P_PEER_INPUT, nccl_kernel_word, strip_collective_prefix
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # Point-to-point pseudo types (Chakra has no CollectiveCommType for them; they

@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping
 from typing import TypeVar
 
-from pt2chakra.chakra.cycles import ids_ascend
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.conversion.deps import Edge
+from pt2chakra.rules.cycles import ids_ascend
 
 # A node's dependencies: (source id, kind of edge), in first-seen order.
 Deps = list[tuple[int, EdgeKind]]

@@ -18,14 +18,6 @@ from typing import Any, NamedTuple
 import msgspec
 import orjson
 
-from pt2chakra.chakra.conventions import (
-    CHAKRA_VERSION,
-    COMM_CHANNEL,
-    COMM_SIZE_UNKNOWN_ATTR,
-    INCLUSIVE_ATTR,
-    STEP_DEFINITION_ATTR,
-    STEP_SPAN,
-)
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     NODE_FIELDS,
@@ -33,7 +25,14 @@ from pt2chakra.chakra.encode import (
     NodeWriter,
     encode_node,
 )
-from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import (
+    CHAKRA_VERSION,
+    Attr,
+    ChakraNode,
+    CollectiveType,
+    GlobalMetadata,
+    NodeType,
+)
 from pt2chakra.conversion import collective as coll
 from pt2chakra.conversion.dep_table import Deps, DepTable
 from pt2chakra.conversion.deps import (
@@ -50,13 +49,20 @@ from pt2chakra.conversion.deps import (
 )
 from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
 from pt2chakra.conversion.step import is_stand_in
-from pt2chakra.pytorch.names import (
+from pt2chakra.names import (
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
 )
 from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
+from pt2chakra.rules.conventions import (
+    COMM_CHANNEL,
+    COMM_SIZE_UNKNOWN_ATTR,
+    INCLUSIVE_ATTR,
+    STEP_DEFINITION_ATTR,
+    STEP_SPAN,
+)
 
 
 class CpuNodeSources(NamedTuple):

@@ -34,7 +34,7 @@ from pt2chakra.conversion.linker import (
 )
 from pt2chakra.conversion.step import STEP_LAST, RecordedStep, StepChoice, kineto_step
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import is_backend_comm_op
+from pt2chakra.names import is_backend_comm_op
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
     CpuEvent,

@@ -26,10 +26,9 @@ from operator import attrgetter
 
 import msgspec
 
-from pt2chakra.chakra.conventions import STEP_SPAN
 from pt2chakra.conversion.step import linked_step, pending_gpu_work, queued_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
+from pt2chakra.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -39,6 +38,7 @@ from pt2chakra.pytorch.records import (
     RuntimeEvent,
     SyncEvent,
 )
+from pt2chakra.rules.conventions import STEP_SPAN
 
 log = logging.getLogger(__name__)
 

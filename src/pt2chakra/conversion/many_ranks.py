@@ -242,7 +242,7 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
     Outcomes come back in rank order; failures are in them, not raised.
 
     ``check_collectives`` (when every rank converted): the ranks must agree
-    about their collectives (``chakra.checks.collective_mismatch``), else the
+    about their collectives (``rules.checks.collective_mismatch``), else the
     outputs are rolled back (the previous ones kept) unless ``allow_mismatch``;
     ``ManyRanksResult.mismatch`` says where. The check runs before the outputs
     are final, so a signal during it also leaves the previous outputs."""
@@ -269,7 +269,7 @@ def convert_ranks(jobs: list[RankJob], *, workers: int | None = None,
         staged.commit()
         mismatch = None
         if check_collectives and len(outcomes) > 1 and all(o.error is None for o in outcomes):
-            from pt2chakra.chakra.checks import collective_mismatch
+            from pt2chakra.rules.checks import collective_mismatch
 
             mismatch = collective_mismatch(sorted(o.output for o in outcomes))
         rolled_back = mismatch is not None and not allow_mismatch
@@ -295,7 +295,7 @@ def _local_runner(jobs: list[RankJob], options: RankOptions, workers: int) -> Ge
                                initializer=_worker_signals)
     try:
         with _signals_deferred():  # a worker half started would print a traceback
-            futures = [pool.submit(convert_one, job, options) for job in jobs]
+            futures = [pool.submit(_convert_in_worker, job, options) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
     except BaseException:  # Ctrl-C, SIGTERM, the caller gone: stop now, not after the queue
@@ -323,12 +323,34 @@ def _signals_deferred() -> Generator[None, None, None]:
             os.kill(os.getpid(), caught[0])
 
 
-def _worker_signals() -> None:
-    """In a worker: SIGTERM unwinds like Ctrl-C, so its temp files go."""
-    def stop(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(signum)
+# In a pool worker: whether it is converting a rank now (``_convert_in_worker``).
+_worker_busy = False
 
+
+def _worker_signals() -> None:
+    """In a worker: SIGTERM (the parent stopping it) unwinds a conversion
+    like Ctrl-C, so its temp files go, and ends the worker quietly (an
+    exception left to multiprocessing prints a traceback). Ctrl-C reaches
+    the whole process group: the parent alone handles it."""
+    def stop(signum: int, _frame: object) -> None:
+        if _worker_busy:
+            raise KeyboardInterrupt(signum)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, stop)
+
+
+def _convert_in_worker(job: RankJob, options: RankOptions) -> RankOutcome:
+    """``convert_one`` in a pool worker (see ``_worker_signals``)."""
+    global _worker_busy
+    _worker_busy = True
+    try:
+        return convert_one(job, options)
+    except KeyboardInterrupt:  # stopped: the temp files went while unwinding
+        os._exit(128 + signal.SIGTERM)
+    finally:
+        _worker_busy = False
 
 
 def _stop_pool(pool: Any) -> None:

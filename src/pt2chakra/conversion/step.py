@@ -20,7 +20,7 @@ until the last earlier activity there ends: the replay then starts with busy
 streams, as the recording did, instead of an idle GPU.
 
 GPU-only traces (kernels and copies, no CPU op) keep their streams' recorded
-rhythm with ``GAP_CATEGORY`` nodes between consecutive activities: without a
+rhythm with ``CPU_GAP_CATEGORY`` nodes between consecutive activities: without a
 CPU record, the idle time is the only trace of what held the stream back.
 """
 
@@ -30,14 +30,14 @@ from collections.abc import Collection, Iterable
 from operator import add, attrgetter
 from typing import NamedTuple
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.errors import InputError
+from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
+from pt2chakra.rules.conventions import (
     CPU_GAP_CATEGORY,
     QUEUED_WORK_CATEGORY,
     STEP_PERIOD,
     STEP_SPAN,
 )
-from pt2chakra.errors import InputError
-from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
 
 # The annotation torch.profiler's schedule writes around each step.
 PROFILER_STEP_PREFIX = "ProfilerStep#"
@@ -47,7 +47,6 @@ PENDING_NAME = "[GPU work pending from before the step]"
 # GPU-only traces: idle time on a stream between two activities is host time
 # that was not recorded; the ASTRA-sim export's stand-ins for dropped CPU
 # time have the same meaning, so they share a category (the CPU what-if scales it).
-GAP_CATEGORY = CPU_GAP_CATEGORY
 GAP_NAME = "[idle: host time not in the trace]"
 # Kineto rounds to µs fractions: a gap shorter than this is rounding, not idle time.
 MIN_GAP_US = 0.5
@@ -67,7 +66,7 @@ class RecordedStep(NamedTuple):
     """The step a conversion takes from its input, with what "measured"
     means there; written to the metadata as ``step_start_micros`` ..
     ``step_end_micros`` and ``step_definition`` (read back by
-    ``chakra.conventions.step_window``)."""
+    ``rules.conventions.step_window``)."""
 
     start: float
     end: float
@@ -105,7 +104,7 @@ def parse_step_choice(text: str) -> StepChoice:
                      "of ProfilerStep#N)")
 
 
-STAND_IN_CATEGORIES = (PENDING_CATEGORY, GAP_CATEGORY, QUEUED_CATEGORY)
+STAND_IN_CATEGORIES = (PENDING_CATEGORY, CPU_GAP_CATEGORY, QUEUED_CATEGORY)
 _EVENT_TS = attrgetter("ts")  # C-level maps: a million events
 _EVENT_DUR = attrgetter("dur")
 
@@ -240,7 +239,7 @@ def queued_gpu_work(kineto: KinetoTrace, start: float, end: float) -> list[GpuAc
 
 def stream_gaps(activities: Iterable[GpuActivity], start: float) -> list[GpuActivity]:
     """Idle stretches of each stream from ``start`` on, as activities (see
-    ``GAP_CATEGORY``): before its first activity and between consecutive ones."""
+    ``CPU_GAP_CATEGORY``): before its first activity and between consecutive ones."""
     by_stream: dict[tuple[int, int], list[GpuActivity]] = {}
     for act in activities:
         by_stream.setdefault((act.device, act.stream), []).append(act)
@@ -250,7 +249,7 @@ def stream_gaps(activities: Iterable[GpuActivity], start: float) -> list[GpuActi
         cursor = start
         for act in acts:
             if act.ts - cursor >= MIN_GAP_US:
-                gaps.append(GpuActivity(GAP_NAME, GAP_CATEGORY, cursor, act.ts - cursor,
+                gaps.append(GpuActivity(GAP_NAME, CPU_GAP_CATEGORY, cursor, act.ts - cursor,
                                         device, stream, -1))
             cursor = max(cursor, act.ts + act.dur)
     return gaps

@@ -6,7 +6,7 @@ equal on both runs when they recorded the same step.
   path on its rank;
 * a device op (kernel, copy): the key of the op that launched it (the
   ``launch`` dependency), its name and its occurrence under that op;
-* a communication node: its rendezvous key (``chakra.rendezvous``: process
+* a communication node: its rendezvous key (``rules.rendezvous``: process
   group and sequence number, or position in the group), which is how the
   ranks of one run meet too.
 
@@ -25,8 +25,8 @@ from collections import defaultdict
 from typing import Any, NamedTuple
 
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, EdgeKind
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.diff.load import RankTrace
+from pt2chakra.rules.rendezvous import RendezvousKey
 
 CALLER_KIND = EDGE_KIND_NAMES[EdgeKind.CALLER]
 LAUNCH_KIND = EDGE_KIND_NAMES[EdgeKind.LAUNCH]

@@ -17,7 +17,7 @@ from pt2chakra.diff.attribute import attribute
 from pt2chakra.diff.load import Run, load_run
 from pt2chakra.diff.model import CATEGORIES, CATEGORY_TITLES, DiffResult
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.json_input import gc_paused
+from pt2chakra.files import gc_paused
 
 # Two recordings of one step share nearly every op name (two DLRM or gloo
 # runs, a replay and its source: all of them); two different models share

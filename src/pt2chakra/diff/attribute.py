@@ -14,7 +14,6 @@ from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import Any
 
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.diff.align import NodeKey, RankKeys, label_of, match_rules, rank_keys
 from pt2chakra.diff.load import Run
 from pt2chakra.diff.model import (
@@ -29,6 +28,7 @@ from pt2chakra.diff.model import (
     RunStep,
 )
 from pt2chakra.diff.path import NONE, step_charges
+from pt2chakra.rules.rendezvous import RendezvousKey
 
 STEP_EDGE = "step edge"  # a gap before the first node or after the last
 

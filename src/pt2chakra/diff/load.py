@@ -5,7 +5,7 @@ on the run's common axis.
 Every rule comes from its home: lanes (``conventions.lane_of``), the rank of
 a file (``chakra.ranks``), the measured step (``conventions.step_window``),
 rank start offsets (``conventions.rank_origins``) and how collectives meet
-(``chakra.rendezvous``).
+(``rules.rendezvous``).
 """
 
 from __future__ import annotations
@@ -19,14 +19,18 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import dep_kinds_of
+from pt2chakra.chakra.lean_read import read_et_apart
+from pt2chakra.chakra.ranks import open_rank_set
+from pt2chakra.chakra.records import NodeType, attr_dict
+from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
     REPLAY_SETTING_ATTR,
     STEP_PERIOD,
     STEP_SPAN,
     StepWindow,
-    attr_dict,
     inclusive_micros,
     is_gpu,
     is_period_step,
@@ -35,12 +39,7 @@ from pt2chakra.chakra.conventions import (
     run_measured_step,
     step_window_from,
 )
-from pt2chakra.chakra.dep_kinds import dep_kinds_of
-from pt2chakra.chakra.lean_read import read_et_apart
-from pt2chakra.chakra.ranks import open_rank_set
-from pt2chakra.chakra.records import NodeType
-from pt2chakra.chakra.rendezvous import RendezvousKey, comm_op, rendezvous_keys
-from pt2chakra.errors import InputError
+from pt2chakra.rules.rendezvous import RendezvousKey, comm_op, rendezvous_keys
 from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).

@@ -22,9 +22,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from pt2chakra.chakra.conventions import CPU_LANE
 from pt2chakra.diff.load import RankTrace, Run
 from pt2chakra.diff.model import COMPUTE, GAP, KERNEL, TRANSFER, WAIT
+from pt2chakra.rules.conventions import CPU_LANE
 from pt2chakra.simulation import CollectiveEnds
 
 # A dependency counts as ready "at" a start up to this much after it: the

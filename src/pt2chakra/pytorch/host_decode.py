@@ -29,9 +29,10 @@ import msgspec
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import ioinfo_body
+from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.errors import InputError
+from pt2chakra.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.json_input import TOO_DEEP, decode
-from pt2chakra.pytorch.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.records import HostOp, IOValues, ProcessGroup
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,7 @@ MAX_ID = 2**62
 # (Chakra ids are uint64) and keeps every id inside int64 attributes.
 NonNegative = Annotated[int, msgspec.Meta(ge=0, le=MAX_ID)]
 # Header values written to the output's int64 metadata (pid, step window).
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+Int64 = Annotated[int, msgspec.Meta(ge=I64_MIN, le=I64_MAX)]
 
 # How many offending ids a warning or error quotes before "...".
 MAX_QUOTED_IDS = 5
@@ -464,7 +464,7 @@ def _check_counts(where: str, op: HostOp, extras: dict[str, Any]) -> None:
     extra attrs get here: collectives, not the millions of plain ops)."""
     for name in COUNT_ATTRS:
         value = extras.get(name)
-        if value is not None and (type(value) is not int or not INT64_MIN <= value <= INT64_MAX):
+        if value is not None and (type(value) is not int or not I64_MIN <= value <= I64_MAX):
             _bad_attr(where, op, name, "an integer within int64", value)
 
 

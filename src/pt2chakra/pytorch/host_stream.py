@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from os import PathLike
 
+from pt2chakra.files import gc_paused
 from pt2chakra.pytorch.host_decode import (
     SCHEMA_LAYOUTS,
     SCHEMA_PEEK,
@@ -32,7 +33,6 @@ from pt2chakra.pytorch.host_decode import (
     process_groups_of,
     schema_version,
 )
-from pt2chakra.pytorch.json_input import gc_paused
 from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
 from pt2chakra.pytorch.records import HostOp, HostTrace
 

@@ -9,6 +9,7 @@ import logging
 from os import PathLike
 
 from pt2chakra.errors import InputError
+from pt2chakra.files import gc_paused
 from pt2chakra.pytorch import host_stream  # looked up per call: tests swap in the whole-file path
 from pt2chakra.pytorch.host_decode import (
     SCHEMA_PEEK,
@@ -21,7 +22,7 @@ from pt2chakra.pytorch.host_decode import (
     normalise,
     process_groups_of,
 )
-from pt2chakra.pytorch.json_input import decode, gc_paused, read_json_bytes
+from pt2chakra.pytorch.json_input import decode, read_json_bytes
 from pt2chakra.pytorch.records import HostTrace
 
 log = logging.getLogger(__name__)

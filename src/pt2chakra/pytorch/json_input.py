@@ -6,12 +6,9 @@ msgspec knows it, the JSON path of the bad value (``$.nodes[3].id``).
 
 from __future__ import annotations
 
-import gc
 import io
 import re
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from os import PathLike
 from typing import Any, TypeVar, overload
@@ -19,7 +16,7 @@ from typing import Any, TypeVar, overload
 import msgspec
 
 from pt2chakra.errors import InputError
-from pt2chakra.files import gunzip, is_gzip, read_input
+from pt2chakra.files import gc_paused, gunzip, is_gzip, read_input
 
 T = TypeVar("T")
 
@@ -119,22 +116,6 @@ def decode(path: PathArg, data: bytes | memoryview | msgspec.Raw, type: Any, *,
 def _decode_no_gc(decoder: msgspec.json.Decoder[Any], data: Any) -> Any:
     with gc_paused():
         return decoder.decode(data)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC (re-entrant); loaders wrap decode + normalise in it.
-
-    Building millions of containers triggers repeated full collections that
-    find nothing (trace records hold no cycles) yet dominate run time.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _replace_non_finite(data: Any) -> bytes | None:

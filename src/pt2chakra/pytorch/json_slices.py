@@ -23,7 +23,7 @@ from pt2chakra.files import GZIP_ERRORS, STDIN, ErrorTypes, open_input
 
 # Decompressed bytes read at a time: large enough that decoding a slice
 # costs what decoding the whole would per element, small next to a big trace.
-READ_CHUNK = 8 << 20
+JSON_READ_CHUNK = 8 << 20
 # The text before the array is read whole; past this much, read the file whole.
 HEAD_LIMIT = 16 << 20
 _FIRST_ELEMENT = re.compile(rb"\s*\n( +)\{")  # the line that opens the first element
@@ -54,7 +54,7 @@ def read_sliced(path: str, key: bytes, check_head: Callable[[bytes], None],
     four copies of a trace's text)."""
     if path == STDIN:
         raise NotSliceable(path)
-    chunk = READ_CHUNK
+    chunk = JSON_READ_CHUNK
     opening = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
     stream, _gzipped = open_input(path)
     with stream:

@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
@@ -101,8 +102,7 @@ REPEATED_FLOW_START = "ac2g:ph=s:repeated id"
 # fit in one; times are microseconds since an epoch and durations, so they are
 # finite, non-negative and far below 2**63. Out-of-range values are corrupt
 # input, reported with their JSON path.
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-Int64 = Annotated[int, msgspec.Meta(ge=INT64_MIN, le=INT64_MAX)]
+Int64 = Annotated[int, msgspec.Meta(ge=I64_MIN, le=I64_MAX)]
 Micros = Annotated[float, msgspec.Meta(ge=0, lt=2.0**63)]
 
 
@@ -263,7 +263,7 @@ class _ListParser:
         return [self.int_arg(key, item, 0) for item in items]
 
     def check(self, key: str, value: int) -> int:
-        if not INT64_MIN <= value <= INT64_MAX:
+        if not I64_MIN <= value <= I64_MAX:
             raise InputError(self.where, f"collective arg `{key}` is {value}: outside int64")
         return value
 
@@ -319,7 +319,7 @@ def _int_arg(value: int | str) -> int:
 
 def _text_int(text: str) -> int:
     number = numeric_text(text)
-    if number is None or not INT64_MIN <= number <= INT64_MAX:
+    if number is None or not I64_MIN <= number <= I64_MAX:
         raise _NotAnInt64
     return number
 
@@ -441,7 +441,7 @@ def _id_text(value: Any) -> int:
     """A pid or tid given as text: the number it spells, within int64
     (``_NotAnInt64`` otherwise: the event loop names the event)."""
     number = _to_int(value)
-    if not INT64_MIN <= number <= INT64_MAX:
+    if not I64_MIN <= number <= I64_MAX:
         raise _NotAnInt64
     return number
 

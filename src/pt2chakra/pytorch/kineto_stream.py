@@ -22,7 +22,8 @@ from collections import Counter
 from os import PathLike
 from types import GenericAlias
 
-from pt2chakra.pytorch.json_input import decode, gc_paused
+from pt2chakra.files import gc_paused
+from pt2chakra.pytorch.json_input import decode
 from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
 from pt2chakra.pytorch.kineto_decode import (
     REPEATED_FLOW_START,

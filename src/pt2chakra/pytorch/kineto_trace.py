@@ -9,8 +9,9 @@ from os import PathLike
 from types import GenericAlias
 
 from pt2chakra.errors import InputError
+from pt2chakra.files import gc_paused
 from pt2chakra.pytorch import kineto_stream  # looked up per call: tests swap in the whole-file path
-from pt2chakra.pytorch.json_input import decode, gc_paused, read_json_bytes
+from pt2chakra.pytorch.json_input import decode, read_json_bytes
 from pt2chakra.pytorch.kineto_decode import (
     KinetoDoc,
     KinetoEvent,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from pt2chakra.pytorch.names import is_nccl_kernel
+from pt2chakra.names import is_nccl_kernel
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp
 
 # How far up the callers of a device transfer's launcher the backend op that

@@ -11,14 +11,16 @@ from pt2chakra.lazy import lazy_exports
 if TYPE_CHECKING:
     from pt2chakra.scaleout.api import extrapolate, extrapolated_job, scaled_graphs
     from pt2chakra.scaleout.breakdown import breakdown as step_breakdown
+    from pt2chakra.scaleout.hosts import HostSharing
 
 _EXPORTS = {
     "extrapolate": "pt2chakra.scaleout.api",
     "extrapolated_job": "pt2chakra.scaleout.api",
     "scaled_graphs": "pt2chakra.scaleout.api",
     "step_breakdown": "pt2chakra.scaleout.breakdown:breakdown",
+    "HostSharing": "pt2chakra.scaleout.hosts",
 }
 __all__ = [
-    "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
+    "HostSharing", "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -25,6 +25,7 @@ from pt2chakra.chakra.encode import encode_node
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
+from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
 
@@ -32,7 +33,8 @@ from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nod
 UNVALIDATED = (
     "op inputs/outputs of the c10d calls keep the recorded tensor lists (a list all-gather's "
     "output still holds N tensors)",
-    "compute and CPU time copied as recorded (weak scaling); contention a larger job adds "
+    "compute and CPU time copied as recorded (weak scaling), stretched only by the host "
+    "sharing given (--ranks-per-host/--cores-per-host); other contention a larger job adds "
     "(a shared switch, stragglers) is not modelled",
 )
 
@@ -52,6 +54,8 @@ class ExtrapolateSummary(msgspec.Struct):
     rules: dict[str, int]
     unvalidated: list[str]
     prefix: str
+    hosts: str = NO_SHARING.describe()
+    cpu_stretch: float = 1.0  # factor on the recorded CPU time (hosts.py)
 
     def describe(self) -> str:
         lines = [f"{self.prefix}.{{0..{self.world_size - 1}}}.et: {self.files} ranks from "
@@ -64,6 +68,8 @@ class ExtrapolateSummary(msgspec.Struct):
         copied = sum(self.nodes_per_rank.values()) - sum(self.rescaled.values())
         lines.append(f"  copied: {copied} nodes of {len(self.nodes_per_rank)} distinct ranks "
                      "(compute, CPU time, dependencies as recorded)")
+        if self.cpu_stretch != 1.0:
+            lines.append(f"  CPU time x{self.cpu_stretch:.3g} ({self.hosts}; in the metadata)")
         lines.append(f"  rescaled: {sum(self.rescaled.values())} collective sizes, "
                      f"{self.groups_rewritten} process-group records (group_size "
                      f"{self.recorded_ranks} -> {self.world_size})")
@@ -85,9 +91,11 @@ def _scaled_rank(p: ScalePlan, source: int) -> tuple[GlobalMetadata, list[Chakra
 
 
 def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
-                prefix: str | os.PathLike[str], scaling: str = "weak") -> ExtrapolateSummary:
+                prefix: str | os.PathLike[str], scaling: str = "weak",
+                hosts: HostSharing = NO_SHARING) -> ExtrapolateSummary:
     """Write ``<prefix>.<rank>.et`` for ranks 0..world_size-1 (all or
-    nothing); refuses in one ``InputError`` what the trace cannot tell."""
+    nothing); refuses in one ``InputError`` what the trace cannot tell.
+    ``hosts``: the ranks' hosts (the recorded and the new job's alike)."""
     prefix = os.fspath(prefix)
     names = [os.fspath(x) for x in paths]
     p = plan(names, world_size, scaling)
@@ -108,7 +116,7 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
             nodes_per[source], rescaled[source] = len(encoded), counts.rescaled
             groups += counts.groups
             for r in p.targets_of(source):
-                md = rank_metadata(metadata, r, source, p.recorded, p.target)
+                md = rank_metadata(metadata, r, source, p.recorded, p.target, hosts)
                 write_et(staged.stage(output_path(prefix, r)), md, encoded)
         staged.commit()
     kept = list(range(min(p.recorded, world_size)))
@@ -116,7 +124,8 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         recorded_ranks=p.recorded, world_size=world_size, job_kind=p.job_kind,
         representative=p.representative, kept_ranks=kept, files=world_size,
         nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
-        unvalidated=list(UNVALIDATED), prefix=prefix)
+        unvalidated=list(UNVALIDATED), prefix=prefix, hosts=hosts.describe(),
+        cpu_stretch=hosts.cpu_stretch(p.recorded, world_size))
 
 
 _Job = TypeVar("_Job")
@@ -124,24 +133,26 @@ _Job = TypeVar("_Job")
 
 def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
                      prefix: str | os.PathLike[str],
-                     write: Callable[[list[str], float], _Job]) -> _Job:
+                     write: Callable[[list[str], float], _Job],
+                     hosts: HostSharing = NO_SHARING) -> _Job:
     """``astra-sim --world-size``: the M-rank files in a scratch folder beside
     the output (removed after), handed to ``write`` (the job writer) with our
     prediction of the M-rank step (``simulate --world-size``)."""
-    predicted = predicted_step_us(paths, world_size)
+    predicted = predicted_step_us(paths, world_size, hosts)
     folder = Path(os.fspath(prefix)).parent
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".scaleout-", dir=folder) as scratch:
-        extrapolate(paths, world_size, os.path.join(scratch, "rank"))
+        extrapolate(paths, world_size, os.path.join(scratch, "rank"), hosts=hosts)
         return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)],
                      predicted)
 
 
-def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int) -> float:
+def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int,
+                      hosts: HostSharing = NO_SHARING) -> float:
     """``simulate --world-size``'s step with its defaults (the calibrated network)."""
     from pt2chakra.simulation import SimulationOptions, scaled_out_options, simulate_graphs_run
 
-    scaled = scaled_graphs(paths, world_size)
+    scaled = scaled_graphs(paths, world_size, hosts=hosts)
     options = scaled_out_options(scaled.graphs, SimulationOptions())
     return simulate_graphs_run(scaled.sources, scaled.graphs, options).result.predicted_step_us
 
@@ -158,7 +169,7 @@ class ScaledGraphs(msgspec.Struct):
 
 
 def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
-                  scaling: str = "weak") -> ScaledGraphs:
+                  scaling: str = "weak", hosts: HostSharing = NO_SHARING) -> ScaledGraphs:
     """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs)."""
     names = [os.fspath(x) for x in paths]
     p = plan(names, world_size, scaling)
@@ -166,6 +177,6 @@ def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
     labels = []
     for r in range(min(p.recorded, world_size)):
         metadata, nodes, _ = _scaled_rank(p, r)
-        graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target), nodes))
+        graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target, hosts), nodes))
         labels.append(p.paths[r])
     return ScaledGraphs(p, labels, graphs)

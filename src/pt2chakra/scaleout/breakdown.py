@@ -22,7 +22,7 @@ import math
 import msgspec
 
 from pt2chakra.chakra.records import CollectiveType
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
 from pt2chakra.scaleout.plan import ScalePlan
 from pt2chakra.simulation import (
     GLOO,

@@ -21,10 +21,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.ranks import open_rank_set, rank_of
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.scaleout.rules import (
     EXPERT_PARALLEL_TYPES,

@@ -1,7 +1,9 @@
 """One recorded rank's graph rewritten for an M-rank job: the process groups
 (declared sizes and members), each collective's ``comm_size`` by its rule,
 and the metadata saying where the file came from. Compute, CPU time and
-dependencies are copied as recorded (weak scaling: per-rank work unchanged).
+dependencies are copied as recorded (weak scaling: per-rank work unchanged);
+where the new ranks share their hosts' cores more than the recorded ones
+did, the metadata says by how much their CPU time stretches (hosts.py).
 
 Every clone of one recorded rank has the same nodes: only the metadata
 names the rank. So the nodes are rewritten and encoded once per recorded
@@ -16,13 +18,14 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.names import PROCESS_GROUP_INIT
+from pt2chakra.rules.conventions import (
+    SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
     SCALEOUT_SOURCE_RANK_ATTR,
-    attr_dict,
 )
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType
-from pt2chakra.pytorch.names import PROCESS_GROUP_INIT
+from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
 
 # Metadata a scaled file adds (docs/SCALE_OUT.md): the recorded rank whose
@@ -30,7 +33,10 @@ from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, s
 # through a chain of extrapolations: the durations are still those).
 SOURCE_RANK_ATTR = SCALEOUT_SOURCE_RANK_ATTR
 RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
-SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)
+# and, when the M ranks share their hosts' cores more than the N did, the
+# factor on the recorded CPU time (hosts.py; written only when not 1).
+CPU_STRETCH_ATTR = SCALEOUT_CPU_STRETCH_ATTR
+SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)  # always written
 
 
 class RewriteCounts(msgspec.Struct):
@@ -128,14 +134,16 @@ def _scaled_pg_init(n: ChakraNode, recorded: int, target: int,
 
 
 def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
-                  target: int) -> GlobalMetadata:
-    """The metadata of new rank ``rank`` cloned from recorded rank ``source``."""
+                  target: int, hosts: HostSharing = NO_SHARING) -> GlobalMetadata:
+    """The metadata of new rank ``rank`` cloned from recorded rank ``source``;
+    the CPU stretch of ``hosts`` is from the world the durations were first
+    recorded at (a chain of extrapolations does not compound it)."""
     have = attr_dict(md.attrs)
     first_recorded = have.get(RECORDED_WORLD_ATTR)
     first_source = have.get(SOURCE_RANK_ATTR)
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
-        if name in SCALEOUT_ATTRS:
+        if name in SCALEOUT_ATTRS or name == CPU_STRETCH_ATTR:
             continue
         if name == "rank":
             value = rank
@@ -146,7 +154,10 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
         attrs.append((name, member, value))
     attrs.append((SOURCE_RANK_ATTR, "int64_val",
                   first_source if type(first_source) is int else source))
-    attrs.append((RECORDED_WORLD_ATTR, "int64_val",
-                  first_recorded if type(first_recorded) is int else recorded))
+    measured_at = first_recorded if type(first_recorded) is int else recorded
+    attrs.append((RECORDED_WORLD_ATTR, "int64_val", measured_at))
+    stretch = hosts.cpu_stretch(measured_at, target)
+    if stretch != 1.0:
+        attrs.append((CPU_STRETCH_ATTR, "double_val", stretch))
     return GlobalMetadata(version=md.version, attrs=attrs)
 

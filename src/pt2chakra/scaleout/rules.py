@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
-from pt2chakra.pytorch.names import C10D_FUNCTIONAL_PREFIXES, C10D_PREFIX, RECORD_PARAM_COMMS
+from pt2chakra.names import C10D_FUNCTIONAL_PREFIXES, C10D_PREFIX, RECORD_PARAM_COMMS
 
 
 class SizeRule(enum.Enum):

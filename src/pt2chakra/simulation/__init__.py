@@ -58,8 +58,8 @@ if TYPE_CHECKING:
     from pt2chakra.simulation.waits import (
         INFER_MIN_US,
         CollectiveEnds,
-        HostOp,
         HostWait,
+        TimedHostOp,
         host_comm_waits,
         thread_holds,
     )
@@ -114,7 +114,7 @@ _EXPORTS = {
     "lane_tids": "pt2chakra.simulation.views",
     "measured_span": "pt2chakra.simulation.views",
     "CollectiveEnds": "pt2chakra.simulation.waits",
-    "HostOp": "pt2chakra.simulation.waits",
+    "TimedHostOp": "pt2chakra.simulation.waits",
     "HostWait": "pt2chakra.simulation.waits",
     "INFER_MIN_US": "pt2chakra.simulation.waits",
     "host_comm_waits": "pt2chakra.simulation.waits",
@@ -122,7 +122,7 @@ _EXPORTS = {
 }
 __all__ = [
     "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "Calibration", "CollectiveEnds",
-    "CollectiveRow", "CriticalPath", "GLOO", "HostOp", "HostWait", "INFER_MIN_US", "META_NAME",
+    "CollectiveRow", "CriticalPath", "GLOO", "TimedHostOp", "HostWait", "INFER_MIN_US", "META_NAME",
     "RecordedCalibration", "SCALED_BACKENDS", "Schedule", "SimConfig", "SimulationOptions",
     "SimulationResult", "SimulationRun", "Simulator", "WhatIf", "arrivals_of", "base_config",
     "baseline_replay", "calibrate_recorded", "check_network_and_scales", "check_prefix",

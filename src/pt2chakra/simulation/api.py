@@ -16,12 +16,12 @@ from typing import NamedTuple, Protocol
 import msgspec
 
 from pt2chakra.atomic import StagedOutputs, check_outputs
-from pt2chakra.chakra.checks import cross_rank_problems, refuse_unsound, replay_problems
-from pt2chakra.chakra.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
-from pt2chakra.chakra.rendezvous import RendezvousKey
 from pt2chakra.errors import InputError
+from pt2chakra.rules.checks import cross_rank_problems, refuse_unsound, replay_problems
+from pt2chakra.rules.conventions import ALIGNMENTS, scaled_world
+from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate, link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if

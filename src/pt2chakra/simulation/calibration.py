@@ -35,7 +35,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
 from pt2chakra.simulation.network import cost_factors
 
 # Below this many microseconds a recorded collective says nothing reliable

@@ -2,7 +2,7 @@
 payload, its time measured and simulated, and the bandwidth it achieved.
 
 A rendezvous is matched across ranks by the shared rule
-(:mod:`pt2chakra.chakra.rendezvous`, via the simulator's keys). Its measured
+(:mod:`pt2chakra.rules.rendezvous`, via the simulator's keys). Its measured
 time is the *minimum* over the participants' kernels, as the simulator takes
 it: a longer kernel also waited for the slowest peer. Bandwidths follow
 nccl-tests: ``algbw`` = payload / time, ``busbw`` = ``algbw`` times the
@@ -18,7 +18,7 @@ from collections import defaultdict
 import msgspec
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.chakra.rendezvous import P2P, RendezvousKey
+from pt2chakra.rules.rendezvous import P2P, RendezvousKey
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, reached_at
 from pt2chakra.simulation.engine import Simulator, measured_offset
 from pt2chakra.simulation.network import cost_factors

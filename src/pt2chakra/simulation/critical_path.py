@@ -23,9 +23,9 @@ import operator
 from itertools import compress, repeat
 from typing import cast
 
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
 from pt2chakra.simulation.prepare import (
     CATEGORY_NAMES,
-    CPU_GAP,
     CPU_OP,
     EDGE_KIND_NAMES,
     K_GPU_SYNC,
@@ -40,7 +40,7 @@ TOP_NODES = 10  # longest nodes of the critical path listed in the report
 
 # What the critical path's time is charged to, by code: the node categories,
 # then the two kinds of time no node's duration holds.
-_PATH_TYPES = (*CATEGORY_NAMES, CPU_GAP, WAIT)
+_PATH_TYPES = (*CATEGORY_NAMES, CPU_GAP_CATEGORY, WAIT)
 _T_GAP, _T_WAIT = len(CATEGORY_NAMES), len(CATEGORY_NAMES) + 1
 
 

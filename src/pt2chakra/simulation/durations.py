@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pt2chakra.chakra.conventions import COMM_CHANNEL
+import msgspec
+
 from pt2chakra.chakra.records import NodeType
-from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.pytorch.names import comm_backend
+from pt2chakra.names import comm_backend
+from pt2chakra.rules.conventions import COMM_CHANNEL
+from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import (
     Calibration,
     backend_samples,
@@ -252,6 +254,21 @@ def rescaled(p: PreparedGraph) -> bool:
     """Some rank is a scaled-out file whose collectives were recorded at
     another rank count (``extrapolate``, ``simulate --world-size``)."""
     return any(w is not None and w.rescaled for w in p.scaled)
+
+
+def host_cpu_stretch(p: PreparedGraph) -> float:
+    """The factor a scaled-out job's files put on their recorded CPU time
+    (their ranks share hosts' cores more than the recorded ones did:
+    scaleout/hosts.py); the largest, since the ranks run in lockstep."""
+    return max((w.cpu_stretch for w in p.scaled if w is not None), default=1.0)
+
+
+def with_host_sharing(p: PreparedGraph, cfg: SimConfig) -> SimConfig:
+    """``cfg`` with the job's host CPU stretch on its CPU scale."""
+    stretch = host_cpu_stretch(p)
+    if stretch == 1.0:
+        return cfg
+    return msgspec.structs.replace(cfg, cpu_scale=cfg.cpu_scale * stretch)
 
 
 def timed_ranks(p: PreparedGraph, members: list[int]) -> int:

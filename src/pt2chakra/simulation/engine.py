@@ -16,11 +16,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.chakra.conventions import INCLUSIVE_ATTR, error_pct
 from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
-from pt2chakra.pytorch.json_input import gc_paused
+from pt2chakra.files import gc_paused
+from pt2chakra.rules.conventions import INCLUSIVE_ATTR, error_pct
 from pt2chakra.simulation.critical_path import critical_path_of
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.prepare import (

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pt2chakra.chakra.rendezvous import RendezvousKey
+from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.network import collective_time
 from pt2chakra.simulation.prepare import PreparedGraph

@@ -21,31 +21,36 @@ from collections.abc import Iterable
 from itertools import accumulate
 
 from pt2chakra.errors import InputError
+from pt2chakra.simulation.linear_regex import LinearRegex, Unsupported
 
 OPTION = "--cpu-scale-ops"
-# Python's regular expressions backtrack: '.*forward' takes time quadratic in
-# the name (23 s on one 100 kB name). Real op names are under ~300
-# characters, so only a name's first 1024 are matched; a pattern is at most
-# 1000 characters (deep nesting overflows the compiler's recursion).
+# The pattern is searched in time linear in the name (``linear_regex``, not
+# Python's backtracking ``re``: '(a+)+$' would never end on a long name, and
+# '.*forward' took 23 s on one 100 kB name), and only a name's first 1024
+# characters are searched (real op names are under ~300; the search costs
+# ~1 us per character and automaton state set). A pattern is at most 1000
+# characters (deep nesting overflows the parser's recursion).
 MAX_MATCHED_NAME_CHARS = 1024
 MAX_PATTERN_CHARS = 1000
 
 
-def compile_ops(pattern: str) -> re.Pattern[str]:
+def compile_ops(pattern: str) -> LinearRegex:
     """The user's op-name pattern, or one line naming the option."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InputError(OPTION, f"the pattern has {len(pattern)} characters, over "
                          f"{MAX_PATTERN_CHARS}")
     try:
-        return re.compile(pattern)
+        return LinearRegex(pattern)
+    except Unsupported as exc:
+        raise InputError(OPTION, f"{exc} (op names are searched in linear time)") from None
     except (re.error, RecursionError, OverflowError, MemoryError) as exc:
         raise InputError(OPTION, f"not a regular expression (or too deeply nested): "
                          f"{str(exc) or type(exc).__name__}") from None
 
 
-def matches(pattern: re.Pattern[str], name: str) -> bool:
+def matches(pattern: LinearRegex, name: str) -> bool:
     """Does ``pattern`` match ``name`` (its first ``MAX_MATCHED_NAME_CHARS``)?"""
-    return pattern.search(name[:MAX_MATCHED_NAME_CHARS]) is not None
+    return pattern.search(name[:MAX_MATCHED_NAME_CHARS])
 
 
 class CoveredTime:
@@ -91,7 +96,7 @@ def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def covered_time(names: Iterable[str], lanes: Iterable[int], starts: Iterable[float],
                  spans: Iterable[float], is_cpu: Iterable[bool],
-                 pattern: re.Pattern[str]) -> CoveredTime:
+                 pattern: LinearRegex) -> CoveredTime:
     """The spans (start, start + inclusive time) of the CPU ops whose name
     matches ``pattern``, per thread."""
     by_lane: dict[int, list[tuple[float, float]]] = defaultdict(list)

@@ -3,7 +3,7 @@
 Turns decoded nodes into what the replay loop needs (lanes, categories,
 durations, CPU-gap delays, children lists, collective keys, sync gates), and
 infers the cross-stream waits that old traces do not record. The model is
-described in simulate.py and docs/SIMULATE.md.
+described in replay.py (the loop) and docs/SIMULATE.md.
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from operator import and_, attrgetter, eq, itemgetter, le, or_, sub
 from typing import Any, NamedTuple, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
+from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
+from pt2chakra.chakra.lean_read import LeanNodes
+from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.ranks import ranks_in_memory
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
+from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     COMM_SIZE_UNKNOWN_ATTR,
     CPU_GAP_CATEGORY,
@@ -36,13 +43,7 @@ from pt2chakra.chakra.conventions import (
     scaled_world,
     step_window_from,
 )
-from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
-from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind, dep_kinds_of
-from pt2chakra.chakra.lean_read import LeanNodes
-from pt2chakra.chakra.process_groups import read_process_groups
-from pt2chakra.chakra.ranks import ranks_in_memory
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
-from pt2chakra.chakra.rendezvous import (
+from pt2chakra.rules.rendezvous import (
     CommOp,
     RankComms,
     RendezvousKey,
@@ -52,12 +53,11 @@ from pt2chakra.chakra.rendezvous import (
     find_deadlock,
     rendezvous_keys,
 )
-from pt2chakra.errors import InputError
 from pt2chakra.simulation.op_scale import CoveredTime
 from pt2chakra.simulation.waits import (
     INFER_MIN_US,
     CollectiveEnds,
-    HostOp,
+    TimedHostOp,
     host_comm_waits,
     thread_holds,
 )
@@ -74,7 +74,6 @@ CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
 # the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
 CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
 # Extra critical-path categories for time that no node's duration holds.
-CPU_GAP = "cpu_gap"  # replayed CPU idle gap (framework / Python overhead)
 WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
 
 # Edge kinds, as the converter names them, plus the simulator's own reasons.
@@ -150,7 +149,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 # Every node attribute the simulator reads (the lean reader decodes only these);
-# the size-unknown marker for the set check (chakra.checks.replay_problems).
+# the size-unknown marker for the set check (rules.checks.replay_problems).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 
@@ -886,7 +885,7 @@ def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Paren
     collectives = CollectiveEnds(
         (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
         for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros)
-    threads = ([HostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
+    threads = ([TimedHostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
                        _comm_parents_end(p, parents[x - base])) for x in ops]
                for ops in cpu_lane_ops.values())
     added = [(w.op, w.collective) for w in host_comm_waits(threads, collectives)]

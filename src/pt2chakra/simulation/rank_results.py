@@ -8,7 +8,7 @@ import logging
 import operator
 from itertools import compress, repeat
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.rules.conventions import (
     STEP_PERIOD,
     STEP_SPAN,
     StepWindow,

@@ -63,9 +63,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import compress
 
-from pt2chakra.chakra.conventions import StepWindow, rank_origins
-from pt2chakra.chakra.rendezvous import RendezvousKey
-from pt2chakra.simulation.durations import durations, scaled_tails, sync_scales
+from pt2chakra.rules.conventions import StepWindow, rank_origins
+from pt2chakra.rules.rendezvous import RendezvousKey
+from pt2chakra.simulation.durations import (
+    durations,
+    scaled_tails,
+    sync_scales,
+    with_host_sharing,
+)
 from pt2chakra.simulation.prepare import CPU_OP, K_LANE, K_LAUNCH, K_START, PreparedGraph
 from pt2chakra.simulation.results import SimConfig
 
@@ -108,7 +113,7 @@ def ran_flags(end: list[float]) -> Iterator[bool]:
 def step_ends_on_cpu(step_period: Sequence[bool]) -> bool:
     """Whether the step of these ranks ends on the replay's CPU side: a
     period step ends where the CPU reaches the next step (conversion/step.py,
-    ``chakra.conventions.STEP_PERIOD``), so only CPU ends count toward it;
+    ``rules.conventions.STEP_PERIOD``), so only CPU ends count toward it;
     with a span step among them (or no rank), every lane's end counts."""
     return bool(step_period) and all(step_period)
 
@@ -131,6 +136,7 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
                ) -> tuple[ReplayRun, str, str | None]:
     """One replay under ``cfg``: its times, the rank alignment used and the
     network model's description (None: measured collectives)."""
+    cfg = with_host_sharing(p, cfg)
     participants = participants_of(p)
     origin, align = _origins(p, cfg.align)
     eager: set[int] = set()

@@ -19,16 +19,10 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs
-from pt2chakra.chakra.conventions import (
-    COMM_NODE_TYPES,
-    INCLUSIVE_ATTR,
-    REPLAY_SETTING_ATTR,
-    attr_dict,
-    is_gpu,
-)
 from pt2chakra.chakra.io import read_et, write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
+from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import COMM_NODE_TYPES, INCLUSIVE_ATTR, REPLAY_SETTING_ATTR, is_gpu
 from pt2chakra.simulation.api import SimulationOptions, SimulationRun
 from pt2chakra.simulation.arrivals import reached_at
 from pt2chakra.simulation.engine import measured_offset

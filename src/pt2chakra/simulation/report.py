@@ -7,8 +7,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pt2chakra.chakra.conventions import STEP_PERIOD, STEP_SPAN, error_pct
 from pt2chakra.errors import printable
+from pt2chakra.rules.conventions import STEP_PERIOD, STEP_SPAN, error_pct
 from pt2chakra.simulation.results import RankResult, SimulationResult
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import STEP_SPAN
 from pt2chakra.chakra.records import ChakraNode
+from pt2chakra.rules.conventions import STEP_SPAN
 
 
 class SimConfig(msgspec.Struct, frozen=True):
@@ -63,7 +63,7 @@ class RankResult(msgspec.Struct):
     start_offset_us: float
     lanes: list[LaneStats]
     unfinished: int = 0
-    # what "measured" means for the rank (chakra.conventions: period or span)
+    # what "measured" means for the rank (rules.conventions: period or span)
     step_definition: str = STEP_SPAN
 
 

@@ -40,7 +40,7 @@ WAKE_TOL_FRACTION = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class HostOp:
+class TimedHostOp:
     """One timed op of a host thread, in the thread's order."""
 
     key: int
@@ -108,7 +108,7 @@ class CollectiveEnds:
         return best
 
 
-def host_comm_waits(threads: Iterable[Iterable[HostOp]],
+def host_comm_waits(threads: Iterable[Iterable[TimedHostOp]],
                     collectives: CollectiveEnds) -> list[HostWait]:
     """The waits of every thread: an op whose gap (after its thread's latest
     hold) is longer than ``INFER_MIN_US`` and ends near a collective's end

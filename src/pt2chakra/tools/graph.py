@@ -17,11 +17,11 @@ from xml.sax.saxutils import escape
 import msgspec
 
 from pt2chakra.atomic import check_outputs, write_atomic
-from pt2chakra.chakra.conventions import attr_dict, is_gpu
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import is_gpu
 
 FORMATS = (".dot", ".graphml", ".svg")
 _KIND_COLORS = {"caller": "gray40", "thread_order": "black", "launch": "blue",

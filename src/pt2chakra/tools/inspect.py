@@ -8,18 +8,11 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
-    COMM_NODE_TYPES,
-    CPU_LANE,
-    STREAM_LANE,
-    Lane,
-    attr_dict,
-    lane_of,
-)
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import printable
+from pt2chakra.rules.conventions import COMM_NODE_TYPES, CPU_LANE, STREAM_LANE, Lane, lane_of
 
 TOP_OPS = 10
 

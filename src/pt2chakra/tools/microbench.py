@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
-from pt2chakra.chakra.records import GlobalMetadata, NodeType
+from pt2chakra.chakra.records import CHAKRA_VERSION, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
 from pt2chakra.tools.text_workload import WorkloadBuilder, collective_type, write_npus
 

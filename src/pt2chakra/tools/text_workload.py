@@ -23,13 +23,18 @@ import os
 from collections.abc import Iterable
 
 from pt2chakra.atomic import StagedOutputs, check_prefix_outputs
-from pt2chakra.chakra.conventions import CHAKRA_VERSION
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import (
+    CHAKRA_VERSION,
+    Attr,
+    ChakraNode,
+    CollectiveType,
+    GlobalMetadata,
+    NodeType,
+)
+from pt2chakra.chakra.wire import I64_MAX
 from pt2chakra.errors import InputError
 from pt2chakra.files import gunzip, is_gzip, read_input
-
-INT64_MAX = 2**63 - 1
 
 TEXT_COMM_TYPES = {
     "ALLREDUCE": CollectiveType.ALL_REDUCE,
@@ -61,7 +66,7 @@ class Layer:
                   self.ig_size, self.wg_size)
         if min(values) < 0:
             raise InputError(path, f"line {lineno}: negative time or size")
-        if max(values) > INT64_MAX:  # written as int64 attributes and durations
+        if max(values) > I64_MAX:  # written as int64 attributes and durations
             raise InputError(path, f"line {lineno}: a time or size over int64's range")
         types = []
         for text in (col[3], col[6], col[9]):

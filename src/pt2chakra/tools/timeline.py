@@ -20,17 +20,10 @@ import msgspec
 import orjson
 
 from pt2chakra.atomic import atomic_output, check_outputs
-from pt2chakra.chakra.conventions import (
-    COMM_LANE,
-    CPU_LANE,
-    INCLUSIVE_ATTR,
-    STREAM_LANE,
-    attr_dict,
-    lane_of,
-)
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.ranks import open_rank_set
-from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType, attr_dict
+from pt2chakra.rules.conventions import COMM_LANE, CPU_LANE, INCLUSIVE_ATTR, STREAM_LANE, lane_of
 
 _ARG_ATTRS = ("comm_type", "comm_size", "pg_name", "comm_seq", "stream", "device", "tid",
               "correlation", "rf_id")

@@ -1,4 +1,4 @@
-"""``pt2chakra validate``: the checks of ``chakra.checks`` with a consumer
+"""``pt2chakra validate``: the checks of ``rules.checks`` with a consumer
 profile chosen by name (``--profile astra-sim``: ``astra.rules``)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 
 from pt2chakra.astra import AstraSimRules
-from pt2chakra.chakra.checks import ProfileRules, ValidationReport, check_files
+from pt2chakra.rules.checks import ProfileRules, ValidationReport, check_files
 
 PROFILES: dict[str, ProfileRules] = {"astra-sim": AstraSimRules()}
 

@@ -7,7 +7,7 @@ from builders import node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra.cycles import break_cycles, check_graph, describe_cycle, find_cycle
+from pt2chakra.rules.cycles import break_cycles, check_graph, describe_cycle, find_cycle
 
 
 def test_acyclic_chain():

@@ -1,6 +1,7 @@
-"""Conventions every reader of a Chakra trace shares: attributes by name,
-device or host node, the lane a node runs on, the measured step window, the
-schema version we write (the rank of a file: ``ranks.py``).
+"""Conventions every reader of a Chakra trace shares: device or host node,
+the lane a node runs on, the measured step window and how ranks' windows
+align, error % (attributes by name and the schema version we write are the
+format's: ``chakra/records.py``; the rank of a file: ``chakra/ranks.py``).
 
 Each rule lives here once; the simulator, ``validate``, ``timeline``,
 ``inspect`` and the exports call it instead of re-deriving it.
@@ -10,23 +11,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
-
-# The Chakra schema version we write (what mlc-chakra's converter writes).
-CHAKRA_VERSION = "0.0.4"
-
-
-def attr_dict(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, Any]:
-    """name -> value (the last one wins)."""
-    return {name: value for name, _member, value in attrs}
-
-
-def attr_members(attrs: Iterable[tuple[str, str, Any]]) -> dict[str, tuple[str, Any]]:
-    return {name: (member, value) for name, member, value in attrs}
 
 
 def is_gpu(attrs: Mapping[str, Any]) -> bool:
@@ -139,8 +128,10 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     return float(value) if is_finite_number(value) else float(node.duration_micros)
 
 
-# The ``category`` of a GPU-side stand-in for CPU time the ASTRA-sim export
-# dropped: CPU time, so the CPU what-if scales it, not the GPU one.
+# CPU time no op of the trace holds, under one name: the ``category`` of the
+# ASTRA-sim export's GPU-side stand-ins for dropped CPU time and of a GPU-only
+# trace's idle stretches (CPU time, so the CPU what-if scales it, not the GPU
+# one), and the critical path's share for replayed CPU idle gaps.
 CPU_GAP_CATEGORY = "cpu_gap"
 
 # The ``category`` of a GPU-side stand-in for work queued outside the trace
@@ -254,6 +245,10 @@ def is_serial_profile(metadata_attrs: dict[str, Any]) -> bool:
 # is timed at the file's ``world_size`` from a model fitted at the recorded one.
 SCALEOUT_SOURCE_RANK_ATTR = "scaleout_source_rank"
 SCALEOUT_RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
+# The factor on the recorded CPU time (ops and the gaps between them) when the
+# M ranks share their hosts' cores more than the recorded N did (scaleout/
+# hosts.py, ``--ranks-per-host/--cores-per-host``); absent: 1.
+SCALEOUT_CPU_STRETCH_ATTR = "scaleout_cpu_stretch"
 
 
 class ScaledWorld(NamedTuple):
@@ -262,6 +257,7 @@ class ScaledWorld(NamedTuple):
 
     world_size: int
     recorded: int
+    cpu_stretch: float = 1.0
 
     @property
     def rescaled(self) -> bool:
@@ -274,7 +270,10 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     world = metadata_attrs.get("world_size")
     if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
         return None
-    return ScaledWorld(world, recorded)
+    stretch = metadata_attrs.get(SCALEOUT_CPU_STRETCH_ATTR)
+    if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
+        stretch = 1.0
+    return ScaledWorld(world, recorded, stretch)
 
 
 # A communication node whose size the trace does not hold (no input shapes, no

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from builders import MD, node
 
-from pt2chakra.chakra.checks import (
+from pt2chakra.errors import InputError
+from pt2chakra.rules.checks import (
     _surely_replayable,
     blocks_replay,
     check_loaded,
     refuse_unsound,
     replay_problems,
 )
-from pt2chakra.errors import InputError
 
 CASES = {
     "sound, ascending": [node(1, []), node(2, [1]), node(3, [1, 2])],

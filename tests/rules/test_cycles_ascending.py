@@ -1,8 +1,8 @@
 """find_cycle_in's one-pass answer for graphs whose edges all ascend."""
 
-from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.conversion.dep_table import DepTable
+from pt2chakra.rules.cycles import find_cycle_in
 
 K = EdgeKind
 

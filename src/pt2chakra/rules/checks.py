@@ -22,22 +22,23 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from pt2chakra.chakra.conventions import (
+from pt2chakra.chakra.dep_kinds import dep_kinds_of
+from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
+from pt2chakra.chakra.ranks import ranks_in_memory, survey
+from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.errors import InputError
+from pt2chakra.names import looks_collective
+from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     COMM_SIZE_UNKNOWN_ATTR,
-    attr_dict,
     is_gpu,
     is_int,
     is_serial_profile,
     size_unknown,
 )
-from pt2chakra.chakra.cycles import describe_cycle, find_cycle_in, ids_ascend
-from pt2chakra.chakra.dep_kinds import dep_kinds_of
-from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
-from pt2chakra.chakra.ranks import ranks_in_memory, survey
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.chakra.rendezvous import (
+from pt2chakra.rules.cycles import describe_cycle, find_cycle_in, ids_ascend
+from pt2chakra.rules.rendezvous import (
     SEQ,
     CommOp,
     RankComms,
@@ -49,8 +50,6 @@ from pt2chakra.chakra.rendezvous import (
     is_collective,
     rendezvous_keys,
 )
-from pt2chakra.errors import InputError
-from pt2chakra.pytorch.names import looks_collective
 
 log = logging.getLogger(__name__)
 

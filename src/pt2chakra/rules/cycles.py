@@ -10,9 +10,8 @@ from operator import lt
 
 import msgspec
 
-from pt2chakra.chakra.conventions import attr_dict
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EdgeKind, dep_kinds_of
-from pt2chakra.chakra.records import ChakraNode
+from pt2chakra.chakra.records import ChakraNode, attr_dict
 
 log = logging.getLogger(__name__)
 

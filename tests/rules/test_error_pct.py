@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pt2chakra.astra.consumer import ConsumerResult
-from pt2chakra.chakra.conventions import error_pct
+from pt2chakra.rules.conventions import error_pct
 
 
 def test_error_is_a_share_of_the_measured_step() -> None:

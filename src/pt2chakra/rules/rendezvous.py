@@ -19,7 +19,7 @@ The matching rule (:func:`rendezvous_keys`), per process group (``pg_name``):
   transfers: PyTorch numbers them per rank, not per pair.
 
 A rendezvous starts when every rank that has the key reached it, and a
-communication node holds its lane (:func:`~pt2chakra.chakra.conventions.lane_of`)
+communication node holds its lane (:func:`~pt2chakra.rules.conventions.lane_of`)
 while it waits. So if rank A must finish X before it can reach Y and rank B
 must finish Y before X, both wait forever: :func:`find_deadlock` finds such a
 cycle over every rank's order (:func:`comm_order`).
@@ -31,9 +31,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pt2chakra.chakra.conventions import is_int, lane_of
-from pt2chakra.chakra.cycles import find_cycle_in
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.rules.conventions import is_int, lane_of
+from pt2chakra.rules.cycles import find_cycle_in
 
 SEQ, ORDER, P2P = "seq", "order", "p2p"
 NO_RANK = -1

@@ -1,4 +1,4 @@
-"""How communication meets across ranks: one rule (chakra.rendezvous) behind
+"""How communication meets across ranks: one rule (rules.rendezvous) behind
 both ``validate`` and the simulator."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.records import NodeType
-from pt2chakra.chakra.rendezvous import (
+from pt2chakra.errors import InputError
+from pt2chakra.rules.rendezvous import (
     NO_RANK,
     ORDER,
     P2P,
@@ -25,7 +26,6 @@ from pt2chakra.chakra.rendezvous import (
     find_deadlock,
     rendezvous_keys,
 )
-from pt2chakra.errors import InputError
 from pt2chakra.simulation.api import simulate
 from pt2chakra.tools.validate import validate
 

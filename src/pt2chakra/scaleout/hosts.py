@@ -1,0 +1,63 @@
+"""Ranks that share a host's cores: how much longer each rank's CPU work
+takes when more of them run at once.
+
+Data-parallel ranks run in lockstep: every rank does its CPU work (the
+forward and backward ops, the optimizer, the Python between them) in the
+same window of the step, between the same collectives. Ranks on one host
+share its cores; while more ranks' threads want a core than it has, the
+scheduler shares them out (processor sharing), so each rank's CPU work
+stretches by ``busy threads / cores`` (at least 1). The recording already
+holds the sharing of the host it ran on, so a prediction at M ranks
+stretches the recorded CPU time by ``share(M) / share(N)``.
+
+The normal case, one rank per GPU host (``ranks_per_host`` 1, the default),
+shares nothing and changes nothing. A test bed that puts every rank on one
+host of a few cores (``make bench-scale``: 8 ranks on 2 cores) does.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Threads of one rank that want a core during its CPU work: its main thread.
+# gloo's worker threads and the kernel's network work mostly wait for the
+# link while the main thread computes (a few per cent of the step on the
+# benchmark's recordings), so they are not counted.
+BUSY_THREADS_PER_RANK = 1
+# One rank per host (a GPU host per rank): nothing is shared.
+DEFAULT_RANKS_PER_HOST = 1
+
+
+class HostSharing(NamedTuple):
+    """Where the ranks run: ``ranks_per_host`` ranks on each host of
+    ``cores_per_host`` cores (None: unknown, nothing is shared). The same
+    hosts for the recorded job and the predicted one."""
+
+    ranks_per_host: int = DEFAULT_RANKS_PER_HOST
+    cores_per_host: int | None = None
+
+    def share(self, world_size: int) -> float:
+        """How much longer a rank's CPU work takes on a host holding its
+        share of a ``world_size``-rank job than on a core of its own (>= 1)."""
+        if self.cores_per_host is None:
+            return 1.0
+        on_host = min(world_size, self.ranks_per_host)
+        return max(1.0, on_host * BUSY_THREADS_PER_RANK / self.cores_per_host)
+
+    def cpu_stretch(self, recorded: int, target: int) -> float:
+        """The factor on the CPU time recorded at ``recorded`` ranks for a
+        job of ``target`` ranks on the same hosts."""
+        return self.share(target) / self.share(recorded)
+
+    def shares(self) -> bool:
+        """Whether any world size shares a core (the options say anything)."""
+        return self.share(self.ranks_per_host) > 1.0
+
+    def describe(self) -> str:
+        if self.cores_per_host is None:
+            return "one core per rank (no host sharing)"
+        return (f"{self.ranks_per_host} ranks per host of {self.cores_per_host} cores "
+                f"({BUSY_THREADS_PER_RANK} busy thread per rank)")
+
+
+NO_SHARING = HostSharing()
