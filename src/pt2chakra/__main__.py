@@ -12,6 +12,7 @@ import signal
 
 
 def _stop_before_start(signum: int, _frame: object) -> None:
+    """``cli.stop_before_start``, before that module can be imported."""
     os._exit(128 + signum)
 
 

@@ -111,3 +111,28 @@ def test_force_converts_a_mismatched_pair_with_one_warning(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert "--force" in proc.stderr and "pid" in proc.stderr
     assert (tmp_path / "out.et").exists()
+
+
+# The console script (``pt2chakra = pt2chakra.cli:run``), with Ctrl-C sent
+# while the command's module is being imported (the longest part of start-up).
+_CONSOLE_SCRIPT_INTERRUPTED = """
+import importlib, os, signal, sys
+import pt2chakra.cli as cli
+real_import = importlib.import_module
+def import_module(name, *args):
+    if name.startswith("pt2chakra.cli."):
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args)
+cli.importlib.import_module = import_module
+sys.argv = ["pt2chakra", "validate", sys.argv[1]]
+cli.run()
+"""
+
+
+def test_ctrl_c_while_the_console_script_imports_is_quiet(tmp_path: Path) -> None:
+    et = sound_et(tmp_path / "s.et")
+    proc = subprocess.run([sys.executable, "-c", _CONSOLE_SCRIPT_INTERRUPTED, str(et)],
+                          capture_output=True, text=True, timeout=120,
+                          preexec_fn=_default_signals)
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
+    assert proc.stderr == "" and proc.stdout == ""

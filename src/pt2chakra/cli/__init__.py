@@ -11,6 +11,7 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -141,12 +142,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
 
 
-def run() -> None:
-    """Console entry point: ``main`` then a fast exit.
+def stop_before_start(signum: int, _frame: object) -> None:
+    """Ctrl-C or SIGTERM while the command is still being imported or its
+    arguments parsed (a second or more on a loaded machine): nothing has been
+    read or written yet, so end at once, quietly (no traceback), with the
+    status a shell expects."""
+    os._exit(128 + signum)
 
+
+def run() -> None:
+    """Console entry point (``pt2chakra``, ``python -m pt2chakra``): ``main``
+    then a fast exit.
+
+    Signals end the process quietly from here on (``stop_before_start``) until
+    ``options.session`` takes over for the command itself (temp files removed,
+    workers and children stopped); only this light module was imported before.
     Freeing the millions of objects of a large conversion one by one at
     interpreter shutdown takes a noticeable share of the run; the work is done
     and flushed by then, so skip it."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop_before_start)
     options.exiting_without_freeing()
     rc = main()
     logging.shutdown()
