@@ -42,7 +42,7 @@ EXAMPLES_TIMEOUT_S = 900
 
 
 def pages() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, ROOT / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md"))]
 
 
 def relative_links(page: Path) -> list[str]:

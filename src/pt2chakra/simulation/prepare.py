@@ -93,6 +93,19 @@ K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (othe
 # of ``waits.py``), and at most this long after another stream's op ended,
 # waited for that op.
 INFER_TOL_US = 10.0
+# A collective kernel waits for the work its caller had queued on its other
+# streams (ProcessGroupNCCL records an event on the current stream and makes
+# the communication stream wait on it): traces without the event's arguments
+# (or without runtime sync events at all) show only that the kernel started
+# late. It starts this long after the last such op ends at most: 14 us
+# measured on an A100, 125 us on a V100 where a GEMM queued after the event
+# still held the SMs (HTA trace_diff control / test).
+COMM_EVENT_TOL_US = 200.0
+# A kernel that fills the GPU holds back a ready kernel of another stream
+# until its last blocks retire: the held kernel starts before it ends, by at
+# most this share of its duration (69 us before the end of a 6.5 ms
+# embedding backward, 5 us of a 0.7 ms elementwise kernel: HTA trace_diff).
+HELD_TAIL_FRACTION = 0.02
 
 
 # Attributes by name, and each node's dependencies as (index, kind code).
@@ -748,7 +761,10 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
     An op X whose start is more than ``INFER_MIN_US`` after both its stream
     predecessor's end and its launcher's issue, and within ``INFER_TOL_US``
     after the end of an op on another stream of the same rank, gets a
-    ``stream_wait`` edge from that op (the latest such)."""
+    ``stream_wait`` edge from that op (the latest such). A collective kernel
+    with no such op waited for what its caller had queued on another stream
+    before launching it (``_QueuedBefore``: NCCL's event on the caller's
+    stream, not recorded by traces without runtime sync events)."""
     if _only_cpu_ops(p, base, end):
         return 0
     gpu = [i for i in range(base, end) if p.cat[i] != CPU_OP and
@@ -759,6 +775,8 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
     ends = sorted((node[i].start_time_micros + node[i].duration_micros, i) for i in gpu)
     end_t = [e for e, _ in ends]
     added = 0
+    queued: _QueuedBefore | None = None  # built for the first late collective only
+    tail = HELD_TAIL_FRACTION * max(node[i].duration_micros for i in gpu)
     for i in gpu:
         s_x = node[i].start_time_micros
         explained = -math.inf
@@ -775,15 +793,83 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
             explained = max(explained, e)
         if has_other or explained == -math.inf or s_x - explained <= INFER_MIN_US:
             continue
+        waited: int | None = None
         k = bisect.bisect_right(end_t, s_x) - 1
         while k >= 0 and end_t[k] >= s_x - INFER_TOL_US:
-            src = ends[k][1]
-            if p.lane[src] != p.lane[i] and end_t[k] > explained:
-                parents[i - base] += ((src, K_STREAM_WAIT),)
-                added += 1
+            if p.lane[ends[k][1]] != p.lane[i] and end_t[k] > explained:
+                waited = ends[k][1]
                 break
             k -= 1
+        if waited is None and p.cat[i] == COMM:
+            queued = queued or _QueuedBefore(p, base, gpu, parents)
+            waited = queued.waited(i, explained)
+        if waited is None:
+            waited = _held_by(p, ends, end_t, i, explained, tail)
+        if waited is not None:
+            parents[i - base] += ((waited, K_STREAM_WAIT),)
+            added += 1
     return added
+
+
+def _held_by(p: PreparedGraph, ends: Sequence[tuple[float, int]], end_t: Sequence[float], x: int,
+             explained: float, tail: float) -> int | None:
+    """The kernel of another stream that held the GPU when op ``x`` was
+    ready: it started before ``x`` could (within ``INFER_TOL_US``), and
+    ``x`` started in its last ``HELD_TAIL_FRACTION`` (``tail``: that share
+    of the longest op). The nearest end wins."""
+    node = p.nodes
+    s_x = node[x].start_time_micros
+    k = bisect.bisect_right(end_t, s_x)
+    while k < len(end_t) and end_t[k] <= s_x + tail:
+        src = ends[k][1]
+        start, dur = node[src].start_time_micros, node[src].duration_micros
+        if p.lane[src] != p.lane[x] and start <= explained + INFER_TOL_US \
+                and end_t[k] - s_x <= HELD_TAIL_FRACTION * dur:
+            return src
+        k += 1
+    return None
+
+
+class _QueuedBefore:
+    """Each GPU op by the thread that launched it and its stream, in launch
+    order: what a collective's caller had queued on each stream before it."""
+
+    def __init__(self, p: PreparedGraph, base: int, gpu: list[int], parents: Parents) -> None:
+        self.p, self.base, self.parents = p, base, parents
+        by: dict[tuple[int, int], list[tuple[float, int]]] = defaultdict(list)
+        for i in gpu:
+            launcher = self.launcher(i)
+            if launcher is not None:
+                by[p.lane[launcher], p.lane[i]].append(
+                    (float(p.nodes[launcher].start_time_micros), i))
+        self.lists = {key: sorted(ops) for key, ops in by.items()}
+        self.issued = {key: [t for t, _ in ops] for key, ops in self.lists.items()}
+
+    def launcher(self, i: int) -> int | None:
+        return next((src for src, kind in self.parents[i - self.base] if kind == K_LAUNCH), None)
+
+    def waited(self, x: int, explained: float) -> int | None:
+        """The op collective ``x`` waited for: on each other stream, the last
+        op its launcher's thread queued before launching ``x``; the one that
+        ended latest, at most ``COMM_EVENT_TOL_US`` before ``x`` started and
+        after what its recorded dependencies explain."""
+        p, node = self.p, self.p.nodes
+        launcher = self.launcher(x)
+        if launcher is None:
+            return None
+        s_x, issued_at = node[x].start_time_micros, node[launcher].start_time_micros
+        best, best_end = None, max(explained, s_x - COMM_EVENT_TOL_US)
+        for (thread, lane), ops in self.lists.items():
+            if thread != p.lane[launcher] or lane == p.lane[x]:
+                continue
+            k = bisect.bisect_left(self.issued[thread, lane], issued_at) - 1
+            if k < 0:
+                continue
+            op = ops[k][1]
+            e = node[op].start_time_micros + node[op].duration_micros
+            if best_end < e <= s_x:
+                best, best_end = op, e
+        return best
 
 
 def _infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parents,
