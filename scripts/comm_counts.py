@@ -7,11 +7,13 @@ or gains the ones it was missing).
     PYTHONPATH=src       python scripts/comm_counts.py after.json --compare before.json
 
 Converts every shared trace (``../shared/traces``: pairs, host ETs alone,
-Kineto traces alone, ``h200``) and every public one (``../shared/traces/wild``,
-each rank of its manifest) in this process with whichever pt2chakra is
-imported, and writes per conversion: communication nodes (collective, send,
-receive) and the COMP nodes whose name is a collective's (a backend op or an
-NCCL kernel replayed as compute). ``--compare`` prints the markdown table of
+Kineto traces alone, ``h200``) and every public one of the manifest (each
+rank; its folder looked up in ``$PT2CHAKRA_WILD_TRACES``, a list of folders
+separated by ``os.pathsep``, then ``../shared/traces/wild``; one found in none
+is left out) in this process with whichever pt2chakra is imported, and
+writes per conversion: communication nodes (collective, send, receive) and
+the COMP nodes whose name is a collective's (a backend op or an NCCL kernel
+replayed as compute). ``--compare`` prints the markdown table of
 the conversions that carry a collective in either version, and exits 1 when
 one lost communication nodes.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT.parent / "shared" / "traces"
 WILD = TRACES / "wild"
 MANIFEST = ROOT / "tests" / "real_traces" / "wild_traces.json"
+WILD_ENV = "PT2CHAKRA_WILD_TRACES"  # the public traces' folder, as scripts/wild_traces.py reads it
 HOST, KINETO = "host_et", "kineto"
+AS_COMPUTE_CHECK = "collective-as-compute"  # validate's warning: a collective replayed as compute
 
 
 def _shared_units() -> dict[str, tuple[Path | None, Path | None]]:
@@ -51,10 +56,20 @@ def _shared_units() -> dict[str, tuple[Path | None, Path | None]]:
     return units
 
 
+def _wild_roots() -> list[Path]:
+    """Where the public traces' folders may be: the environment's, then the shared one."""
+    given = [Path(p) for p in os.environ.get(WILD_ENV, "").split(os.pathsep) if p]
+    return [*given, WILD]
+
+
 def _wild_units() -> dict[str, tuple[Path | None, Path | None]]:
     units: dict[str, tuple[Path | None, Path | None]] = {}
+    roots = _wild_roots()
     for entry in json.loads(MANIFEST.read_text()):
-        folder = WILD / entry["folder"]
+        folder = next((r / entry["folder"] for r in roots if (r / entry["folder"]).is_dir()), None)
+        if folder is None:
+            print(f"wild/{entry['name']}: not in {', '.join(map(str, roots))}", file=sys.stderr)
+            continue
         for r in entry["ranks"]:
             kineto = folder / r["kineto"]
             units[f"wild/{entry['name']}/rank{r['rank']}/kineto"] = (None, kineto)
@@ -64,9 +79,13 @@ def _wild_units() -> dict[str, tuple[Path | None, Path | None]]:
 
 
 def _counts(path: Path) -> dict[str, int]:
+    """Communication nodes, COMP nodes named like a collective (a backend op
+    that only enqueued its kernel counts too), and what ``validate`` warns
+    about: collectives replayed as compute."""
     from pt2chakra.chakra.io import read_et
     from pt2chakra.chakra.records import NodeType
     from pt2chakra.names import is_backend_comm_op, is_nccl_kernel
+    from pt2chakra.rules.checks import check_files
 
     comm = {NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE}
     found = {"comm": 0, "as_compute": 0}
@@ -76,6 +95,7 @@ def _counts(path: Path) -> dict[str, int]:
         elif node.type == NodeType.COMP_NODE and (is_backend_comm_op(node.name)
                                                   or is_nccl_kernel(node.name)):
             found["as_compute"] += 1
+    found["warned"] = sum(p.check == AS_COMPUTE_CHECK for p in check_files([path]).warnings)
     return found
 
 
@@ -96,16 +116,16 @@ def measure() -> dict[str, Any]:
 
 
 def table(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], bool]:
-    lines = ["| conversion | comm nodes before | after | collectives as compute before | after |",
+    lines = ["| conversion | comm nodes before | after | `[collective-as-compute]` before | after |",
              "|---|---|---|---|---|"]
     lost = False
     for name in sorted(set(before) | set(after)):
         b, a = before.get(name, {}), after.get(name, {})
-        if not any(d.get("comm") or d.get("as_compute") for d in (a, b)):
+        if not any(d.get("comm") or d.get("as_compute") or d.get("warned") for d in (a, b)):
             continue
         cells = [str(d.get("comm", d.get("error", "-"))) for d in (b, a)]
-        asc = [str(d.get("as_compute", "-")) for d in (b, a)]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {asc[0]} | {asc[1]} |")
+        warned = [str(d.get("warned", "-")) for d in (b, a)]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {warned[0]} | {warned[1]} |")
         lost |= a.get("comm", 0) < b.get("comm", 0)
     return lines, lost
 

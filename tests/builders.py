@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +317,29 @@ def trace_event(cat: str, name: str, ts: Any, dur: Any = 1.0, pid: Any = 1, tid:
     default); ``args`` are its ``args``, keys as Kineto spells them."""
     return {"ph": ph, "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
             "args": args}
+
+
+def late_launch_kineto(folder: Path, setup_us: int) -> Path:
+    """A Kineto trace of a late launch (issue 28): ``aten::conv2d`` runs a
+    quick callee, ``setup_us`` of its own time (cuDNN set-up), then launches
+    its kernel; a device synchronize waits for the kernel, and ``aten::add``
+    runs once it returned. Written as ``folder/k<setup_us>.json.gz``."""
+    x = partial(trace_event, pid=1, tid=1)
+    launch = 20 + setup_us
+    done = launch + 5 + 300  # the kernel's end
+    events = [
+        x("cpu_op", "aten::conv2d", 0, launch + 15),
+        x("cpu_op", "aten::empty", 2, 8),
+        x("cuda_runtime", "cudaLaunchKernel", launch, 5, correlation=1),
+        x("kernel", "conv", launch + 5, 300, tid=7, correlation=1, stream=7, device=0),
+        x("cuda_runtime", "cudaDeviceSynchronize", launch + 20, done + 3 - (launch + 20),
+          correlation=2),
+        x("cpu_op", "aten::add", done + 5, 20),
+    ]
+    path = folder / f"k{setup_us}.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    return path
 
 
 def kineto_event(name: str, ts: float, rf_id: int, pid: Any = PID, **args: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from builders import late_launch_kineto
 from helpers import ROOT, assert_one_line_failure, run_cli
 
 from pt2chakra import convert
@@ -370,3 +371,26 @@ def test_an_all_gather_is_written_with_each_ranks_input(gloo_job):
             sizes.setdefault(a["comm_type"], set()).add(a["comm_size"])
     assert sizes[int(CollectiveType.ALL_GATHER)] == {4}
     assert sizes[AR] == {263168}
+
+
+def _late_launch_job(tmp_path):
+    """Two ranks of the late-launch trace (issue 28 item 1: a kernel launched
+    20 ms into its caller, after its first callee), as one job."""
+    trace = late_launch_kineto(tmp_path, 20_000)
+    files = []
+    for rank in range(2):
+        files.append(str(tmp_path / f"late.{rank}.et"))
+        convert(None, trace, files[-1], rank=rank)
+    return write_job(files, tmp_path / "late" / "job", force=True)
+
+
+def test_a_late_launch_job_does_not_start_the_kernel_early(tmp_path):
+    # the chain follows the measured schedule: the caller's 20 ms stay before the kernel
+    check = check_job(_late_launch_job(tmp_path).prefix)
+    assert check.model.error_pct is not None and abs(check.model.error_pct) < STEP_TOLERANCE_PCT
+
+
+def test_a_late_launch_job_in_astra_sim_keeps_the_callers_time(astra_bin, tmp_path):
+    check = check_job(_late_launch_job(tmp_path).prefix, astra_bin)
+    assert check.binary is not None and sorted(check.binary.finished) == [0, 1]
+    assert check.error_pct is not None and abs(check.error_pct) < STEP_TOLERANCE_PCT

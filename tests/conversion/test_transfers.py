@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import OBSERVER_ROOT, OBSERVER_THREAD, host_attr, host_node, trace_event, write_json
+from builders import (
+    OBSERVER_ROOT,
+    OBSERVER_THREAD,
+    cpu_attrs,
+    gpu,
+    host_attr,
+    host_node,
+    node,
+    trace_event,
+    write_json,
+    write_nodes,
+)
 from helpers import assert_one_line_failure, run_cli
 from hypothesis import given
 from hypothesis import strategies as st
@@ -169,6 +180,32 @@ def test_rule_device_transfers_and_ownership() -> None:
     assert own_transfers([3, 5], [4], ops, host_only=False) == {5}
     assert own_transfers([3, 5], [], ops, host_only=False) == {3, 5}
     assert own_transfers([3, 5], [4], ops, host_only=True) == {3, 5}
+
+
+def _host_comm(nid: int, name: str, parent: int) -> ChakraNode:
+    return node(nid, name=name, ctrl=[parent] if parent else [], attrs=cpu_attrs())
+
+
+@pytest.mark.parametrize("kinds", [["launch"], ["data"]], ids=["launch-edges", "unknown-kinds"])
+def test_validate_applies_the_rule_to_a_written_file(tmp_path: Path, kinds: list[str]) -> None:
+    """A file as main 9227b81 wrote gloo2's rank 1: an NCCL-style transfer
+    (its kernel launched under the backend op's callee) and a backend op
+    typed as compute that no communication node belongs to, beside it.
+    Before, validate said nothing once the file had any communication node.
+    With another tool's edges (no recorded kinds) it cannot tell, and keeps
+    quiet as before."""
+    path = write_nodes(tmp_path / "r1.et", [
+        _host_comm(1, "c10d::allreduce_", 0), _host_comm(2, "nccl:all_reduce", 1),
+        _host_comm(3, "cudaLaunchKernel", 2),
+        gpu(4, 10, 5, deps=[3], kinds=kinds, stream=NCCL_STREAM, comm=CollectiveType.ALL_REDUCE),
+        _host_comm(5, "c10d::allreduce_", 0), _host_comm(6, "gloo:all_reduce", 5)])
+    warned = [p for p in check_files([path]).warnings if p.check == "collective-as-compute"]
+    if kinds == ["data"]:
+        assert warned == []
+        return
+    assert [(p.node, p.message) for p in warned] == [
+        (6, "'gloo:all_reduce' is a collective but typed COMP_NODE and no communication node "
+            "of the file was launched under it")]
 
 
 def _rank_pair(tmp_path: Path, second_has_it: bool) -> None:

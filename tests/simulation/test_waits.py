@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 
+from pt2chakra.rules.conventions import thread_holds
 from pt2chakra.simulation.waits import (
     CPU_WAKE_TOL_US,
     CollectiveEnds,
     HostWait,
     TimedHostOp,
     host_comm_waits,
-    thread_holds,
 )
 
 

@@ -52,6 +52,7 @@ from pt2chakra.rules.conventions import (
     inclusive_micros,
     is_gpu,
     lane_of,
+    thread_holds,
 )
 from pt2chakra.simulation import (
     INFER_MIN_US,
@@ -59,7 +60,6 @@ from pt2chakra.simulation import (
     HostWait,
     TimedHostOp,
     host_comm_waits,
-    thread_holds,
 )
 
 # Kinds of the edges this profile writes (``data_dep_kinds``).

@@ -15,6 +15,7 @@ from operator import attrgetter
 import msgspec
 
 from pt2chakra.chakra.dep_kinds import EdgeKind
+from pt2chakra.rules.conventions import is_late_launch, thread_holds
 
 Edge = tuple[int, int, EdgeKind]
 
@@ -96,6 +97,35 @@ def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
 def launch_edges(gpu: Iterable[GpuSpan]) -> list[Edge]:
     """A GPU op runs after the CPU op that launched it."""
     return [(g.launcher, g.id, EdgeKind.LAUNCH) for g in gpu if g.launcher >= 0]
+
+
+def late_launches(cpu: Sequence[CpuSpan], gpu: Iterable[GpuSpan]) -> dict[int, float]:
+    """GPU op id -> its recorded launch time, for each launch that came well
+    after its launcher's hold of its thread ended (``is_late_launch``): the
+    replay would release it at that hold's end, before the caller's own time
+    that preceded the launch."""
+    launched: dict[int, list[GpuSpan]] = defaultdict(list)
+    for g in gpu:
+        if g.launcher >= 0:
+            launched[g.launcher].append(g)
+    if not launched:
+        return {}
+    threads: dict[int, list[CpuSpan]] = defaultdict(list)
+    for span in sorted(cpu, key=_span_id):  # ids follow op start, as the replay's threads
+        if span.start is not None and span.end is not None:
+            threads[span.tid].append(span)
+    late: dict[int, float] = {}
+    for ops in threads.values():
+        if not any(s.id in launched for s in ops):
+            continue
+        starts = [s.start for s in ops if s.start is not None]
+        holds = thread_holds(starts, [s.end - s.start for s in ops
+                                      if s.end is not None and s.start is not None])
+        for span, start, held in zip(ops, starts, holds):
+            for g in launched.get(span.id, ()):
+                if is_late_launch(g.launch_ts, start + held):
+                    late[g.id] = g.launch_ts
+    return late
 
 
 def _by_stream(gpu: Iterable[GpuSpan]) -> dict[tuple[int, int], list[GpuSpan]]:

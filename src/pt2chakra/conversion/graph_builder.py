@@ -43,6 +43,7 @@ from pt2chakra.conversion.deps import (
     gpu_sync_edges,
     inter_thread_edges,
     iter_thread_order_edges,
+    late_launches,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
@@ -60,6 +61,7 @@ from pt2chakra.rules.conventions import (
     COMM_CHANNEL,
     COMM_SIZE_UNKNOWN_ATTR,
     INCLUSIVE_ATTR,
+    LAUNCH_TIME_ATTR,
     STEP_DEFINITION_ATTR,
     STEP_SPAN,
 )
@@ -249,7 +251,9 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     comm = comm_context(linked, ops_by_id)
     next_id = max(map(_op_id, host.ops), default=0) + 1
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
-    deps = DepTable.merged(_edge_groups(linked, kept_ops, comm, gpu_spans))
+    late: dict[int, float] = {}
+    deps = DepTable.merged(_edge_groups(linked, kept_ops, comm, gpu_spans, late))
+    _mark_late_launches(gpu_nodes, late)
     # After the edges: the spans they are found from were the peak of memory.
     callee_time = _callee_time(kept_ops, linked, ops_by_id)
     return ChakraGraph(_metadata(linked, rank), linked, kept_ops, callee_time, gpu_nodes, deps,
@@ -274,13 +278,15 @@ def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContex
 
 
 def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
-                 gpu_spans: list[GpuSpan]) -> Iterator[Iterable[Edge]]:
+                 gpu_spans: list[GpuSpan], late: dict[int, float]) -> Iterator[Iterable[Edge]]:
     """Each rule's edges in turn, made only when the last are merged, the
     thread-order ones one at a time, and the CPU spans dropped before any
     later rule runs: on a million-op trace the spans, the merged table and
     the edges of every rule at once were the peak (about 250 MB above the
-    traces)."""
+    traces). Fills ``late`` with the late launches (``late_launches``), found
+    from the same spans."""
     cpu_spans = _cpu_spans(linked, kept_ops, comm)
+    late.update(late_launches(cpu_spans, gpu_spans))
     inter = inter_thread_edges(cpu_spans)  # merged after the thread order
     yield iter_thread_order_edges(cpu_spans)
     del cpu_spans
@@ -295,6 +301,15 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
         yield gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
                                s.end, s.tid) for s in linked.cpu_syncs), lookup,
                              _cpu_starts_by_kineto_tid(linked))
+
+
+def _mark_late_launches(gpu_nodes: list[ChakraNode], late: dict[int, float]) -> None:
+    """Late launches carry their recorded launch time (``LAUNCH_TIME_ATTR``);
+    every other node is written as before."""
+    for node in gpu_nodes if late else ():
+        launch = late.get(node.id)
+        if launch is not None:
+            node.attrs.append((LAUNCH_TIME_ATTR, "int64_val", round(launch)))
 
 
 def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int]:

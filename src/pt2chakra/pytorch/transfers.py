@@ -23,22 +23,31 @@ do not make a backend op lose its transfer, whatever the ET nests under it
 thread had open, so its recorded callees are not its own).
 
 ``conversion.graph_builder`` (host ET + Kineto, host ET alone) and
-``conversion.kineto_only`` (Kineto alone) apply it; ``validate`` warns
-when a file still carries a collective as compute
-(``names.looks_collective``).
+``conversion.kineto_only`` (Kineto alone) apply it; ``validate``
+(``rules.checks``) applies it again to a written file, over its caller
+(``ctrl_deps``) and launch edges, and warns about each backend op typed
+as compute that no communication node belongs to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from pt2chakra.names import is_nccl_kernel
-from pt2chakra.pytorch.records import CollectiveInfo, HostOp
+from pt2chakra.pytorch.records import CollectiveInfo
 
 # How far up the callers of a device transfer's launcher the backend op that
 # owns it may sit (launch <- nccl:all_reduce <- record_param_comms <- c10d op,
 # with unrecorded ops between them on old traces).
 MAX_OWNER_HOPS = 64
+
+
+class HasCaller(Protocol):
+    """An op with its caller's id (``HostOp``; a node of a written file)."""
+
+    @property
+    def parent(self) -> int: ...
 
 
 def is_device_transfer(name: str, info: CollectiveInfo | None) -> bool:
@@ -48,7 +57,7 @@ def is_device_transfer(name: str, info: CollectiveInfo | None) -> bool:
 
 
 def own_transfers(backend_ops: Sequence[int], device_transfer_launchers: Iterable[int],
-                  ops_by_id: Mapping[int, HostOp], host_only: bool) -> frozenset[int]:
+                  ops_by_id: Mapping[int, HasCaller], host_only: bool) -> frozenset[int]:
     """Which of ``backend_ops`` (ids of ops that ``is_backend_comm_op``) are
     their collective's transfer: in a host-only trace every one (the only
     record of it), else each one that no device transfer belongs to. A

@@ -22,13 +22,14 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from pt2chakra.chakra.dep_kinds import dep_kinds_of
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, UNRECORDED_KIND, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
 from pt2chakra.chakra.ranks import ranks_in_memory, survey
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.names import looks_collective
+from pt2chakra.pytorch.transfers import own_transfers
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     COMM_SIZE_UNKNOWN_ATTR,
@@ -188,6 +189,20 @@ class _Scan(msgspec.Struct):
     names: dict[int, str] = {}
     streams: dict[tuple[Any, Any], list[tuple[int, int, list[int]]]] = {}
     comms: list[_Comm] = []
+    # The launch edges into the file's GPU communication nodes (their
+    # launching ops), and whether one of them has deps of no recorded kind
+    # (another tool's .et: who launched it is unknown).
+    comm_launchers: list[int] = []
+    launchers_unknown: bool = False
+
+
+class _Caller(NamedTuple):
+    """A node's caller (its ``ctrl_deps`` parent), as ``transfers`` walks them."""
+
+    parent: int
+
+
+LAUNCH_KIND = EDGE_KIND_NAMES[EdgeKind.LAUNCH]
 
 
 def _check_attrs(node: ChakraNode, c: _Collector) -> dict[str, Any]:
@@ -284,8 +299,7 @@ def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterabl
         c.add("warning", "metadata", "GlobalMetadata has no version",
               "the reference converter writes none; readers cannot tell the schema")
     scan = _scan_nodes(nodes, c, rules)
-    if not scan.comms:
-        _warn_host_collectives(c)
+    _warn_host_collectives(c, scan)
     _warn_size_unknown(c)
     _check_dangling(scan, c)
     cycle = _check_cycles(scan, c)
@@ -323,6 +337,10 @@ def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, rules: ProfileRules 
                 (node.start_time_micros, node.id, node.data_deps))
         if node.type in COMM_NODE_TYPES:
             scan.comms.append(_comm(node, attrs, c))
+            if is_gpu(attrs):
+                kinds = scan.deps.get(node.id, [])
+                scan.comm_launchers += [d for d, kind in kinds if kind == LAUNCH_KIND]
+                scan.launchers_unknown |= any(kind == UNRECORDED_KIND for _d, kind in kinds)
     return scan
 
 
@@ -337,12 +355,33 @@ def _comm(node: ChakraNode, attrs: dict[str, Any], c: _Collector) -> _Comm:
                  size if isinstance(size, int) and not size_unknown(attrs) else None)
 
 
-def _warn_host_collectives(c: _Collector) -> None:
+def _warn_host_collectives(c: _Collector, scan: _Scan) -> None:
+    """Host backend ops typed COMP_NODE that are their collective's transfer
+    by the converter's one rule (``pytorch.transfers.own_transfers``): no GPU
+    communication node was launched by the op, under it or above it. In a
+    file without communication nodes every one is; in a file whose launch
+    edges are unknown (another tool's), none is told apart, so only the
+    first case is reported there."""
+    if not c.host_collectives:
+        return
+    if not scan.comms:
+        for node in c.host_collectives:
+            c.add("warning", "collective-as-compute",
+                  f"{node.name!r} is a collective but typed COMP_NODE and the file has no "
+                  "communication node", "it replays as compute, not communication (the "
+                  "reference converter does this on host-only traces)", node.id)
+        return
+    if scan.launchers_unknown:
+        return
+    callers = {node: _Caller(parent) for node, parent in scan.ctrl}
+    lone = own_transfers([n.id for n in c.host_collectives], scan.comm_launchers, callers,
+                         host_only=False)
     for node in c.host_collectives:
-        c.add("warning", "collective-as-compute",
-              f"{node.name!r} is a collective but typed COMP_NODE and the file has no "
-              "communication node", "it replays as compute, not communication (the "
-              "reference converter does this on host-only traces)", node.id)
+        if node.id in lone:
+            c.add("warning", "collective-as-compute",
+                  f"{node.name!r} is a collective but typed COMP_NODE and no communication "
+                  "node of the file was launched under it", "it replays as compute, not "
+                  "communication, and its peers may wait for it in vain", node.id)
 
 
 def _check_dangling(scan: _Scan, c: _Collector) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
@@ -126,6 +126,43 @@ def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:
     """A CPU node's inclusive time (``INCLUSIVE_ATTR``), else its duration."""
     value = attrs.get(INCLUSIVE_ATTR)
     return float(value) if is_finite_number(value) else float(node.duration_micros)
+
+
+def thread_holds(starts: Sequence[float], inclusive: Iterable[float]) -> Iterator[float]:
+    """How long each op of one thread (in order) holds it: from its start
+    until the next op (its first callee) starts, at most its inclusive time,
+    never negative. A caller's time between and after its callees is not
+    held: a wait inside a caller (``work.wait()``) shows as a gap. The replay
+    releases the GPU work an op launched when its hold ends."""
+    nexts = [*starts[1:], math.inf]
+    for start, callee, incl in zip(starts, nexts, inclusive):
+        stop = start + incl
+        if callee < stop:
+            stop = callee
+        held = stop - start
+        yield held if held > 0.0 else 0.0
+
+
+# A kernel launched well after its launcher's hold ended (``thread_holds``:
+# the op's start until its first callee starts) carries its recorded launch
+# time (int64 us, the trace's clock) under this attribute: released at the
+# hold's end, it would start before the caller's own time that preceded its
+# launch (the first ``cudnn_convolution`` of a run: 1.4 s of cuDNN set-up
+# between its first callee and its launch). The replay releases it that long
+# after the last op its thread ran before the launch. A standard
+# AttributeProto: other readers ignore it.
+LAUNCH_TIME_ATTR = "launch_time_micros"
+# Only launches later than this after the hold's end carry it (every other
+# output stays as it was): a launch after a short callee (an ``aten::empty``
+# 10-50 us before its kernel) is late by less than a kernel's launch latency
+# on a busy stream, and the replay's error from it is within noise.
+LATE_LAUNCH_MIN_US = 1000.0
+
+
+def is_late_launch(launch_us: float, hold_end_us: float) -> bool:
+    """A launch at ``launch_us`` by an op whose hold ends at ``hold_end_us``
+    is late: it carries ``LAUNCH_TIME_ATTR``."""
+    return launch_us - hold_end_us > LATE_LAUNCH_MIN_US
 
 
 # CPU time no op of the trace holds, under one name: the ``category`` of the

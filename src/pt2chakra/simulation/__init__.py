@@ -61,7 +61,6 @@ if TYPE_CHECKING:
         HostWait,
         TimedHostOp,
         host_comm_waits,
-        thread_holds,
     )
 
 _EXPORTS = {
@@ -118,7 +117,6 @@ _EXPORTS = {
     "HostWait": "pt2chakra.simulation.waits",
     "INFER_MIN_US": "pt2chakra.simulation.waits",
     "host_comm_waits": "pt2chakra.simulation.waits",
-    "thread_holds": "pt2chakra.simulation.waits",
 }
 __all__ = [
     "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "Calibration", "CollectiveEnds",
@@ -130,7 +128,7 @@ __all__ = [
     "host_comm_waits", "lane_tids", "link_streams", "measured_collectives", "measured_offset",
     "measured_span", "profiler_lines", "recorded_figure", "refuse_unsound_set", "replay_config",
     "result_json", "scaled_out_options", "simulate", "simulate_graphs_run", "simulate_run",
-    "step_notes", "thread_holds", "timing_notes", "what_if", "with_recorded_source", "write_meta",
+    "step_notes", "timing_notes", "what_if", "with_recorded_source", "write_meta",
     "write_replayed_et",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -117,6 +117,7 @@ def _walk_back(p: PreparedGraph, run: ReplayRun, last: int) -> _PathTally:
     type_us, kind_us, type_order, kind_order = tally.type_us, tally.kind_us, \
         tally.type_order, tally.kind_order
     total, crossings, multi = tally.total, tally.crossings, len(p.rank_nodes) > 1
+    late = p.late_launch
     gap: float | None = None
     waited: float | None = None
     while cur >= 0 and guard:
@@ -142,7 +143,7 @@ def _walk_back(p: PreparedGraph, run: ReplayRun, last: int) -> _PathTally:
         wait = s - bt  # max(0.0, start - bind time)
         if not wait > 0.0:
             wait = 0.0
-        if cat == CPU_OP:
+        if cat == CPU_OP or (wait and cur in late):  # a late launch waited for its thread
             if gap is None:
                 type_order.append(_T_GAP)
                 gap = 0.0

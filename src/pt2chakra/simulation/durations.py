@@ -135,6 +135,13 @@ def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]
                     * _left(delay[i], p.delay[i])
         elif cat == GPU_CPU_GAP and cpu != 1.0 and covered is None:  # unnamed CPU time
             dur[i] *= cpu
+    for i, (lane, launch, _before) in p.late_launch.items() if cpu != 1.0 else ():
+        # a late launch's delay is its launcher thread's CPU time before the launch
+        if covered is None:
+            delay[i] *= cpu
+        else:
+            delay[i] += (cpu - 1.0) * covered.within(lane, launch - p.delay[i], launch) \
+                * _left(delay[i], p.delay[i])
     return dur, delay
 
 

@@ -32,6 +32,7 @@ from pt2chakra.rules.conventions import (
     CPU_GAP_CATEGORY,
     CPU_LANE,
     INCLUSIVE_ATTR,
+    LAUNCH_TIME_ATTR,
     STEP_DEFINITION_ATTR,
     ScaledWorld,
     StepWindow,
@@ -42,6 +43,7 @@ from pt2chakra.rules.conventions import (
     lane_of,
     scaled_world,
     step_window_from,
+    thread_holds,
 )
 from pt2chakra.rules.rendezvous import (
     CommOp,
@@ -59,7 +61,6 @@ from pt2chakra.simulation.waits import (
     CollectiveEnds,
     TimedHostOp,
     host_comm_waits,
-    thread_holds,
 )
 
 log = logging.getLogger("pt2chakra.simulation")
@@ -84,6 +85,7 @@ K_GPU_SYNC = _KIND_CODE["gpu_sync"]
 K_LAUNCH = _KIND_CODE["launch"]
 K_STREAM_ORDER = _KIND_CODE["stream_order"]
 K_STREAM_WAIT = _KIND_CODE["stream_wait"]
+K_THREAD_ORDER = _KIND_CODE["thread_order"]
 K_LANE = _KIND_CODE["lane_order"]
 K_START = _KIND_CODE["rank_start"]
 K_DATA = _KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
@@ -144,6 +146,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
     "step_start_micros": is_finite_number, "step_end_micros": is_finite_number,
     STEP_DEFINITION_ATTR: lambda v: isinstance(v, str),
     COMM_SIZE_UNKNOWN_ATTR: lambda v: isinstance(v, bool),
+    LAUNCH_TIME_ATTR: is_finite_number,
 }
 
 
@@ -227,6 +230,10 @@ class PreparedGraph:
         self.pg_sizes: list[dict[str, int]] = []
         self.world: list[int] = []
         self.inferred_edges = 0  # cross-stream waits inferred from timing
+        # late launches (``LAUNCH_TIME_ATTR``): GPU node -> (its launcher's
+        # lane, recorded launch time, the op that thread ran last before it);
+        # its delay is that thread's CPU time from that op's end
+        self.late_launch: dict[int, tuple[int, float, int]] = {}
         self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
         self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
         # --cpu-scale-ops: per pattern, the time the matching ops cover (op_scale.py)
@@ -332,6 +339,7 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
     cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
     _cpu_slices(p, base, cpu_lane_ops, incl)
+    _late_launches(p, base, sets, parents, cpu_lane_ops)
     host_waits: list[tuple[int, int]] = []
     if infer_waits and timed_rank:
         p.inferred_edges += _infer_stream_waits(p, base, end, parents)
@@ -652,6 +660,37 @@ def _cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
             dur[i] = held
 
 
+def _late_launches(p: PreparedGraph, base: int, sets: _AttrSets, parents: Parents,
+                   cpu_lane_ops: dict[int, list[int]]) -> None:
+    """A late launch (``LAUNCH_TIME_ATTR``) is released when its thread
+    reaches it: after the last op its launcher's thread started before the
+    launch, and the recorded time from that op's slice end to the launch
+    (the caller's own time) as its delay. Without it the launch edge would
+    release it at its launcher's first slice end."""
+    flagged = {k for k, a in enumerate(sets.checked) if LAUNCH_TIME_ATTR in a}
+    if not flagged:
+        return  # the usual case: no per-node pass
+    starts: dict[int, list[float]] = {}
+    for i in compress(range(base, base + len(sets.of_node)), map(flagged.__contains__, sets.of_node)):
+        launcher = next((src for src, kind in parents[i - base] if kind == K_LAUNCH), None)
+        ops = cpu_lane_ops.get(p.lane[launcher]) if launcher is not None else None
+        if launcher is None or not ops:
+            continue
+        lane = p.lane[launcher]
+        launch = float(sets.checked[sets.of_node[i - base]][LAUNCH_TIME_ATTR])
+        if lane not in starts:
+            starts[lane] = _float_starts(p, ops)
+        q = bisect.bisect_left(starts[lane], launch) - 1
+        if q < 0 or ops[q] == launcher or p.start[ops[q]] < p.start[launcher]:
+            continue  # launched within its launcher's slice: the launch edge holds it
+        before = ops[q]
+        gap = launch - (p.start[before] + p.dur[before])
+        if gap > 0.0:
+            parents[i - base] += ((before, K_THREAD_ORDER),)
+            p.delay[i] = gap
+            p.late_launch[i] = (lane, launch, before)
+
+
 def _float_starts(p: PreparedGraph, ops: list[int]) -> list[float]:
     """The ops' recorded starts as floats (C-level maps: a million ops)."""
     return list(map(float, map(p.start.__getitem__, ops)))
@@ -791,6 +830,9 @@ def _infer_stream_waits(p: PreparedGraph, base: int, end: int, parents: Parents)
                 if kind != K_STREAM_ORDER and p.lane[src] != p.lane[i]:
                     has_other = True
             explained = max(explained, e)
+        late = p.late_launch.get(i)
+        if late is not None:  # its launch came later: the thread's time explains that much
+            explained = max(explained, late[1])
         if has_other or explained == -math.inf or s_x - explained <= INFER_MIN_US:
             continue
         waited: int | None = None

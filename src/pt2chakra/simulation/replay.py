@@ -71,7 +71,14 @@ from pt2chakra.simulation.durations import (
     sync_scales,
     with_host_sharing,
 )
-from pt2chakra.simulation.prepare import CPU_OP, K_LANE, K_LAUNCH, K_START, PreparedGraph
+from pt2chakra.simulation.prepare import (
+    CPU_OP,
+    K_LANE,
+    K_LAUNCH,
+    K_START,
+    K_THREAD_ORDER,
+    PreparedGraph,
+)
 from pt2chakra.simulation.results import SimConfig
 
 # The logger ``simulate -v`` has always printed the replay's trace under
@@ -250,25 +257,37 @@ class _Replay:
         ``take(lane, i)``: the free lane takes node ``i`` (the one ready node,
         without a pass through the lane's queue). The node starts after its
         replayed delay, counted from whichever came last, the lane freeing or
-        its last dependency (that one bound the start, for the critical path)."""
+        its last dependency (that one bound the start, for the critical path);
+        a late launch's delay (its thread's CPU time) counts from its last
+        dependency, while the stream may still be busy."""
         lane_busy, lane_heap, lane_free, lane_prev = self.lane_busy, self.lane_heap, \
             self.lane_free, self.lane_prev
         ready_t, ready_pred, ready_kind, delay = self.ready_t, self.ready_pred, \
             self.ready_kind, self.delay
+        late, end_t = self.p.late_launch, self.end_t
         comm_key, participants, arrive = self.comm_key, self.participants, self.arrive
         bind_pred, bind_kind, bind_time = self.bind_pred, self.bind_kind, self.bind_time
         events, next_seq, heappop, heappush = self.events, self.next_seq, _heappop, _heappush
 
         def take(lane: int, i: int) -> None:
             lane_busy[lane] = True
-            free, ready = lane_free[lane], ready_t[i]
+            free, ready, d = lane_free[lane], ready_t[i], delay[i]
+            if late and i in late:
+                # a late launch: its thread reaches it its delay after the op the
+                # thread ran before it, while other dependencies and the stream run
+                x = late[i][2]
+                if end_t[x] + d > max(free, ready):
+                    free, ready = -math.inf, end_t[x]
+                    ready_pred[i], ready_kind[i] = x, K_THREAD_ORDER
+                else:
+                    d = 0.0
             if free > ready:
                 bp, bk, bt = lane_prev[lane], K_LANE, free
                 if bp < 0:
                     bk = K_START
             else:
                 bp, bk, bt = ready_pred[i], ready_kind[i], ready
-            at = bt + delay[i]
+            at = bt + d
             if participants:  # else no collective waits for its peers
                 key = comm_key.get(i)
                 if key is not None and key in participants:

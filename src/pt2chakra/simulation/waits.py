@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # A gap shorter than this is not a wait (scheduling noise; the same floor
@@ -57,20 +57,6 @@ class HostWait:
     op: int
     collective: int
     gap_start: float
-
-
-def thread_holds(starts: Sequence[float], inclusive: Iterable[float]) -> Iterator[float]:
-    """How long each op of one thread (in order) holds it: from its start
-    until the next op (its first callee) starts, at most its inclusive time,
-    never negative. A caller's time between and after its callees is not
-    held: a wait inside a caller (``work.wait()``) shows as a gap."""
-    nexts = [*starts[1:], math.inf]
-    for start, callee, incl in zip(starts, nexts, inclusive):
-        stop = start + incl
-        if callee < stop:
-            stop = callee
-        held = stop - start
-        yield held if held > 0.0 else 0.0
 
 
 class CollectiveEnds:
