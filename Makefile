@@ -57,9 +57,14 @@ test: lint typecheck test-suite
 # ASTRA_SIM_BIN: the user's, else the binary `make astra-sim` cached (none:
 # the ASTRA-sim tests skip, and one line before the tests names them).
 # --durations: the slowest tests, to keep an eye on the suite's time.
+# -n $(TEST_WORKERS) --dist loadfile (pytest-xdist): two workers, each test file
+# whole on one (its module fixtures built once); a third of the suite's time is
+# waiting (Ray's start, signals sent at set moments, recordings), which the
+# other worker fills. The tests starting Ray take a lock (one_ray_at_a_time).
+TEST_WORKERS ?= 2
 test-suite: setup
 	ASTRA_SIM_BIN="$${ASTRA_SIM_BIN:-$$($(PYTHON) scripts/astra_sim_cache.py --find 2>/dev/null)}" \
-	    $(BIN)/python -m pytest --durations=15
+	    $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 typecheck: setup
 	$(BIN)/mypy

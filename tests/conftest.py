@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if REAL_TRACE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def one_ray_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Held by the tests that start a local Ray cluster: under ``make test``'s
+    ``pytest -n 2`` (pytest-xdist) two of them never run at once, on their two
+    workers. A lock file in the run's own temporary folder (the workers'
+    folders are inside it); without xdist, tests run one at a time anyway."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,7 @@ def test_jobs_2_is_byte_identical(traces: Path, converted: dict[str, Path], tmp_
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed")
+@pytest.mark.usefixtures("one_ray_at_a_time")
 def test_ray_is_byte_identical(traces: Path, converted: dict[str, Path], tmp_path: Path) -> None:
     proc = run_cli(*_dlrm_args(traces, tmp_path), "--ray", "--jobs", "2")
     assert proc.returncode == 0, proc.stderr

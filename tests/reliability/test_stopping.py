@@ -116,6 +116,7 @@ RAY_KILL_WINDOW_S = (0.5, 14.0)
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_ray_at_a_time")
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_convert_ranks_on_ray_stops_at_once(tmp_path: Path, signum: int, seed: int) -> None:
