@@ -18,6 +18,7 @@ from pt2chakra import convert
 from pt2chakra.astra.collective import (
     AstraNetwork,
     AstraSystem,
+    collective_finish_ns,
     collective_rank_ns,
     read_network_file,
     read_system_file,
@@ -26,11 +27,13 @@ from pt2chakra.astra.job import (
     JOB_FILES,
     NO_BYTE_COST_GBPS,
     NetworkChoice,
+    RankComm,
     RecordedCollective,
     RecordedFit,
     check_job,
     fit_network,
     format_job_check,
+    network_ends,
     recorded_fit,
     write_job,
 )
@@ -45,6 +48,9 @@ STEP_TOLERANCE_PCT = 5.0
 # to: they differ only by the fixed memory-bus delays and the reduction passes
 # (tens of ns against hundreds of us here) and by ASTRA-sim's whole-ns rounding.
 COLLECTIVE_TOLERANCE_PCT = 1.0
+# A recorded job's rank against its own recorded end: ASTRA-sim's whole-ns
+# collectives and the chain's whole-us gaps round it, nothing more.
+RANK_END_PCT = 0.05
 AR = int(CollectiveType.ALL_REDUCE)
 A2A = int(CollectiveType.ALL_TO_ALL)
 
@@ -138,6 +144,56 @@ def test_consumer_model_on_the_job_reproduces_the_measured_step(gloo_job):
     measured = check.model.measured_step_us
     assert measured is not None
     assert abs(check.model.predicted_step_us - measured) / measured * 100 < STEP_TOLERANCE_PCT
+
+
+def test_every_rank_of_a_recorded_job_ends_where_the_recording_did(gloo_job):
+    """At the recorded scale the chain's waits start at the network's end of
+    each collective and the rest of the rank's recorded time is a fixed gap:
+    each rank finishes at its own recorded end, as ``simulate`` replays it."""
+    from pt2chakra.astra.export import _origins, rank_window
+    from pt2chakra.chakra.io import read_et
+
+    check = check_job(gloo_job.prefix)
+    windows = []
+    for rank in range(2):
+        md, nodes = read_et(f"{gloo_job.prefix}.{rank}.et")
+        windows.append(rank_window(md, list(nodes)))
+    origins = _origins(windows)
+    for r in check.model.ranks:
+        assert r.measured_step_us is not None
+        recorded_end = origins[r.rank] + r.measured_step_us
+        assert abs(r.finished_ns / 1000 - recorded_end) / recorded_end * 100 < RANK_END_PCT
+
+
+def _rank(node_id: int, start: float, dur: float, c: RecordedCollective | None,
+          meeting: int) -> RankComm:
+    return RankComm(node_id, start, dur, c, meeting)
+
+
+def test_network_ends_issue_each_ranks_collectives_one_after_another():
+    """Two all-reduces a rank ran at once (gloo's two workers): the job's
+    network runs the second after the first, so its end is the first's
+    plus its own time, not its recorded start plus its time; a broadcast
+    keeps its recorded duration after the rank's previous collective."""
+    net = AstraNetwork("Ring", 2, 1.0, 1000.0)
+    system = AstraSystem()
+    ar = RecordedCollective(AR, 1 << 20, (0, 1))
+    bc = RecordedCollective(int(CollectiveType.BROADCAST), 4, (0, 1))
+    one = max(collective_rank_ns(AR, 1 << 20, 2, net, system).values()) / 1000
+    comm = [[_rank(1, 0.0, 50.0, bc, 0), _rank(2, 100.0, 900.0, ar, 1),
+             _rank(3, 110.0, 900.0, ar, 2)],
+            [_rank(1, 0.0, 20.0, bc, 0), _rank(2, 105.0, 900.0, ar, 1),
+             _rank(3, 108.0, 900.0, ar, 2)]]
+    ends = network_ends(RecordedFit({}, {}, comm), net, system)
+    assert ends[0][1] == 50.0 and ends[1][1] == 20.0  # replayed from their durations
+    first = collective_finish_ns(AR, 1 << 20, net, system, (0, 1), {0: 0, 1: 5000})
+    assert ends[0][2] == pytest.approx(100.0 + first[0] / 1000, abs=1e-3)
+    base = min(ends[0][2], ends[1][2])
+    second = collective_finish_ns(AR, 1 << 20, net, system, (0, 1), {
+        r: round((ends[r][2] - base) * 1000) for r in (0, 1)})
+    assert ends[0][3] == pytest.approx(base + second[0] / 1000, abs=1e-3)
+    assert ends[0][3] > 110.0 + one  # not from its recorded start
+    assert network_ends(RecordedFit({}, {}, None), net, system) == []  # rescaled: recorded ends
 
 
 def test_fit_recovers_a_known_network():

@@ -258,6 +258,23 @@ def test_exclusive_time_subtracts_callees_reached_through_unrecorded_callers():
     assert nodes["mid"].duration_micros == 0  # not recorded by Kineto
 
 
+def test_a_callee_the_et_misfiles_after_its_caller_ended_is_not_subtracted():
+    # A gloo worker thread: the host ET files the bucket's second all-reduce
+    # under the first (its record stack), but it ran after the first ended
+    # (a recorded 8-rank DDP step: 330 ms written as 2.5 ms).
+    worker = 300
+    kineto = KinetoTrace(path="k.json", cpu_events=[
+        cpu("gloo:all_reduce", 10, 330, worker, 1), cpu("gloo:all_reduce", 345, 328, worker, 2),
+        cpu("outer", 700, 30, MAIN, 3), cpu("inner", 700, 30, MAIN, 4)],
+        runtime_events=[], gpu_activities=[], sync_events=[])
+    ops = [op(3, "gloo:all_reduce", 1, 1, 1), op(4, "gloo:all_reduce", 3, 1, 2),
+           op(5, "outer", 1, 1, 3), op(6, "inner", 5, 1, 4)]
+    nodes = {n.id: n for n in _graph(ops, kineto).nodes()}
+    assert nodes[3].duration_micros == 330  # was 2: the later one subtracted
+    assert nodes[4].duration_micros == 328
+    assert nodes[5].duration_micros == 0  # a callee of the same span still is
+
+
 def test_launch_without_correlation_is_found_through_its_flow():
     kineto = KinetoTrace(
         path="k.json", cpu_events=[cpu("aten::mm", 10, 20, MAIN, 1)],

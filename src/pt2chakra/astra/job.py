@@ -48,7 +48,9 @@ from pt2chakra.astra.collective import (
     AstraSystem,
     astra_comm_size,
     astra_config_texts,
+    collective_finish_ns,
     collective_rank_ns,
+    group_ranks,
     read_network_file,
     read_system_file,
     ring_plan,
@@ -67,8 +69,8 @@ from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs,
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.errors import InputError, printable
 from pt2chakra.names import comm_backend
-from pt2chakra.rules.conventions import error_pct
-from pt2chakra.simulation import Calibration, calibrate_recorded
+from pt2chakra.rules.conventions import COMM_NODE_TYPES, StepWindow, error_pct, rank_origins
+from pt2chakra.simulation import Calibration, RecordedCalibration, calibrate_recorded
 
 RUN_SCRIPT = "run.sh"
 JOB_FILES = (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE, RUN_SCRIPT)
@@ -109,12 +111,30 @@ class RecordedCollective:
 
 
 @dataclass(frozen=True, slots=True)
+class RankComm:
+    """One communication node of one rank as recorded (the clock shared by
+    the ranks), and the collective it meets the others in (None: replayed
+    from its own duration, as ASTRA-sim replays a broadcast)."""
+
+    node_id: int
+    start_us: float
+    duration_us: float
+    collective: RecordedCollective | None
+    meeting: int  # index of the collective among the recording's matched ones (-1: none)
+
+
+@dataclass(frozen=True, slots=True)
 class RecordedFit:
     """What ``simulate --calibrate`` fits, per backend, and the collectives
-    it was fitted to."""
+    it was fitted to; per rank, its communication nodes in the order the
+    job issues them (``comm``) when the ranks share a clock and the files
+    hold their recorded collectives (not rescaled): then ``simulate`` times
+    each collective from the recording and the job's waits follow it
+    (``network_ends``)."""
 
     calibrations: dict[str, Calibration]
     collectives: dict[str, list[RecordedCollective]]
+    comm: list[list[RankComm]] | None = None
 
     def chosen_backend(self) -> str | None:
         """The backend whose calibration the job's one network carries: the
@@ -167,13 +187,102 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     fit = calibrate_recorded(paths, FIT_ALGORITHM, CALIBRATION_LINK_STREAMS)
     prepared = fit.prepared
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
-    for members in fit.matched.values():
+    meeting: dict[int, tuple[int, RecordedCollective]] = {}
+    for k, members in enumerate(fit.matched.values()):
         first = members[0]
-        collectives[comm_backend(prepared.nodes[first].name)].append(RecordedCollective(
-            comm_type=prepared.comm_type[first],
-            size_bytes=max(prepared.comm_bytes[m] for m in members),
-            ranks=tuple(sorted(prepared.rank[m] for m in members))))
-    return RecordedFit(fit.calibrations, dict(collectives))
+        c = RecordedCollective(comm_type=prepared.comm_type[first],
+                               size_bytes=max(prepared.comm_bytes[m] for m in members),
+                               ranks=tuple(sorted(prepared.rank[m] for m in members)))
+        collectives[comm_backend(prepared.nodes[first].name)].append(c)
+        if all(m not in prepared.size_unknown for m in members):
+            meeting.update((m, (k, c)) for m in members)
+    return RecordedFit(fit.calibrations, dict(collectives), _rank_comm(fit, meeting))
+
+
+def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedCollective]],
+               ) -> list[list[RankComm]] | None:
+    """Each rank's communication nodes in the serial chain's order (recorded
+    start, then id); None unless the ranks share a clock and hold their
+    recorded collectives (a rescaled file's are timed by the model)."""
+    p = fit.prepared
+    windows = [StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)]
+    if rank_origins(windows, "auto")[1] != "recorded" or \
+            any(w is not None and w.rescaled for w in p.scaled):
+        return None
+    out: list[list[RankComm]] = []
+    for nodes in p.rank_nodes:
+        comm = sorted((i for i in nodes if p.nodes[i].type in COMM_NODE_TYPES),
+                      key=lambda i: (p.nodes[i].start_time_micros, p.nodes[i].id))
+        out.append([RankComm(p.nodes[i].id, float(p.nodes[i].start_time_micros),
+                             float(p.nodes[i].duration_micros),
+                             meeting[i][1] if i in meeting else None,
+                             meeting[i][0] if i in meeting else -1) for i in comm])
+    return out
+
+
+def network_ends(recorded: RecordedFit, network: AstraNetwork,
+                 system: AstraSystem) -> list[dict[int, float]]:
+    """Per rank, node id -> where the job's network ends the collective on the
+    recorded clock: what the serial chain's waits start from (empty: the
+    recorded ends). ``simulate`` replays a recorded collective to each rank's
+    own recorded end; the job's network (a model, one collective at a time
+    per rank) ends it elsewhere. The rest of the rank's recorded time after
+    it (a host thread's wake-up on crowded cores, a transfer that finished
+    late on one rank) is then a fixed gap after ASTRA-sim's end, so that the
+    job at the recorded scale ends where the recording did and a network
+    what-if moves only the network's part. Each rank issues its collectives
+    one after another (``comm_order``) and a collective's members each issue
+    it at their recorded start or when their previous one ends, whichever is
+    later (ASTRA-sim's ring: ``collective_finish_ns``)."""
+    if recorded.comm is None:
+        return []
+    ends: list[dict[int, float]] = [{} for _ in recorded.comm]
+    free = [-math.inf] * len(recorded.comm)  # when each rank's previous collective ends
+    head = [0] * len(recorded.comm)
+    waiting: dict[int, dict[int, RankComm]] = defaultdict(dict)
+    progressed = True
+    while progressed:
+        progressed = False
+        for rank, comms in enumerate(recorded.comm):
+            while head[rank] < len(comms):
+                c = comms[head[rank]]
+                if c.collective is None:  # replayed from its own duration
+                    free[rank] = ends[rank][c.node_id] = max(c.start_us, free[rank]) + \
+                        c.duration_us
+                    head[rank] += 1
+                    progressed = True
+                    continue
+                waiting[c.meeting][rank] = c
+                break
+        for k, members in list(waiting.items()):
+            first = next(iter(members.values())).collective
+            assert first is not None
+            if len(members) < len(first.ranks):
+                continue
+            del waiting[k]
+            _meet(first, members, ends, free, network, system)
+            for rank in members:
+                head[rank] += 1
+            progressed = True
+    return ends
+
+
+def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[int, float]],
+          free: list[float], network: AstraNetwork, system: AstraSystem) -> None:
+    """One collective's members' ends under the job's network (the recorded
+    ends when ASTRA-sim's network does not time it)."""
+    issued = {r: max(m.start_us, free[r]) for r, m in members.items()}
+    base = min(issued.values())
+    try:
+        done = collective_finish_ns(c.comm_type, c.astra_size, network, system,
+                                    group_ranks(len(c.ranks), network, c.ranks),
+                                    {r: round((t - base) * NS_PER_US) for r, t in issued.items()})
+    except ValueError:
+        done = None
+    for r, m in members.items():
+        end = base + done[r] / NS_PER_US if done is not None and r in done else \
+            issued[r] + m.duration_us
+        free[r] = ends[r][m.node_id] = end
 
 
 def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:
@@ -449,11 +558,16 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     system = AstraSystem()
     ranks = open_rank_set(inputs, force)
     with _new_folders(folder or "."), StagedOutputs() as staged:
-        written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged)
-        if len(inputs) < MIN_NPUS:
+        fit, ends = None, []
+        if len(inputs) >= MIN_NPUS:
+            recorded = recorded_fit(ranks)
+            fit = fit_network(recorded, len(inputs), choice, system)
+            ends = network_ends(recorded, fit.network, system)
+        written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
+                                network_ends=ends)
+        if fit is None:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
-        fit = fit_network(recorded_fit(ranks), len(inputs), choice, system)
         texts = astra_config_texts(fit.network, system, fit.notes)
         has_groups = any(p.endswith(".comm_groups.json") for p in written)
         texts[RUN_SCRIPT] = run_script(name, has_groups)

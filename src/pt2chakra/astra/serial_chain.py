@@ -38,7 +38,7 @@ too, and they would add orderings the schedule does not have).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -79,7 +79,7 @@ class SerialChain:
 
     def __init__(self, nodes: Sequence[ChakraNode], removed: set[int],
                  inherited: dict[int, list[int]], window: StepWindow,
-                 origin_us: float) -> None:
+                 origin_us: float, network_ends: Mapping[int, float] | None = None) -> None:
         self.t1 = round(window.end)
         self.cursor = round(window.start - origin_us)  # ASTRA-sim's time 0, on this clock
         self.next_id = max((n.id for n in nodes), default=0) + 1
@@ -89,6 +89,10 @@ class SerialChain:
         self.compute = sorted((n for n in kept if n.type not in COMM_NODE_TYPES),
                               key=lambda n: (n.start_time_micros, n.id))
         self.end = {n.id: _end(n) for n in kept}
+        # Where the chain's waits for a collective start: the job's network's
+        # end of it when given (job.network_ends), else its recorded end.
+        self.done = dict(self.end)
+        self.done.update((k, round(v)) for k, v in (network_ends or {}).items() if k in self.end)
         self.preds = {n.id: _kept_preds(n, removed, inherited) for n in kept}
         self.chain: list[ChakraNode] = []
         self.index: dict[int, int] = {}  # chain node id -> its index in the chain
@@ -187,7 +191,7 @@ class SerialChain:
         if wait.collective not in self.comm_position:
             return
         self._gap(wait.gap_start, [])
-        waited = self.end[wait.collective]
+        waited = self.done[wait.collective]
         self.cursor = min(max(self.cursor, waited), wait.wake)
         if not self._gap(wait.wake, [wait.collective]) and wait.collective not in self._pending:
             self._pending.append(wait.collective)  # woke at its end: the next node waits
@@ -205,7 +209,7 @@ class SerialChain:
         comm_deps = self._comm_deps(node.id)
         start = node.start_time_micros
         if start > self.cursor:
-            waited = max((self.end[d] for d in comm_deps), default=self.cursor)
+            waited = max((self.done[d] for d in comm_deps), default=self.cursor)
             self.cursor = min(max(self.cursor, waited), start)  # the network decides that part
             if self._gap(start, comm_deps):
                 comm_deps = []  # the gap waits for them
@@ -231,7 +235,7 @@ class SerialChain:
         if self.host is not None and last_comm:
             key = self.host.ends.waited(float(self.t1), float(self.cursor), -math.inf)
             last_comm = [key] if key is not None and key in self.comm_position else []
-        waited = max((self.end[d] for d in last_comm), default=self.cursor)
+        waited = max((self.done[d] for d in last_comm), default=self.cursor)
         self.cursor = min(max(self.cursor, waited), max(self.t1, self.cursor))
         self._gap(self.t1, last_comm)
 
@@ -274,10 +278,14 @@ def _kept_preds(node: ChakraNode, removed: set[int], inherited: dict[int, list[i
 
 
 def serial_chain(nodes: Sequence[ChakraNode], removed: set[int], inherited: dict[int, list[int]],
-                 window: StepWindow, origin_us: float = 0.0) -> list[ChakraNode]:
+                 window: StepWindow, origin_us: float = 0.0,
+                 network_ends: Mapping[int, float] | None = None) -> list[ChakraNode]:
     """One rank's nodes for ASTRA-sim under the serial profile (``window``:
-    its recorded step)."""
-    return SerialChain(nodes, removed, inherited, window, origin_us).build()
+    its recorded step; ``network_ends``: where the job's network ends each
+    collective on the recorded clock, ``job.network_ends``; the waits for a
+    collective start there, and the rest of the recorded time until the
+    thread went on is a fixed gap after it)."""
+    return SerialChain(nodes, removed, inherited, window, origin_us, network_ends).build()
 
 
 # -- host-only ranks ----------------------------------------------------------

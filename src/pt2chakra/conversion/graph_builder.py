@@ -356,9 +356,24 @@ def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int
             caller = ops_by_id[caller].parent
             caller_ev = cpu_event.get(caller)
             hops += 1
-        if caller_ev is not None and caller_ev.tid == ev.tid:
+        if caller_ev is not None and caller_ev.tid == ev.tid and _nested(ev, caller_ev):
             child_time[caller] += ev.dur
     return dict(child_time)
+
+
+NESTING_SLACK_US = 1.0
+"""A callee ends within its caller's span up to the traces' clock resolution
+(1 us)."""
+
+
+def _nested(ev: CpuEvent, caller_ev: CpuEvent) -> bool:
+    """Whether ``ev`` ran inside ``caller_ev``: the host ET files a gloo
+    worker thread's collective under whatever op its record stack held (an
+    earlier collective of the same worker, long over), and subtracting a
+    callee that ran after its caller ended cuts the caller's own time (a
+    330 ms all-reduce written as 2.5 ms)."""
+    return (ev.ts >= caller_ev.ts - NESTING_SLACK_US
+            and ev.ts + ev.dur <= caller_ev.ts + caller_ev.dur + NESTING_SLACK_US)
 
 
 def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
