@@ -17,11 +17,11 @@ from pt2chakra.chakra import compiled
 from pt2chakra.pytorch.host_decode import (
     _NO_EXTRAS,
     _SHARED_STRINGS,
-    _NestedNode,
+    SCHEMA_LAYOUTS,
     _nested_to_op,
+    _NestedNode,
     _shared,
     normalise,
-    SCHEMA_LAYOUTS,
 )
 from pt2chakra.pytorch.records import HostOp, IOValues
 
