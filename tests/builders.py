@@ -319,17 +319,17 @@ def trace_event(cat: str, name: str, ts: Any, dur: Any = 1.0, pid: Any = 1, tid:
             "args": args}
 
 
-def late_launch_kineto(folder: Path, setup_us: int) -> Path:
+def late_launch_kineto(folder: Path, setup_us: int, t0: int = 0) -> Path:
     """A Kineto trace of a late launch (issue 28): ``aten::conv2d`` runs a
     quick callee, ``setup_us`` of its own time (cuDNN set-up), then launches
     its kernel; a device synchronize waits for the kernel, and ``aten::add``
-    runs once it returned. Written as ``folder/k<setup_us>.json.gz``."""
+    runs once it returned, from ``t0`` on. Written as ``folder/k<setup_us>.json.gz``."""
     x = partial(trace_event, pid=1, tid=1)
-    launch = 20 + setup_us
+    launch = t0 + 20 + setup_us
     done = launch + 5 + 300  # the kernel's end
     events = [
-        x("cpu_op", "aten::conv2d", 0, launch + 15),
-        x("cpu_op", "aten::empty", 2, 8),
+        x("cpu_op", "aten::conv2d", t0, launch + 15 - t0),
+        x("cpu_op", "aten::empty", t0 + 2, 8),
         x("cuda_runtime", "cudaLaunchKernel", launch, 5, correlation=1),
         x("kernel", "conv", launch + 5, 300, tid=7, correlation=1, stream=7, device=0),
         x("cuda_runtime", "cudaDeviceSynchronize", launch + 20, done + 3 - (launch + 20),

@@ -13,12 +13,13 @@ from pathlib import Path
 import msgspec
 import pytest
 from builders import MD, cpu, gpu, late_launch_kineto
+from helpers import run_cli
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.rules.conventions import LATE_LAUNCH_MIN_US, LAUNCH_TIME_ATTR
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.results import SimConfig
 
@@ -91,3 +92,20 @@ def test_the_converter_marks_only_a_late_launch_and_the_replay_keeps_its_wait(
     # a launch after a short callee is written as before: no attribute
     convert(None, late_launch_kineto(tmp_path, int(LATE_LAUNCH_MIN_US / 2)), tmp_path / "soon.et")
     assert _launch_times(tmp_path / "soon.et") == [None]
+
+
+def test_a_replay_written_back_keeps_the_launch_with_its_kernel(tmp_path: Path) -> None:
+    # --write-et at half the CPU time: the launch moves with its kernel, so a
+    # replay of the written file gives the what-if's step, not the old release
+    # (the trace starts at 100 us: a node at 0 is untimed and written as recorded)
+    out = tmp_path / "late.et"
+    convert(None, late_launch_kineto(tmp_path, int(20 * LATE_LAUNCH_MIN_US), t0=100), out)
+    done = run_cli("simulate", out, "--cpu-scale", "0.5", "--write-et", tmp_path / "half", "-q")
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "half.0.et"
+    kernel = next(n for n in read_et(written)[1] if n.name == "conv")
+    launch = attr_dict(kernel.attrs)[LAUNCH_TIME_ATTR]
+    assert 0 <= kernel.start_time_micros - launch <= 5  # recorded: 5 us from launch to start
+    half = next(w.predicted_step_us for w in
+                simulate([out], SimulationOptions(cpu_scale=[0.5])).what_if if w.cpu_scale == 0.5)
+    assert simulate([written]).predicted_step_us == pytest.approx(half, rel=0.01)

@@ -22,7 +22,13 @@ from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, attr_dict
 from pt2chakra.errors import InputError
-from pt2chakra.rules.conventions import COMM_NODE_TYPES, INCLUSIVE_ATTR, REPLAY_SETTING_ATTR, is_gpu
+from pt2chakra.rules.conventions import (
+    COMM_NODE_TYPES,
+    INCLUSIVE_ATTR,
+    LAUNCH_TIME_ATTR,
+    REPLAY_SETTING_ATTR,
+    is_gpu,
+)
 from pt2chakra.simulation.api import SimulationOptions, SimulationRun
 from pt2chakra.simulation.arrivals import reached_at
 from pt2chakra.simulation.engine import measured_offset
@@ -149,8 +155,19 @@ def _retimed(node: ChakraNode, replayed: tuple[float, float] | None,
         incl = max(0, round(inclusive_end + offset) - new_start)
         attrs = [a for a in node.attrs if a[0] != INCLUSIVE_ATTR]
         attrs.append((INCLUSIVE_ATTR, "int64_val", incl))
+    elif any(a[0] == LAUNCH_TIME_ATTR for a in attrs):
+        attrs = _launch_moved(attrs, new_start - node.start_time_micros)
     return msgspec.structs.replace(node, start_time_micros=max(1, new_start),
                                    duration_micros=max(0, round(end - start)), attrs=attrs)
+
+
+def _launch_moved(attrs: list[Attr], shift: int) -> list[Attr]:
+    """A late launch's recorded launch time (``LAUNCH_TIME_ATTR``) moved
+    with its kernel: the replay starts the kernel at its launch unless the
+    stream was still busy, so the launch keeps its lead on the kernel, and
+    a replay of the written file releases it at its replayed time."""
+    return [(name, kind, value + shift) if name == LAUNCH_TIME_ATTR and isinstance(value, int)
+            else (name, kind, value) for name, kind, value in attrs]
 
 
 def check_prefix(prefix: str, inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
