@@ -437,9 +437,18 @@ def normalise(where: str, raw_nodes: list[Any], layout: Layout,
     ops: list[HostOp] = []
     append = ops.append
     extra_names: set[str] = set()
+    fast = compiled.FAST if to_op is _nested_to_op else None
+    count = len(raw_nodes)
+    i = 0
     try:
-        for n in raw_nodes:
-            op, extras = to_op(n, shared)
+        while i < count:
+            if fast is not None:  # runs of plain ops (see _fast.c's host_ops)
+                i = fast.host_ops(raw_nodes, i, ops, shared, IOValues, HostOp,
+                                  _SHARED_STRINGS, _shared, _NO_EXTRAS)
+                if i == count:
+                    break
+            op, extras = to_op(raw_nodes[i], shared)
+            i += 1
             append(op)
             if extras:
                 extra_names.update(extras)
