@@ -10,7 +10,9 @@
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, prepare._cpu_delays);
- * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode).
+ * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
+ * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
+ *   plain list (host_decode._nested_to_op).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -958,18 +960,13 @@ PyDoc_STRVAR(shared_io_doc,
 "(encode.ioinfo_body) followed by its strides, size the body's length; the\n"
 "one equal to it in ``shared`` if any (``shared.setdefault``).");
 
+/* io's texts as cls(body, size), the equal one in ``shared`` if any; new reference. */
 static PyObject *
-shared_io(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+shared_io_of(PyObject *io, PyObject *cls, PyObject *shared)
 {
-    PyObject *io, *cls, *shared, *text, *args[2] = {NULL, NULL}, *made = NULL, *result = NULL;
+    PyObject *text, *args[2] = {NULL, NULL}, *made = NULL, *result = NULL;
     Py_ssize_t len = 0;
     Out o;
-    (void)self;
-    if (argc != 3 || !PyDict_Check(argv[2])) {
-        PyErr_SetString(PyExc_TypeError, "shared_io(io, cls, shared: dict)");
-        return NULL;
-    }
-    io = argv[0], cls = argv[1], shared = argv[2];
     o.data = o.stack;
     o.len = 0;
     o.cap = OUT_STACK;
@@ -999,6 +996,291 @@ done:
     if (o.data != o.stack)
         PyMem_Free(o.data);
     return result;
+}
+
+static PyObject *
+shared_io(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    (void)self;
+    if (argc != 3 || !PyDict_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "shared_io(io, cls, shared: dict)");
+        return NULL;
+    }
+    return shared_io_of(argv[0], argv[1], argv[2]);
+}
+
+/* ------------------------------------------------------------------------
+ * host_ops: host ET nodes of the nested layouts as HostOps
+ * (host_decode._nested_to_op), for ops whose attrs are the observer's own
+ * list: the lifted seven, then kernel_backend, kernel_file (and
+ * tensor_range), these empty; written as torch writes them:
+ *   [{"name": "rf_id", "type": "uint64", "value": 3}, ...]
+ * (each object's keys in that order, strings without escapes, integers of
+ * at most 18 digits). Anything else stops the run for the Python twin.
+ * ------------------------------------------------------------------------ */
+
+#define OBSERVER_ATTRS 10
+#define OBSERVER_LIFTED 7
+#define OBSERVER_INT_ATTRS 6 /* the lifted ones before op_schema */
+#define MAX_INT_DIGITS 18    /* fits int64 whatever its digits */
+static const char *const OBSERVER_NAMES[OBSERVER_ATTRS] = {
+    "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
+    "kernel_backend", "kernel_file", "tensor_range"};
+static PyObject *NODE_FIELDS[6]; /* id, name, ctrl_deps, inputs, outputs, attrs */
+enum { NF_ID, NF_NAME, NF_CTRL_DEPS, NF_INPUTS, NF_OUTPUTS, NF_ATTRS };
+
+static inline int
+json_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static inline void
+skip_ws(cursor *p, cursor end)
+{
+    while (*p < end && json_ws(**p))
+        (*p)++;
+}
+
+/* ``c`` after any whitespace. */
+static inline int
+expect_char(cursor *p, cursor end, unsigned char c)
+{
+    skip_ws(p, end);
+    if (*p >= end || **p != c)
+        return 0;
+    (*p)++;
+    return 1;
+}
+
+/* A string without escapes or control characters (ASCII only where
+ * ``ascii``), its text in [start, start + len). */
+static inline int
+plain_string(cursor *p, cursor end, int ascii, cursor *start, Py_ssize_t *len)
+{
+    cursor q;
+    if (!expect_char(p, end, '"'))
+        return 0;
+    q = *p;
+    while (q < end && *q != '"') {
+        if (*q == '\\' || *q < 0x20 || (ascii && *q >= 0x80))
+            return 0;
+        q++;
+    }
+    if (q >= end)
+        return 0;
+    *start = *p;
+    *len = q - *p;
+    *p = q + 1;
+    return 1;
+}
+
+/* The string ``want`` exactly, as a plain string. */
+static inline int
+expect_string(cursor *p, cursor end, const char *want)
+{
+    cursor start;
+    Py_ssize_t len;
+    return plain_string(p, end, 1, &start, &len) && (size_t)len == strlen(want) &&
+        memcmp(start, want, (size_t)len) == 0;
+}
+
+/* A JSON integer of at most MAX_INT_DIGITS digits, no leading zero, not -0. */
+static inline int
+plain_int(cursor *p, cursor end, int64_t *out)
+{
+    int neg = 0, digits = 0;
+    int64_t v = 0;
+    skip_ws(p, end);
+    if (*p < end && **p == '-') {
+        neg = 1;
+        (*p)++;
+    }
+    while (*p < end && **p >= '0' && **p <= '9') {
+        if (++digits > MAX_INT_DIGITS || (digits == 2 && v == 0))
+            return 0;
+        v = v * 10 + (**p - '0');
+        (*p)++;
+    }
+    if (digits == 0 || (neg && v == 0))
+        return 0;
+    if (*p < end && !json_ws(**p) && **p != '}' && **p != ',')
+        return 0; /* a fraction, an exponent or junk */
+    *out = neg ? -v : v;
+    return 1;
+}
+
+/* The observer's attrs in [p, end): the six integers and op_schema's text;
+ * 0 where they are anything else. */
+static int
+observer_attrs(cursor p, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *schema_len)
+{
+    int count = 0;
+    if (!expect_char(&p, end, '['))
+        return 0;
+    for (;;) {
+        cursor text;
+        Py_ssize_t len;
+        if (count == OBSERVER_ATTRS || !expect_char(&p, end, '{') ||
+            !expect_string(&p, end, "name") || !expect_char(&p, end, ':') ||
+            !expect_string(&p, end, OBSERVER_NAMES[count]) || !expect_char(&p, end, ',') ||
+            !expect_string(&p, end, "type") || !expect_char(&p, end, ':') ||
+            !plain_string(&p, end, 1, &text, &len) || !expect_char(&p, end, ',') ||
+            !expect_string(&p, end, "value") || !expect_char(&p, end, ':'))
+            return 0;
+        if (count < OBSERVER_INT_ATTRS) {
+            if (!plain_int(&p, end, &ints[count]))
+                return 0;
+        }
+        else {
+            if (!plain_string(&p, end, 0, &text, &len))
+                return 0;
+            if (count == OBSERVER_LIFTED - 1) {
+                *schema = text;
+                *schema_len = len;
+            }
+            else if (len) /* a kernel or tensor range: an extra, the twin's */
+                return 0;
+        }
+        if (!expect_char(&p, end, '}'))
+            return 0;
+        count++;
+        skip_ws(&p, end);
+        if (p < end && *p == ',') {
+            p++;
+            continue;
+        }
+        if (!expect_char(&p, end, ']'))
+            return 0;
+        break;
+    }
+    skip_ws(&p, end);
+    return p == end && (count == OBSERVER_LIFTED || count == OBSERVER_ATTRS - 1 ||
+                        count == OBSERVER_ATTRS);
+}
+
+/* ``text`` as the one equal string ``strings`` holds (``share`` adds it). */
+static PyObject *
+shared_string(PyObject *text, PyObject *strings, PyObject *share)
+{
+    PyObject *found = PyDict_GetItemWithError(strings, text);
+    if (found != NULL) {
+        Py_INCREF(found);
+        return found;
+    }
+    if (PyErr_Occurred())
+        return NULL;
+    return PyObject_CallOneArg(share, text);
+}
+
+/* One node's HostOp; Py_None (a new reference) where the twin must take it. */
+static PyObject *
+host_op(PyObject *node, PyObject *const *ctx)
+{
+    PyObject *shared = ctx[0], *io_cls = ctx[1], *op_cls = ctx[2], *strings = ctx[3],
+             *share = ctx[4], *no_extras = ctx[5];
+    PyObject *args[13] = {NULL}, *attrs, *text, *result = NULL;
+    Py_buffer view;
+    int64_t ints[OBSERVER_INT_ATTRS];
+    cursor schema = NULL;
+    Py_ssize_t schema_len = 0;
+    int ok;
+    attrs = PyObject_GetAttr(node, NODE_FIELDS[NF_ATTRS]);
+    if (attrs == NULL)
+        return NULL;
+    if (PyObject_GetBuffer(attrs, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(attrs);
+        return NULL;
+    }
+    ok = observer_attrs((cursor)view.buf, (cursor)view.buf + view.len, ints, &schema,
+                        &schema_len);
+    text = ok ? PyUnicode_DecodeUTF8((const char *)schema, schema_len, "strict") : NULL;
+    PyBuffer_Release(&view);
+    Py_DECREF(attrs);
+    if (text == NULL) {
+        if (ok && !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* HostOp(id, name, parent, tid, rf_id, fw_parent, seq_id, scope, fw_tid,
+     * op_schema, inputs, outputs, attrs) */
+    args[9] = text; /* shared after the name, as the twin does */
+    text = PyObject_GetAttr(node, NODE_FIELDS[NF_NAME]);
+    if (text == NULL)
+        goto done;
+    args[1] = shared_string(text, strings, share);
+    Py_DECREF(text);
+    if (args[1] == NULL)
+        goto done;
+    text = args[9];
+    args[9] = shared_string(text, strings, share);
+    Py_DECREF(text);
+    if (args[9] == NULL || (args[0] = PyObject_GetAttr(node, NODE_FIELDS[NF_ID])) == NULL ||
+        (args[2] = PyObject_GetAttr(node, NODE_FIELDS[NF_CTRL_DEPS])) == NULL ||
+        (args[3] = PyLong_FromLongLong(ints[4])) == NULL ||
+        (args[4] = PyLong_FromLongLong(ints[0])) == NULL ||
+        (args[5] = PyLong_FromLongLong(ints[1])) == NULL ||
+        (args[6] = PyLong_FromLongLong(ints[2])) == NULL ||
+        (args[7] = PyLong_FromLongLong(ints[3])) == NULL ||
+        (args[8] = PyLong_FromLongLong(ints[5])) == NULL)
+        goto done;
+    for (int k = 0; k < 2; k++) {
+        PyObject *io = PyObject_GetAttr(node, NODE_FIELDS[k ? NF_OUTPUTS : NF_INPUTS]);
+        if (io == NULL)
+            goto done;
+        args[10 + k] = shared_io_of(io, io_cls, shared);
+        Py_DECREF(io);
+        if (args[10 + k] == NULL)
+            goto done;
+    }
+    args[12] = no_extras;
+    Py_INCREF(no_extras);
+    result = PyObject_Vectorcall(op_cls, args, 13, NULL);
+done:
+    for (int k = 0; k < 13; k++)
+        Py_XDECREF(args[k]);
+    return result;
+}
+
+PyDoc_STRVAR(host_ops_doc,
+"host_ops(nodes, start, ops, shared, io_cls, op_cls, strings, share, no_extras) -> int\n\n"
+"Append to ops the HostOp of nodes[start], nodes[start + 1], ... while each\n"
+"one's attrs are the observer's plain list (see _fast.c); the index of the\n"
+"first node left to host_decode._nested_to_op (len(nodes) when none).");
+
+static PyObject *
+host_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *nodes, *ops;
+    Py_ssize_t i, n;
+    (void)self;
+    if (argc != 9 || !PyList_Check(argv[0]) || !PyList_Check(argv[2]) ||
+        !PyDict_Check(argv[3]) || !PyDict_Check(argv[6])) {
+        PyErr_SetString(PyExc_TypeError, "host_ops(nodes: list, start: int, ops: list, "
+                        "shared: dict, io_cls, op_cls, strings: dict, share, no_extras)");
+        return NULL;
+    }
+    nodes = argv[0], ops = argv[2];
+    i = PyLong_AsSsize_t(argv[1]);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(nodes);
+    for (; i >= 0 && i < n; i++) {
+        PyObject *op = host_op(PyList_GET_ITEM(nodes, i), argv + 3);
+        int bad;
+        if (op == NULL)
+            return NULL;
+        if (op == Py_None) {
+            Py_DECREF(op);
+            break;
+        }
+        bad = PyList_Append(ops, op);
+        Py_DECREF(op);
+        if (bad)
+            return NULL;
+    }
+    return PyLong_FromSsize_t(i);
 }
 
 /* ------------------------------------------------------------------------
@@ -1227,6 +1509,7 @@ static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
+    {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
@@ -1247,6 +1530,10 @@ PyInit__fast(void)
     static const char *texts[4] = {"values", "shapes", "types", "strides"};
     for (int k = 0; k < 4; k++)
         if ((IOINFO_TEXTS[k] = PyUnicode_InternFromString(texts[k])) == NULL)
+            return NULL;
+    static const char *fields[6] = {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"};
+    for (int k = 0; k < 6; k++)
+        if ((NODE_FIELDS[k] = PyUnicode_InternFromString(fields[k])) == NULL)
             return NULL;
     IOINFO_BODY = PyUnicode_InternFromString("ioinfo");
     IOINFO_SIZE = PyUnicode_InternFromString("ioinfo_size");

@@ -30,6 +30,18 @@ def link_children(
     parents: list[tuple[tuple[int, int], ...]], base: int, shift: int, nwait: list[int], /,
 ) -> tuple[bytes, bytes, bytes] | None: ...
 def shared_io(io: Any, cls: Callable[[bytes, int], Any], shared: dict[Any, Any], /) -> Any: ...
+def host_ops(
+    nodes: list[Any],
+    start: int,
+    ops: list[Any],
+    shared: dict[Any, Any],
+    io_cls: Callable[[bytes, int], Any],
+    op_cls: Callable[..., Any],
+    strings: dict[str, str],
+    share: Callable[[str], str],
+    no_extras: dict[str, Any],
+    /,
+) -> int: ...
 def parents_of(
     deps: list[list[int]],
     keys: list[int],

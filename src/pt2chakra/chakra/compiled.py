@@ -40,6 +40,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/chakra/test_encode_fast.py::test_any_node_tuple"),
     CompiledFunction("shared_io", "pt2chakra.pytorch.host_decode:_nested_to_op",
                      "tests/pytorch/test_shared_io_fast.py::test_same_io_values"),
+    CompiledFunction("host_ops", "pt2chakra.pytorch.host_decode:_nested_to_op",
+                     "tests/pytorch/test_host_ops_fast.py::test_any_attrs"),
     CompiledFunction("parents_of", "pt2chakra.simulation.prepare:_parents",
                      "tests/simulation/test_parents_fast.py::test_same_parents"),
     CompiledFunction("link_children", "pt2chakra.simulation.prepare:_link_children",
