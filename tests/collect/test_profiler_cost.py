@@ -5,6 +5,7 @@ time budget (a few calls per kind)."""
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from helpers import assert_one_line_failure, run_cli
@@ -27,9 +28,12 @@ def test_microbench_measures_a_figure_simulate_reads(tmp_path) -> None:
     kinds = {k["kind"]: k for k in doc["kinds"]}
     assert set(kinds) >= {"view", "elementwise", "many_inputs", "composite", "in_place",
                           "training_step"}
-    # the figure is the training step's (a step records hundreds of ops)
+    # the figure is the training step's (a step records hundreds of ops); where
+    # load made the profiled step no slower (0 us/op), the kinds' median instead
     assert kinds["training_step"]["ops_per_call"] > 100
-    assert doc["per_op_us"] == kinds["training_step"]["per_op_us"]
+    step = kinds["training_step"]["per_op_us"]
+    loops = [k["per_op_us"] for name, k in kinds.items() if name != "training_step"]
+    assert doc["per_op_us"] == (step if step > 0 else statistics.median(loops))
     # every kind recorded at least its own op, and ran slower under the profiler
     assert all(k["ops_per_call"] >= 1 for k in kinds.values())
     assert sum(k["profiled_us"] > k["plain_us"] for k in kinds.values()) >= 4

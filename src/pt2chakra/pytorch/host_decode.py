@@ -437,14 +437,16 @@ def normalise(where: str, raw_nodes: list[Any], layout: Layout,
     ops: list[HostOp] = []
     append = ops.append
     extra_names: set[str] = set()
-    fast = compiled.FAST if to_op is _nested_to_op else None
+    # getattr: an extension built before host_ops (an editable install not
+    # rebuilt) still loads, and its users take the twin.
+    host_ops = getattr(compiled.FAST, "host_ops", None) if to_op is _nested_to_op else None
     count = len(raw_nodes)
     i = 0
     try:
         while i < count:
-            if fast is not None:  # runs of plain ops (see _fast.c's host_ops)
-                i = fast.host_ops(raw_nodes, i, ops, shared, IOValues, HostOp,
-                                  _SHARED_STRINGS, _shared, _NO_EXTRAS)
+            if host_ops is not None:  # runs of plain ops (see _fast.c's host_ops)
+                i = host_ops(raw_nodes, i, ops, shared, IOValues, HostOp,
+                             _SHARED_STRINGS, _shared, _NO_EXTRAS)
                 if i == count:
                     break
             op, extras = to_op(raw_nodes[i], shared)
