@@ -14,7 +14,7 @@
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
  * - replay_plain: the replay of a graph without collectives, sync ops or late
- *   launches (replay._Replay.replay).
+ *   launches (event_loop._Replay.replay).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -1510,7 +1510,7 @@ python_path:
 
 /* ------------------------------------------------------------------------
  * replay_plain: the replay of a graph without collectives that wait for
- * peers, sync ops or late launches (replay._Replay.replay): lanes take their
+ * peers, sync ops or late launches (event_loop._Replay.replay): lanes take their
  * first ready node by recorded order, a node starts after its delay from
  * whichever came last (its lane freeing or its last dependency) and holds
  * its lane for its duration; events in (time, type, push order) order.
@@ -1746,7 +1746,7 @@ PyDoc_STRVAR(replay_plain_doc,
 "replay_plain(lane_free, waiting, ready_t, lane_of, order, child_start, child,\n"
 "             child_kind, dur, delay, start, end, bind_pred, bind_kind, bind_time,\n"
 "             k_start, k_lane) -> bool | None\n\n"
-"replay._Replay.replay of a graph without collectives waiting for peers, sync\n"
+"event_loop._Replay.replay of a graph without collectives waiting for peers, sync\n"
 "ops or late launches: writes the nodes' start, end and binding into the\n"
 "lists given and returns True; None (nothing written) where an input is not\n"
 "as expected (a value not an exact finite float or an int in range).");
