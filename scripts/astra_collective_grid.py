@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from pt2chakra.astra.binary import run_collective, run_send
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     AstraNetwork,
     AstraSystem,
     collective_rank_ns,

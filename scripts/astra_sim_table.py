@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pt2chakra.astra.binary import run_workload
 from pt2chakra.astra.choices import CPU_MODES
-from pt2chakra.astra.collective import AstraNetwork, AstraSystem
+from pt2chakra.astra.collective_time import AstraNetwork, AstraSystem
 from pt2chakra.astra.consumer import consume
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -39,9 +39,9 @@ from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.simulation.critical_path import critical_path_of
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import read_lean
+from pt2chakra.simulation.event_loop import run_replay
 from pt2chakra.simulation.prepare import prepare_graphs
 from pt2chakra.simulation.rank_results import rank_results
-from pt2chakra.simulation.replay import run_replay
 from pt2chakra.simulation.results import SimConfig
 
 CHUNK = 1 << 20  # inflate this much at a time, as the streaming readers do

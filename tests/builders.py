@@ -169,6 +169,27 @@ def comm_op(nid: int, node_type: NodeType, start: int, deps: Sequence[int] = (),
                 attrs=attrs)
 
 
+def dp_layer(layer: int, rank: int, start: int, op_us: int, gemm_us: int, *,
+             comm_bytes: int = 1 << 20, op: str = "aten::mm", launch_us: int = 0,
+             comm_start: int | None = None) -> list[ChakraNode]:
+    """One layer of a data-parallel step on ``rank``: a host op (ids from
+    ``3 * layer + 1``, after the previous layer's op), the kernel it launches
+    on stream 7 and an all-reduce on stream 20 matched across ranks by
+    ``comm_seq = layer``. The kernel starts ``launch_us`` after the op ends,
+    the all-reduce when the kernel ends unless ``comm_start`` says."""
+    base = 3 * layer + 1
+    kernel_start = start + op_us + launch_us
+    return [
+        node(base, [base - 3] if layer else [], name=op, start=start, dur=op_us,
+             attrs=cpu_attrs()),
+        node(base + 1, [base], name="gemm_kernel", start=kernel_start, dur=gemm_us,
+             attrs=gpu_attrs(7, rank)),
+        node(base + 2, [base + 1], name="nccl:all_reduce", node_type=NodeType.COMM_COLL_NODE,
+             start=kernel_start + gemm_us if comm_start is None else comm_start, dur=40,
+             attrs=[*gpu_attrs(20, rank),
+                    *comm_attrs(CollectiveType.ALL_REDUCE, comm_bytes, "0", layer)])]
+
+
 def metadata(rank: int | None = None, world_size: int | None = None,
              step: tuple[int, int] | None = None, version: str = "0.0.4") -> GlobalMetadata:
     """Metadata with the rank, world size and step window (start, end us)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     AstraNetwork,
     AstraSystem,
     astra_comm_size,

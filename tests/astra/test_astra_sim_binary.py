@@ -11,7 +11,7 @@ from helpers import run_cli
 
 from pt2chakra.astra.binary import aware_binary, run_workload
 from pt2chakra.astra.choices import CPU_MODES
-from pt2chakra.astra.collective import AstraNetwork, AstraSystem
+from pt2chakra.astra.collective_time import AstraNetwork, AstraSystem
 from pt2chakra.astra.consumer import consume
 from pt2chakra.astra.export import convert_files
 

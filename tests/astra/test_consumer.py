@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     AstraNetwork,
     AstraSystem,
     collective_finish_ns,

@@ -15,7 +15,7 @@ from builders import late_launch_kineto
 from helpers import ROOT, assert_one_line_failure, run_cli
 
 from pt2chakra import convert
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     AstraNetwork,
     AstraSystem,
     collective_finish_ns,

@@ -9,7 +9,7 @@ from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.astra.collective import AstraNetwork, AstraSystem, collective_ns
+from pt2chakra.astra.collective_time import AstraNetwork, AstraSystem, collective_ns
 from pt2chakra.astra.consumer import ConsumerOptions, consume, replay_as_astra_sim
 from pt2chakra.astra.export import convert_files, profile
 from pt2chakra.astra.serial_chain import COMM_DONE, COMM_ORDER, HOST_WAIT, ISSUE_POINT

@@ -145,7 +145,7 @@ def test_gaps_and_activities_tile_each_stream(spans: list[tuple[float, float]]) 
 def test_the_astra_sim_consumer_compares_its_makespan_with_the_span(tmp_path) -> None:
     """ASTRA-sim finishes with its last node: a period step is compared as
     its span there (the GPU work past the next step's start included)."""
-    from pt2chakra.astra.collective import AstraNetwork
+    from pt2chakra.astra.collective_time import AstraNetwork
     from pt2chakra.astra.consumer import ConsumerOptions, replay_as_astra_sim
 
     out = tmp_path / "k.et"

@@ -150,6 +150,21 @@ def test_kineto_alone_finds_the_worker_thread_transfer(tmp_path: Path) -> None:
     assert attr_dict(node.attrs)[COMM_CHANNEL] == WORKER
 
 
+def test_kineto_alone_keeps_the_callees_of_a_backend_op_that_launched_a_kernel(
+        tmp_path: Path) -> None:
+    """The same rule as with a host ET: the NCCL kernel is the transfer, so its
+    backend op only enqueued it and what runs under that op stays its own op
+    (a transfer's callees would be folded into its time)."""
+    kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    events = [_op(0, 20, "c10d::allreduce_", 11), _op(4, 10, "nccl:all_reduce", 13),
+              _op(5, 2, "aten::empty", 14), _launch(9, 100),
+              _gpu(20, 50, kernel, NCCL_STREAM, 100)]
+    _out, nodes = _convert(tmp_path, None, events)
+    assert nodes[kernel].type == NodeType.COMM_COLL_NODE
+    assert nodes["nccl:all_reduce"].type == NodeType.COMP_NODE
+    assert "aten::empty" in nodes
+
+
 def test_nccl_kernel_on_its_own_stream_is_the_transfer(tmp_path: Path) -> None:
     host = _host(host_node(3, "c10d::allreduce_", 2, 11, inputs=_tensor(40)),
                  host_node(4, "record_param_comms", 3, 12, inputs=_tensor(40), attrs=[

@@ -7,10 +7,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from builders import dp_layer, metadata
 from helpers import PAIRS, ROOT, SAMPLE
 
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.api import convert, write_conversion_report
 
 
@@ -51,30 +52,14 @@ def page_check() -> ModuleType:
 
 def _synthetic_rank(rank: int, steps: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
     """One rank of a data-parallel step: per layer a CPU launch, a kernel
-    and an all-reduce matched across ranks by ``comm_seq``."""
-    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)])
-    cpu_attrs = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", 1)]
-    kernel = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-              ("stream", "int64_val", 7)]
+    and a 4 MiB all-reduce matched across ranks by ``comm_seq``."""
     nodes: list[ChakraNode] = []
     t = 1000 + 3 * rank
     for k in range(steps):
-        base = 3 * k + 1
-        nodes.append(ChakraNode(id=base, name="aten::mm", type=NodeType.COMP_NODE,
-                                start_time_micros=t, duration_micros=5,
-                                data_deps=[base - 3] if k else [], attrs=cpu_attrs))
-        nodes.append(ChakraNode(id=base + 1, name="gemm_kernel", type=NodeType.COMP_NODE,
-                                start_time_micros=t + 6, duration_micros=20 + rank % 5,
-                                data_deps=[base], attrs=kernel))
-        comm = [*kernel[:2], ("stream", "int64_val", 20),
-                ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
-                ("comm_size", "int64_val", 1 << 22), ("pg_name", "string_val", "0"),
-                ("comm_seq", "int64_val", k)]
-        nodes.append(ChakraNode(id=base + 2, name="nccl:all_reduce", type=NodeType.COMM_COLL_NODE,
-                                start_time_micros=t + 30, duration_micros=40,
-                                data_deps=[base + 1], attrs=comm))
+        nodes += dp_layer(k, rank, t, 5, 20 + rank % 5, comm_bytes=1 << 22, launch_us=1,
+                          comm_start=t + 30)
         t += 80
-    return md, nodes
+    return metadata(rank), nodes
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+from builders import dp_layer, metadata
 from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.diff import diff
 from pt2chakra.errors import InputError
 from pt2chakra.report.api import write_report
@@ -28,30 +29,13 @@ GEMM_US = 20
 def _rank(rank: int, slow: bool, op: str = "aten::mm") -> tuple[GlobalMetadata, list[ChakraNode]]:
     """Per layer: a CPU op, the kernel it launches, an all-reduce after it;
     rank 1 reaches each all-reduce later (a longer op)."""
-    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)])
-    cpu = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", 1)]
-    kernel = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-              ("stream", "int64_val", 7)]
     nodes: list[ChakraNode] = []
     t = 1000
     for k in range(LAYERS):
-        base, op_us = 3 * k + 1, 5 + 10 * rank
         gemm_us = GEMM_US * (SLOW_FACTOR if slow and k == SLOW_LAYER else 1)
-        comm = [*kernel[:2], ("stream", "int64_val", 20),
-                ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
-                ("comm_size", "int64_val", 1 << 20), ("pg_name", "string_val", "0"),
-                ("comm_seq", "int64_val", k)]
-        nodes += [
-            ChakraNode(id=base, name=op, type=NodeType.COMP_NODE, start_time_micros=t,
-                       duration_micros=op_us, data_deps=[base - 3] if k else [], attrs=cpu),
-            ChakraNode(id=base + 1, name="gemm_kernel", type=NodeType.COMP_NODE,
-                       start_time_micros=t + op_us, duration_micros=gemm_us, data_deps=[base],
-                       attrs=kernel),
-            ChakraNode(id=base + 2, name="nccl:all_reduce", type=NodeType.COMM_COLL_NODE,
-                       start_time_micros=t + op_us + gemm_us, duration_micros=40,
-                       data_deps=[base + 1], attrs=comm)]
+        nodes += dp_layer(k, rank, t, 5 + 10 * rank, gemm_us, op=op)
         t += 200
-    return md, nodes
+    return metadata(rank), nodes
 
 
 def _run(folder: Path, slow: bool, op: str = "aten::mm") -> list[Path]:

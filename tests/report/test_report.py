@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from builders import IS_GPU, node, write_nodes
 from helpers import SAMPLE, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et
@@ -148,14 +149,9 @@ def test_64_ranks(many_ranks: list[Path], tmp_path: Path) -> None:
 def test_untimed_graph_has_no_measured_lanes(tmp_path: Path) -> None:
     """Another tool's graph without start times: simulated lanes only, and
     the error is n/a rather than a division by zero."""
-    from pt2chakra.chakra.io import write_et
-    from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
-
-    attrs = [("is_cpu_op", "bool_val", False), ("stream", "int64_val", 7)]
-    nodes = [ChakraNode(id=k, name=f"k{k}", type=NodeType.COMP_NODE, duration_micros=10,
-                        data_deps=[k - 1] if k else [], attrs=attrs) for k in range(5)]
-    et = tmp_path / "u.et"
-    write_et(et, GlobalMetadata(version="0.0.4"), nodes)
+    attrs = [IS_GPU, ("stream", "int64_val", 7)]  # no start times, no device
+    et = write_nodes(tmp_path / "u.et", [node(k, [k - 1] if k else [], name=f"k{k}", dur=10,
+                                              attrs=attrs) for k in range(5)])
     data = build_report([et])
     rows = [row for rank in data.timeline.ranks for row in rank.rows]
     assert rows and not any(row.measured for row in rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.collectives import collective_rows
+from pt2chakra.simulation.collective_table import collective_rows
 from pt2chakra.simulation.engine import Simulator
 
 SIZE = 1 << 20

@@ -11,7 +11,7 @@ from helpers import run_cli
 
 from pt2chakra.report.api import write_report
 from pt2chakra.simulation.api import simulate
-from pt2chakra.simulation.report import NO_TIMING_WHY, format_report, timing_notes
+from pt2chakra.simulation.text_report import NO_TIMING_WHY, format_report, timing_notes
 
 
 def _notes(text: str) -> list[str]:

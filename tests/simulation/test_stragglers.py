@@ -8,9 +8,9 @@ import pytest
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, arrivals_of
-from pt2chakra.simulation.collectives import collective_rows
+from pt2chakra.simulation.collective_table import collective_rows
 from pt2chakra.simulation.engine import Simulator
-from pt2chakra.simulation.report import format_report, result_json, straggler_lines
+from pt2chakra.simulation.text_report import format_report, result_json, straggler_lines
 
 # Rank r's kernel before the all-reduce lasts BASE_US + LATE_US * r; the
 # all-reduce is recorded starting when that kernel ends.

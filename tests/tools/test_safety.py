@@ -7,11 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from builders import coll, write_rank
+from builders import IS_CPU, coll, node, write_nodes, write_rank
 from helpers import assert_one_line_failure, run_cli
-
-from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
 
 pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch
 
@@ -191,14 +188,9 @@ def test_validate_comm_seq_without_a_match(tmp_path):
 
 
 def test_validate_warns_on_a_ctrl_deps_cycle(tmp_path):
-    nodes = [ChakraNode(id=1, name="a", type=NodeType.COMP_NODE, ctrl_deps=[3],
-                        duration_micros=1, attrs=[("is_cpu_op", "bool_val", True)]),
-             ChakraNode(id=2, name="b", type=NodeType.COMP_NODE, ctrl_deps=[1],
-                        duration_micros=1, attrs=[("is_cpu_op", "bool_val", True)]),
-             ChakraNode(id=3, name="c", type=NodeType.COMP_NODE, ctrl_deps=[2],
-                        duration_micros=1, attrs=[("is_cpu_op", "bool_val", True)])]
-    path = tmp_path / "c.et"
-    write_et(path, GlobalMetadata(version="0.0.4"), nodes)
+    nodes = [node(nid, name=name, ctrl=[ctrl], dur=1, attrs=[IS_CPU])
+             for nid, name, ctrl in ((1, "a", 3), (2, "b", 1), (3, "c", 2))]
+    path = write_nodes(tmp_path / "c.et", nodes)
     proc = run_cli("validate", path)
     assert proc.returncode == 0, proc.stdout  # a warning: data_deps replay fine
     assert "warning: [ctrl-cycle]" in proc.stdout and "1 warning(s)" in proc.stdout

@@ -1,5 +1,5 @@
 """ASTRA-sim in one place: the export (export.py, serial_chain.py), the consumer
-model (consumer.py, collective.py), its rules for validate (rules.py), the
+model (consumer.py, collective_time.py), its rules for validate (rules.py), the
 runner of a real binary (binary.py), the job writer (job.py) and the API of
 both commands (api.py). The package's entry point: other packages import
 these names from here.

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from pt2chakra.astra.collective import AstraNetwork
+from pt2chakra.astra.collective_time import AstraNetwork
 from pt2chakra.astra.consumer import (
     DEFAULT_BANDWIDTH_GBPS,
     DEFAULT_LATENCY_NS,

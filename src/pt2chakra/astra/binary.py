@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from pt2chakra.astra.collective import AstraNetwork, AstraSystem, write_astra_configs
+from pt2chakra.astra.collective_time import AstraNetwork, AstraSystem, write_astra_configs
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import CHAKRA_VERSION, Attr, ChakraNode, GlobalMetadata, NodeType
 from pt2chakra.children import ChildFailed, run_bounded

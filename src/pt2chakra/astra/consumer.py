@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     AstraNetwork,
     AstraSystem,
     collective_finish_ns,

@@ -35,7 +35,7 @@ import msgspec
 import orjson
 
 from pt2chakra.astra.choices import CPU_MODES, DEFAULT_CPU_MODE
-from pt2chakra.astra.collective import astra_comm_size
+from pt2chakra.astra.collective_time import astra_comm_size
 from pt2chakra.astra.serial_chain import comm_issue_times, serial_chain
 from pt2chakra.atomic import (
     RANK_FILES,

@@ -13,7 +13,7 @@ a fixed overhead, a latency per algorithm step and a bandwidth fitted to the
 recorded collectives) and expresses it in ASTRA-sim's terms: ASTRA-sim cuts
 a collective into ``splits`` chunks and each chunk into ring messages, each
 costing ``hops x latency + bytes / bandwidth`` plus fixed memory-bus delays
-(``collective.py``). Its latency and bandwidth are chosen by least squares
+(``collective_time.py``). Its latency and bandwidth are chosen by least squares
 (relative error, both non-negative) so that ASTRA-sim's time of every
 recorded collective its network runs matches the calibrated time of the
 same collective; the residual is written into ``network.yml``. The topology
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
 from pt2chakra.astra.choices import CHECK_TIMEOUT_S, DEFAULT_CPU_MODE, TOPOLOGIES
-from pt2chakra.astra.collective import (
+from pt2chakra.astra.collective_time import (
     BYTES_PER_GB_NETWORK,
     LOCAL_RING_BUS_DELAY_NS,
     MEMORY_FILE,
@@ -303,7 +303,7 @@ def _fit_row(c: RecordedCollective, probe: AstraNetwork, system: AstraSystem,
              target_ns: float) -> FitRow | None:
     """ASTRA-sim's time of ``c`` as ``hops x messages x latency + bytes sent
     x ns per byte + fixed ns`` (the unaware backend, every member issuing
-    together; ``collective.py``); None for a collective ASTRA-sim cannot
+    together; ``collective_time.py``); None for a collective ASTRA-sim cannot
     chunk (an all-gather smaller than its splits)."""
     try:
         plan = ring_plan(c.comm_type, c.astra_size, len(c.ranks), probe.npus, system.splits)
@@ -431,7 +431,7 @@ def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = Networ
 def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibration | None,
               network: AstraNetwork, system: AstraSystem) -> tuple[float | None, float | None]:
     """ASTRA-sim's time of each recorded collective (the exact collective
-    model, ``collective.py``) against the calibrated time: rms and worst
+    model, ``collective_time.py``) against the calibrated time: rms and worst
     relative error in %."""
     if backend is None or calibration is None:
         return None, None

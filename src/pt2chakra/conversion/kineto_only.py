@@ -46,7 +46,7 @@ from pt2chakra.pytorch.records import (
     ProcessGroup,
     RuntimeEvent,
 )
-from pt2chakra.pytorch.transfers import is_device_transfer
+from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 
 log = logging.getLogger(__name__)
 
@@ -136,34 +136,59 @@ def process_groups(kineto: KinetoTrace) -> list[ProcessGroup]:
     return found
 
 
+class _Caller(NamedTuple):
+    """An event of the step as ``own_transfers`` walks it: its caller's index."""
+
+    parent: int  # -1 for none
+
+
 def _cpu_transfers(events: Sequence[CpuEvent], callers: list[int],
                    runtime: Sequence[RuntimeEvent], gpu: Sequence[GpuActivity]) -> list[bool]:
     """Per event: does it run inside a backend op that is its own transfer
-    (``pytorch.transfers``: it launches no NCCL kernel; a gloo collective
-    on its worker thread, its tensors on the CPU or on a GPU)? Such an op is
-    one transfer node; the copies its algorithm does are part of its time,
-    not ops of their own (the ET does not record them under it either)."""
+    (``pytorch.transfers.own_transfers``: no NCCL kernel launched under it; a
+    gloo collective on its worker thread, its tensors on the CPU or on a GPU)?
+    Such an op is one transfer node; the copies its algorithm does are part of
+    its time, not ops of their own (the ET does not record them under it either)."""
+    backend = [k for k, ev in enumerate(events) if is_backend_comm_op(ev.name)]
+    if not backend:
+        return [False] * len(events)
     transfers = {a.correlation for a in gpu if is_device_transfer(a.name, a.collective)}
     launches: dict[int, list[float]] = {}
     for rt in runtime:
         # a launch whose activity is unknown may be a kernel's: it counts
         if is_launch(rt.name) and (rt.correlation < 0 or rt.correlation in transfers):
             launches.setdefault(rt.tid, []).append(rt.ts)
-    for times in launches.values():
-        times.sort()
+    own = own_transfers(backend, _launchers(events, callers, launches),
+                        {k: _Caller(p) for k, p in enumerate(callers)}, host_only=False)
     inside = [False] * len(events)
     for k, p in enumerate(callers):
-        if p >= 0 and (inside[p] or _is_cpu_transfer(events[p], launches)):
+        if p >= 0 and (inside[p] or p in own):
             inside[k] = True
     return inside
 
 
-def _is_cpu_transfer(ev: CpuEvent, launches: dict[int, list[float]]) -> bool:
-    if not is_backend_comm_op(ev.name):
-        return False
-    times = launches.get(ev.tid, [])
-    k = bisect.bisect_left(times, ev.ts)
-    return k == len(times) or times[k] > ev.ts + ev.dur
+def _launchers(events: Sequence[CpuEvent], callers: list[int],
+               launches: dict[int, list[float]]) -> list[int]:
+    """The index of each launch's host op (Kineto keeps no caller for a
+    runtime call): the innermost event of its thread that holds its start,
+    ends included; launches outside every event have none."""
+    on_thread: dict[int, list[int]] = {}
+    for k, ev in enumerate(events):  # start order, the innermost last among equal starts
+        on_thread.setdefault(ev.tid, []).append(k)
+    found = []
+    for tid, times in launches.items():
+        ks = on_thread.get(tid)
+        if not ks:
+            continue
+        starts = [events[k].ts for k in ks]
+        for t in times:
+            j = bisect.bisect_right(starts, t) - 1
+            cur = ks[j] if j >= 0 else -1
+            while cur >= 0 and events[cur].ts + events[cur].dur < t:
+                cur = callers[cur]
+            if cur >= 0:
+                found.append(cur)
+    return found
 
 
 class KinetoOnly(NamedTuple):

@@ -38,7 +38,7 @@ class ReportSummary(msgspec.Struct):
     merged_below_us: float  # coarsest lane resolution (0: every node drawn)
     predicted_step_us: float
     measured_step_us: float
-    notes: list[str] = []  # simulation.report.timing_notes: why a step is 0 us
+    notes: list[str] = []  # simulation.text_report.timing_notes: why a step is 0 us
     # With a baseline: this run's measured step minus the baseline's (diff's B - A).
     baseline_difference_us: float | None = None
 

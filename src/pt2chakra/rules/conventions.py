@@ -110,11 +110,14 @@ def is_finite_number(value: Any) -> TypeGuard[float]:
 # A CPU node's inclusive time: the converter's ``duration_micros`` is its
 # exclusive time (callees taken out), this attribute the whole span.
 INCLUSIVE_ATTR = "inclusive_duration_micros"
-# A communication node whose size its trace does not know says so with this
-# attribute (bool_val true): replayed as a 0-byte transfer with a warning. A
-# node that just lacks comm_size is refused (validate: error; simulate,
-# astra-sim: refused unless --force), since a missing size usually means a
-# broken trace, not a free transfer.
+# A communication node whose size the trace does not hold (no input shapes, no
+# record_param_comms sizes, no size in the kernel's args): written with
+# ``comm_size`` 0 and this flag (bool_val true), so that every consumer can tell
+# "0 bytes" from "not known" and say what it does with it (validate, the
+# what-ifs, the ASTRA-sim export; the replay keeps its measured time). A node
+# that just lacks comm_size is refused (validate: error; simulate, astra-sim:
+# refused unless --force), since a missing size usually means a broken trace,
+# not a free transfer.
 COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
 # Metadata of a replay written back as .et (simulate --write-et): the setting
@@ -311,14 +314,6 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
         stretch = 1.0
     return ScaledWorld(world, recorded, stretch)
-
-
-# A communication node whose size the trace does not hold (no input shapes, no
-# record_param_comms sizes, no size in the kernel's args): written with
-# ``comm_size`` 0 and this flag (bool), so that every consumer can tell "0 bytes"
-# from "not known" and say what it does with it (validate, the what-ifs, the
-# ASTRA-sim export; the replay keeps its measured time).
-COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
 
 def size_unknown(attrs: Mapping[str, Any]) -> bool:

@@ -32,27 +32,27 @@ if TYPE_CHECKING:
     )
     from pt2chakra.simulation.arrivals import Arrival, arrivals_of
     from pt2chakra.simulation.calibration import Calibration
-    from pt2chakra.simulation.collectives import CollectiveRow, collective_rows
+    from pt2chakra.simulation.collective_table import CollectiveRow, collective_rows
     from pt2chakra.simulation.durations import SCALED_BACKENDS, link_streams
     from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
     from pt2chakra.simulation.network import GLOO, cost_factors, gloo_segments_per_rank
     from pt2chakra.simulation.prepare import CATEGORY_NAMES
     from pt2chakra.simulation.profiler_overhead import META_NAME, format_figure, write_meta
     from pt2chakra.simulation.replayed_et import check_prefix, replay_config, write_replayed_et
-    from pt2chakra.simulation.report import (
-        format_report,
-        measured_collectives,
-        profiler_lines,
-        result_json,
-        step_notes,
-        timing_notes,
-    )
     from pt2chakra.simulation.results import (
         CriticalPath,
         Schedule,
         SimConfig,
         SimulationResult,
         WhatIf,
+    )
+    from pt2chakra.simulation.text_report import (
+        format_report,
+        measured_collectives,
+        profiler_lines,
+        result_json,
+        step_notes,
+        timing_notes,
     )
     from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
     from pt2chakra.simulation.waits import (
@@ -81,8 +81,8 @@ _EXPORTS = {
     "Arrival": "pt2chakra.simulation.arrivals",
     "arrivals_of": "pt2chakra.simulation.arrivals",
     "Calibration": "pt2chakra.simulation.calibration",
-    "CollectiveRow": "pt2chakra.simulation.collectives",
-    "collective_rows": "pt2chakra.simulation.collectives",
+    "CollectiveRow": "pt2chakra.simulation.collective_table",
+    "collective_rows": "pt2chakra.simulation.collective_table",
     "SCALED_BACKENDS": "pt2chakra.simulation.durations",
     "link_streams": "pt2chakra.simulation.durations",
     "Simulator": "pt2chakra.simulation.engine",
@@ -98,12 +98,12 @@ _EXPORTS = {
     "check_prefix": "pt2chakra.simulation.replayed_et",
     "replay_config": "pt2chakra.simulation.replayed_et",
     "write_replayed_et": "pt2chakra.simulation.replayed_et",
-    "format_report": "pt2chakra.simulation.report",
-    "measured_collectives": "pt2chakra.simulation.report",
-    "profiler_lines": "pt2chakra.simulation.report",
-    "result_json": "pt2chakra.simulation.report",
-    "step_notes": "pt2chakra.simulation.report",
-    "timing_notes": "pt2chakra.simulation.report",
+    "format_report": "pt2chakra.simulation.text_report",
+    "measured_collectives": "pt2chakra.simulation.text_report",
+    "profiler_lines": "pt2chakra.simulation.text_report",
+    "result_json": "pt2chakra.simulation.text_report",
+    "step_notes": "pt2chakra.simulation.text_report",
+    "timing_notes": "pt2chakra.simulation.text_report",
     "CriticalPath": "pt2chakra.simulation.results",
     "Schedule": "pt2chakra.simulation.results",
     "SimConfig": "pt2chakra.simulation.results",

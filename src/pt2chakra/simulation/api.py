@@ -25,6 +25,7 @@ from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate, link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
+from pt2chakra.simulation.event_loop import participants_of
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
@@ -35,7 +36,6 @@ from pt2chakra.simulation.profiler_overhead import (
     parse_figure,
     resolve,
 )
-from pt2chakra.simulation.replay import participants_of
 from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 

@@ -24,6 +24,7 @@ from itertools import compress, repeat
 from typing import cast
 
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
+from pt2chakra.simulation.event_loop import ReplayRun, ran_flags, step_ends_on_cpu
 from pt2chakra.simulation.prepare import (
     CATEGORY_NAMES,
     CPU_OP,
@@ -32,7 +33,6 @@ from pt2chakra.simulation.prepare import (
     WAIT,
     PreparedGraph,
 )
-from pt2chakra.simulation.replay import ReplayRun, ran_flags, step_ends_on_cpu
 from pt2chakra.simulation.results import CriticalPath
 
 TOP_NODES = 10  # longest nodes of the critical path listed in the report

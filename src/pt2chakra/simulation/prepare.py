@@ -3,7 +3,7 @@
 Turns decoded nodes into what the replay loop needs (lanes, categories,
 durations, CPU-gap delays, children lists, collective keys, sync gates), and
 infers the cross-stream waits that old traces do not record. The model is
-described in replay.py (the loop) and docs/SIMULATE.md.
+described in event_loop.py (the loop) and docs/SIMULATE.md.
 """
 
 from __future__ import annotations

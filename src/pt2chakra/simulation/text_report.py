@@ -12,7 +12,7 @@ from pt2chakra.rules.conventions import STEP_PERIOD, STEP_SPAN, error_pct
 from pt2chakra.simulation.results import RankResult, SimulationResult
 
 if TYPE_CHECKING:
-    from pt2chakra.simulation.collectives import CollectiveRow
+    from pt2chakra.simulation.collective_table import CollectiveRow
 
 # Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
 NO_TIMING_WHY = ("no node has a duration or a recorded time (a host execution trace "
