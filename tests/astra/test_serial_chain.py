@@ -268,3 +268,15 @@ def test_collective_queued_on_a_busy_worker_is_issued_at_its_issuing_op():
     assert waiting[0].duration_micros == 20
     assert find_cycle_in([n.id for n in out],
                          {n.id: [(d, "data") for d in n.data_deps] for n in out}) == []
+
+
+def test_the_jobs_network_ends_start_a_queued_collective_where_the_chain_issues_it():
+    """``job.network_ends`` takes the chain's issue times (one rule): the
+    queued all-reduce at its issuing op's end, the first at its start."""
+    from pt2chakra.astra.export import _removed_nodes
+    from pt2chakra.astra.serial_chain import comm_issue_times
+
+    nodes = _host_rank(queued=True)
+    issues = comm_issue_times(nodes, set(_removed_nodes(nodes, "serial")))
+    assert issues[4] == 160  # not its recorded start (1100 us)
+    assert issues[2] == next(n.start_time_micros for n in nodes if n.id == 2)

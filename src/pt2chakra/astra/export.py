@@ -36,7 +36,7 @@ import orjson
 
 from pt2chakra.astra.choices import CPU_MODES, DEFAULT_CPU_MODE
 from pt2chakra.astra.collective_time import astra_comm_size
-from pt2chakra.astra.serial_chain import serial_chain
+from pt2chakra.astra.serial_chain import comm_issue_times, serial_chain
 from pt2chakra.atomic import (
     RANK_FILES,
     StagedOutputs,
@@ -160,6 +160,14 @@ def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata) -> list[Ch
 def rank_window(metadata: GlobalMetadata, nodes: Sequence[ChakraNode]) -> StepWindow | None:
     """The rank's recorded step (None: untimed), as the simulator measures it."""
     return step_window(attr_dict(metadata.attrs), nodes, [attr_dict(n.attrs) for n in nodes])
+
+
+def serial_issue_times(path: str) -> dict[int, int]:
+    """When the ``serial`` profile issues each communication node of the rank
+    file ``path`` (``serial_chain.comm_issue_times``)."""
+    _md, lazy = read_et(path)
+    nodes = list(lazy)
+    return comm_issue_times(nodes, set(_removed_nodes(nodes, "serial")))
 
 
 def _removed_nodes(nodes: list[ChakraNode], cpu: str) -> dict[int, ChakraNode]:

@@ -64,7 +64,7 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import EXPORT_FILES, MIN_NPUS, convert_files
+from pt2chakra.astra.export import EXPORT_FILES, MIN_NPUS, convert_files, serial_issue_times
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.errors import InputError, printable
@@ -117,7 +117,7 @@ class RankComm:
     from its own duration, as ASTRA-sim replays a broadcast)."""
 
     node_id: int
-    start_us: float
+    start_us: float  # when the serial chain issues it (serial_chain.comm_issue_times)
     duration_us: float
     collective: RecordedCollective | None
     meeting: int  # index of the collective among the recording's matched ones (-1: none)
@@ -196,11 +196,12 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
         collectives[comm_backend(prepared.nodes[first].name)].append(c)
         if all(m not in prepared.size_unknown for m in members):
             meeting.update((m, (k, c)) for m in members)
-    return RecordedFit(fit.calibrations, dict(collectives), _rank_comm(fit, meeting))
+    return RecordedFit(fit.calibrations, dict(collectives),
+                       _rank_comm(fit, meeting, open_rank_set(paths).paths))
 
 
 def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedCollective]],
-               ) -> list[list[RankComm]] | None:
+               paths: Sequence[str]) -> list[list[RankComm]] | None:
     """Each rank's communication nodes in the serial chain's order (recorded
     start, then id); None unless the ranks share a clock and hold their
     recorded collectives (a rescaled file's are timed by the model)."""
@@ -210,10 +211,12 @@ def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedC
             any(w is not None and w.rescaled for w in p.scaled):
         return None
     out: list[list[RankComm]] = []
-    for nodes in p.rank_nodes:
+    for nodes, path in zip(p.rank_nodes, paths):
+        issues = serial_issue_times(path)
         comm = sorted((i for i in nodes if p.nodes[i].type in COMM_NODE_TYPES),
                       key=lambda i: (p.nodes[i].start_time_micros, p.nodes[i].id))
-        out.append([RankComm(p.nodes[i].id, float(p.nodes[i].start_time_micros),
+        out.append([RankComm(p.nodes[i].id,
+                             float(issues.get(p.nodes[i].id, p.nodes[i].start_time_micros)),
                              float(p.nodes[i].duration_micros),
                              meeting[i][1] if i in meeting else None,
                              meeting[i][0] if i in meeting else -1) for i in comm])

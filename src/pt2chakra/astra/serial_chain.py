@@ -288,6 +288,20 @@ def serial_chain(nodes: Sequence[ChakraNode], removed: set[int], inherited: dict
     return SerialChain(nodes, removed, inherited, window, origin_us, network_ends).build()
 
 
+def comm_issue_times(nodes: Sequence[ChakraNode], removed: set[int]) -> dict[int, int]:
+    """Per communication node, when the chain issues it: on a host-only rank
+    the end of the op that issued it when it then queued behind a busy
+    worker (``HostTimeline.issues``), else its recorded start. The job's
+    ``network_ends`` starts each collective there too."""
+    kept = [n for n in nodes if n.id not in removed]
+    comm = sorted((n for n in kept if n.type in COMM_NODE_TYPES),
+                  key=lambda n: (n.start_time_micros, n.id))
+    starts = {n.id: n.start_time_micros for n in comm}
+    if any(n.type not in COMM_NODE_TYPES for n in kept):
+        return starts
+    return {k: issue.time for k, issue in HostTimeline(nodes, removed, comm).issues().items()}
+
+
 # -- host-only ranks ----------------------------------------------------------
 
 

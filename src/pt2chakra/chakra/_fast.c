@@ -12,7 +12,9 @@
  *   prepare._link_children, prepare._cpu_delays);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
- *   plain list (host_decode._nested_to_op).
+ *   plain list (host_decode._nested_to_op);
+ * - replay_plain: the replay of a graph without collectives, sync ops or late
+ *   launches (event_loop._Replay.replay).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -31,6 +33,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 /* Wanted attribute bodies of one node, concatenated (each with its length
  * varint) into the key of its shared attribute list; longer sets take the
@@ -1505,11 +1508,376 @@ python_path:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------
+ * replay_plain: the replay of a graph without collectives that wait for
+ * peers, sync ops or late launches (event_loop._Replay.replay): lanes take their
+ * first ready node by recorded order, a node starts after its delay from
+ * whichever came last (its lane freeing or its last dependency) and holds
+ * its lane for its duration; events in (time, type, push order) order.
+ * ------------------------------------------------------------------------ */
+
+enum { EV_COMPLETE = 0, EV_START = 3 }; /* replay._EV_COMPLETE, _EV_START */
+
+typedef struct {
+    double t;
+    int64_t ev, seq, i;
+} Event;
+
+typedef struct {
+    int64_t order, i;
+} Ready;
+
+static inline int
+event_less(const Event *a, const Event *b)
+{
+    if (a->t != b->t)
+        return a->t < b->t;
+    if (a->ev != b->ev)
+        return a->ev < b->ev;
+    return a->seq < b->seq;
+}
+
+static inline int
+ready_less(const Ready *a, const Ready *b)
+{
+    return a->order != b->order ? a->order < b->order : a->i < b->i;
+}
+
+/* Binary heaps over a growing array (keys are unique, so any heap pops
+ * them in the order heapq does). */
+#define HEAP_FUNCS(NAME, T, LESS)                                              \
+    typedef struct { T *a; Py_ssize_t n, cap; } NAME;                          \
+    static int NAME##_push(NAME *h, T x)                                       \
+    {                                                                          \
+        Py_ssize_t k;                                                          \
+        if (h->n == h->cap) {                                                  \
+            Py_ssize_t cap = h->cap ? 2 * h->cap : 4;                          \
+            T *a = PyMem_Realloc(h->a, (size_t)cap * sizeof(T));               \
+            if (a == NULL)                                                     \
+                return 0;                                                      \
+            h->a = a, h->cap = cap;                                            \
+        }                                                                      \
+        k = h->n++;                                                            \
+        while (k > 0) {                                                        \
+            Py_ssize_t up = (k - 1) / 2;                                       \
+            if (!LESS(&x, &h->a[up]))                                          \
+                break;                                                         \
+            h->a[k] = h->a[up];                                                \
+            k = up;                                                            \
+        }                                                                      \
+        h->a[k] = x;                                                           \
+        return 1;                                                              \
+    }                                                                          \
+    static T NAME##_pop(NAME *h)                                               \
+    {                                                                          \
+        T top = h->a[0], last = h->a[--h->n];                                  \
+        Py_ssize_t k = 0;                                                      \
+        for (;;) {                                                             \
+            Py_ssize_t c = 2 * k + 1;                                          \
+            if (c >= h->n)                                                     \
+                break;                                                         \
+            if (c + 1 < h->n && LESS(&h->a[c + 1], &h->a[c]))                  \
+                c++;                                                           \
+            if (!LESS(&h->a[c], &last))                                        \
+                break;                                                         \
+            h->a[k] = h->a[c];                                                 \
+            k = c;                                                             \
+        }                                                                      \
+        if (h->n)                                                              \
+            h->a[k] = last;                                                    \
+        return top;                                                            \
+    }
+
+HEAP_FUNCS(EventHeap, Event, event_less)
+HEAP_FUNCS(ReadyHeap, Ready, ready_less)
+
+/* A list of exact floats, all finite, as doubles; 0 where it is not. */
+static int
+finite_floats(PyObject *list, Py_ssize_t n, double *out)
+{
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) != n)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyList_GET_ITEM(list, k);
+        if (!PyFloat_CheckExact(v))
+            return 0;
+        out[k] = PyFloat_AS_DOUBLE(v);
+        if (!isfinite(out[k]))
+            return 0;
+    }
+    return 1;
+}
+
+/* A list of exact ints within [lo, hi], as int64; 0 where it is not. */
+static int
+bounded_ints(PyObject *list, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) != n)
+        return 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *v = PyList_GET_ITEM(list, k);
+        int overflow = 0;
+        long long x;
+        if (!PyLong_CheckExact(v))
+            return 0;
+        x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < lo || x > hi)
+            return 0;
+        out[k] = x;
+    }
+    return 1;
+}
+
+/* The replay's state, C arrays; ``taken``: 1 bound, 2 started, 4 ended. */
+typedef struct {
+    Py_ssize_t n, lanes;
+    double *lane_free, *ready_t, *dur, *delay, *start_t, *end_t, *bind_time;
+    int64_t *waiting, *lane_of, *order, *lane_prev, *ready_pred, *ready_kind, *bind_pred,
+        *bind_kind;
+    char *lane_busy, *taken;
+    const int64_t *cs, *child;
+    const signed char *kind;
+    ReadyHeap *lane_heap;
+    EventHeap events;
+    int64_t seq, k_start, k_lane;
+} Plain;
+
+/* replay's take: lane ``lane`` takes node ``i``. */
+static int
+plain_take(Plain *r, int64_t lane, int64_t i)
+{
+    double free = r->lane_free[lane], ready = r->ready_t[i], bt;
+    int64_t bp, bk;
+    Event e;
+    r->lane_busy[lane] = 1;
+    if (free > ready) {
+        bp = r->lane_prev[lane], bk = r->k_lane, bt = free;
+        if (bp < 0)
+            bk = r->k_start;
+    }
+    else
+        bp = r->ready_pred[i], bk = r->ready_kind[i], bt = ready;
+    r->bind_pred[i] = bp, r->bind_kind[i] = bk, r->bind_time[i] = bt;
+    r->taken[i] |= 1;
+    e.t = bt + r->delay[i], e.ev = EV_START, e.seq = ++r->seq, e.i = i;
+    return EventHeap_push(&r->events, e);
+}
+
+static inline int
+plain_try_lane(Plain *r, int64_t lane)
+{
+    if (r->lane_busy[lane] || r->lane_heap[lane].n == 0)
+        return 1;
+    return plain_take(r, lane, ReadyHeap_pop(&r->lane_heap[lane]).i);
+}
+
+/* replay's complete: node ``i`` ends at ``t``. */
+static int
+plain_complete(Plain *r, int64_t i, double t)
+{
+    int64_t lane = r->lane_of[i];
+    r->end_t[i] = t;
+    r->taken[i] |= 4;
+    r->lane_busy[lane] = 0;
+    r->lane_free[lane] = t;
+    r->lane_prev[lane] = i;
+    for (int64_t j = r->cs[i]; j < r->cs[i + 1]; j++) {
+        int64_t c = r->child[j];
+        if (t >= r->ready_t[c])
+            r->ready_t[c] = t, r->ready_pred[c] = i, r->ready_kind[c] = r->kind[j];
+        if (--r->waiting[c] == 0) {
+            int64_t c_lane = r->lane_of[c];
+            Ready x = {r->order[c], c};
+            if (r->lane_busy[c_lane]) {
+                if (!ReadyHeap_push(&r->lane_heap[c_lane], x))
+                    return 0;
+            }
+            else if (r->lane_heap[c_lane].n) {
+                if (!ReadyHeap_push(&r->lane_heap[c_lane], x) || !plain_try_lane(r, c_lane))
+                    return 0;
+            }
+            else if (!plain_take(r, c_lane, c))
+                return 0;
+        }
+    }
+    return r->lane_busy[lane] ? 1 : plain_try_lane(r, lane);
+}
+
+static int
+plain_run(Plain *r)
+{
+    for (Py_ssize_t i = 0; i < r->n; i++)
+        if (r->waiting[i] == 0) {
+            Ready x = {r->order[i], i};
+            if (!ReadyHeap_push(&r->lane_heap[r->lane_of[i]], x))
+                return 0;
+        }
+    for (Py_ssize_t lane = 0; lane < r->lanes; lane++)
+        if (!plain_try_lane(r, lane))
+            return 0;
+    while (r->events.n) {
+        Event e = EventHeap_pop(&r->events);
+        if (e.ev == EV_COMPLETE) {
+            if (!plain_complete(r, e.i, e.t))
+                return 0;
+        }
+        else {
+            Event done = {e.t + r->dur[e.i], EV_COMPLETE, ++r->seq, e.i};
+            r->start_t[e.i] = e.t;
+            r->taken[e.i] |= 2;
+            if (!EventHeap_push(&r->events, done))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Set list[k] to a new object; 0 on failure. */
+static inline int
+set_item(PyObject *list, Py_ssize_t k, PyObject *v)
+{
+    if (v == NULL)
+        return 0;
+    PyList_SetItem(list, k, v); /* steals v */
+    return 1;
+}
+
+PyDoc_STRVAR(replay_plain_doc,
+"replay_plain(lane_free, waiting, ready_t, lane_of, order, child_start, child,\n"
+"             child_kind, dur, delay, start, end, bind_pred, bind_kind, bind_time,\n"
+"             k_start, k_lane) -> bool | None\n\n"
+"event_loop._Replay.replay of a graph without collectives waiting for peers, sync\n"
+"ops or late launches: writes the nodes' start, end and binding into the\n"
+"lists given and returns True; None (nothing written) where an input is not\n"
+"as expected (a value not an exact finite float or an int in range).");
+
+static PyObject *
+replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Plain r;
+    Py_buffer views[3];
+    int got = 0, ok = 0, fits;
+    Py_ssize_t n, lanes;
+    PyObject *result = NULL;
+    void *blocks[2] = {NULL, NULL};
+    (void)self;
+    memset(&r, 0, sizeof r);
+    if (argc != 17 || !PyList_Check(argv[0]) || !PyList_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "replay_plain: 17 arguments, see its docstring");
+        return NULL;
+    }
+    lanes = PyList_GET_SIZE(argv[0]);
+    n = PyList_GET_SIZE(argv[2]);
+    r.k_start = PyLong_AsLongLong(argv[15]);
+    r.k_lane = PyLong_AsLongLong(argv[16]);
+    if (PyErr_Occurred())
+        return NULL;
+    for (; got < 3; got++)
+        if (PyObject_GetBuffer(argv[5 + got], &views[got], PyBUF_FORMAT) < 0)
+            goto done;
+    fits = views[0].itemsize == 8 && views[1].itemsize == 8 && views[2].itemsize == 1 &&
+        views[0].format && strcmp(views[0].format, "q") == 0 && views[1].format &&
+        strcmp(views[1].format, "q") == 0 && views[2].format &&
+        strcmp(views[2].format, "b") == 0 && views[0].len / 8 == n + 1 &&
+        views[1].len == views[2].len * 8;
+    for (int k = 10; k < 15; k++)
+        fits = fits && PyList_Check(argv[k]) && PyList_GET_SIZE(argv[k]) == n;
+    if (!fits || n < 0 || lanes <= 0 || n > PY_SSIZE_T_MAX / 64)
+        goto python_path;
+    r.n = n, r.lanes = lanes;
+    r.cs = views[0].buf, r.child = views[1].buf, r.kind = views[2].buf;
+    {
+        Py_ssize_t nc = views[1].len / 8;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (r.cs[i] < 0 || r.cs[i] > r.cs[i + 1] || r.cs[i + 1] > nc)
+                goto python_path;
+        if (n && r.cs[0] != 0)
+            goto python_path;
+        for (Py_ssize_t j = 0; j < nc; j++)
+            if (r.child[j] < 0 || r.child[j] >= n)
+                goto python_path;
+    }
+    /* per node: 5 doubles, 8 int64, 1 char; per lane: 1 double, 1 int64, 1 char, 1 heap */
+    blocks[0] = PyMem_Calloc((size_t)n + 1, 5 * sizeof(double) + 8 * sizeof(int64_t) + 1);
+    blocks[1] = PyMem_Calloc((size_t)lanes, sizeof(double) + sizeof(int64_t) + 1 +
+                             sizeof(ReadyHeap));
+    if (blocks[0] == NULL || blocks[1] == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        char *b = blocks[0];
+        double **d[5] = {&r.ready_t, &r.dur, &r.delay, &r.start_t, &r.bind_time};
+        int64_t **q[8] = {&r.waiting, &r.lane_of, &r.order, &r.ready_pred, &r.ready_kind,
+                          &r.bind_pred, &r.bind_kind, NULL};
+        for (int k = 0; k < 5; k++, b += (n + 1) * sizeof(double))
+            *d[k] = (double *)b;
+        for (int k = 0; k < 7; k++, b += (n + 1) * sizeof(int64_t))
+            *q[k] = (int64_t *)b;
+        r.end_t = (double *)b; /* the eighth int64-sized column */
+        b += (n + 1) * sizeof(double);
+        r.taken = b;
+        b = blocks[1];
+        r.lane_heap = (ReadyHeap *)b;
+        b += lanes * sizeof(ReadyHeap);
+        r.lane_free = (double *)b;
+        b += lanes * sizeof(double);
+        r.lane_prev = (int64_t *)b;
+        b += lanes * sizeof(int64_t);
+        r.lane_busy = b;
+    }
+    if (!finite_floats(argv[0], lanes, r.lane_free) ||
+        !bounded_ints(argv[1], n, 0, INT64_MAX, r.waiting) ||
+        !finite_floats(argv[2], n, r.ready_t) ||
+        !bounded_ints(argv[3], n, 0, lanes - 1, r.lane_of) ||
+        !bounded_ints(argv[4], n, INT64_MIN, INT64_MAX, r.order) ||
+        !finite_floats(argv[8], n, r.dur) || !finite_floats(argv[9], n, r.delay)) {
+        if (PyErr_Occurred())
+            goto done;
+        goto python_path;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        r.ready_pred[i] = -1, r.ready_kind[i] = r.k_start;
+    for (Py_ssize_t lane = 0; lane < lanes; lane++)
+        r.lane_prev[lane] = -1;
+    if (!plain_run(&r)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if ((r.taken[i] & 1) &&
+            (!set_item(argv[12], i, PyLong_FromLongLong(r.bind_pred[i])) ||
+             !set_item(argv[13], i, PyLong_FromLongLong(r.bind_kind[i])) ||
+             !set_item(argv[14], i, PyFloat_FromDouble(r.bind_time[i]))))
+            goto done;
+        if ((r.taken[i] & 2) && !set_item(argv[10], i, PyFloat_FromDouble(r.start_t[i])))
+            goto done;
+        if ((r.taken[i] & 4) && !set_item(argv[11], i, PyFloat_FromDouble(r.end_t[i])))
+            goto done;
+    }
+    ok = 1;
+python_path:
+    result = ok ? Py_True : Py_None;
+    Py_INCREF(result);
+done:
+    if (r.lane_heap)
+        for (Py_ssize_t lane = 0; lane < r.lanes; lane++)
+            PyMem_Free(r.lane_heap[lane].a);
+    PyMem_Free(r.events.a);
+    PyMem_Free(blocks[0]);
+    PyMem_Free(blocks[1]);
+    while (got > 0)
+        PyBuffer_Release(&views[--got]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
+    {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
+     replay_plain_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

@@ -63,3 +63,23 @@ def cpu_delays(
     delay: list[float],
     /,
 ) -> tuple[float, float] | None: ...
+def replay_plain(
+    lane_free: list[float],
+    waiting: list[int],
+    ready_t: list[float],
+    lane_of: list[int],
+    order: list[int],
+    child_start: Any,
+    child: Any,
+    child_kind: Any,
+    dur: list[float],
+    delay: list[float],
+    start: list[float],
+    end: list[float],
+    bind_pred: list[int],
+    bind_kind: list[int],
+    bind_time: list[float],
+    k_start: int,
+    k_lane: int,
+    /,
+) -> bool | None: ...

@@ -63,6 +63,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import compress
 
+from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import StepWindow, rank_origins
 from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.durations import (
@@ -222,6 +223,8 @@ class _Replay:
     def replay(self) -> None:
         """Queue the nodes that wait on nothing, start what the lanes allow,
         then handle events in (time, type, sequence) order until none is left."""
+        if self._replay_compiled():
+            return
         lane_of, order, lane_heap = self.lane_of, self.order, self.lane_heap
         for i in compress(range(len(self.waiting)), map(operator.not_, self.waiting)):
             _heappush(lane_heap[lane_of[i]], (order[i], i))
@@ -247,6 +250,20 @@ class _Replay:
                 cpu_done(i, t)
             else:
                 issue(i, t)
+
+    def _replay_compiled(self) -> bool:
+        """The whole replay by the compiled path (``_fast.replay_plain``,
+        whose twin is ``replay`` here) where the graph has none of what it
+        leaves to Python: collectives that wait for peers, sync ops, late
+        launches, logging of each node; False where it did not run."""
+        plain = getattr(compiled.FAST, "replay_plain", None)
+        if plain is None or self.participants or self.sync or self.sync_producers or \
+                self.issue_children or self.p.late_launch or self.verbose:
+            return False
+        return plain(self.lane_free, self.waiting, self.ready_t, self.lane_of, self.order,
+                     self.child_start, self.child, self.child_kind, self.dur, self.delay,
+                     self.start_t, self.end_t, self.bind_pred, self.bind_kind, self.bind_time,
+                     K_START, K_LANE) is True
 
     def push(self, t: float, ev: int, i: int) -> None:
         """Queue event ``ev`` of node ``i`` at ``t`` (ties: by type, then in push order)."""
