@@ -283,3 +283,19 @@ def test_a_ray_start_failure_is_one_line_from_the_main_thread() -> None:
     assert "--ray" in str(caught.value) and "GCS is not reachable" in str(caught.value)
     assert "10.0.0.1:6379" in str(caught.value)
 
+
+
+def test_a_sigterm_a_library_re_raises_as_ctrl_c_still_exits_143(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's ray.wait / ray.get catch our Terminated and raise a plain
+    KeyboardInterrupt in its place (seen: exit 130 after a SIGTERM)."""
+    from pt2chakra.cli import options
+
+    monkeypatch.setattr(options, "_terminated_by", [])
+    assert options.exit_status_of(KeyboardInterrupt()) == 130  # Ctrl-C
+    with pytest.raises(KeyboardInterrupt) as caught:
+        try:
+            options._raise_terminated(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt() from None  # what Ray raises instead
+    assert not hasattr(caught.value, "signum")
+    assert options.exit_status_of(caught.value) == 143

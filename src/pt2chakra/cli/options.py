@@ -185,12 +185,20 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+# The SIGTERM / SIGHUP that arrived, if any: a library that catches our
+# Terminated and raises a plain KeyboardInterrupt in its place (Ray's ray.wait
+# and ray.get do) must not turn exit 143 into Ctrl-C's 130.
+_terminated_by: list[int] = []
+
+
 def _raise_terminated(signum: int, _frame: object) -> None:
+    _terminated_by.append(signum)
     raise Terminated(signum)
 
 
 def exit_status_of(exc: KeyboardInterrupt) -> int:
-    return SIGNAL_EXITS.get(getattr(exc, "signum", signal.SIGINT), 130)
+    signum: int = getattr(exc, "signum", None) or next(iter(_terminated_by), signal.SIGINT)
+    return 128 + signum if signum in SIGNAL_EXITS else SIGNAL_EXITS[signal.SIGINT]
 
 
 class _HeldWarnings(logging.Handler):
