@@ -70,3 +70,19 @@ def test_appended_attrs_that_say_something_are_kept() -> None:
     op, extras = _op(attrs, fast=True)
     assert (op.rf_id, op.seq_id, op.tid, op.op_schema) == (3, -1, 1, "aten::mm()")
     assert op.attrs == extras == {"kernel_backend": "triton", "tensor_range": "0:4"}
+
+
+@pytest.mark.parametrize("schema", [["aten::mm"], {"a": 1}, 7])
+def test_a_schema_that_is_not_a_string_is_one_line_naming_the_field(
+        tmp_path: Any, schema: Any) -> None:
+    """A list (unhashable) once crashed the name sharing before the check."""
+    from pt2chakra.errors import InputError
+    from pt2chakra.pytorch.host_trace import load_host_trace
+    from builders import host_attr, host_doc, host_node, write_json
+
+    odd = host_node(5, "aten::mm", 2, 12)
+    odd["attrs"] = [a for a in odd["attrs"] if a["name"] != "op_schema"]
+    odd["attrs"].append(host_attr("op_schema", schema, "string"))
+    path = write_json(tmp_path / "h.json", host_doc(odd))
+    with pytest.raises(InputError, match=r"op 5 \('aten::mm'\): `op_schema` should be a string"):
+        load_host_trace(path)

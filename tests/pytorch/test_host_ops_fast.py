@@ -92,7 +92,7 @@ def _python(node: _NestedNode, shared: dict[IOValues, IOValues]) -> Any:
     compiled.FAST = None
     try:
         return _nested_to_op(node, shared)
-    except (msgspec.MsgspecError, TypeError) as e:  # TypeError: an unhashable op_schema
+    except msgspec.MsgspecError as e:
         return type(e)
     finally:
         compiled.FAST = saved

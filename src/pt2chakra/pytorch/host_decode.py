@@ -220,7 +220,8 @@ def _nested_to_op(n: _NestedNode, shared: SharedIO) -> tuple[HostOp, dict[str, A
             pop("fw_parent", 0), pop("seq_id", -1), pop("scope", 0), pop("fw_tid", 0))
     name = n.name
     name = _SHARED_STRINGS.get(name) or _shared(name)
-    schema = _SHARED_STRINGS.get(schema) or _shared(schema)
+    if type(schema) is str:  # anything else is refused, naming the field, by the checks
+        schema = _SHARED_STRINGS.get(schema) or _shared(schema)
     # IO text is copied out of the decode buffer so that it can be freed: it
     # is a fraction of the trace (attrs dominate). IOValues.from_json inlined,
     # or the compiled path's same steps where built.
