@@ -8,11 +8,14 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import host_attr, host_doc, host_node, write_json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pt2chakra.errors import InputError
 from pt2chakra.pytorch import host_decode
 from pt2chakra.pytorch.host_decode import _OBSERVER_ATTRS, _OBSERVER_SHAPES, _NestedNode
+from pt2chakra.pytorch.host_trace import load_host_trace
 
 _NODE = msgspec.json.Decoder(_NestedNode)
 
@@ -76,10 +79,6 @@ def test_appended_attrs_that_say_something_are_kept() -> None:
 def test_a_schema_that_is_not_a_string_is_one_line_naming_the_field(
         tmp_path: Any, schema: Any) -> None:
     """A list (unhashable) once crashed the name sharing before the check."""
-    from pt2chakra.errors import InputError
-    from pt2chakra.pytorch.host_trace import load_host_trace
-    from builders import host_attr, host_doc, host_node, write_json
-
     odd = host_node(5, "aten::mm", 2, 12)
     odd["attrs"] = [a for a in odd["attrs"] if a["name"] != "op_schema"]
     odd["attrs"].append(host_attr("op_schema", schema, "string"))
