@@ -4,6 +4,7 @@ participant kernel, bandwidths by nccl-tests' convention."""
 from __future__ import annotations
 
 import pytest
+from builders import IS_CPU, MD, comm_attrs, gpu_attrs, metadata, node
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.collective_table import collective_rows
@@ -13,19 +14,10 @@ SIZE = 1 << 20
 
 
 def _rank(rank: int, comm_dur: int, kind: CollectiveType) -> tuple[GlobalMetadata, list[ChakraNode]]:
-    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)])
-    attrs = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-             ("stream", "int64_val", 20), ("comm_type", "int64_val", int(kind)),
-             ("comm_size", "int64_val", SIZE), ("pg_name", "string_val", "0"),
-             ("comm_seq", "int64_val", 0)]
-    kernel = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-              ("stream", "int64_val", 7)]
-    nodes = [ChakraNode(id=1, name="gemm", type=NodeType.COMP_NODE, start_time_micros=1000,
-                        duration_micros=50 + 40 * rank, attrs=kernel),
-             ChakraNode(id=2, name="nccl:all_gather", type=NodeType.COMM_COLL_NODE,
-                        start_time_micros=1200, duration_micros=comm_dur, data_deps=[1],
-                        attrs=attrs)]
-    return md, nodes
+    return metadata(rank), [
+        node(1, name="gemm", start=1000, dur=50 + 40 * rank, attrs=gpu_attrs(7, rank)),
+        node(2, [1], name="nccl:all_gather", node_type=NodeType.COMM_COLL_NODE, start=1200,
+             dur=comm_dur, attrs=[*gpu_attrs(20, rank), *comm_attrs(kind, SIZE, "0", 0)])]
 
 
 @pytest.mark.parametrize("kind,factor", [(CollectiveType.ALL_GATHER, 0.5),
@@ -52,8 +44,5 @@ def test_one_row_per_collective_with_bandwidths(kind: CollectiveType, factor: fl
 
 
 def test_no_communication_no_rows() -> None:
-    md = GlobalMetadata(version="0.0.4")
-    node = ChakraNode(id=1, name="op", type=NodeType.COMP_NODE, start_time_micros=1,
-                      duration_micros=5, attrs=[("is_cpu_op", "bool_val", True)])
-    sim = Simulator([(md, [node])])
+    sim = Simulator([(MD, [node(1, name="op", start=1, dur=5, attrs=[IS_CPU])])])
     assert collective_rows(sim, sim.run()[1]) == []

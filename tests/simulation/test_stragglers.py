@@ -5,6 +5,7 @@ text report of a multi-rank simulate, its --json, and diff."""
 from __future__ import annotations
 
 import pytest
+from builders import comm_attrs, gpu_attrs, metadata, node
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, arrivals_of
@@ -18,20 +19,12 @@ BASE_US, LATE_US, T0 = 50, 40, 1000
 
 
 def _rank(rank: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
-    md = GlobalMetadata(version="0.0.4", attrs=[("rank", "int64_val", rank)])
-    kernel = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-              ("stream", "int64_val", 7)]
-    comm = [("is_cpu_op", "bool_val", False), ("device", "int64_val", rank),
-            ("stream", "int64_val", 20), ("comm_type", "int64_val", int(CollectiveType.ALL_REDUCE)),
-            ("comm_size", "int64_val", 1 << 20), ("pg_name", "string_val", "0"),
-            ("comm_seq", "int64_val", 0)]
     gemm_us = BASE_US + LATE_US * rank
-    return md, [
-        ChakraNode(id=1, name="gemm", type=NodeType.COMP_NODE, start_time_micros=T0,
-                   duration_micros=gemm_us, attrs=kernel),
-        ChakraNode(id=2, name="nccl:all_reduce", type=NodeType.COMM_COLL_NODE,
-                   start_time_micros=T0 + gemm_us, duration_micros=300 - gemm_us,
-                   data_deps=[1], attrs=comm)]
+    comm = [*gpu_attrs(20, rank), *comm_attrs(CollectiveType.ALL_REDUCE, 1 << 20, "0", 0)]
+    return metadata(rank), [
+        node(1, name="gemm", start=T0, dur=gemm_us, attrs=gpu_attrs(7, rank)),
+        node(2, [1], name="nccl:all_reduce", node_type=NodeType.COMM_COLL_NODE,
+             start=T0 + gemm_us, dur=300 - gemm_us, attrs=comm)]
 
 
 def test_the_rule() -> None:
