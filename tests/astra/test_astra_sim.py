@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import IS_CPU, IS_GPU, cpu_attrs, gpu_attrs, metadata, node
 from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.astra.export import convert_files, profile, write_astra_sim
@@ -136,27 +137,15 @@ def test_drop_with_gaps_replays_the_measured_step(converted, names, no_gaps_belo
 def _tiny(gap_us: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
     """Thread 1: A launches K1 (5 us), then X us of CPU work after K1 ended,
     then B launches K2 on the same stream. Step 100..300."""
-    cpu = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", 1)]
-
-    def gpu(kinds: list[str]) -> list:
-        return [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0),
-                ("stream", "int64_val", 7), ("data_dep_kinds", "string_list", kinds)]
-
     k2_start = 117 + gap_us
     nodes = [
-        ChakraNode(id=1, name="A", type=NodeType.COMP_NODE, start_time_micros=100,
-                   duration_micros=10, attrs=cpu),
-        ChakraNode(id=2, name="B", type=NodeType.COMP_NODE, start_time_micros=k2_start - 3,
-                   duration_micros=5, data_deps=[1],
-                   attrs=[*cpu, ("data_dep_kinds", "string_list", ["thread_order"])]),
-        ChakraNode(id=3, name="K1", type=NodeType.COMP_NODE, start_time_micros=112,
-                   duration_micros=5, data_deps=[1], attrs=gpu(["launch"])),
-        ChakraNode(id=4, name="K2", type=NodeType.COMP_NODE, start_time_micros=k2_start,
-                   duration_micros=5, data_deps=[2, 3], attrs=gpu(["launch", "stream_order"])),
+        node(1, name="A", start=100, dur=10, attrs=cpu_attrs()),
+        node(2, [1], ["thread_order"], name="B", start=k2_start - 3, dur=5, attrs=cpu_attrs()),
+        node(3, [1], ["launch"], name="K1", start=112, dur=5, attrs=gpu_attrs()),
+        node(4, [2, 3], ["launch", "stream_order"], name="K2", start=k2_start, dur=5,
+             attrs=gpu_attrs()),
     ]
-    md = GlobalMetadata(version="0.0.4", attrs=[("step_start_micros", "int64_val", 100),
-                                                 ("step_end_micros", "int64_val", 300)])
-    return md, nodes
+    return metadata(step=(100, 300)), nodes
 
 
 @pytest.mark.parametrize("gap_us", [0, 7, 45])
@@ -208,13 +197,11 @@ def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F
 
 def test_dropped_chains_hand_down_the_latest_kernel_per_stream_and_cut_cycles():
     def gpu(i: int, start: int, deps: list[int]) -> ChakraNode:
-        return ChakraNode(id=i, name=f"K{i}", type=NodeType.COMP_NODE, start_time_micros=start,
-                          duration_micros=1, data_deps=deps,
-                          attrs=[("is_cpu_op", "bool_val", False), ("stream", "int64_val", 7)])
+        return node(i, deps, name=f"K{i}", start=start, dur=1,
+                    attrs=[IS_GPU, ("stream", "int64_val", 7)])
 
     def cpu(i: int, deps: list[int]) -> ChakraNode:
-        return ChakraNode(id=i, name=f"C{i}", type=NodeType.COMP_NODE, data_deps=deps,
-                          attrs=[("is_cpu_op", "bool_val", True)])
+        return node(i, deps, name=f"C{i}", attrs=[IS_CPU])
 
     # C3 <-> C4 is a cycle of dropped nodes; K1 and K2 share a stream
     nodes = [gpu(1, 10, []), gpu(2, 20, []), cpu(3, [1, 4]), cpu(4, [3, 2]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from builders import IS_CPU, IS_GPU, MD, comm_attrs, node, write_nodes
 from helpers import assert_one_line_failure, run_cli
 
 from pt2chakra.astra.collective_time import (
@@ -15,26 +16,20 @@ from pt2chakra.astra.collective_time import (
     collective_ns,
 )
 from pt2chakra.astra.consumer import ConsumerOptions, replay_as_astra_sim
-from pt2chakra.chakra.io import write_et
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import ChakraNode, NodeType
 from pt2chakra.errors import InputError
 
-MD = GlobalMetadata(version="0.0.4")
 NET2 = AstraNetwork("Ring", 2, 50.0, 500.0)
 
 
 def comp(i: int, us: int, deps: tuple[int, ...] = (), cpu: bool = False,
          ctrl: tuple[int, ...] = ()) -> ChakraNode:
-    return ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, duration_micros=us,
-                      data_deps=list(deps), ctrl_deps=list(ctrl),
-                      attrs=[("is_cpu_op", "bool_val", cpu)])
+    return node(i, deps, dur=us, ctrl=ctrl, attrs=[IS_CPU if cpu else IS_GPU])
 
 
 def coll(i: int, size: int, deps: tuple[int, ...] = (), comm_type: int = 0) -> ChakraNode:
-    return ChakraNode(id=i, name=f"c{i}", type=NodeType.COMM_COLL_NODE, data_deps=list(deps),
-                      attrs=[("is_cpu_op", "bool_val", False), ("comm_type", "int64_val",
-                                                                 comm_type),
-                             ("comm_size", "int64_val", size)])
+    return node(i, deps, name=f"c{i}", node_type=NodeType.COMM_COLL_NODE,
+                attrs=[IS_GPU, *comm_attrs(comm_type, size, pg=None)])
 
 
 def finish(ranks: list[list[ChakraNode]], **options: Any) -> list[int]:
@@ -86,7 +81,7 @@ def test_scales_move_compute_cpu_and_network_separately():
 
 
 def test_what_it_cannot_run_is_refused_naming_the_node():
-    md_node = ChakraNode(id=1, name="## process_group:init ##", type=NodeType.METADATA_NODE)
+    md_node = node(1, name="## process_group:init ##", node_type=NodeType.METADATA_NODE)
     with pytest.raises(InputError, match="METADATA"):
         finish([[md_node], [comp(1, 1)]])
     with pytest.raises(InputError, match="collective type"):
@@ -100,7 +95,7 @@ def test_what_it_cannot_run_is_refused_naming_the_node():
 @pytest.mark.slow
 def test_cli_consumer_prints_per_rank_finish(tmp_path):
     for r in range(2):
-        write_et(tmp_path / f"t.{r}.et", MD, [comp(1, 10 + 10 * r)])
+        write_nodes(tmp_path / f"t.{r}.et", [comp(1, 10 + 10 * r)])
     proc = run_cli("simulate", "--consumer", "astra-sim", tmp_path / "t.0.et", tmp_path / "t.1.et")
     assert proc.returncode == 0, proc.stderr
     assert "Ring, 2 NPUs, 50 GB/s, 500 ns" in proc.stdout

@@ -4,7 +4,7 @@ rank, communication hanging off it, rank start offsets as leading gaps."""
 from __future__ import annotations
 
 import pytest
-from builders import metadata
+from builders import IS_GPU, comm_attrs, cpu_attrs, gpu_attrs, metadata, node
 from helpers import assert_one_line_failure, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,22 +19,17 @@ from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.rules.cycles import find_cycle_in
 from pt2chakra.tools.validate import validate
 
-GPU = [("is_cpu_op", "bool_val", False), ("device", "int64_val", 0)]
-CPU = [("is_cpu_op", "bool_val", True), ("tid", "int64_val", 1)]
+AR_1MIB = comm_attrs(0, 1 << 20, pg=None)  # an all-reduce of 1 MiB, no group
 
 
 def _kernel(i: int, start: int, dur: int, stream: int, deps: list[int] | None = None,
             ) -> ChakraNode:
-    return ChakraNode(id=i, name=f"K{i}", type=NodeType.COMP_NODE, start_time_micros=start,
-                      duration_micros=dur, data_deps=deps or [],
-                      attrs=[*GPU, ("stream", "int64_val", stream)])
+    return node(i, deps or [], name=f"K{i}", start=start, dur=dur, attrs=gpu_attrs(stream))
 
 
 def _coll(i: int, start: int, dur: int, deps: list[int] | None = None) -> ChakraNode:
-    return ChakraNode(id=i, name=f"AR{i}", type=NodeType.COMM_COLL_NODE,
-                      start_time_micros=start, duration_micros=dur, data_deps=deps or [],
-                      attrs=[*GPU, ("stream", "int64_val", 99), ("comm_type", "int64_val", 0),
-                             ("comm_size", "int64_val", 1 << 20)])
+    return node(i, deps or [], name=f"AR{i}", node_type=NodeType.COMM_COLL_NODE, start=start,
+                dur=dur, attrs=[*gpu_attrs(99), *AR_1MIB])
 
 
 def _chain(out: list[ChakraNode]) -> list[ChakraNode]:
@@ -44,8 +39,7 @@ def _chain(out: list[ChakraNode]) -> list[ChakraNode]:
 def test_overlapping_streams_fold_into_one_chain_with_gaps():
     # K1 [10, 30) on stream 1, K2 [20, 40) on stream 2 (overlaps K1 by 10),
     # K3 [50, 55) on stream 1 after 10 us of idle; step [0, 60)
-    nodes = [ChakraNode(id=1, name="cpu", type=NodeType.COMP_NODE, start_time_micros=0,
-                        duration_micros=60, attrs=CPU),
+    nodes = [node(1, name="cpu", dur=60, attrs=cpu_attrs()),
              _kernel(2, 10, 20, 1, [1]), _kernel(3, 20, 20, 2, [1]),
              _kernel(4, 50, 5, 1, [2])]
     _md_out, out = profile(metadata(world_size=2, step=(0, 60)), nodes, "serial")
@@ -203,15 +197,12 @@ def test_one_rank_trace_is_refused_in_one_line(converted, tmp_path, name):  # no
 # -- host-only ranks (gloo on CPU) ---------------------------------------------
 
 def _host_op(i: int, start: int, dur: int, deps: list[int] | None = None) -> ChakraNode:
-    return ChakraNode(id=i, name=f"op{i}", type=NodeType.COMP_NODE, start_time_micros=start,
-                      duration_micros=dur, data_deps=deps or [], attrs=CPU)
+    return node(i, deps or [], name=f"op{i}", start=start, dur=dur, attrs=cpu_attrs())
 
 
 def _host_coll(i: int, start: int, dur: int, deps: list[int]) -> ChakraNode:
-    return ChakraNode(id=i, name=f"gloo:all_reduce{i}", type=NodeType.COMM_COLL_NODE,
-                      start_time_micros=start, duration_micros=dur, data_deps=deps,
-                      attrs=[("is_cpu_op", "bool_val", False), ("comm_type", "int64_val", 0),
-                             ("comm_size", "int64_val", 1 << 20)])
+    return node(i, deps, name=f"gloo:all_reduce{i}", node_type=NodeType.COMM_COLL_NODE,
+                start=start, dur=dur, attrs=[IS_GPU, *AR_1MIB])
 
 
 def _host_rank(queued: bool = False) -> list[ChakraNode]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from builders import metadata, nodes_strategy
+from builders import metadata, node, nodes_strategy, write_nodes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +20,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation.prepare import SIM_ATTRS
 
 META = metadata(rank=3)
+TID: Attr = ("tid", "int64_val", 1)
 
 
 @pytest.fixture(autouse=True, params=["compiled", "python"])
@@ -68,7 +69,7 @@ def test_any_nodes_any_filter(tmp_path: Path, nodes: list[ChakraNode]) -> None:
 def test_gzip_and_many_buffer_fills(tmp_path: Path) -> None:
     nodes = [ChakraNode(i, f"op{i % 7}", NodeType.COMP_NODE, 10 * i, 5, [], [i - 1] if i else [],
                         ("[1]", "[[2]]", '["Int"]'), None,
-                        [("tid", "int64_val", 1), ("rf_id", "int64_val", i),
+                        [TID, ("rf_id", "int64_val", i),
                          ("op_schema", "string_val", "x" * 300)])
              for i in range(5000)]  # > 1 MiB: several buffer fills
     path = tmp_path / "n.et.gz"
@@ -83,7 +84,7 @@ def _raw_file(path: Path, *messages: bytes) -> None:
 
 
 def test_bad_node_gives_read_et_error(tmp_path: Path) -> None:
-    good = encode_node(ChakraNode(1, "a", NodeType.COMP_NODE, attrs=[("tid", "int64_val", 1)]))
+    good = encode_node(ChakraNode(1, "a", NodeType.COMP_NODE, attrs=[TID]))
     bad_type = bytes([0x08, 2, 0x18, 99])  # id 2, type 99: not a NodeType
     path = tmp_path / "bad.et"
     _raw_file(path, encode_metadata(META), good, bad_type)
@@ -113,8 +114,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 
 def test_gzip_of_plain(tmp_path: Path) -> None:
-    plain = tmp_path / "a.et"
-    write_et(plain, META, [ChakraNode(1, "a", NodeType.COMP_NODE, attrs=[("tid", "int64_val", 1)])])
+    plain = write_nodes(tmp_path / "a.et", [node(1, name="a", attrs=[TID])], META)
     gz = tmp_path / "a.bin"
     gz.write_bytes(gzip.compress(plain.read_bytes()))
     assert list(read_et_lean(gz, SIM_ATTRS)[1]) == list(read_et_lean(plain, SIM_ATTRS)[1])
@@ -130,15 +130,15 @@ def _same_apart(path: Path, names: frozenset[str]) -> None:
     lean_nodes = list(lean)
     _md, apart = read_et_apart(path, names, INCL)
     assert len(apart) == len(apart.apart) == len(lean_nodes)
-    for node, whole, value in zip(apart, lean_nodes, apart.apart):
-        assert msgspec.structs.replace(node, attrs=[]) == msgspec.structs.replace(whole, attrs=[])
-        assert [a for a in node.attrs if a[0] != INCL] == [a for a in whole.attrs if a[0] != INCL]
+    for got, whole, value in zip(apart, lean_nodes, apart.apart):
+        assert msgspec.structs.replace(got, attrs=[]) == msgspec.structs.replace(whole, attrs=[])
+        assert [a for a in got.attrs if a[0] != INCL] == [a for a in whole.attrs if a[0] != INCL]
         incl = [a for a in whole.attrs if a[0] == INCL]
         if value == value:
             assert incl and float(incl[-1][2]) == value
-            assert all(a[0] != INCL for a in node.attrs)
+            assert all(a[0] != INCL for a in got.attrs)
         else:
-            assert [a for a in node.attrs if a[0] == INCL] == incl
+            assert [a for a in got.attrs if a[0] == INCL] == incl
 
 
 def test_apart_column(tmp_path: Path) -> None:
@@ -146,12 +146,10 @@ def test_apart_column(tmp_path: Path) -> None:
              [(INCL, "double_val", float("nan"))], [(INCL, "string_val", "x")],
              [(INCL, "int64_val", 3), (INCL, "uint64_val", 4)],
              [(INCL, "int64_val", 3), (INCL, "string_val", "y")], [(INCL, "bool_val", True)]]
-    nodes = [ChakraNode(i, "op", NodeType.COMP_NODE, 10 * i, 5, [], [],
-                        None, None, [("tid", "int64_val", 1), *kinds[i % len(kinds)],
-                                     ("rf_id", "int64_val", i)])
+    nodes = [node(i, name="op", start=10 * i, dur=5,
+                  attrs=[TID, *kinds[i % len(kinds)], ("rf_id", "int64_val", i)])
              for i in range(3000)]
-    path = tmp_path / "n.et"
-    write_et(path, META, nodes)
+    path = write_nodes(tmp_path / "n.et", nodes, META)
     _same_apart(path, SIM_ATTRS)
     _md, apart = read_et_apart(path, SIM_ATTRS, INCL)
     assert apart.apart[1] == 7.0 and apart.apart[2] == 2.5 and apart.apart[5] == 4.0

@@ -6,9 +6,9 @@ import json
 import logging
 
 import pytest
-from builders import MD, cpu, gpu
+from builders import IS_CPU, IS_GPU, MD, cpu, gpu, node, write_nodes
 
-from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.simulation.network import collective_time, cost_factors
 from pt2chakra.simulation.prepare import CATEGORY_NAMES
@@ -178,11 +178,9 @@ def test_plot_png(tmp_path):
 
 
 def test_cli_json(tmp_path, capsys):
-    from pt2chakra.chakra.io import write_et
     from pt2chakra.cli import main
 
-    path = tmp_path / "r.et"
-    write_et(path, MD, [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])
+    path = write_nodes(tmp_path / "r.et", [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])
     assert main(["simulate", str(path), "--json", "--compute-scale", "0.5", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
     for key in ("predicted_step_us", "measured_step_us", "error_pct"):
@@ -210,18 +208,14 @@ def test_cli_json(tmp_path, capsys):
 ])
 def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys, attrs,
                                                        md_attrs, bad):
-    from pt2chakra.chakra.io import write_et
     from pt2chakra.cli import main
 
     ntype = NodeType.COMM_COLL_NODE if bad.startswith("comm") else NodeType.COMP_NODE
     if bad in ("comm_seq", "comm_type"):  # a communication node has a size (else refused)
         attrs = [*attrs, ("comm_size", "int64_val", 8)]
-    nodes = [ChakraNode(id=1, name="a", type=NodeType.COMP_NODE, start_time_micros=5,
-                        duration_micros=10),
-             ChakraNode(id=2, name="b", type=ntype, start_time_micros=15, duration_micros=5,
-                        data_deps=[1], attrs=attrs)]
-    path = tmp_path / "other.et"
-    write_et(path, GlobalMetadata(version="0.0.4", attrs=md_attrs), nodes)
+    nodes = [node(1, name="a", start=5, dur=10),
+             node(2, [1], name="b", node_type=ntype, start=15, dur=5, attrs=attrs)]
+    path = write_nodes(tmp_path / "other.et", nodes, GlobalMetadata(version="0.0.4", attrs=md_attrs))
     if bad == "comm_size":  # a size of the wrong type is no size: refused (item 7 of issue 25)
         assert main(["simulate", str(path)]) == 2
         assert "comm-size-missing" in capsys.readouterr().err
@@ -238,11 +232,8 @@ def test_attributes_of_unexpected_type_count_as_absent(tmp_path, caplog, capsys,
 def test_untimed_chain_keeps_full_durations():
     # 10 -> 20 -> 30 us with no start times: 60, whether the nodes say
     # is_cpu_op false, true, or nothing (absent means a device op).
-    for attrs, category in (([], "gpu_compute"), ([("is_cpu_op", "bool_val", False)],
-                                                  "gpu_compute"),
-                            ([("is_cpu_op", "bool_val", True)], "cpu_op")):
-        chain = [ChakraNode(id=i, name=f"n{i}", type=NodeType.COMP_NODE, duration_micros=10 * i,
-                            data_deps=[i - 1] if i > 1 else [], attrs=attrs) for i in (1, 2, 3)]
+    for attrs, category in (([], "gpu_compute"), ([IS_GPU], "gpu_compute"), ([IS_CPU], "cpu_op")):
+        chain = [node(i, [i - 1] if i > 1 else [], dur=10 * i, attrs=attrs) for i in (1, 2, 3)]
         sim = Simulator([(MD, chain)])
         res, sched = sim.run()
         assert res.predicted_step_us == 60
@@ -251,8 +242,7 @@ def test_untimed_chain_keeps_full_durations():
         scaled = sim.predict(SimConfig(compute_scale=2.0, cpu_scale=2.0))
         assert scaled == 120
     # Independent device ops without a stream share the rank's device lane.
-    free = [ChakraNode(id=i, name="k", type=NodeType.COMP_NODE, duration_micros=10)
-            for i in (1, 2)]
+    free = [node(i, name="k", dur=10) for i in (1, 2)]
     _, sched = Simulator([(MD, free)]).run()
     assert sched.lane_names[sched.lane[0]] == (0, "gpu", "device")
     assert max(sched.end) == 20
@@ -282,11 +272,7 @@ def test_microbench_is_replayed_step_after_step(tmp_path, capsys):
 
 
 def _one_rank(tmp_path):
-    from pt2chakra.chakra.io import write_et
-
-    path = tmp_path / "r.et"
-    write_et(path, MD, [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])
-    return path
+    return write_nodes(tmp_path / "r.et", [cpu(1, 0, 10), gpu(2, 10, 100, deps=[1], kinds=["launch"])])
 
 
 @pytest.mark.parametrize("name", ["t.xyz", "noext", "", "r.et"])
