@@ -87,15 +87,17 @@ MD = GlobalMetadata(version="0.0.4")
 
 def node(nid: int, deps: Sequence[int] = (), kinds: Sequence[str] | None = None, *,
          name: str | None = None, node_type: NodeType = NodeType.COMP_NODE, start: int = 0,
-         dur: int = 0, ctrl: Sequence[int] = (), attrs: Sequence[Attr] = ()) -> ChakraNode:
+         dur: int = 0, ctrl: Sequence[int] = (), attrs: Sequence[Attr] = (),
+         inputs: tuple[str, str, str] | None = None) -> ChakraNode:
     """Any node: named ``n<id>`` unless told, ``kinds`` (when given) appended
-    as ``data_dep_kinds`` after ``attrs``."""
+    as ``data_dep_kinds`` after ``attrs``; ``inputs`` its IOInfo (values,
+    shapes, types)."""
     all_attrs = list(attrs)
     if kinds is not None:
         all_attrs.append(dep_kinds(kinds))
     return ChakraNode(id=nid, name=f"n{nid}" if name is None else name, type=node_type,
                       start_time_micros=start, duration_micros=dur, ctrl_deps=list(ctrl),
-                      data_deps=list(deps), attrs=all_attrs)
+                      data_deps=list(deps), inputs=inputs, attrs=all_attrs)
 
 
 def cpu(nid: int, start: int, dur: int, deps: Sequence[int] = (),

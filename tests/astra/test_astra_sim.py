@@ -77,10 +77,9 @@ def test_groups_file_leaves_out_the_whole_machine_and_refuses_names():
 
 def test_metadata_node_facts_recovered_when_metadata_lacks_them():
     pg_json = '[{"pg_name": "7", "ranks": [0, 2], "group_size": 2}]'
-    nodes = [ChakraNode(id=1, name="## process_group:init ##", type=NodeType.METADATA_NODE,
-                        inputs=(json.dumps([pg_json]), "[[]]", '["String"]')),
-             ChakraNode(id=2, name="k", type=NodeType.COMP_NODE, data_deps=[1],
-                        attrs=[("is_cpu_op", "bool_val", False)])]
+    nodes = [node(1, name="## process_group:init ##", node_type=NodeType.METADATA_NODE,
+                  inputs=(json.dumps([pg_json]), "[[]]", '["String"]')),
+             node(2, [1], name="k", attrs=[IS_GPU])]
     md, out = profile(GlobalMetadata(version=""), nodes)
     assert attr_dict(md.attrs)["process_groups"] == pg_json
     assert [n.id for n in out] == [2] and out[0].data_deps == []

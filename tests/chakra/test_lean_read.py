@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import encode_metadata, encode_node, uvarint
-from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.lean_read import read_et_apart, read_et_lean
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
 from pt2chakra.errors import InputError
@@ -59,21 +59,18 @@ def test_real_traces(converted: dict[str, Path], name: str) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_any_nodes_any_filter(tmp_path: Path, nodes: list[ChakraNode]) -> None:
-    path = tmp_path / "n.et"
-    write_et(path, META, nodes)
+    path = write_nodes(tmp_path / "n.et", nodes, META)
     names = frozenset(a[0] for n in nodes for a in n.attrs[::2])  # every other name
     _same_as_read_et(path, names)
     _same_as_read_et(path, SIM_ATTRS)
 
 
 def test_gzip_and_many_buffer_fills(tmp_path: Path) -> None:
-    nodes = [ChakraNode(i, f"op{i % 7}", NodeType.COMP_NODE, 10 * i, 5, [], [i - 1] if i else [],
-                        ("[1]", "[[2]]", '["Int"]'), None,
-                        [TID, ("rf_id", "int64_val", i),
-                         ("op_schema", "string_val", "x" * 300)])
+    nodes = [node(i, [i - 1] if i else [], name=f"op{i % 7}", start=10 * i, dur=5,
+                  inputs=("[1]", "[[2]]", '["Int"]'),
+                  attrs=[TID, ("rf_id", "int64_val", i), ("op_schema", "string_val", "x" * 300)])
              for i in range(5000)]  # > 1 MiB: several buffer fills
-    path = tmp_path / "n.et.gz"
-    write_et(path, META, nodes)
+    path = write_nodes(tmp_path / "n.et.gz", nodes, META)
     _same_as_read_et(path, frozenset({"tid"}))
     names = {n.name for n in read_et_lean(path, ())[1]}
     assert names == {f"op{k}" for k in range(7)}
@@ -165,7 +162,6 @@ def test_apart_real_traces(converted: dict[str, Path], name: str) -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(nodes=st.lists(nodes_strategy(named=True), min_size=1, max_size=12))
 def test_apart_any_nodes(tmp_path: Path, nodes: list[ChakraNode]) -> None:
-    path = tmp_path / "n.et"
-    write_et(path, META, nodes)
+    path = write_nodes(tmp_path / "n.et", nodes, META)
     names = frozenset(a[0] for n in nodes for a in n.attrs)
     _same_apart(path, names | {INCL})

@@ -10,11 +10,12 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
+from builders import node, write_nodes
 from helpers import ALL, assert_one_line_failure, run_cli
 
-from pt2chakra.chakra.io import read_et, write_et
+from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import from_json, jsonize, read_json
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType
+from pt2chakra.chakra.records import GlobalMetadata, NodeType
 from pt2chakra.tools.graph import GraphStats, Window, render_graph
 from pt2chakra.tools.timeline import TimelineStats, timeline
 
@@ -50,11 +51,10 @@ def test_json_keeps_every_attribute_kind_and_reformatted_input(tmp_path):
              ("b", "bytes_val", b"\x00\xff"), ("bl", "bytes_list", [b"", b"a"]),
              ("t", "bool_list", [True, False]), ("s", "string_val", 'line\n"q"'),
              ("empty", "int64_list", []), ("none", "", None), ("f64", "sfixed64_val", -7)]
-    node = ChakraNode(id=(1 << 63), name="x", type=NodeType.COMP_NODE, data_deps=[1, 2],
-                      inputs=("a", "", "c"), attrs=attrs)
-    node2 = ChakraNode(id=1, name="y", type=NodeType.COMM_COLL_NODE)
-    src = tmp_path / "a.et"
-    write_et(src, GlobalMetadata(version="v", attrs=[("n", "string_list", ["p", "q"])]), [node, node2])
+    nodes = [node(1 << 63, [1, 2], name="x", inputs=("a", "", "c"), attrs=attrs),
+             node(1, name="y", node_type=NodeType.COMM_COLL_NODE)]
+    md = GlobalMetadata(version="v", attrs=[("n", "string_list", ["p", "q"])])
+    src = write_nodes(tmp_path / "a.et", nodes, md)
     doc = tmp_path / "a.json"
     jsonize(src, doc)
     back = tmp_path / "b.et"
