@@ -51,10 +51,10 @@ def test_json_keeps_every_attribute_kind_and_reformatted_input(tmp_path):
              ("b", "bytes_val", b"\x00\xff"), ("bl", "bytes_list", [b"", b"a"]),
              ("t", "bool_list", [True, False]), ("s", "string_val", 'line\n"q"'),
              ("empty", "int64_list", []), ("none", "", None), ("f64", "sfixed64_val", -7)]
-    nodes = [node(1 << 63, [1, 2], name="x", inputs=("a", "", "c"), attrs=attrs),
+    built = [node(1 << 63, [1, 2], name="x", inputs=("a", "", "c"), attrs=attrs),
              node(1, name="y", node_type=NodeType.COMM_COLL_NODE)]
     md = GlobalMetadata(version="v", attrs=[("n", "string_list", ["p", "q"])])
-    src = write_nodes(tmp_path / "a.et", nodes, md)
+    src = write_nodes(tmp_path / "a.et", built, md)
     doc = tmp_path / "a.json"
     jsonize(src, doc)
     back = tmp_path / "b.et"
