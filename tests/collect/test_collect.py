@@ -63,3 +63,32 @@ def test_collect_stores_the_real_step_that_simulate_finds(tmp_path):
     assert main(["collect", "--out-dir", str(other), "--layers", "1", "--d-model", "16",
                  "--heads", "2", "--seq-len", "8", "--batch", "2", "--timed-steps", "0"]) == 0
     assert not (other / META_NAME).exists()
+
+
+def test_of_several_profiled_steps_the_median_one_is_kept(tmp_path):
+    """Each call does one more add than the last and sleeps a set time: the kept
+    trace must be the call of median wall time (the second-fastest of three)."""
+    import gzip
+    import json
+    import time
+
+    from pt2chakra.collect.record import record_training_step
+
+    sleeps = [0.06, 0.0, 0.02]
+    calls: list[int] = []
+    x = torch.ones(4)
+
+    def step() -> None:
+        k = len(calls)
+        calls.append(k)
+        time.sleep(sleeps[k])
+        for _ in range(k + 1):
+            torch.add(x, 1)
+
+    walls: list[float] = []
+    host, _ = record_training_step(step, tmp_path, warmup=0, name="k", profiled=3,
+                                   profiled_s=walls)
+    assert len(walls) == 3 and sorted(walls)[1] == walls[2]
+    nodes = json.loads(gzip.decompress(host.read_bytes()))["nodes"]
+    assert sum(n["name"] == "aten::add" for n in nodes) == 3
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -13,7 +13,12 @@ from pt2chakra.collect.distributed import (
     DdpConfig,
     Rendezvous,
 )
-from pt2chakra.collect.record import DEFAULT_NAME, DEFAULT_TIMED, DEFAULT_WARMUP
+from pt2chakra.collect.record import (
+    DEFAULT_NAME,
+    DEFAULT_PROFILED,
+    DEFAULT_TIMED,
+    DEFAULT_WARMUP,
+)
 from pt2chakra.collect.sample_model import (
     DEFAULT_BATCH,
     DEFAULT_D_MODEL,
@@ -24,6 +29,9 @@ from pt2chakra.collect.sample_model import (
 from pt2chakra.errors import InputError
 
 MAX_PORT = 65535  # TCP ports are 16 bits
+# Profiled steps one recording may take: each is a session whose raw traces
+# are held on disk until the median one is kept.
+MAX_PROFILED = 100
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
@@ -36,7 +44,8 @@ def _cmd_collect(args: argparse.Namespace) -> int:
             args.out_dir, layers=_given(args.layers, DEFAULT_LAYERS), d_model=args.d_model,
             heads=args.heads, seq_len=args.seq_len, batch=_given(args.batch, DEFAULT_BATCH),
             warmup=DEFAULT_WARMUP if args.steps_warmup is None else args.steps_warmup,
-            device=args.device, name=args.name, timed=args.timed_steps)
+            device=args.device, name=args.name, timed=args.timed_steps,
+            profiled=args.profiled_steps)
     except ValueError as exc:  # a model size the tiny GPT cannot take
         raise InputError("collect", str(exc)) from None
     if not args.quiet:
@@ -97,6 +106,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help=f"steps timed without the profiler after the warm-up, before recording "
                    f"(default {DEFAULT_TIMED}; 0: none): their median, the real step, goes to "
                    "meta.json beside the traces for simulate --without-profiler")
+    p.add_argument("--profiled-steps", type=options.int_range(1, MAX_PROFILED), default=DEFAULT_PROFILED,
+                   metavar="K",
+                   help=f"profiled steps recorded, each in its own profiler session; the one "
+                   f"of median wall time is kept (default {DEFAULT_PROFILED}): one profiled step "
+                   "is one sample, and on a busy machine it can run long")
     p.add_argument("--name", default=DEFAULT_NAME, help="file name prefix")
     p.add_argument("--ddp", choices=("gloo",),
                    help="record a small MLP under DistributedDataParallel instead, one process "

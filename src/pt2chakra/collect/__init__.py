@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pt2chakra.collect.record import (
+    DEFAULT_PROFILED,
     DEFAULT_TIMED,
     RecordingSummary,
     record_training_step,
@@ -24,11 +25,13 @@ __all__ = ["RecordingSummary", "collect_sample", "record_training_step", "summar
 
 def collect_sample(out_dir: Path | str, *, layers: int, d_model: int, heads: int, seq_len: int,
                    batch: int, warmup: int, device: str = "cpu",
-                   name: str = "trace", timed: int = DEFAULT_TIMED) -> tuple[Path, Path]:
+                   name: str = "trace", timed: int = DEFAULT_TIMED,
+                   profiled: int = DEFAULT_PROFILED) -> tuple[Path, Path]:
     """Record one step of the built-in tiny GPT; returns (host ET, Kineto) paths.
     First ``timed`` steps run without the profiler: their times go to
-    ``meta.json`` beside the traces (the real step). ``InputError`` when
-    torch (or the asked-for device) is missing."""
+    ``meta.json`` beside the traces (the real step). Of ``profiled`` profiled
+    steps the one of median wall time is kept. ``InputError`` when torch (or
+    the asked-for device) is missing."""
     try:
         import torch
     except ImportError:
@@ -40,8 +43,10 @@ def collect_sample(out_dir: Path | str, *, layers: int, d_model: int, heads: int
     cfg = GPTConfig(layers, d_model, heads, seq_len, batch)
     step = make_training_step(cfg, device)
     times = time_steps(step, warmup, timed)
-    pair = record_training_step(step, out_dir, warmup=0, name=name)
+    walls: list[float] = []
+    pair = record_training_step(step, out_dir, warmup=0, name=name, profiled=profiled,
+                                profiled_s=walls)
     if times:
         write_real_step(out_dir, times, {"job": name, "device": device, "warmup": warmup,
-                                         "config": asdict(cfg)})
+                                         "config": asdict(cfg), "profiled_step_s": walls})
     return pair

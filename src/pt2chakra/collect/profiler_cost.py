@@ -9,8 +9,11 @@ as ``collect`` records); the extra time over the ops the host ET recorded is
 each kind's cost per op. The figure is the training step's: one op repeated
 in a hot loop keeps the profiler's bookkeeping in cache and reads 11-19 us/op
 on our CPU, where the op mix of a step reads 17.2-17.5 us/op, as fits on
-recorded steps of several sizes do (docs/PROFILER_OVERHEAD.md). Only the loop
-is timed, not the session's start and end. torch is imported lazily.
+recorded steps of several sizes do (docs/PROFILER_OVERHEAD.md). The one-op
+kinds time only the loop, not the session's start and end. The training step
+is timed the way ``collect`` records one: single steps without the profiler
+(their median), and single steps each in a session of its own (their median),
+so that the figure carries what a recording pays. torch is imported lazily.
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ CAT_INPUTS = 8
 # CPU core, the op mix (forward, backward, AdamW) of the steps users record.
 STEP_KIND = "training_step"
 STEP_LAYERS, STEP_D_MODEL, STEP_HEADS, STEP_SEQ_LEN, STEP_BATCH = 1, 16, 2, 8, 1
-# A step records ~1000 ops, so it runs this many times fewer calls than a
-# one-op kind and still records ~50x its ops (200 calls: 10 steps a loop).
-STEP_CALLS_DIVISOR = 20
+# Plain steps timed for the step kind's median, as collect's --timed-steps
+# default of the h200 recordings (10 timed steps).
+STEP_PLAIN_TIMED = 10
 
 
 @dataclass(frozen=True)
@@ -111,14 +114,37 @@ def measure(calls: int = DEFAULT_CALLS, repeats: int = DEFAULT_REPEATS) -> Profi
     if calls < 1 or repeats < 1:
         raise InputError("microbench --profiler-overhead", "calls and repeats must be >= 1")
     kinds = _kinds(torch)
-    kinds[STEP_KIND] = _training_step()
     out = []
     for name, fn in kinds.items():
-        n = max(1, calls // STEP_CALLS_DIVISOR) if name == STEP_KIND else calls
-        plain = _per_call(fn, n, repeats)
-        profiled, ops = _profiled(torch, fn, n, repeats)
+        plain = _per_call(fn, calls, repeats)
+        profiled, ops = _profiled(torch, fn, calls, repeats)
         out.append(KindCost(name, plain, profiled, ops))
+    out.append(_step_cost(torch, _training_step(), repeats))
     return ProfilerCost(out)
+
+
+def _step_cost(torch: Any, step: Callable[[], None], sessions: int) -> KindCost:
+    """The training step as ``collect`` records it: the median of single steps
+    without the profiler against the median of single steps each in a
+    profiler session of its own (a session's first ops pay for it too)."""
+    from pt2chakra.collect.record import median_index, profile_one_step, time_steps
+
+    plain = statistics.median(time_steps(step, 0, STEP_PLAIN_TIMED)) * 1e6
+    walls, ops = [], []
+    with tempfile.TemporaryDirectory(prefix="pt2chakra-profcost.") as tmp:
+        for k in range(sessions):
+            et = Path(tmp) / f"et{k}.json"
+            walls.append(profile_one_step(torch, step, et, Path(tmp) / f"kineto{k}.json"))
+            ops.append(_recorded_ops(et))
+    kept = median_index(walls)
+    return KindCost(STEP_KIND, plain, walls[kept] * 1e6, float(ops[kept]))
+
+
+def _recorded_ops(et: Path) -> int:
+    """Ops the host ET recorded (less the observer's own nodes)."""
+    with et.open() as f:
+        nodes = json.load(f).get("nodes", [])
+    return sum(1 for n in nodes if not is_observer_node(n.get("name", "")))
 
 
 def _training_step() -> Callable[[], None]:
@@ -175,7 +201,5 @@ def _profiled(torch: Any, fn: Callable[[], object], calls: int, repeats: int,
                 per_call = _per_call(fn, calls, repeats)
         finally:
             observer.unregister_callback()
-        with et.open() as f:
-            nodes = json.load(f).get("nodes", [])
-    ops = sum(1 for n in nodes if not is_observer_node(n.get("name", "")))
+        ops = _recorded_ops(et)
     return per_call, ops / (calls * repeats + 1)
