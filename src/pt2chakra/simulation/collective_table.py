@@ -91,7 +91,7 @@ def collective_rows(sim: Simulator, schedule: Schedule, comm_streams: int = 0,
 def replay_reached(schedule: Schedule, comm: list[int]) -> dict[int, float]:
     """When each communication node's rank reached it in the replay: its
     last dependency's end (at most its start), the start a replay written
-    as ``.et`` gives it (``replayed_et``); the rendezvous's start is when the
+    as ``.et`` gives it (``predicted_et``); the rendezvous's start is when the
     last participant arrived, so it shows no wait."""
     rank, nodes = schedule.rank, schedule.nodes
     wanted = {(rank[i], d) for i in comm for d in nodes[i].data_deps}
