@@ -19,7 +19,7 @@ from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.rules.checks import cross_rank_problems, refuse_unsound, replay_problems
+from pt2chakra.rules.checks import check_before_replay, cross_rank_problems, refuse_unsound
 from pt2chakra.rules.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
@@ -236,7 +236,7 @@ def refuse_unsound_set(paths: Sequence[str],
     if ranks is None:  # graphs built in memory: their metadata, else their position
         ranks = ranks_in_memory([(path, md) for path, (md, _nodes) in zip(paths, graphs)])
     for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
-        refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
+        refuse_unsound(check_before_replay(path, rank, metadata, nodes), force, blocking_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
                                         in zip(paths, graphs)], ranks), force)
 

@@ -152,7 +152,7 @@ _ATTR_OK: dict[str, Callable[[Any], bool]] = {
 
 
 # Every node attribute the simulator reads (the lean reader decodes only these);
-# the size-unknown marker for the set check (rules.checks.replay_problems).
+# the size-unknown marker for the set check (rules.checks.check_before_replay).
 SIM_ATTRS = frozenset(_ATTR_OK) | {"comm_src", "comm_dst", COMM_SIZE_UNKNOWN_ATTR}
 
 
