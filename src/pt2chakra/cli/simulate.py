@@ -170,9 +170,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(result_json(result, _collectives(run)),
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation import format_report
+        from pt2chakra.simulation import format_text_report
 
-        print(format_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
+        print(format_text_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
     return 0
 
 
@@ -208,9 +208,10 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
         doc["scale_out"] = msgspec.to_builtins(shown)
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation import format_report
+        from pt2chakra.simulation import format_text_report
 
-        print(format_report(run.result, lanes=not args.no_lanes, collectives=_collectives(run)))
+        print(format_text_report(run.result, lanes=not args.no_lanes,
+                                 collectives=_collectives(run)))
         print(shown.describe())
     return 0
 

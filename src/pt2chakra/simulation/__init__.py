@@ -51,7 +51,7 @@ if TYPE_CHECKING:
         WhatIf,
     )
     from pt2chakra.simulation.text_report import (
-        format_report,
+        format_text_report,
         measured_collectives,
         profiler_lines,
         result_json,
@@ -102,7 +102,7 @@ _EXPORTS = {
     "META_NAME": "pt2chakra.simulation.profiler_overhead",
     "format_figure": "pt2chakra.simulation.profiler_overhead",
     "write_meta": "pt2chakra.simulation.profiler_overhead",
-    "format_report": "pt2chakra.simulation.text_report",
+    "format_text_report": "pt2chakra.simulation.text_report",
     "measured_collectives": "pt2chakra.simulation.text_report",
     "profiler_lines": "pt2chakra.simulation.text_report",
     "result_json": "pt2chakra.simulation.text_report",
@@ -128,11 +128,11 @@ __all__ = [
     "RecordedCalibration", "SCALED_BACKENDS", "Schedule", "SimConfig", "SimulationOptions",
     "SimulationResult", "SimulationRun", "Simulator", "WhatIf", "arrivals_of", "base_config",
     "calibrate_recorded", "check_network_and_scales", "check_prefix", "collective_rows",
-    "cost_factors", "format_figure", "format_report", "gloo_segments_per_rank", "host_comm_waits",
-    "lane_tids", "link_streams", "measured_collectives", "measured_offset", "measured_span",
-    "predicted_et_config", "profiler_lines", "recorded_figure", "refuse_unsound_set",
-    "result_json", "scaled_out_options", "simulate", "simulate_baseline", "simulate_graphs_run",
-    "simulate_run", "step_notes", "timing_notes", "what_if", "with_recorded_source", "write_meta",
-    "write_predicted_et",
+    "cost_factors", "format_figure", "format_text_report", "gloo_segments_per_rank",
+    "host_comm_waits", "lane_tids", "link_streams", "measured_collectives", "measured_offset",
+    "measured_span", "predicted_et_config", "profiler_lines", "recorded_figure",
+    "refuse_unsound_set", "result_json", "scaled_out_options", "simulate", "simulate_baseline",
+    "simulate_graphs_run", "simulate_run", "step_notes", "timing_notes", "what_if",
+    "with_recorded_source", "write_meta", "write_predicted_et",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

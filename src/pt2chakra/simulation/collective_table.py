@@ -81,14 +81,14 @@ def collective_rows(sim: Simulator, schedule: Schedule, comm_streams: int = 0,
     for i, key in p.comm_key.items():
         if p.cat[i] == COMM:
             members[key].append(i)
-    reached = replay_reached(schedule, [i for m in members.values() for i in m])
+    reached = reached_in_replay(schedule, [i for m in members.values() for i in m])
     rows = [_row(p.comm_type, p.comm_bytes, schedule, key, m, reached)
             for key, m in members.items()]
     rows.sort(key=lambda r: (r.start_us, r.group))
     return rows
 
 
-def replay_reached(schedule: Schedule, comm: list[int]) -> dict[int, float]:
+def reached_in_replay(schedule: Schedule, comm: list[int]) -> dict[int, float]:
     """When each communication node's rank reached it in the replay: its
     last dependency's end (at most its start), the start a replay written
     as ``.et`` gives it (``predicted_et``); the rendezvous's start is when the
