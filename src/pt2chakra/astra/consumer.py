@@ -14,7 +14,7 @@ an export without the binary:
   their resource is free;
 - a compute node lasts ``duration_micros`` x 1000 ns (0 -> 1 ns);
 - an all-reduce, all-gather, reduce-scatter or all-to-all goes to the
-  network model (``astra_collective.collective_finish_ns``): its ring
+  network model (``collective_time.collective_finish_ns``): its ring
   messages wait for the members that issued it late; the n-th such collective
   a rank issues in a group meets the n-th of every other member; a broadcast
   is timed by its recorded duration; other collective types stop ASTRA-sim;

@@ -1516,7 +1516,7 @@ python_path:
  * its lane for its duration; events in (time, type, push order) order.
  * ------------------------------------------------------------------------ */
 
-enum { EV_COMPLETE = 0, EV_START = 3 }; /* replay._EV_COMPLETE, _EV_START */
+enum { EV_COMPLETE = 0, EV_START = 3 }; /* event_loop._EV_COMPLETE, _EV_START */
 
 typedef struct {
     double t;

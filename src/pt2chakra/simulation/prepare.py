@@ -182,7 +182,7 @@ def metadata_attrs(md: GlobalMetadata, bad: set[str] | None = None) -> Attrs:
 class PreparedGraph:
     """All ranks' nodes as flat arrays indexed by a global node index: the
     documented seam between preparing (``prepare_graphs``, once per trace set
-    and comm-stream setting) and replaying (``replay.run_replay``, once per
+    and comm-stream setting) and replaying (``event_loop.run_replay``, once per
     what-if). Columns are plain lists and arrays, not nodes, because the
     replay reads them a million times; a node's rank, lane, recorded start
     and duration, CPU delay, children (``child_start``/``child``) and wait
@@ -493,7 +493,7 @@ def _own_inclusive(attrs: Sequence[Attr], incl: list[float], k: int, bad: set[st
 def _category(node_type: int, a: Attrs) -> int:
     """The node's category, which decides the knob that scales it and its
     share of the critical path. ``is_cpu_op`` absent means a device op
-    (FORMATS.md), stream or not."""
+    (``../shared/FORMATS.md``), stream or not."""
     is_cpu = not is_gpu(a)
     if node_type in COMM_TYPES and not is_cpu:
         return COMM
