@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         predicted_et_config,
         write_predicted_et,
     )
-    from pt2chakra.simulation.prepare import CATEGORY_NAMES
+    from pt2chakra.simulation.prepared import CATEGORY_NAMES
     from pt2chakra.simulation.profiler_overhead import META_NAME, format_figure, write_meta
     from pt2chakra.simulation.results import (
         CriticalPath,
@@ -98,7 +98,7 @@ _EXPORTS = {
     "check_prefix": "pt2chakra.simulation.predicted_et",
     "predicted_et_config": "pt2chakra.simulation.predicted_et",
     "write_predicted_et": "pt2chakra.simulation.predicted_et",
-    "CATEGORY_NAMES": "pt2chakra.simulation.prepare",
+    "CATEGORY_NAMES": "pt2chakra.simulation.prepared",
     "META_NAME": "pt2chakra.simulation.profiler_overhead",
     "format_figure": "pt2chakra.simulation.profiler_overhead",
     "write_meta": "pt2chakra.simulation.profiler_overhead",

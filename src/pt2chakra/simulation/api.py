@@ -29,7 +29,8 @@ from pt2chakra.simulation.event_loop import participants_of
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs, prepare_graphs
+from pt2chakra.simulation.prepare import metadata_attrs, prepare_graphs
+from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,

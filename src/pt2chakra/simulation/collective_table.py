@@ -22,7 +22,7 @@ from pt2chakra.rules.rendezvous import P2P, RendezvousKey
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, reached_at
 from pt2chakra.simulation.engine import Simulator, measured_offset
 from pt2chakra.simulation.network import cost_factors
-from pt2chakra.simulation.prepare import COMM
+from pt2chakra.simulation.prepared import COMM
 from pt2chakra.simulation.results import Schedule
 
 # bytes per microsecond -> GB/s (1e9 bytes/s)
