@@ -15,7 +15,7 @@ from pt2chakra.astra.collective_time import (
     collective_finish_ns,
     collective_ns,
 )
-from pt2chakra.astra.consumer import ConsumerOptions, replay_as_astra_sim
+from pt2chakra.astra.consumer import ConsumerOptions, run_as_astra_sim
 from pt2chakra.chakra.records import ChakraNode, NodeType
 from pt2chakra.errors import InputError
 
@@ -34,8 +34,8 @@ def coll(i: int, size: int, deps: tuple[int, ...] = (), comm_type: int = 0) -> C
 
 def finish(ranks: list[list[ChakraNode]], **options: Any) -> list[int]:
     graphs = [(MD, nodes) for nodes in ranks]
-    result = replay_as_astra_sim(graphs, [f"t.{r}.et" for r in range(len(ranks))],
-                                 ConsumerOptions(network=NET2, **options))
+    result = run_as_astra_sim(graphs, [f"t.{r}.et" for r in range(len(ranks))],
+                              ConsumerOptions(network=NET2, **options))
     return [r.finished_ns for r in result.ranks]
 
 

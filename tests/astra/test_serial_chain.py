@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.astra.collective_time import AstraNetwork, AstraSystem, collective_ns
-from pt2chakra.astra.consumer import ConsumerOptions, consume, replay_as_astra_sim
+from pt2chakra.astra.consumer import ConsumerOptions, consume, run_as_astra_sim
 from pt2chakra.astra.export import convert_files, profile
 from pt2chakra.astra.serial_chain import COMM_DONE, COMM_ORDER, HOST_WAIT, ISSUE_POINT
 from pt2chakra.chakra.io import read_et
@@ -147,7 +147,7 @@ def _pair(kernel_us: int) -> list[tuple[GlobalMetadata, list[ChakraNode]]]:
 def test_consumer_replays_the_export_to_the_measured_step():
     graphs = _pair(40)
     net = AstraNetwork("Ring", 2, 50.0, 500.0)
-    result = replay_as_astra_sim(graphs, ["a.0.et", "a.1.et"], ConsumerOptions(network=net))
+    result = run_as_astra_sim(graphs, ["a.0.et", "a.1.et"], ConsumerOptions(network=net))
     # the network decides the all-reduce (measured: 100 us); the rest of the
     # step is as measured: 40 us kernel, then after the all-reduce 10 us of
     # CPU, a 10 us kernel and 10 us of CPU until the step's end
@@ -161,12 +161,12 @@ def test_network_what_if_moves_only_what_waits_for_the_network():
     names = ["a.0.et", "a.1.et"]
     base = ConsumerOptions(network=AstraNetwork("Ring", 2, 50.0, 500.0))
     slow = ConsumerOptions(network=AstraNetwork("Ring", 2, 50.0, 500.0), bandwidth_scale=0.01)
-    fast_step = replay_as_astra_sim(graphs, names, base).predicted_step_us
-    slow_step = replay_as_astra_sim(graphs, names, slow).predicted_step_us
+    fast_step = run_as_astra_sim(graphs, names, base).predicted_step_us
+    slow_step = run_as_astra_sim(graphs, names, slow).predicted_step_us
     assert slow_step > fast_step  # 1 MiB at 0.5 GB/s is ~2 ms: the kernel after it waits
     half = ConsumerOptions(network=base.network, compute_scale=0.5)
     # K1 and K3 are 50 us of kernels: halving them saves 25 us, no more
-    assert replay_as_astra_sim(graphs, names, half).predicted_step_us == pytest.approx(
+    assert run_as_astra_sim(graphs, names, half).predicted_step_us == pytest.approx(
         fast_step - 25, abs=0.01)
 
 
@@ -237,7 +237,7 @@ def test_host_only_rank_follows_a_network_what_if():
     network_us = collective_ns(0, 1 << 20, 2, net, AstraSystem()) / 1000
     for scale in (1.0, 4.0):
         options = ConsumerOptions(network=net, bandwidth_scale=scale)
-        step = replay_as_astra_sim(graphs, ["a.0.et", "a.1.et"], options).predicted_step_us
+        step = run_as_astra_sim(graphs, ["a.0.et", "a.1.et"], options).predicted_step_us
         scaled_us = collective_ns(0, 1 << 20, 2, AstraNetwork("Ring", 2, 50.0 * scale, 500.0),
                                   AstraSystem()) / 1000
         assert step == pytest.approx(100 + scaled_us + 20 + 50, abs=0.01)

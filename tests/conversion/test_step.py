@@ -146,13 +146,13 @@ def test_the_astra_sim_consumer_compares_its_makespan_with_the_span(tmp_path) ->
     """ASTRA-sim finishes with its last node: a period step is compared as
     its span there (the GPU work past the next step's start included)."""
     from pt2chakra.astra.collective_time import AstraNetwork
-    from pt2chakra.astra.consumer import ConsumerOptions, replay_as_astra_sim
+    from pt2chakra.astra.consumer import ConsumerOptions, run_as_astra_sim
 
     out = tmp_path / "k.et"
     convert(None, _write(tmp_path, _gpu_lagging_loop()), out)
     md, nodes = read_et(out)
     graphs = [(md, list(nodes))] * 2  # ASTRA-sim needs two NPUs
-    result = replay_as_astra_sim(graphs, ["a", "b"], ConsumerOptions(
+    result = run_as_astra_sim(graphs, ["a", "b"], ConsumerOptions(
         network=AstraNetwork("Ring", 2, 50.0, 500.0)))
     # step 1 runs from 100 to its kernel's end at 250, not to the next start (200)
     assert [r.measured_step_us for r in result.ranks] == [150.0, 150.0]

@@ -14,7 +14,7 @@ from helpers import ROOT
 from pt2chakra.conversion.api import convert
 from pt2chakra.diff import DiffResult, diff
 from pt2chakra.simulation.api import SimulationOptions, simulate_run
-from pt2chakra.simulation.replayed_et import write_replayed_et
+from pt2chakra.simulation.predicted_et import write_predicted_et
 
 pytestmark = pytest.mark.slow  # eight real ranks converted, one replay
 
@@ -67,7 +67,7 @@ def test_a_prediction_against_the_measurement_of_its_setting(tmp_path: Path) -> 
     (calibrated), written back as .et, against the 1 Gbit/s recording."""
     fast = _converted(tmp_path, "bw4")
     options = SimulationOptions(calibrate=True, bandwidth_scale=[RATE_RATIO])
-    predicted = write_replayed_et(simulate_run(fast, options), options, str(tmp_path / "pred"))
+    predicted = write_predicted_et(simulate_run(fast, options), options, str(tmp_path / "pred"))
     result = diff(predicted, _converted(tmp_path, "bw1"))
     _adds_up(result)
     assert result.matched_nodes > 0

@@ -11,7 +11,7 @@ from builders import MD, cpu, gpu
 
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.simulation.engine import Simulator
-from pt2chakra.simulation.prepare import COMM_EVENT_TOL_US, HELD_TAIL_FRACTION
+from pt2chakra.simulation.inferred_waits import COMM_EVENT_TOL_US, HELD_TAIL_FRACTION
 from pt2chakra.simulation.results import SimConfig
 
 AR = CollectiveType.ALL_REDUCE

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.simulation.prepare import PreparedGraph, _link_children
+from pt2chakra.simulation.prepare import _link_children
+from pt2chakra.simulation.prepared import PreparedGraph
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.simulation.prepare import _AttrSets, _parents
+from pt2chakra.simulation.prepare import _parents
+from pt2chakra.simulation.prepared import AttrSets
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
@@ -22,7 +23,7 @@ KINDS = [*EDGE_KIND_NAMES.values(), "made_up"]
 
 
 @st.composite
-def ranks(draw: st.DrawFn) -> tuple[list[ChakraNode], int, dict[int, int], _AttrSets]:
+def ranks(draw: st.DrawFn) -> tuple[list[ChakraNode], int, dict[int, int], AttrSets]:
     base = draw(st.integers(0, 4))
     n = draw(st.integers(0, 10))
     ids = st.integers(0, 15)
@@ -37,10 +38,10 @@ def ranks(draw: st.DrawFn) -> tuple[list[ChakraNode], int, dict[int, int], _Attr
         min_size=1, max_size=4))
     keys = [draw(st.integers(0, len(sets) - 1)) for _ in range(n)]
     index = {draw(ids): draw(st.integers(base, base + max(n - 1, 0))) for _ in range(n + 3)}
-    return nodes, base, index, _AttrSets(keys, sets)
+    return nodes, base, index, AttrSets(keys, sets)
 
 
-def _outcome(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> Any:
+def _outcome(rank: tuple[list[ChakraNode], int, dict[int, int], AttrSets]) -> Any:
     try:
         return _parents(*rank)
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
@@ -50,6 +51,6 @@ def _outcome(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> A
 @pytest.mark.slow  # a long property run
 @settings(max_examples=400, deadline=None)
 @given(ranks())
-def test_same_parents(rank: tuple[list[ChakraNode], int, dict[int, int], _AttrSets]) -> None:
+def test_same_parents(rank: tuple[list[ChakraNode], int, dict[int, int], AttrSets]) -> None:
     fast, python = on_both_paths(lambda: _outcome(rank))
     assert fast == python

@@ -16,7 +16,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.simulation import profiler_overhead as po
 from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.simulation.engine import Simulator
-from pt2chakra.simulation.prepare import GPU_COMPUTE
+from pt2chakra.simulation.prepared import GPU_COMPUTE
 from pt2chakra.simulation.results import SimConfig
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.records import ChakraNode, NodeType
 from pt2chakra.simulation.event_loop import ReplayRun, _Replay
-from pt2chakra.simulation.prepare import K_LANE, K_START, PreparedGraph
+from pt2chakra.simulation.prepared import K_LANE, K_START, PreparedGraph
 
 pytestmark = pytest.mark.skipif(getattr(compiled.FAST, "replay_plain", None) is None,
                                 reason="the compiled fast path is not built here")

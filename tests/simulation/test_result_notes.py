@@ -11,7 +11,7 @@ from helpers import run_cli
 
 from pt2chakra.report.api import write_report
 from pt2chakra.simulation.api import simulate
-from pt2chakra.simulation.text_report import NO_TIMING_WHY, format_report, timing_notes
+from pt2chakra.simulation.text_report import NO_TIMING_WHY, format_text_report, timing_notes
 
 
 def _notes(text: str) -> list[str]:
@@ -37,7 +37,7 @@ def test_host_only_trace_says_why_it_has_no_step(converted: dict[str, Path],
 def test_timed_traces_have_no_note(converted: dict[str, Path]) -> None:
     result = simulate([converted["dlrm_rank0"]])
     assert result.predicted_step_us > 0 and timing_notes(result) == []
-    assert NO_TIMING_WHY not in format_report(result)
+    assert NO_TIMING_WHY not in format_text_report(result)
     doc = json.loads(run_cli("simulate", converted["linear_1gpu"], "--json").stdout)
     assert doc["notes"] == []
 
@@ -48,7 +48,7 @@ def test_critical_path_names_the_recorded_rank(converted: dict[str, Path]) -> No
     assert [r.rank for r in result.ranks] == [3]
     assert result.critical_path is not None and result.critical_path.top_nodes
     assert {t["rank"] for t in result.critical_path.top_nodes} == {3}
-    lines = format_report(result).splitlines()
+    lines = format_text_report(result).splitlines()
     longest = lines[lines.index("  longest nodes on it:") + 1:]
     assert longest and all(line.startswith("    rank 3 node ") for line in longest[:5])
     doc = json.loads(run_cli("simulate", converted["dlrm_rank3"], "--json").stdout)

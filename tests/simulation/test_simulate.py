@@ -11,7 +11,7 @@ from builders import IS_CPU, IS_GPU, MD, cpu, gpu, node, write_nodes
 from pt2chakra.chakra.records import CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.simulation.network import collective_time, cost_factors
-from pt2chakra.simulation.prepare import CATEGORY_NAMES
+from pt2chakra.simulation.prepared import CATEGORY_NAMES
 from pt2chakra.simulation.results import SimConfig
 from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
 

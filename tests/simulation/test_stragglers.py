@@ -11,7 +11,7 @@ from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata,
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, arrivals_of
 from pt2chakra.simulation.collective_table import collective_rows
 from pt2chakra.simulation.engine import Simulator
-from pt2chakra.simulation.text_report import format_report, result_json, straggler_lines
+from pt2chakra.simulation.text_report import format_text_report, result_json, straggler_lines
 
 # Rank r's kernel before the all-reduce lasts BASE_US + LATE_US * r; the
 # all-reduce is recorded starting when that kernel ends.
@@ -47,13 +47,13 @@ def test_multi_rank_text_and_json_list_stragglers() -> None:
     sim = Simulator([_rank(0), _rank(1)], ["a.0.et", "a.1.et"])
     result, schedule = sim.run()
     rows = collective_rows(sim, schedule)
-    text = format_report(result, collectives=rows)
+    text = format_text_report(result, collectives=rows)
     assert "stragglers: the last rank to reach a collective" in text
     line = text.split("stragglers:")[1].splitlines()[2]
     assert line.split()[:4] == ["1", f"{LATE_US}", "1", f"{LATE_US}"]
     (entry,) = result_json(result, rows)["stragglers"]
     assert entry["measured_last_rank"] == 1 and entry["replay_others_wait_us"] == LATE_US
-    assert "stragglers" not in format_report(result)  # nothing given, nothing shown
+    assert "stragglers" not in format_text_report(result)  # nothing given, nothing shown
 
 
 def test_one_rank_has_no_straggler_table() -> None:
@@ -62,5 +62,5 @@ def test_one_rank_has_no_straggler_table() -> None:
     rows = collective_rows(sim, schedule)
     assert rows[0].measured_last_rank is None and rows[0].replay_others_wait_us is None
     assert straggler_lines(rows) == []
-    assert "stragglers" not in format_report(result, collectives=rows)
+    assert "stragglers" not in format_text_report(result, collectives=rows)
     assert "stragglers" not in result_json(result, rows)

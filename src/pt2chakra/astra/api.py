@@ -44,7 +44,7 @@ class AstraSimOptions(msgspec.Struct, frozen=True):
     force: bool = False  # replay what validate calls unsound, with a warning
 
 
-def _refuse_replay_only(options: AstraSimOptions) -> None:
+def _refuse_our_replay_options(options: AstraSimOptions) -> None:
     """What only our replay has: ASTRA-sim starts every rank at 0, runs one
     communication node at a time and draws no timeline here."""
     unsupported = {"--comm-streams": list(options.comm_streams) != [0],
@@ -62,7 +62,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     """What ASTRA-sim will print for these ``.et`` files (one per NPU)."""
     options = options or AstraSimOptions()
     names = [os.fspath(p) for p in paths]
-    _refuse_replay_only(options)
+    _refuse_our_replay_options(options)
     check_network_and_scales(options)
     ranks = open_rank_set(names, options.force)
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000

@@ -1,4 +1,4 @@
-"""What ASTRA-sim will do with a trace: a replay under its rules, not ours.
+"""What ASTRA-sim will do with a trace: a run under its rules, not our replay's.
 
 Our own replay (``engine``) runs one node at a time per lane (CPU thread, GPU
 stream) and so predicts the measured step from a full trace. ASTRA-sim
@@ -14,10 +14,10 @@ an export without the binary:
   their resource is free;
 - a compute node lasts ``duration_micros`` x 1000 ns (0 -> 1 ns);
 - an all-reduce, all-gather, reduce-scatter or all-to-all goes to the
-  network model (``astra_collective.collective_finish_ns``): its ring
+  network model (``collective_time.collective_finish_ns``): its ring
   messages wait for the members that issued it late; the n-th such collective
   a rank issues in a group meets the n-th of every other member; a broadcast
-  is replayed from its duration; other collective types stop ASTRA-sim;
+  is timed by its recorded duration; other collective types stop ASTRA-sim;
 - a send meets the receive with the same source, destination and tag.
 
 Its result is what ASTRA-sim prints: per rank ``sys[N] finished, C cycles``.
@@ -57,14 +57,14 @@ from pt2chakra.rules.conventions import (
 )
 
 NS_PER_US = 1000
-# ASTRA-sim replays a zero-length compute node for one cycle.
+# ASTRA-sim runs a zero-length compute node for one cycle.
 MIN_COMPUTE_NS = 1
-# Collective types its network model runs; a broadcast it replays from its
-# duration; any other type makes it throw "Unsupported collective comm type".
+# Collective types its network model runs; a broadcast it times by its
+# recorded duration; any other type makes it throw "Unsupported collective comm type".
 NETWORK_COLLECTIVES = frozenset(int(t) for t in (
     CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER,
     CollectiveType.ALL_TO_ALL))
-REPLAYED_COLLECTIVES = frozenset({int(CollectiveType.BROADCAST)})
+DURATION_COLLECTIVES = frozenset({int(CollectiveType.BROADCAST)})
 # The communicator group ASTRA-sim reads as "every NPU".
 DEFAULT_GROUPS = ("", "0")
 
@@ -75,7 +75,7 @@ CPU, COMPUTE, COMM, FREE = 0, 1, 2, 3  # FREE: a receive holds nothing
 
 
 class ConsumerOptions(msgspec.Struct, frozen=True):
-    """The ASTRA-sim configuration replayed, and what-if scales."""
+    """The ASTRA-sim configuration run, and what-if scales."""
 
     network: AstraNetwork
     system: AstraSystem = AstraSystem()
@@ -137,7 +137,7 @@ class _Rank:
                 heapq.heappush(self.ready[n.resource], (n.id, k))
 
 
-class _ConsumerReplay:
+class _AstraSimRun:
     """The event loop over all ranks (ASTRA-sim's order of events)."""
 
     def __init__(self, ranks: list[_Rank], options: ConsumerOptions) -> None:
@@ -267,7 +267,7 @@ def _scaled_ns(duration_us: int, scale: float) -> int:
 def _node(n: ChakraNode, source: str, rank: int, options: ConsumerOptions,
           groups: dict[str, list[int]], npus: int) -> _Node:
     """One node as ASTRA-sim reads it; what it cannot run is refused here,
-    before the replay, naming the node."""
+    before the run, naming the node."""
     a = attr_dict(n.attrs)
     on_cpu = not is_gpu(a)
     where = f"node {n.id} ({n.name})"
@@ -283,7 +283,7 @@ def _node(n: ChakraNode, source: str, rank: int, options: ConsumerOptions,
         return _Node(id=n.id, resource=FREE, kind="skip", duration_ns=0, children=[], pending=0)
     if n.type not in (NodeType.COMP_NODE,):
         raise InputError(source, f"{where}: node type {int(n.type)} needs ASTRA-sim's remote "
-                         "memory model, which this replay does not cover")
+                         "memory model, which this model of it does not cover")
     gap = a.get("category") == CPU_GAP_CATEGORY
     scale = options.cpu_scale if (on_cpu or gap) else options.compute_scale
     return _Node(id=n.id, resource=CPU if on_cpu else COMPUTE, kind="compute",
@@ -297,11 +297,11 @@ def _comm_node(n: ChakraNode, a: dict[str, object], source: str, where: str, ran
     size = size if is_int(size) and size >= 0 else 0
     if n.type == NodeType.COMM_COLL_NODE:
         comm_type = a.get("comm_type")
-        if not is_int(comm_type) or comm_type not in NETWORK_COLLECTIVES | REPLAYED_COLLECTIVES:
+        if not is_int(comm_type) or comm_type not in NETWORK_COLLECTIVES | DURATION_COLLECTIVES:
             raise InputError(source, f"{where}: ASTRA-sim does not support collective type "
                              f"{comm_type!r} (it runs all-reduce, all-gather, reduce-scatter, "
                              "all-to-all and broadcast)")
-        if comm_type in REPLAYED_COLLECTIVES:
+        if comm_type in DURATION_COLLECTIVES:
             return _Node(id=n.id, resource=COMM, kind="broadcast", children=[], pending=0,
                          duration_ns=_scaled_ns(n.duration_micros, 1.0), comm_type=comm_type)
         group = str(a.get("pg_name", "") or "")
@@ -371,9 +371,9 @@ def _measured(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
     return per_rank, run_measured_step(timed, align)
 
 
-def replay_as_astra_sim(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                        sources: Sequence[str], options: ConsumerOptions) -> ConsumerResult:
-    """Replay one ``.et`` per NPU (in rank order) under ASTRA-sim's rules."""
+def run_as_astra_sim(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                     sources: Sequence[str], options: ConsumerOptions) -> ConsumerResult:
+    """Run one ``.et`` per NPU (in rank order) under ASTRA-sim's rules."""
     graphs = [(md, list(nodes)) for md, nodes in graphs]
     npus = len(graphs)
     if npus != options.network.npus:
@@ -381,7 +381,7 @@ def replay_as_astra_sim(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNo
                          f"{npus} trace(s) were given (ASTRA-sim reads one file per NPU)")
     ranks = [_rank(r, os.fspath(src), nodes, options, npus)
              for r, ((_md, nodes), src) in enumerate(zip(graphs, sources))]
-    _ConsumerReplay(ranks, options).run()
+    _AstraSimRun(ranks, options).run()
     per_rank, measured = _measured(graphs)
     finishes = [RankFinish(rank=r.rank, source=r.source, finished_ns=r.finished_ns,
                            exposed_comm_ns=r.finished_ns - r.gpu_ns,
@@ -459,7 +459,7 @@ def consume_loaded(names: Sequence[str],
     """``consume`` on files already loaded, in rank order."""
     system = system or AstraSystem()
     base = ConsumerOptions(network=network, system=system, comm_groups=comm_groups_of(graphs))
-    result = replay_as_astra_sim(graphs, names, base)
+    result = run_as_astra_sim(graphs, names, base)
     rows: list[ConsumerWhatIf] = []
     for c in compute_scale:
         for u in cpu_scale:
@@ -468,7 +468,7 @@ def consume_loaded(names: Sequence[str],
                     continue
                 options = msgspec.structs.replace(base, compute_scale=c, cpu_scale=u,
                                                   bandwidth_scale=b)
-                step = replay_as_astra_sim(graphs, names, options).predicted_step_us
+                step = run_as_astra_sim(graphs, names, options).predicted_step_us
                 change = 100.0 * (step - result.predicted_step_us) / result.predicted_step_us \
                     if result.predicted_step_us else 0.0
                 rows.append(ConsumerWhatIf(c, u, b, step, change))

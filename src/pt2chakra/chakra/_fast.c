@@ -9,7 +9,7 @@
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
- *   prepare._link_children, prepare._cpu_delays);
+ *   prepare._link_children, thread_timing.cpu_delays);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
@@ -824,7 +824,7 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
  * link_children: the simulator's children arrays (prepare._link_children)
  * ------------------------------------------------------------------------ */
 
-/* The edge kind of a dependency moved to an issue release (prepare.py). */
+/* The edge kind of a dependency moved to an issue release (inferred_waits.py). */
 #define MOVED_TO_ISSUE (-1)
 
 /* One parents entry's (source, kind) pairs, checked: 1 fine, 0 irregular. */
@@ -1381,7 +1381,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------------
- * cpu_delays: one CPU thread's replayed delays (prepare._cpu_delays)
+ * cpu_delays: one CPU thread's replayed delays (thread_timing.cpu_delays)
  * ------------------------------------------------------------------------ */
 
 /* A recorded start (an int) as a float, as Python's float(int) rounds it;
@@ -1422,7 +1422,7 @@ float_at(PyObject *values, Py_ssize_t i, double *out)
 
 PyDoc_STRVAR(cpu_delays_doc,
 "cpu_delays(ops, starts, dur, incl, parents, base, t0, delay) -> (last, cursor) or None\n\n"
-"prepare._cpu_delays' loop over one thread's ops: sets delay[i] for each op\n"
+"thread_timing.cpu_delays' loop over one thread's ops: sets delay[i] for each op\n"
 "and returns the latest recorded end and the cursor after its last slice.\n"
 "None (nothing changed) where an entry is not what that loop reads.");
 
@@ -1516,7 +1516,7 @@ python_path:
  * its lane for its duration; events in (time, type, push order) order.
  * ------------------------------------------------------------------------ */
 
-enum { EV_COMPLETE = 0, EV_START = 3 }; /* replay._EV_COMPLETE, _EV_START */
+enum { EV_COMPLETE = 0, EV_START = 3 }; /* event_loop._EV_COMPLETE, _EV_START */
 
 typedef struct {
     double t;

@@ -48,7 +48,7 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/simulation/test_parents_fast.py::test_same_parents"),
     CompiledFunction("link_children", "pt2chakra.simulation.prepare:_link_children",
                      "tests/simulation/test_link_children_fast.py::test_same_children"),
-    CompiledFunction("cpu_delays", "pt2chakra.simulation.prepare:_thread_delays",
+    CompiledFunction("cpu_delays", "pt2chakra.simulation.thread_timing:_thread_delays",
                      "tests/simulation/test_cpu_delays_fast.py::test_same_delays"),
 )
 

@@ -147,19 +147,19 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
                          "holds its own host sharing)")
     if args.write_et:
-        from pt2chakra.simulation import check_prefix, replay_config
+        from pt2chakra.simulation import check_prefix, predicted_et_config
 
         check_prefix(args.write_et, args.traces)
-        replay_config(options_from(args))
+        predicted_et_config(options_from(args))
     from pt2chakra.atomic import StagedOutputs
 
     with StagedOutputs() as staged:  # timeline, plot and --write-et: together or not at all
         run = simulate_run(args.traces, options_from(args), staged)
         options.keep_until_exit(run)  # its million objects: not freed one by one before exit
         if args.write_et:
-            from pt2chakra.simulation import write_replayed_et
+            from pt2chakra.simulation import write_predicted_et
 
-            written = write_replayed_et(run, options_from(args), args.write_et, staged)
+            written = write_predicted_et(run, options_from(args), args.write_et, staged)
         staged.commit()
     result = run.result
     if args.write_et and not args.quiet:
@@ -170,9 +170,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps(result_json(result, _collectives(run)),
                                       option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation import format_report
+        from pt2chakra.simulation import format_text_report
 
-        print(format_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
+        print(format_text_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
     return 0
 
 
@@ -208,9 +208,10 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
         doc["scale_out"] = msgspec.to_builtins(shown)
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif not args.quiet:
-        from pt2chakra.simulation import format_report
+        from pt2chakra.simulation import format_text_report
 
-        print(format_report(run.result, lanes=not args.no_lanes, collectives=_collectives(run)))
+        print(format_text_report(run.result, lanes=not args.no_lanes,
+                                 collectives=_collectives(run)))
         print(shown.describe())
     return 0
 

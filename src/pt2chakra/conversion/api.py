@@ -291,8 +291,8 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
             total = graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values())
             _write_staged_et(str(output), graph, staged,
                              stages.counting(graph.encoded_nodes(), total, "writing nodes"))
-        report = _report(graph, None if host_trace is None else str(host_trace), device_trace,
-                         str(output), broken, time.perf_counter() - t0)
+        report = _conversion_report(graph, None if host_trace is None else str(host_trace),
+                                    device_trace, str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")
         report.comm_size_unknown = graph.comm_size_unknown()
         report.kineto_events = extra.get("kineto_events", {})
@@ -370,8 +370,8 @@ def _ensure_acyclic(graph: ChakraGraph, output: str, fix: bool) -> list[str]:
     return [f"dropped {e.kind} edge {e.src} -> {e.dst}" for e in break_cycles_in(ids, graph.deps)]
 
 
-def _report(graph: ChakraGraph, host_trace: str | None, device_trace: object, output: str,
-            broken: list[str], seconds: float) -> ConversionReport:
+def _conversion_report(graph: ChakraGraph, host_trace: str | None, device_trace: object,
+                       output: str, broken: list[str], seconds: float) -> ConversionReport:
     by_kind = graph.deps.kind_counts()
     return ConversionReport(
         host_trace=host_trace, device_trace=str(device_trace) if device_trace is not None else None,

@@ -64,9 +64,9 @@ def _ranks(ranks: Sequence[int]) -> str:
     return ",".join(map(str, ranks)) if len(ranks) <= 8 else f"{len(ranks)} ranks"
 
 
-def _replayed(setting: str) -> str:
-    """A replay's setting in the header (the step with the profiler's cost
-    in, for one replayed without it); nothing for a recording."""
+def _prediction_note(setting: str) -> str:
+    """A predicted ``.et``'s setting in the header (the step with the
+    profiler's cost in, for one replayed without it); nothing for a recording."""
     return f"; a replay: {setting}" if setting else ""
 
 
@@ -75,9 +75,9 @@ def format_diff(result: DiffResult, top: int = DEFAULT_TOP) -> str:
     a, b = result.a, result.b
     lines = [
         f"A: {_sources(a.sources)}: step {a.step_us:.0f} us ({a.step_definition}; "
-        f"critical path on rank {a.step_rank}{_replayed(a.setting)})",
+        f"critical path on rank {a.step_rank}{_prediction_note(a.setting)})",
         f"B: {_sources(b.sources)}: step {b.step_us:.0f} us ({b.step_definition}; "
-        f"critical path on rank {b.step_rank}{_replayed(b.setting)})",
+        f"critical path on rank {b.step_rank}{_prediction_note(b.setting)})",
         f"difference B - A: {result.difference_us:+.0f} us"
         f"{_pct_of(result.difference_us, a.step_us, ' of A')}; attributed "
         f"{result.attributed_us:+.1f} us, residual {result.residual_us:+.3f} us"

@@ -27,7 +27,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
-    REPLAY_SETTING_ATTR,
+    PREDICTED_SETTING_ATTR,
     STEP_PERIOD,
     STEP_SPAN,
     StepWindow,
@@ -168,7 +168,7 @@ def _load_rank(path: str, rank: int) -> RankTrace:
     md = attr_dict(metadata.attrs)
     trace = RankTrace(rank, path)
     trace.period = is_period_step(md)
-    setting = md.get(REPLAY_SETTING_ATTR)
+    setting = md.get(PREDICTED_SETTING_ATTR)
     trace.setting = setting if isinstance(setting, str) else ""
     # untimed nodes (metadata, neither start nor duration): nothing to attribute
     timed = [n.type != NodeType.METADATA_NODE and bool(n.start_time_micros or n.duration_micros)

@@ -22,11 +22,11 @@ from pt2chakra.simulation import (
     Simulator,
     WhatIf,
     base_config,
-    baseline_replay,
     collective_rows,
     lane_tids,
     measured_offset,
     measured_span,
+    simulate_baseline,
     what_if,
 )
 
@@ -161,7 +161,7 @@ def build_report(paths: Sequence[str | os.PathLike[str]], options: ReportOptions
     with ``baseline`` (another run's files, one per rank), the comparison."""
     options = options or ReportOptions()
     compared = diff(baseline, paths) if baseline else None  # a run of another job: refused first
-    sim, result, schedule = baseline_replay(paths, options.simulation)
+    sim, result, schedule = simulate_baseline(paths, options.simulation)
     rows = collective_rows(sim, schedule)
     names = [os.fspath(p) for p in paths]
     return ReportData(
@@ -181,7 +181,7 @@ def comparison(compared: DiffResult, baseline: Sequence[str | os.PathLike[str]],
     """The baseline section: the diff as computed, and both runs' recorded
     lanes (the baseline replayed for its schedule) on one axis: each rank's
     step starts where its start offset puts it, in both runs."""
-    _sim, base_result, base_schedule = baseline_replay(baseline, options.simulation)
+    _sim, base_result, base_schedule = simulate_baseline(baseline, options.simulation)
     names = _Names()
     lanes = []
     for base_lane, this_lane in _paired_by_rank(_measured_lanes(base_schedule, names, BASELINE_RUN),

@@ -787,9 +787,9 @@ def blocks_replay(problem: Problem) -> bool:
     return problem.check in REPLAY_BLOCKING
 
 
-def replay_problems(path: str, rank: int, metadata: GlobalMetadata,
-                    nodes: Sequence[ChakraNode]) -> list[Problem]:
-    """What ``refuse_unsound(..., replay_only=True)`` needs: ``check_loaded``'s
+def check_before_replay(path: str, rank: int, metadata: GlobalMetadata,
+                        nodes: Sequence[ChakraNode]) -> list[Problem]:
+    """What ``refuse_unsound(..., blocking_only=True)`` needs: ``check_loaded``'s
     problems, or none at all when a linear scan proves that no
     ``REPLAY_BLOCKING`` error can be there (the whole check costs several
     seconds on a million nodes; the replay ignores everything else)."""
@@ -834,13 +834,13 @@ def _surely_replayable(nodes: Sequence[ChakraNode]) -> bool:
     return ids_ascend(map(max, filter(None, deps)), owners)
 
 
-def refuse_unsound(problems: Sequence[Problem], force: bool, replay_only: bool = False) -> None:
+def refuse_unsound(problems: Sequence[Problem], force: bool, blocking_only: bool = False) -> None:
     """What ``validate`` calls an error stops a command that would pass the
-    trace on (ASTRA-sim export; with ``replay_only``, only the errors in
+    trace on (ASTRA-sim export; with ``blocking_only``, only the errors in
     ``blocks_replay``, for the simulator): ``InputError`` naming the first
     error, or with ``force`` one warning and on."""
     errors = [p for p in problems if p.severity == "error"
-              and (not replay_only or blocks_replay(p))]
+              and (not blocking_only or blocks_replay(p))]
     if not errors:
         return
     first = errors[0]

@@ -120,9 +120,10 @@ INCLUSIVE_ATTR = "inclusive_duration_micros"
 # not a free transfer.
 COMM_SIZE_UNKNOWN_ATTR = "comm_size_unknown"
 
-# Metadata of a replay written back as .et (simulate --write-et): the setting
-# its times come from; diff prints it beside the run's step.
-REPLAY_SETTING_ATTR = "replay_setting"
+# Metadata of a predicted .et (simulate --write-et): the setting its times
+# come from; diff prints it beside the run's step. The attribute keeps its
+# name ("replay_setting"): files written before read the same.
+PREDICTED_SETTING_ATTR = "replay_setting"
 
 
 def inclusive_micros(node: ChakraNode, attrs: Mapping[str, Any]) -> float:

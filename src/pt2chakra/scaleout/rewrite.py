@@ -7,7 +7,7 @@ did, the metadata says by how much their CPU time stretches (hosts.py).
 
 Every clone of one recorded rank has the same nodes: only the metadata
 names the rank. So the nodes are rewritten and encoded once per recorded
-rank and the M files share those bytes (``writer.py``).
+rank and the M files share those bytes (``api.py``, ``extrapolate``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Replay and what-ifs: a set of ranks replayed under one setting or many,
-its report, timeline and replayed ``.et``. This is the package's entry point:
+its text report, timeline and predicted ``.et``. This is the package's entry point:
 code outside ``simulation/`` imports these names from here, never from its
 modules (``tests/packaging/test_layers.py``)::
 
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
         SimulationOptions,
         SimulationRun,
         base_config,
-        baseline_replay,
         calibrate_recorded,
         check_network_and_scales,
         recorded_figure,
         refuse_unsound_set,
         scaled_out_options,
         simulate,
+        simulate_baseline,
         simulate_graphs_run,
         simulate_run,
         with_recorded_source,
@@ -36,9 +36,13 @@ if TYPE_CHECKING:
     from pt2chakra.simulation.durations import SCALED_BACKENDS, link_streams
     from pt2chakra.simulation.engine import Simulator, measured_offset, what_if
     from pt2chakra.simulation.network import GLOO, cost_factors, gloo_segments_per_rank
-    from pt2chakra.simulation.prepare import CATEGORY_NAMES
+    from pt2chakra.simulation.predicted_et import (
+        check_prefix,
+        predicted_et_config,
+        write_predicted_et,
+    )
+    from pt2chakra.simulation.prepared import CATEGORY_NAMES
     from pt2chakra.simulation.profiler_overhead import META_NAME, format_figure, write_meta
-    from pt2chakra.simulation.replayed_et import check_prefix, replay_config, write_replayed_et
     from pt2chakra.simulation.results import (
         CriticalPath,
         Schedule,
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
         WhatIf,
     )
     from pt2chakra.simulation.text_report import (
-        format_report,
+        format_text_report,
         measured_collectives,
         profiler_lines,
         result_json,
@@ -68,7 +72,7 @@ _EXPORTS = {
     "SimulationOptions": "pt2chakra.simulation.api",
     "SimulationRun": "pt2chakra.simulation.api",
     "base_config": "pt2chakra.simulation.api",
-    "baseline_replay": "pt2chakra.simulation.api",
+    "simulate_baseline": "pt2chakra.simulation.api",
     "calibrate_recorded": "pt2chakra.simulation.api",
     "check_network_and_scales": "pt2chakra.simulation.api",
     "recorded_figure": "pt2chakra.simulation.api",
@@ -91,14 +95,14 @@ _EXPORTS = {
     "GLOO": "pt2chakra.simulation.network",
     "cost_factors": "pt2chakra.simulation.network",
     "gloo_segments_per_rank": "pt2chakra.simulation.network",
-    "CATEGORY_NAMES": "pt2chakra.simulation.prepare",
+    "check_prefix": "pt2chakra.simulation.predicted_et",
+    "predicted_et_config": "pt2chakra.simulation.predicted_et",
+    "write_predicted_et": "pt2chakra.simulation.predicted_et",
+    "CATEGORY_NAMES": "pt2chakra.simulation.prepared",
     "META_NAME": "pt2chakra.simulation.profiler_overhead",
     "format_figure": "pt2chakra.simulation.profiler_overhead",
     "write_meta": "pt2chakra.simulation.profiler_overhead",
-    "check_prefix": "pt2chakra.simulation.replayed_et",
-    "replay_config": "pt2chakra.simulation.replayed_et",
-    "write_replayed_et": "pt2chakra.simulation.replayed_et",
-    "format_report": "pt2chakra.simulation.text_report",
+    "format_text_report": "pt2chakra.simulation.text_report",
     "measured_collectives": "pt2chakra.simulation.text_report",
     "profiler_lines": "pt2chakra.simulation.text_report",
     "result_json": "pt2chakra.simulation.text_report",
@@ -123,12 +127,12 @@ __all__ = [
     "CollectiveRow", "CriticalPath", "GLOO", "TimedHostOp", "HostWait", "INFER_MIN_US", "META_NAME",
     "RecordedCalibration", "SCALED_BACKENDS", "Schedule", "SimConfig", "SimulationOptions",
     "SimulationResult", "SimulationRun", "Simulator", "WhatIf", "arrivals_of", "base_config",
-    "baseline_replay", "calibrate_recorded", "check_network_and_scales", "check_prefix",
-    "collective_rows", "cost_factors", "format_figure", "format_report", "gloo_segments_per_rank",
+    "calibrate_recorded", "check_network_and_scales", "check_prefix", "collective_rows",
+    "cost_factors", "format_figure", "format_text_report", "gloo_segments_per_rank",
     "host_comm_waits", "lane_tids", "link_streams", "measured_collectives", "measured_offset",
-    "measured_span", "profiler_lines", "recorded_figure", "refuse_unsound_set", "replay_config",
-    "result_json", "scaled_out_options", "simulate", "simulate_graphs_run", "simulate_run",
-    "step_notes", "timing_notes", "what_if", "with_recorded_source", "write_meta",
-    "write_replayed_et",
+    "measured_span", "predicted_et_config", "profiler_lines", "recorded_figure",
+    "refuse_unsound_set", "result_json", "scaled_out_options", "simulate", "simulate_baseline",
+    "simulate_graphs_run", "simulate_run", "step_notes", "timing_notes", "what_if",
+    "with_recorded_source", "write_meta", "write_predicted_et",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -19,7 +19,7 @@ from pt2chakra.atomic import StagedOutputs, check_outputs
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set, ranks_in_memory
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.rules.checks import cross_rank_problems, refuse_unsound, replay_problems
+from pt2chakra.rules.checks import check_before_replay, cross_rank_problems, refuse_unsound
 from pt2chakra.rules.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
@@ -29,7 +29,8 @@ from pt2chakra.simulation.event_loop import participants_of
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import PreparedGraph, metadata_attrs, prepare_graphs
+from pt2chakra.simulation.prepare import metadata_attrs, prepare_graphs
+from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
     REAL_STEP_OPTION,
@@ -138,9 +139,9 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     check_outputs(inputs, [options.timeline or None, options.plot or None])
 
 
-def baseline_replay(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
-           ) -> tuple[Simulator, SimulationResult, Schedule]:
-    """The baseline replay of ``options`` over the ranks' files (checked,
+def simulate_baseline(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
+                      ) -> tuple[Simulator, SimulationResult, Schedule]:
+    """The baseline setting of ``options`` simulated over the ranks' files (checked,
     ordered by rank), with the simulator kept for further settings and the
     per-node schedule (what the HTML report draws)."""
     names = [os.fspath(p) for p in paths]
@@ -148,13 +149,14 @@ def baseline_replay(paths: Sequence[str | os.PathLike[str]], options: Simulation
     ranks = open_rank_set(names, options.force)
     graphs = load(ranks)
     refuse_unsound_set(ranks.paths, graphs, options.force, ranks.ranks)
-    return replay_graphs(ranks.paths, graphs, options, ranks.ranks)
+    return simulate_graphs_baseline(ranks.paths, graphs, options, ranks.ranks)
 
 
-def replay_graphs(names: Sequence[str], graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                  options: SimulationOptions, ranks: Sequence[int] | None = None,
-                  ) -> tuple[Simulator, SimulationResult, Schedule]:
-    """``replay`` of graphs already loaded, checked and ordered by rank
+def simulate_graphs_baseline(names: Sequence[str],
+                             graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
+                             options: SimulationOptions, ranks: Sequence[int] | None = None,
+                             ) -> tuple[Simulator, SimulationResult, Schedule]:
+    """``simulate_baseline`` of graphs already loaded, checked and ordered by rank
     (``simulate --world-size`` builds them in memory); ``ranks``: their
     ``RankSet``'s ranks (see ``prepare_graphs`` when None)."""
     options = scaled_out_options(graphs, options)
@@ -235,7 +237,7 @@ def refuse_unsound_set(paths: Sequence[str],
     if ranks is None:  # graphs built in memory: their metadata, else their position
         ranks = ranks_in_memory([(path, md) for path, (md, _nodes) in zip(paths, graphs)])
     for rank, path, (metadata, nodes) in zip(ranks, paths, graphs):
-        refuse_unsound(replay_problems(path, rank, metadata, nodes), force, replay_only=True)
+        refuse_unsound(check_before_replay(path, rank, metadata, nodes), force, blocking_only=True)
     refuse_unsound(cross_rank_problems([(path, metadata, nodes) for path, (metadata, nodes)
                                         in zip(paths, graphs)], ranks), force)
 
@@ -264,7 +266,7 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     other outputs (``simulate --write-et``); else both are committed here,
     together."""
     options = options or SimulationOptions()
-    sim, result, schedule = baseline_replay(paths, options)
+    sim, result, schedule = simulate_baseline(paths, options)
     return _finish(sim, result, schedule, options, staged)
 
 
@@ -276,7 +278,7 @@ def simulate_graphs_run(names: Sequence[str],
     options = options or SimulationOptions()
     check_options(options, names)
     refuse_unsound_set(list(names), graphs, options.force)
-    sim, result, schedule = replay_graphs(names, graphs, options)
+    sim, result, schedule = simulate_graphs_baseline(names, graphs, options)
     return _finish(sim, result, schedule, options)
 
 
@@ -291,7 +293,7 @@ def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: Simulation
     plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
                               force=options.force, without_profiler=True,
                               real_step_ms=options.real_step_ms)
-    _sim, result, _schedule = baseline_replay(paths, plain)
+    _sim, result, _schedule = simulate_baseline(paths, plain)
     got = result.profiler_overhead
     assert got is not None  # asked for above
     return msgspec.structs.replace(options, real_step_ms=None,

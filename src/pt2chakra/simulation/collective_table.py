@@ -22,7 +22,7 @@ from pt2chakra.rules.rendezvous import P2P, RendezvousKey
 from pt2chakra.simulation.arrivals import Arrival, arrival_of, reached_at
 from pt2chakra.simulation.engine import Simulator, measured_offset
 from pt2chakra.simulation.network import cost_factors
-from pt2chakra.simulation.prepare import COMM
+from pt2chakra.simulation.prepared import COMM
 from pt2chakra.simulation.results import Schedule
 
 # bytes per microsecond -> GB/s (1e9 bytes/s)
@@ -81,17 +81,17 @@ def collective_rows(sim: Simulator, schedule: Schedule, comm_streams: int = 0,
     for i, key in p.comm_key.items():
         if p.cat[i] == COMM:
             members[key].append(i)
-    reached = replay_reached(schedule, [i for m in members.values() for i in m])
+    reached = reached_in_replay(schedule, [i for m in members.values() for i in m])
     rows = [_row(p.comm_type, p.comm_bytes, schedule, key, m, reached)
             for key, m in members.items()]
     rows.sort(key=lambda r: (r.start_us, r.group))
     return rows
 
 
-def replay_reached(schedule: Schedule, comm: list[int]) -> dict[int, float]:
+def reached_in_replay(schedule: Schedule, comm: list[int]) -> dict[int, float]:
     """When each communication node's rank reached it in the replay: its
     last dependency's end (at most its start), the start a replay written
-    as ``.et`` gives it (``replayed_et``); the rendezvous's start is when the
+    as ``.et`` gives it (``predicted_et``); the rendezvous's start is when the
     last participant arrived, so it shows no wait."""
     rank, nodes = schedule.rank, schedule.nodes
     wanted = {(rank[i], d) for i in comm for d in nodes[i].data_deps}

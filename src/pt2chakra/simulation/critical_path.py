@@ -25,7 +25,7 @@ from typing import cast
 
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
 from pt2chakra.simulation.event_loop import ReplayRun, ran_flags, step_ends_on_cpu
-from pt2chakra.simulation.prepare import (
+from pt2chakra.simulation.prepared import (
     CATEGORY_NAMES,
     CPU_OP,
     EDGE_KIND_NAMES,

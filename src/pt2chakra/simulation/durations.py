@@ -28,7 +28,7 @@ from pt2chakra.simulation.lone import (
 )
 from pt2chakra.simulation.network import GLOO, collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
-from pt2chakra.simulation.prepare import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
+from pt2chakra.simulation.prepared import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
 from pt2chakra.simulation.profiler_overhead import take_out
 from pt2chakra.simulation.results import SimConfig
 

@@ -3,7 +3,8 @@ rank order, refused when it cannot be one job), prepare them once and replay
 them under one setting or many.
 
 The parts, in the order a run goes through them: prepare.py (graphs into
-flat arrays), durations.py (durations per setting), event_loop.py (the replay
+the flat arrays of prepared.py, with thread_timing.py and inferred_waits.py),
+durations.py (durations per setting), event_loop.py (the replay
 loop; the model is in its docstring), rank_results.py (each rank's predicted
 step and lanes), critical_path.py, results.py (the setting and the report's
 types).
@@ -24,11 +25,8 @@ from pt2chakra.rules.conventions import INCLUSIVE_ATTR, error_pct
 from pt2chakra.simulation.critical_path import critical_path_of
 from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.event_loop import run_replay
-from pt2chakra.simulation.prepare import (
-    SIM_ATTRS,
-    PreparedGraph,
-    prepare_graphs,
-)
+from pt2chakra.simulation.prepare import SIM_ATTRS, prepare_graphs
+from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.rank_results import overall_step, rank_results
 from pt2chakra.simulation.results import (
     ProfilerOverhead,

@@ -72,7 +72,7 @@ from pt2chakra.simulation.durations import (
     sync_scales,
     with_host_sharing,
 )
-from pt2chakra.simulation.prepare import (
+from pt2chakra.simulation.prepared import (
     CPU_OP,
     K_LANE,
     K_LAUNCH,

@@ -26,7 +26,7 @@ from typing import NamedTuple
 from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.network import collective_time
-from pt2chakra.simulation.prepare import PreparedGraph
+from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.results import SimConfig
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.prepare import CPU_OP, PreparedGraph
+from pt2chakra.simulation.prepared import CPU_OP, PreparedGraph
 from pt2chakra.simulation.results import ProfilerOverhead
 
 OPTION = "--profiler-overhead"

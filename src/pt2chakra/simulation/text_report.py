@@ -157,8 +157,8 @@ def profiler_lines(result: SimulationResult) -> list[str]:
     return out
 
 
-def format_report(result: SimulationResult, lanes: bool = True,
-                  collectives: Sequence[CollectiveRow] = ()) -> str:
+def format_text_report(result: SimulationResult, lanes: bool = True,
+                       collectives: Sequence[CollectiveRow] = ()) -> str:
     """The text report; ``collectives`` (``collective_rows`` of the replay)
     adds the straggler table of a multi-rank run."""
     out = []

@@ -18,7 +18,7 @@ import orjson
 
 from pt2chakra.atomic import atomic_path, target_of, write_atomic
 from pt2chakra.simulation.engine import measured_offset
-from pt2chakra.simulation.prepare import CATEGORY_NAMES, CPU_OP
+from pt2chakra.simulation.prepared import CATEGORY_NAMES, CPU_OP
 from pt2chakra.simulation.results import Schedule
 
 MEASURED_PID_BASE = 10000

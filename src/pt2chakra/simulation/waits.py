@@ -6,7 +6,7 @@ and a thread that waits for one (DDP finalising its buckets, a
 ``work.wait()``) shows an idle gap that ends just after the collective
 ends, with no recorded edge. Kept as a fixed gap, that wait would not move
 when the collective does; as a dependency on the collective it does. The
-replay (``prepare.py``) and the ASTRA-sim export's serial chain
+replay (``inferred_waits.py``) and the ASTRA-sim export's serial chain
 (``astra/serial_chain.py``) both ask this module, so they infer the same
 waits.
 

@@ -1,6 +1,7 @@
-"""A replay written back as ``.et`` files, one per rank: every node as it
-was, with the times the replay gave it. ``pt2chakra diff`` then compares a
-prediction with the measured run of that setting like two recordings.
+"""The predicted ``.et``: a replay written back as ``.et`` files, one per
+rank: every node as it was, with the times the replay gave it. ``pt2chakra
+diff`` then compares a prediction with the measured run of that setting
+like two recordings.
 
 Times are on each rank's recorded clock (the replay's axis shifted by
 ``engine.measured_offset``), rounded to whole microseconds as the format
@@ -26,7 +27,7 @@ from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
     LAUNCH_TIME_ATTR,
-    REPLAY_SETTING_ATTR,
+    PREDICTED_SETTING_ATTR,
     is_gpu,
 )
 from pt2chakra.simulation.api import SimulationOptions, SimulationRun
@@ -37,7 +38,7 @@ from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig
 STEP_ATTRS = ("step_start_micros", "step_end_micros")
 
 
-def replay_config(options: SimulationOptions) -> SimConfig:
+def predicted_et_config(options: SimulationOptions) -> SimConfig:
     """The one setting to write: each what-if knob must have one value."""
     knobs = {"--compute-scale": options.compute_scale, "--cpu-scale": options.cpu_scale,
              "--bandwidth-scale": options.bandwidth_scale, "--comm-streams": options.comm_streams}
@@ -63,13 +64,13 @@ def output_paths(prefix: str, ranks: Sequence[int]) -> list[str]:
     return [f"{prefix}.{rank}.et" for rank in ranks]
 
 
-def write_replayed_et(run: SimulationRun, options: SimulationOptions, prefix: str,
+def write_predicted_et(run: SimulationRun, options: SimulationOptions, prefix: str,
                       staged: StagedOutputs | None = None) -> list[str]:
     """Write ``<prefix>.<rank>.et`` for every rank of ``run`` under the
     setting of ``options`` (the baseline replay when it asks no what-if),
     all ranks or none (into ``staged`` for the caller to commit with its
     other outputs, else committed here); returns the paths written."""
-    cfg = replay_config(options)
+    cfg = predicted_et_config(options)
     overhead = run.result.profiler_overhead
     if overhead is not None:  # the figure the run worked out (fitted, given or estimated)
         cfg = msgspec.structs.replace(cfg, profiler_overhead_us=overhead.per_op_us)
@@ -109,10 +110,10 @@ def _write_rank(source: str, out: str, times: dict[int, tuple[float, float]], of
     times = _arrivals(nodes, times)
     inclusive_end = _inclusive_ends(nodes, times)
     rewritten = [_retimed(n, times.get(n.id), inclusive_end.get(n.id), offset) for n in nodes]
-    attrs = [a for a in metadata.attrs if a[0] not in STEP_ATTRS and a[0] != REPLAY_SETTING_ATTR]
+    attrs = [a for a in metadata.attrs if a[0] not in STEP_ATTRS and a[0] != PREDICTED_SETTING_ATTR]
     attrs += [("step_start_micros", "int64_val", round(step[0])),
               ("step_end_micros", "int64_val", round(step[1])),
-              (REPLAY_SETTING_ATTR, "string_val", setting)]
+              (PREDICTED_SETTING_ATTR, "string_val", setting)]
     write_et(out, GlobalMetadata(version=metadata.version, attrs=attrs), rewritten)
 
 

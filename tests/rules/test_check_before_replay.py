@@ -1,4 +1,4 @@
-"""``replay_problems``: the simulator's shortcut past ``check_loaded`` must
+"""``check_before_replay``: the simulator's shortcut past ``check_loaded`` must
 give the same replay-blocking errors (none where there are none)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules import checks
 from pt2chakra.rules.checks import (
     blocks_replay,
+    check_before_replay,
     check_loaded,
     refuse_unsound,
-    replay_problems,
 )
 
 CASES = {
@@ -29,7 +29,7 @@ CASES = {
 def test_same_blocking_errors_as_the_full_check(name):
     nodes = CASES[name]
     full = [p for p in check_loaded("f.et", 0, MD, nodes) if blocks_replay(p)]
-    fast = [p for p in replay_problems("f.et", 0, MD, nodes) if blocks_replay(p)]
+    fast = [p for p in check_before_replay("f.et", 0, MD, nodes) if blocks_replay(p)]
     assert fast == full
     assert bool(full) == name.startswith(("cycle", "self", "dangling", "duplicate"))
 
@@ -43,15 +43,16 @@ def test_the_shortcut_only_where_it_proves_soundness(monkeypatch):
         return real(path, rank, metadata, nodes)
 
     monkeypatch.setattr(checks, "check_loaded", counted)
-    assert replay_problems("f.et", 0, MD, CASES["sound, ascending"]) == []
+    assert check_before_replay("f.et", 0, MD, CASES["sound, ascending"]) == []
     assert full_checks == []  # proven sound by the linear scan alone
     for name in ("sound, an edge to a larger id", "cycle", "self edge", "dangling",
                  "duplicate id"):
         full_checks.clear()
-        replay_problems("f.et", 0, MD, CASES[name])
+        check_before_replay("f.et", 0, MD, CASES[name])
         assert full_checks == ["f.et"], name
 
 
 def test_an_unsound_file_is_still_refused():
     with pytest.raises(InputError, match=r"not sound: \[cycle\]"):
-        refuse_unsound(replay_problems("f.et", 0, MD, CASES["cycle"]), False, replay_only=True)
+        refuse_unsound(check_before_replay("f.et", 0, MD, CASES["cycle"]), False,
+                       blocking_only=True)

@@ -1,0 +1,135 @@
+"""What preparing hands the replay: ``PreparedGraph``, every rank's nodes as
+flat arrays, with the codes its columns hold (node categories, edge kinds).
+``prepare.py`` fills it (with ``thread_timing.py`` and ``inferred_waits.py``);
+``event_loop.py`` replays it, once per setting.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, NamedTuple
+
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
+from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind
+from pt2chakra.chakra.records import ChakraNode
+from pt2chakra.rules.conventions import ScaledWorld
+from pt2chakra.rules.rendezvous import RankComms, RendezvousKey
+from pt2chakra.simulation.op_scale import CoveredTime
+
+# Node categories (critical path "by node type").
+CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
+# GPU_CPU_GAP: a GPU-side stand-in for dropped CPU time (``cpu_gap`` nodes of
+# the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
+CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
+# Extra critical-path categories for time that no node's duration holds.
+WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
+
+# Edge kinds, as the converter names them, plus the simulator's own reasons.
+EDGE_KIND_NAMES = (*(EDGE_KIND_NAMES_BY_KIND[kind] for kind in EdgeKind),
+                   "lane_order", "rank_start", UNRECORDED_KIND)
+KIND_CODE = {name: i for i, name in enumerate(EDGE_KIND_NAMES)}
+K_GPU_SYNC = KIND_CODE["gpu_sync"]
+K_LAUNCH = KIND_CODE["launch"]
+K_STREAM_ORDER = KIND_CODE["stream_order"]
+K_STREAM_WAIT = KIND_CODE["stream_wait"]
+K_THREAD_ORDER = KIND_CODE["thread_order"]
+K_LANE = KIND_CODE["lane_order"]
+K_START = KIND_CODE["rank_start"]
+K_DATA = KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
+
+
+# Attributes by name, and each node's dependencies as (index, kind code).
+Attrs = dict[str, Any]
+# (A tuple per node, the shared empty one where there is none: a million
+# small lists would cost an allocation each; the few edges added later
+# replace a node's tuple.)
+Parents = list[tuple[tuple[int, int], ...]]
+
+
+class PreparedGraph:
+    """All ranks' nodes as flat arrays indexed by a global node index: the
+    documented seam between preparing (``prepare_graphs``, once per trace set
+    and comm-stream setting) and replaying (``event_loop.run_replay``, once per
+    what-if). Columns are plain lists and arrays, not nodes, because the
+    replay reads them a million times; a node's rank, lane, recorded start
+    and duration, CPU delay, children (``child_start``/``child``) and wait
+    count (``nwait``) are all found at its index."""
+
+    def __init__(self) -> None:
+        self.nodes: list[ChakraNode] = []
+        self.ids: list[int] = []  # columns of the nodes' fields that the loops read
+        self.start: list[int] = []
+        self.rank: list[int] = []
+        self.lane: list[int] = []
+        self.lane_names: list[tuple[int, str, str]] = []
+        self.lane_index: dict[tuple[Any, ...], int] = {}
+        self.order: list[int] = []  # recorded start order within the rank
+        self.dur: list[float] = []
+        self.incl: list[float] = []  # recorded inclusive time (CPU ops: callees included)
+        self.cat: list[int] = []
+        self.delay: list[float] = []
+        # Children of node i: child[child_start[i]:child_start[i + 1]], with the
+        # kinds of the edges in child_kind; flat arrays, not a list per node.
+        self.child_start = array("q")
+        self.child = array("q")
+        self.child_kind = array("b")
+        self.nwait: list[int] = []
+        self.comm_key: dict[int, RendezvousKey] = {}
+        self.comm_bytes: dict[int, int] = {}
+        self.comm_type: dict[int, int] = {}
+        self.size_unknown: set[int] = set()  # comm nodes flagged comm_size_unknown
+        # Sync ops: index -> (own CPU work, post-return time, pre-issue time)
+        self.sync: dict[int, tuple[float, float, float]] = {}
+        self.sync_producers: dict[int, list[int]] = {}  # producer -> sync ops it gates
+        self.sync_gates: dict[int, int] = {}  # sync op -> number of producers
+        self.issue_children: dict[int, list[int]] = {}  # sync op -> GPU ops released at issue
+        self.step_start: list[float] = []
+        self.step_end: list[float] = []
+        # per rank: the step is a period (conversion/step.py), so the replay's
+        # CPU side reaching the next step is its prediction, not the last GPU end
+        self.step_period: list[bool] = []
+        self.sources: list[str] = []
+        self.rank_label: list[int] = []  # each rank's number (chakra.ranks)
+        # per rank: the world a scaled-out file stands for (None: as recorded)
+        self.scaled: list[ScaledWorld | None] = []
+        # per rank: its process groups' sizes by name and the world size, as
+        # recorded (0: unknown): what times a collective with no peer given (lone.py)
+        self.pg_sizes: list[dict[str, int]] = []
+        self.world: list[int] = []
+        self.inferred_edges = 0  # cross-stream waits inferred from timing
+        # late launches (``LAUNCH_TIME_ATTR``): GPU node -> (its launcher's
+        # lane, recorded launch time, the op that thread ran last before it);
+        # its delay is that thread's CPU time from that op's end
+        self.late_launch: dict[int, tuple[int, float, int]] = {}
+        self.lane_tail: dict[int, float] = {}  # CPU lane: recorded time after its last slice
+        self.lane_tail_end: dict[int, float] = {}  # CPU lane: when that tail ends (recorded)
+        # --cpu-scale-ops: per pattern, the time the matching ops cover (op_scale.py)
+        self.covered: dict[str, CoveredTime] = {}
+        # --without-profiler: per CPU thread, its ops in start order (profiler_overhead.py)
+        self.overhead_lanes: list[list[int]] | None = None
+        self.rank_nodes: list[range] = []
+        self.rank_timed: list[bool] = []  # per rank: some node has a start time
+        self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order
+
+    def lane_id(self, key: tuple[Any, ...], rank: int, kind: str, label: str) -> int:
+        idx = self.lane_index.get(key)
+        if idx is None:
+            idx = len(self.lane_names)
+            self.lane_index[key] = idx
+            self.lane_names.append((rank, kind, label))
+        return idx
+
+
+def only_cpu_ops(p: PreparedGraph, base: int, end: int) -> bool:
+    """The rank has no device op (a C-level count: the per-node scans for
+    device ops can be skipped)."""
+    return p.cat[base:end].count(CPU_OP) == end - base
+
+
+class AttrSets(NamedTuple):
+    """The distinct attribute sets of a rank: each node's set, numbered in
+    the order sets first show (small ints, shared: no object per node), and
+    each set's checked attributes."""
+
+    of_node: list[int]
+    checked: list[Attrs]
