@@ -252,6 +252,21 @@ def test_written_values_are_what_the_command_line_gave(gloo, tmp_path):
     assert network == AstraNetwork("FullyConnected", 2, 7.5, 2000.0)
 
 
+def test_a_network_what_if_changes_the_network_file_only(gloo, gloo_job, tmp_path):
+    """The chain's fixed gaps are the recorded time after the fitted
+    network's end of each collective; measured against the what-if network
+    instead, they absorbed the what-if (a faster network left the step as
+    recorded). So a job with ``--bandwidth``/``--latency`` has the same
+    rank files as the job without, and only ``network.yml`` differs."""
+    what_if = write_job(gloo, tmp_path / "w" / "job",
+                        choice=NetworkChoice(bandwidth_gbps=0.01, latency_us=500.0))
+    for rank in range(2):
+        with open(f"{gloo_job.prefix}.{rank}.et", "rb") as a, \
+                open(f"{what_if.prefix}.{rank}.et", "rb") as b:
+            assert a.read() == b.read()
+    assert what_if.fit.network != gloo_job.fit.network
+
+
 def test_check_prints_per_rank_model_and_measured(gloo_job):
     env = {k: v for k, v in os.environ.items() if k != "ASTRA_SIM_BIN"}
     proc = subprocess.run([sys.executable, "-m", "pt2chakra", "astra-sim", "--check",

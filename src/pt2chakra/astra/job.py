@@ -387,6 +387,19 @@ def ns_per_byte_of(gbps: float) -> float:
     return 1e9 / (gbps * BYTES_PER_GB_NETWORK)
 
 
+def _as_recorded(fit: NetworkFit, recorded: RecordedFit, choice: NetworkChoice,
+                 system: AstraSystem) -> NetworkFit:
+    """The network the recording is explained by: the fit without the
+    command line's bandwidth and latency. The chain's fixed gaps (the recorded
+    time after the network's end of each collective) are measured against it;
+    measured against a what-if network, they would absorb the what-if and
+    ``--bandwidth`` would not move the step."""
+    if choice.bandwidth_gbps is None and choice.latency_us is None:
+        return fit
+    return fit_network(recorded, fit.network.npus, NetworkChoice(topology=choice.topology),
+                       system)
+
+
 def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = NetworkChoice(),
                 system: AstraSystem | None = None) -> NetworkFit:
     """The job's network: the command line's values where given, the
@@ -565,7 +578,8 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
         if len(inputs) >= MIN_NPUS:
             recorded = recorded_fit(ranks)
             fit = fit_network(recorded, len(inputs), choice, system)
-            ends = network_ends(recorded, fit.network, system)
+            ends = network_ends(recorded, _as_recorded(fit, recorded, choice, system).network,
+                                system)
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
                                 network_ends=ends)
         if fit is None:
