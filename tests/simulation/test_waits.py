@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pt2chakra.rules.conventions import thread_holds
 from pt2chakra.simulation.waits import (
     CPU_WAKE_TOL_US,
@@ -74,3 +77,20 @@ def test_a_wait_for_the_work_a_recorded_dependency_just_issued() -> None:
     # a release before the gap began adds nothing to the plain rule
     early = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 179700.0, 179750.0, released=50.0)]
     assert host_comm_waits([early], ends) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e5), st.floats(1, 1e5)), min_size=1, max_size=6),
+       st.floats(0, 1e5), st.floats(20, 1e5), st.floats(-1e5, 2e5))
+def test_a_release_point_only_adds_waits(spans: list[tuple[float, float]], gap_start: float,
+                                         idle: float, released: float) -> None:
+    """Invariant: a release point never takes away a wait the plain rule
+    finds, and one outside the gap changes nothing."""
+    ends = CollectiveEnds([(s, s + d, k) for k, (s, d) in enumerate(spans)])
+    op_start = gap_start + idle
+    plain = ends.waited(op_start, gap_start, -math.inf)
+    with_release = ends.waited(op_start, gap_start, -math.inf, released)
+    if plain is not None:
+        assert with_release is not None
+    if not gap_start < released < op_start:
+        assert with_release == plain
