@@ -362,12 +362,18 @@ class HostTimeline:
                 for n, start, held in zip(ops, starts, holds)]
 
     def _released(self, node: ChakraNode) -> float:
-        """The latest end of ``node``'s recorded dependencies that ended
-        before it started (``TimedHostOp.released``; a CPU op ends with its
-        callees)."""
-        ends = [self.nodes[d].start_time_micros
-                + inclusive_micros(self.nodes[d], attr_dict(self.nodes[d].attrs))
-                for d in node.data_deps if d in self.nodes]
+        """The latest end of ``node``'s recorded dependencies on other
+        threads that ended before it started (``TimedHostOp.released``; a CPU
+        op ends with its callees)."""
+        lane = lane_of(node.type, self.attrs[node.id]).key
+        ends = []
+        for d in node.data_deps:
+            dep = self.nodes.get(d)
+            if dep is None:
+                continue
+            attrs = attr_dict(dep.attrs)
+            if lane_of(dep.type, attrs).key != lane:
+                ends.append(dep.start_time_micros + inclusive_micros(dep, attrs))
         return max([e for e in ends if e <= node.start_time_micros], default=-math.inf)
 
     def _comm_preds_end(self, node: ChakraNode) -> float:

@@ -233,10 +233,12 @@ def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> f
 
 
 def _released(p: PreparedGraph, x: int, plist: tuple[tuple[int, int], ...]) -> float:
-    """The latest end of an op's recorded dependencies that ended before it
-    started (``TimedHostOp.released``; a CPU op ends with its callees)."""
-    start = p.nodes[x].start_time_micros
-    ends = (p.nodes[src].start_time_micros + p.incl[src] for src, _kind in plist)
+    """The latest end of an op's recorded dependencies on other threads that
+    ended before it started (``TimedHostOp.released``; a CPU op ends with its
+    callees)."""
+    start, lane = p.nodes[x].start_time_micros, p.lane[x]
+    ends = (p.nodes[src].start_time_micros + p.incl[src] for src, _kind in plist
+            if p.lane[src] != lane)
     return max([-math.inf, *(e for e in ends if e <= start)])
 
 
