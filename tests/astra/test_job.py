@@ -5,6 +5,7 @@ ASTRA-sim are at the end (the ``astra_bin`` fixture)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -134,9 +135,23 @@ def test_gloo_network_reproduces_the_calibrated_collectives(gloo, gloo_job):
     errors = _collective_errors(gloo_job.fit, recorded)
     assert errors and max(map(abs, errors)) < COLLECTIVE_TOLERANCE_PCT, errors
     assert gloo_job.fit.backend == "gloo"
-    # the sample's calibration sees no byte cost, and the job says so
-    assert gloo_job.fit.network.bandwidth_gbps == NO_BYTE_COST_GBPS
-    assert "no byte cost" in gloo_job.fit.notes["bandwidth"]
+    # the sample's calibration has a byte cost (0.25 MB buckets on a
+    # loopback), and the job's network carries it
+    assert recorded.calibrations["gloo"].bandwidth_gbps < math.inf
+    assert gloo_job.fit.network.bandwidth_gbps < NO_BYTE_COST_GBPS
+    assert gloo_job.fit.notes["bandwidth"].startswith("fitted")
+
+
+def test_a_calibration_without_byte_cost_says_so_in_the_job() -> None:
+    """Collectives of one size: the calibration cannot tell bytes from the
+    fixed cost (no byte cost), and the job's bandwidth stands for none."""
+    ar = int(CollectiveType.ALL_REDUCE)
+    cal = Calibration(overhead_us=300.0, latency_us=0.0, bandwidth_gbps=math.inf,
+                      algorithm="ring", samples=2, rel_error=0.0)
+    recorded = RecordedFit({"gloo": cal}, {"gloo": [RecordedCollective(ar, 1 << 20, (0, 1))] * 2})
+    fit = fit_network(recorded, 2)
+    assert fit.network.bandwidth_gbps == NO_BYTE_COST_GBPS
+    assert "no byte cost" in fit.notes["bandwidth"]
 
 
 def test_consumer_model_on_the_job_reproduces_the_measured_step(gloo_job):

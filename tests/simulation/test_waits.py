@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from pt2chakra.rules.conventions import thread_holds
 from pt2chakra.simulation.waits import (
     CPU_WAKE_TOL_US,
@@ -52,3 +55,42 @@ def test_in_a_long_gap_the_nearest_end_is_the_wait_not_the_latest():
     # one that ended in the gap, nearer than one ending after the wake-up
     ends = CollectiveEnds([(50.0, 39900.0, 2), (60.0, 41000.0, 4)])
     assert host_comm_waits([thread], ends) == [HostWait(3, 2, 100.0)]
+
+
+def test_a_wait_for_the_work_a_recorded_dependency_just_issued() -> None:
+    """FSDP2's reduce-scatter over gloo: thread 2 idles from 100 us, its
+    ``div_`` depends on the c10d call of another thread that returns at
+    64,900 us, the all-reduce that call queued is picked up at 65,000 and
+    closed at 180,100, and the ``div_`` starts at 179,700 (woken before the
+    worker closed the record). The collective started inside the gap, after
+    it began: without the release point it is not the wait (the 115 ms would
+    stay CPU time, stretched with it); with it, it is."""
+    ends = CollectiveEnds([(65000.0, 180100.0, 2)])
+    plain = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 179700.0, 179750.0)]
+    assert host_comm_waits([plain], ends) == []
+    released = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 179700.0, 179750.0, released=64900.0)]
+    assert host_comm_waits([released], ends) == [HostWait(3, 2, 100.0)]
+    # picked up later than the wake-up tolerance (here a tenth of the gap)
+    # after the release: some other work, not the one the dependency issued
+    late = CollectiveEnds([(64900.0 + 0.1 * 179600.0 + 100.0, 180100.0, 2)])
+    assert host_comm_waits([released], late) == []
+    # a release before the gap began adds nothing to the plain rule
+    early = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 179700.0, 179750.0, released=50.0)]
+    assert host_comm_waits([early], ends) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1e5), st.floats(1, 1e5)), min_size=1, max_size=6),
+       st.floats(0, 1e5), st.floats(20, 1e5), st.floats(-1e5, 2e5))
+def test_a_release_point_only_adds_waits(spans: list[tuple[float, float]], gap_start: float,
+                                         idle: float, released: float) -> None:
+    """Invariant: a release point never takes away a wait the plain rule
+    finds, and one outside the gap changes nothing."""
+    ends = CollectiveEnds([(s, s + d, k) for k, (s, d) in enumerate(spans)])
+    op_start = gap_start + idle
+    plain = ends.waited(op_start, gap_start, -math.inf)
+    with_release = ends.waited(op_start, gap_start, -math.inf, released)
+    if plain is not None:
+        assert with_release is not None
+    if not gap_start < released < op_start:
+        assert with_release == plain

@@ -358,8 +358,23 @@ class HostTimeline:
     def _host_ops(self, ops: list[ChakraNode]) -> list[TimedHostOp]:
         starts = [float(n.start_time_micros) for n in ops]
         holds = thread_holds(starts, [inclusive_micros(n, self.attrs[n.id]) for n in ops])
-        return [TimedHostOp(n.id, start, start + held, self._comm_preds_end(n))
+        return [TimedHostOp(n.id, start, start + held, self._comm_preds_end(n), self._released(n))
                 for n, start, held in zip(ops, starts, holds)]
+
+    def _released(self, node: ChakraNode) -> float:
+        """The latest end of ``node``'s recorded dependencies on other
+        threads that ended before it started (``TimedHostOp.released``; a CPU
+        op ends with its callees)."""
+        lane = lane_of(node.type, self.attrs[node.id]).key
+        ends = []
+        for d in node.data_deps:
+            dep = self.nodes.get(d)
+            if dep is None:
+                continue
+            attrs = attr_dict(dep.attrs)
+            if lane_of(dep.type, attrs).key != lane:
+                ends.append(dep.start_time_micros + inclusive_micros(dep, attrs))
+        return max([e for e in ends if e <= node.start_time_micros], default=-math.inf)
 
     def _comm_preds_end(self, node: ChakraNode) -> float:
         """The latest end of the collectives ``node`` recorded a dependency on."""

@@ -25,7 +25,7 @@ from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
 from pt2chakra.simulation.durations import calibrate, link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
-from pt2chakra.simulation.event_loop import participants_of
+from pt2chakra.simulation.event_loop import participants_of, shares_clock
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
@@ -375,4 +375,5 @@ def calibrate_recorded(paths: Inputs | RankSet, algorithm: str,
     prepared = prepare_graphs(load(ranks), ranks.paths, comm_streams, refuse_deadlock=False,
                               ranks=ranks.ranks)
     matched = participants_of(prepared)
-    return RecordedCalibration(prepared, matched, calibrate(prepared, matched, algorithm))
+    return RecordedCalibration(prepared, matched, calibrate(prepared, matched, algorithm,
+                                                            shared_clock=shares_clock(prepared)))

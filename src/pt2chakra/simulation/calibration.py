@@ -14,8 +14,12 @@ bandwidth-bound.
 Two things in a recording are not the collective's own time, and are taken
 out before the fit:
 
-* waiting for a late peer: a matched collective's time is the minimum over
-  its participants (the last to arrive waited for nobody), as in the replay;
+* waiting for a late peer: on ranks that share a clock each participant is
+  timed from the collective's last arrival to its own end (the replay runs it
+  so; ``durations.transfer_spans``), without one from its own arrival; a
+  matched collective's time is the minimum over its participants (the first
+  to be done after every member came; without a shared clock, the last to
+  arrive, who waited for nobody);
 * sharing the link: collectives that a rank runs at the same time (gloo's
   worker threads, several NCCL communicators) share its bandwidth, so each
   is credited with ``dt / k`` of every moment when ``k`` of them run.
@@ -201,7 +205,8 @@ def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],
                     ) -> dict[str, list[CommSample]]:
     """Samples per backend: one per collective (``members``: the node
     indices of its participants), timed by the smallest link share among
-    its participants (the last to arrive waited for nobody). ``ranks``: per
+    its participants that ``shares`` holds (one that did not wait for the
+    others is left out of it; at least the last to arrive is in). ``ranks``: per
     collective, the rank count it was recorded at (default: its members; a
     scaled-out job's durations were recorded at fewer ranks than it has)."""
     out: dict[str, list[CommSample]] = {}
@@ -210,7 +215,7 @@ def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],
         sample = CommSample(comm_type=comm_type[first],
                             size_bytes=max(size_bytes[m] for m in group),
                             ranks=len(group) if ranks is None else ranks[k],
-                            duration_us=min(shares[m] for m in group))
+                            duration_us=min(shares[m] for m in group if m in shares))
         out.setdefault(comm_backend(names[first]), []).append(sample)
     return out
 

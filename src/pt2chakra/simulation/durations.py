@@ -51,7 +51,7 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
                  f"{cfg.bandwidth_gbps:g} GB/s")
     lone = lone_collectives(p, participants) if network_knob(cfg) else []
-    cal = calibrate(p, participants, cfg.algorithm, lone) if cfg.calibrate else {}
+    cal = calibrate(p, participants, cfg.algorithm, lone, shared_clock) if cfg.calibrate else {}
     if cfg.calibrate:
         model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
             or "calibration: no collective to fit"
@@ -213,18 +213,19 @@ def known_size(p: PreparedGraph, members: list[int]) -> bool:
 
 
 def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
-              lone: Sequence[LoneCollective] = ()) -> dict[str, Calibration]:
+              lone: Sequence[LoneCollective] = (), shared_clock: bool = False,
+              ) -> dict[str, Calibration]:
     """Per backend, the network model fitted to the recorded collectives that
-    more than one rank reached (each timed by its share of its rank's link),
-    and to those of ranks given alone at their group's size (``lone``: their
-    recorded time includes any wait for peers, so the fit is slower than the
-    network)."""
+    more than one rank reached (each timed by its share of its rank's link,
+    over the span ``transfer_spans`` gives it), and to those of ranks given
+    alone at their group's size (``lone``: their recorded time includes any
+    wait for peers, so the fit is slower than the network)."""
+    spans, waited = transfer_spans(p, participants, shared_clock)
     shares: dict[int, float] = {}
     for nodes in p.rank_nodes:
         comm = [i for i in nodes if p.cat[i] == COMM]
-        spans = [(float(p.nodes[i].start_time_micros),
-                  float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros)) for i in comm]
-        shares.update(zip(comm, link_shares(spans)))
+        shares.update(zip(comm, link_shares([spans.get(i) or _own_span(p, i) for i in comm])))
+    timed = {i: t for i, t in shares.items() if i not in spans or i in waited}
     names = {i: p.nodes[i].name for m in participants.values() for i in m}
     groups = [m for m in participants.values() if known_size(p, m)]
     counts = [recorded_ranks(p, m) for m in groups]
@@ -233,8 +234,47 @@ def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], al
             names[c.node] = p.nodes[c.node].name
             groups.append([c.node])
             counts.append(c.group)
-    samples = backend_samples(names, groups, shares, p.comm_type, p.comm_bytes, counts)
+    samples = backend_samples(names, groups, timed, p.comm_type, p.comm_bytes, counts)
     return fit_backends(samples, algorithm, SCALED_BACKENDS if rescaled(p) else None)
+
+
+def transfer_spans(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],
+                   shared_clock: bool) -> tuple[dict[int, tuple[float, float]], set[int]]:
+    """The part of each matched participant's recorded span that the network
+    timed, and the participants that waited for the last arrival. On ranks
+    that share a clock it is the span from the collective's last recorded
+    arrival (no ring step, no gloo receive completes before every member has
+    come) to the participant's end, as the replay runs it (``_member_us``):
+    an early participant's own span holds its wait, and where it also ends
+    first (gloo's 2-rank all-gather: one direction ends ~19 ms after the
+    other, whoever arrived last) the shortest own span is the late rank's,
+    wait-free but slow, and the fit gets the wait of whichever rank came
+    first. A participant that ended before the last arrival (a broadcast
+    root that only queued its send) did not wait for it: it keeps its own
+    span on its rank's link and is left out of the waited set, since its
+    time says nothing of the transfer. Without a shared clock the arrivals
+    cannot be compared: every participant keeps its own span and counts."""
+    spans: dict[int, tuple[float, float]] = {}
+    waited: set[int] = set()
+    for members in participants.values():
+        last = float(max(p.nodes[m].start_time_micros for m in members))
+        for m in members:
+            start, end = _own_span(p, m)
+            if not shared_clock:
+                spans[m] = (start, end)
+                waited.add(m)
+            elif end < last:
+                spans[m] = (start, end)
+            else:
+                spans[m] = (max(start, last), end)
+                waited.add(m)
+    return spans, waited
+
+
+def _own_span(p: PreparedGraph, i: int) -> tuple[float, float]:
+    """A node's recorded span, as its rank's clock has it."""
+    start = float(p.nodes[i].start_time_micros)
+    return start, start + float(p.nodes[i].duration_micros)
 
 
 def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:

@@ -131,6 +131,12 @@ def _origins(p: PreparedGraph, align: str) -> tuple[list[float], str]:
     return rank_origins([StepWindow(s, e) for s, e in zip(p.step_start, p.step_end)], align)
 
 
+def shares_clock(p: PreparedGraph, align: str = "auto") -> bool:
+    """Whether the replay places the ranks on their recorded clock (so one
+    rank's times compare with another's): ``rank_origins`` under ``align``."""
+    return _origins(p, align)[1] == "recorded"
+
+
 def participants_of(p: PreparedGraph) -> dict[RendezvousKey, list[int]]:
     """Collectives that more than one rank reaches: only those make their
     participants wait for each other (a lone one runs like any node)."""

@@ -188,7 +188,8 @@ def infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parent
         (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
         for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros)
     threads = ([TimedHostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
-                       _comm_parents_end(p, parents[x - base])) for x in ops]
+                            _comm_parents_end(p, parents[x - base]),
+                            _released(p, x, parents[x - base])) for x in ops]
                for ops in cpu_lane_ops.values())
     added = [(w.op, w.collective) for w in host_comm_waits(threads, collectives)]
     for x, src in added:
@@ -229,6 +230,16 @@ def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> f
     """The latest end of the collectives among an op's recorded parents."""
     return max([-math.inf] + [p.nodes[src].start_time_micros + p.dur[src]
                               for src, _kind in plist if p.cat[src] == COMM])
+
+
+def _released(p: PreparedGraph, x: int, plist: tuple[tuple[int, int], ...]) -> float:
+    """The latest end of an op's recorded dependencies on other threads that
+    ended before it started (``TimedHostOp.released``; a CPU op ends with its
+    callees)."""
+    start, lane = p.nodes[x].start_time_micros, p.lane[x]
+    ends = (p.nodes[src].start_time_micros + p.incl[src] for src, _kind in plist
+            if p.lane[src] != lane)
+    return max([-math.inf, *(e for e in ends if e <= start)])
 
 
 def sync_ops(p: PreparedGraph, base: int, parents: Parents,

@@ -47,6 +47,8 @@ class TimedHostOp:
     start: float
     held_end: float  # start + the time it holds the thread (``thread_holds``)
     explained: float = -math.inf  # latest end of the collectives its recorded deps name
+    # latest end of its recorded dependencies (any op) that ended before it started
+    released: float = -math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,24 +70,37 @@ class CollectiveEnds:
         self.end_t = [end for end, _key, _start in ordered]
         self.by_end = ordered
 
-    def waited(self, op_start: float, gap_start: float, explained: float) -> int | None:
+    def waited(self, op_start: float, gap_start: float, explained: float,
+               released: float = -math.inf) -> int | None:
         """The collective whose end is nearest ``op_start`` among those that
         ended inside the gap ``(gap_start, op_start]`` (after ``explained``),
         at most the wake-up tolerance before ``op_start``, and started before
         the op (so it cannot depend on it: no cycle), or ended at most
         ``WAKE_TOL_FRACTION`` of the gap after ``op_start`` and were already
-        running when the gap began. Nearest, not latest: in a long gap the
-        tolerance after ``op_start`` can reach a collective that ended well
-        after the thread woke (seen: 33 ms after, with the one it waited for
-        ending 2 ms after); equally near, the later one."""
+        running when the gap began. When the op's recorded dependency ended
+        inside the gap (``released``: the thread could not go on before it),
+        the thread's wait is the rest of the gap, and the same tolerances
+        hold over it: a collective picked up by then or at most the wake-up
+        tolerance after it, and ending at most ``WAKE_TOL_FRACTION`` of that
+        wait after ``op_start``, is the wait (the work the dependency had just issued:
+        FSDP2's reduce-scatter, whose ``div_`` waits for the gloo all-reduce
+        its c10d call queued on another thread and starts before the worker
+        closes the record). Nearest, not latest: in a long gap the tolerance
+        after ``op_start`` can reach a collective that ended well after the
+        thread woke (seen: 33 ms after, with the one it waited for ending 2
+        ms after); equally near, the later one."""
         lead = WAKE_TOL_FRACTION * (op_start - gap_start)
         tol = max(CPU_WAKE_TOL_US, lead)
+        after = gap_start < released < op_start  # the wait began at ``released``
+        waited_lead = WAKE_TOL_FRACTION * (op_start - released) if after else 0.0
+        pickup = max(CPU_WAKE_TOL_US, waited_lead)
         best, best_gap = None, math.inf
         k = bisect.bisect_right(self.end_t, op_start + lead) - 1
         while k >= 0 and self.end_t[k] > max(gap_start, explained) \
                 and self.end_t[k] >= op_start - tol:
             end, key, start = self.by_end[k]
-            if start < op_start and (end <= op_start or start <= gap_start):
+            if start < op_start and (end <= op_start or start <= gap_start or (
+                    after and start <= released + pickup and end <= op_start + waited_lead)):
                 if abs(end - op_start) < best_gap:
                     best, best_gap = key, abs(end - op_start)
                 if end <= op_start:
@@ -106,7 +121,8 @@ def host_comm_waits(threads: Iterable[Iterable[TimedHostOp]],
         cursor = -math.inf
         for op in ops:
             if op.start - cursor > INFER_MIN_US and cursor > -math.inf:
-                key = collectives.waited(op.start, cursor, max(cursor, op.explained))
+                key = collectives.waited(op.start, cursor, max(cursor, op.explained),
+                                         op.released)
                 if key is not None:
                     waits.append(HostWait(op.key, key, cursor))
             cursor = max(cursor, op.held_end)
