@@ -67,14 +67,15 @@ def test_collect_stores_the_real_step_that_simulate_finds(tmp_path):
 
 def test_of_several_profiled_steps_the_median_one_is_kept(tmp_path):
     """Each call does one more add than the last and sleeps a set time: the kept
-    trace must be the call of median wall time (the second-fastest of three)."""
+    trace must be the call of median wall time (the second-fastest of three),
+    whichever call that was (a session's own start-up varies under load)."""
     import gzip
     import json
     import time
 
     from pt2chakra.collect.record import record_training_step
 
-    sleeps = [0.06, 0.0, 0.02]
+    sleeps = [0.5, 0.0, 0.25]
     calls: list[int] = []
     x = torch.ones(4)
 
@@ -88,7 +89,8 @@ def test_of_several_profiled_steps_the_median_one_is_kept(tmp_path):
     walls: list[float] = []
     host, _ = record_training_step(step, tmp_path, warmup=0, name="k", profiled=3,
                                    profiled_s=walls)
-    assert len(walls) == 3 and sorted(walls)[1] == walls[2]
+    assert len(walls) == 3
+    median_call = walls.index(sorted(walls)[1])
     nodes = json.loads(gzip.decompress(host.read_bytes()))["nodes"]
-    assert sum(n["name"] == "aten::add" for n in nodes) == 3
+    assert sum(n["name"] == "aten::add" for n in nodes) == median_call + 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
