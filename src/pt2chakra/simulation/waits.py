@@ -85,7 +85,8 @@ class CollectiveEnds:
         while k >= 0 and self.end_t[k] > max(gap_start, explained) \
                 and self.end_t[k] >= op_start - tol:
             end, key, start = self.by_end[k]
-            if start < op_start and (end <= op_start or start <= gap_start):
+            if start < op_start and (end <= op_start or start <= gap_start
+                                     or end - op_start <= CPU_WAKE_TOL_US):
                 if abs(end - op_start) < best_gap:
                     best, best_gap = key, abs(end - op_start)
                 if end <= op_start:
