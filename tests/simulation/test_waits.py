@@ -52,3 +52,26 @@ def test_in_a_long_gap_the_nearest_end_is_the_wait_not_the_latest():
     # one that ended in the gap, nearer than one ending after the wake-up
     ends = CollectiveEnds([(50.0, 39900.0, 2), (60.0, 41000.0, 4)])
     assert host_comm_waits([thread], ends) == [HostWait(3, 2, 100.0)]
+
+
+def test_a_worker_post_processing_inside_a_collective_begun_in_its_gap_waited_for_it():
+    """A gloo worker idle from 100 us runs a collective issued at 10,000 us
+    (its network time shows as the worker's gap) and divides the result at
+    60,000 us, 1.4 ms before the collective's record closes (FSDP2's div_
+    after its all-reduce). Woken by nothing it depends on (its issuing call
+    ended at 9,990 us, before the collective began), it waited for it."""
+    ends = CollectiveEnds([(10000.0, 61400.0, 2)])
+    div = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 60000.0, 60050.0, woken=9990.0)]
+    assert host_comm_waits([div], ends) == [HostWait(3, 2, 100.0)]
+    # unknown dependencies (the default) keep the rule as it was: no wait
+    assert host_comm_waits([[div[0], TimedHostOp(3, 60000.0, 60050.0)]], ends) == []
+
+
+def test_a_worker_woken_by_its_issuing_call_did_not_wait_for_a_collective_ending():
+    """The worker starts the next collective at 60,000 us, woken by its
+    issuing call (a recorded dependency ending at 59,990 us, after the
+    running collective began): no wait for the collective that ends 300 us
+    later."""
+    ends = CollectiveEnds([(10000.0, 60300.0, 2)])
+    view = [TimedHostOp(1, 0.0, 100.0), TimedHostOp(3, 60000.0, 60050.0, woken=59990.0)]
+    assert host_comm_waits([view], ends) == []

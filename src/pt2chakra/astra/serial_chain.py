@@ -386,8 +386,13 @@ class HostTimeline:
     def _host_ops(self, ops: list[ChakraNode]) -> list[TimedHostOp]:
         starts = [float(n.start_time_micros) for n in ops]
         holds = thread_holds(starts, [inclusive_micros(n, self.attrs[n.id]) for n in ops])
-        return [TimedHostOp(n.id, start, start + held, self._comm_preds_end(n))
+        return [TimedHostOp(n.id, start, start + held, self._comm_preds_end(n), self._woken(n))
                 for n, start, held in zip(ops, starts, holds)]
+
+    def _woken(self, node: ChakraNode) -> float:
+        """The latest end of what ``node`` recorded a dependency on, up to its start."""
+        ends = (_end(self.nodes[d]) for d in node.data_deps if d in self.nodes)
+        return max((e for e in ends if e <= node.start_time_micros), default=-math.inf)
 
     def _comm_preds_end(self, node: ChakraNode) -> float:
         """The latest end of the collectives ``node`` recorded a dependency on."""

@@ -188,7 +188,9 @@ def infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parent
         (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
         for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros)
     threads = ([TimedHostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
-                       _comm_parents_end(p, parents[x - base])) for x in ops]
+                            _comm_parents_end(p, parents[x - base]),
+                            _parents_woken(p, parents[x - base], node[x].start_time_micros))
+                for x in ops]
                for ops in cpu_lane_ops.values())
     added = [(w.op, w.collective) for w in host_comm_waits(threads, collectives)]
     for x, src in added:
@@ -223,6 +225,12 @@ def worker_pickups(p: PreparedGraph, base: int, end: int, parents: Parents) -> N
         if ready > -math.inf:
             p.delay[i] = max(0.0, start - ready)
         lane_end[lane] = max(prev, start + dur[i])
+
+
+def _parents_woken(p: PreparedGraph, plist: tuple[tuple[int, int], ...], start: float) -> float:
+    """The latest end of an op's recorded parents up to its start."""
+    ends = (p.nodes[src].start_time_micros + p.dur[src] for src, _kind in plist)
+    return max((e for e in ends if e <= start), default=-math.inf)
 
 
 def _comm_parents_end(p: PreparedGraph, plist: tuple[tuple[int, int], ...]) -> float:

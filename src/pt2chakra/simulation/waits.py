@@ -47,6 +47,8 @@ class TimedHostOp:
     start: float
     held_end: float  # start + the time it holds the thread (``thread_holds``)
     explained: float = -math.inf  # latest end of the collectives its recorded deps name
+    # latest end of anything its recorded deps name, up to its start (inf: not known)
+    woken: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +70,19 @@ class CollectiveEnds:
         self.end_t = [end for end, _key, _start in ordered]
         self.by_end = ordered
 
-    def waited(self, op_start: float, gap_start: float, explained: float) -> int | None:
+    def waited(self, op_start: float, gap_start: float, explained: float,
+               woken: float = math.inf) -> int | None:
         """The collective whose end is nearest ``op_start`` among those that
         ended inside the gap ``(gap_start, op_start]`` (after ``explained``),
         at most the wake-up tolerance before ``op_start``, and started before
         the op (so it cannot depend on it: no cycle), or ended at most
         ``WAKE_TOL_FRACTION`` of the gap after ``op_start`` and were already
-        running when the gap began. Nearest, not latest: in a long gap the
+        running when the gap began or began after everything the op depends
+        on had ended (``woken``; nothing else can have woken it: a gloo
+        worker's post-processing of the collective it ran, FSDP2's div_
+        after its all-reduce, 0.2 - 9.4 ms before the collective's record
+        closes on the scale-out bench; a worker starting the next collective
+        is woken by its issuing call). Nearest, not latest: in a long gap the
         tolerance after ``op_start`` can reach a collective that ended well
         after the thread woke (seen: 33 ms after, with the one it waited for
         ending 2 ms after); equally near, the later one."""
@@ -85,8 +93,7 @@ class CollectiveEnds:
         while k >= 0 and self.end_t[k] > max(gap_start, explained) \
                 and self.end_t[k] >= op_start - tol:
             end, key, start = self.by_end[k]
-            if start < op_start and (end <= op_start or start <= gap_start
-                                     or end - op_start <= CPU_WAKE_TOL_US):
+            if start < op_start and (end <= op_start or start <= gap_start or woken < start):
                 if abs(end - op_start) < best_gap:
                     best, best_gap = key, abs(end - op_start)
                 if end <= op_start:
@@ -107,7 +114,7 @@ def host_comm_waits(threads: Iterable[Iterable[TimedHostOp]],
         cursor = -math.inf
         for op in ops:
             if op.start - cursor > INFER_MIN_US and cursor > -math.inf:
-                key = collectives.waited(op.start, cursor, max(cursor, op.explained))
+                key = collectives.waited(op.start, cursor, max(cursor, op.explained), op.woken)
                 if key is not None:
                     waits.append(HostWait(op.key, key, cursor))
             cursor = max(cursor, op.held_end)
