@@ -55,6 +55,7 @@ from pt2chakra.rules.conventions import (
     thread_holds,
 )
 from pt2chakra.simulation import (
+    CPU_WAKE_TOL_US,
     INFER_MIN_US,
     CollectiveEnds,
     HostWait,
@@ -403,18 +404,40 @@ class HostTimeline:
     def issues(self) -> dict[int, CommIssue]:
         """Per communication node, its issue: the end of the host op that
         issued it when its start then waited for another collective (the
-        wake-up rule, from that op's end), else its recorded start."""
+        wake-up rule, from that op's end); one issued by no host op that
+        started as a collective it depends on ended (DDP's bucket launched
+        from a gloo callback) where the last of those it depends on was
+        issued, after that end; else its recorded start."""
         out: dict[int, CommIssue] = {}
         for c in self.comm:
             issuer_end = max((_end(self.nodes[d]) for d in c.data_deps
                               if d in self.removed and d in self.nodes
                               and self.nodes[d].type != NodeType.METADATA_NODE), default=None)
+            if issuer_end is None and (chained := self._chained(c)) is not None:
+                out[c.id] = chained
+                continue
             waited = None
             if issuer_end is not None and c.start_time_micros - issuer_end > INFER_MIN_US:
                 waited = self.ends.waited(c.start_time_micros, issuer_end, -math.inf)
             out[c.id] = CommIssue(issuer_end, waited) if waited is not None and \
                 issuer_end is not None else CommIssue(c.start_time_micros, None)
         return out
+
+    def _chained(self, c: ChakraNode) -> CommIssue | None:
+        """A collective that started when a collective it depends on ended
+        (a gloo worker picking up work queued behind it: within the wake-up
+        tolerance, ``CPU_WAKE_TOL_US``): issued where the last of them
+        started, waiting for that one. Kept at its recorded start, the chain
+        would hold the other's recorded time as a fixed gap before it."""
+        deps = [self.nodes[d] for d in c.data_deps
+                if d in self.nodes and self.nodes[d].type in COMM_NODE_TYPES]
+        ended = [(_end(d), d.id) for d in deps if _end(d) <= c.start_time_micros]
+        if not ended:
+            return None
+        last_end, last = max(ended)
+        if c.start_time_micros - last_end > CPU_WAKE_TOL_US:
+            return None
+        return CommIssue(max(d.start_time_micros for d in deps), last)
 
 
 def _recorded_waits(threads: Sequence[Sequence[TimedHostOp]],
