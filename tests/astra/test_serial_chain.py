@@ -309,3 +309,25 @@ def test_a_tail_that_ends_before_the_last_collective_is_no_wait_for_it():
     step = run_as_astra_sim(graphs, ["a.0.et", "a.1.et"],
                             ConsumerOptions(network=fast)).predicted_step_us
     assert step == pytest.approx(4010, abs=1)
+
+
+def test_a_collective_launched_when_another_ended_is_issued_with_it_not_at_its_start():
+    """All-reduce 4 has no host op issuing it, only a recorded dependency on
+    all-reduce 2, and started 25 us after 2 ended (DDP's bucket launched from
+    a gloo callback). It is issued where 2 was (100 us), after 2's end: its
+    recorded start (1,125 us) as an issue point would put a fixed 1 ms gap
+    (2's recorded time) on the chain, which the job's CPU stretch multiplied."""
+    from pt2chakra.astra.export import _removed_nodes
+    from pt2chakra.astra.serial_chain import comm_issue_times
+
+    nodes = [_host_op(1, 0, 100), _host_coll(2, 100, 1000, [1]), _host_coll(4, 1125, 500, [2]),
+             _host_op(3, 1650, 50, [1])]
+    assert comm_issue_times(nodes, set(_removed_nodes(nodes, "serial")))[4] == 100
+    _md_out, out = profile(metadata(world_size=2, step=(0, 1700)), nodes, "serial")
+    by_id = {n.id: n for n in out}
+    kinds = dict(zip(by_id[4].data_deps, attr_dict(by_id[4].attrs)["data_dep_kinds"]))
+    assert kinds[2] in (COMM_ORDER, HOST_WAIT)
+    issue = next(d for d, k in kinds.items() if k == ISSUE_POINT)
+    assert by_id[issue].start_time_micros + by_id[issue].duration_micros == 100
+    # no chain gap holds 2's 1,000 us: busy 100, the wake-up after 4, op3
+    assert max(n.duration_micros for n in _chain(out)) < 1000
