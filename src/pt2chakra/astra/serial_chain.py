@@ -246,18 +246,27 @@ class SerialChain:
         collective only when its threads' recorded end is a wake-up after
         that collective's end; otherwise it is CPU time that runs while the
         collective does (the replay's thread tail), and the rank ends at the
-        later of the two. Where a collective ends the recorded step, the
-        threads' end is their last op's (the rest is the collective's own
-        time): the end of the collective is no wake-up."""
-        last_comm = [self.comm[-1].id] if self.comm else []
-        end = self.t1
-        if self.host is not None and last_comm:
-            end = self.host.threads_end(self.t1)
-            key = self.host.ends.waited(float(end), float(self.cursor), -math.inf)
-            last_comm = [key] if key is not None and key in self.comm_position else []
-        waited = max((self.done[d] for d in last_comm), default=self.cursor)
+        later of the two. Where a collective ended the step after the
+        threads' last op, the threads' tail ends at that op (the collective's
+        end is no wake-up) and the rest of the collective's recorded time
+        after the job's network end of it is a fixed gap (none when the job's
+        waits start at the recorded ends, as a scaled-out job's do)."""
+        if self.host is None or not self.comm:
+            self._tail_to(self.t1, [self.comm[-1].id] if self.comm else [])
+            return
+        end = self.host.threads_end(self.t1)
+        key = self.host.ends.waited(float(end), float(self.cursor), -math.inf)
+        self._tail_to(end, [key] if key is not None and key in self.comm_position else [])
+        if end < self.t1:
+            last = max(self.comm, key=lambda c: (_end(c), c.id)).id
+            self._tail_to(self.t1, [last] if last in self.comm_position else [])
+
+    def _tail_to(self, end: int, waited_for: list[int]) -> None:
+        """A gap until ``end`` that starts once ``waited_for`` are done (at
+        most at ``end``)."""
+        waited = max((self.done[d] for d in waited_for), default=self.cursor)
         self.cursor = min(max(self.cursor, waited), max(end, self.cursor))
-        self._gap(end, last_comm)
+        self._gap(end, waited_for)
 
     # -- communication --------------------------------------------------
 
