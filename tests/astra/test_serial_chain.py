@@ -271,3 +271,63 @@ def test_the_jobs_network_ends_start_a_queued_collective_where_the_chain_issues_
     issues = comm_issue_times(nodes, set(_removed_nodes(nodes, "serial")))
     assert issues[4] == 160  # not its recorded start (1100 us)
     assert issues[2] == next(n.start_time_micros for n in nodes if n.id == 2)
+
+
+def test_a_wake_after_two_collectives_keeps_only_the_wake_up_after_the_later():
+    """op3 recorded a dependency on all-reduce 2 (ended at 600 us, inside its
+    gap) and woke 20 us after all-reduce 4 ended (the wake-up rule): it
+    waited for both, so the fixed gap is the 20 us after the later one, not
+    the 520 us after the earlier (which would hold all-reduce 4's recorded
+    time as fixed CPU time: DDP 4 -> 8 ran +21 % in ASTRA-sim)."""
+    nodes = [_host_op(1, 0, 100), _host_coll(2, 100, 500, [1]), _host_coll(4, 110, 990, [1]),
+             _host_op(3, 1120, 50, [1, 2])]
+    _md_out, out = profile(metadata(world_size=2, step=(0, 1170)), nodes, "serial")
+    chain = _chain(out)
+    waiting = [n for n in chain if 4 in n.data_deps]
+    assert waiting[0].duration_micros == 20
+    assert 2 in waiting[0].data_deps
+    # busy 100 us, 10 us until all-reduce 4's issue, the wake-up, op3
+    assert sum(n.duration_micros for n in chain) == 100 + 10 + 20 + 50
+
+
+def test_a_tail_that_ends_before_the_last_collective_is_no_wait_for_it():
+    """The step ends with all-reduce 2's end (5,000 us); the threads' last op
+    (op5 on a second thread, after a 3,880 us gap that ended 1 ms before the
+    all-reduce's end: no wake-up) ends at 4,010 us. The tail is CPU time that
+    runs beside the all-reduce, to 4,010 us, not a wait for it: on a faster
+    network the rank still runs its 4 ms of CPU time."""
+    nodes = [_host_op(1, 0, 100), _host_coll(2, 100, 4900, [1]),
+             node(3, [1], name="op3", start=110, dur=10, attrs=cpu_attrs(2)),
+             node(5, [3], name="op5", start=4000, dur=10, attrs=cpu_attrs(2))]
+    _md_out, out = profile(metadata(world_size=2, step=(0, 5000)), nodes, "serial")
+    chain = _chain(out)
+    assert all(2 not in n.data_deps for n in chain)
+    assert chain[-1].start_time_micros + chain[-1].duration_micros == 4010
+    md = metadata(world_size=2, step=(0, 5000))
+    graphs = [profile(md, nodes, "serial") for _ in range(2)]
+    fast = AstraNetwork("Ring", 2, 50.0, 500.0)  # the all-reduce takes well under 4 ms
+    step = run_as_astra_sim(graphs, ["a.0.et", "a.1.et"],
+                            ConsumerOptions(network=fast)).predicted_step_us
+    assert step == pytest.approx(4010, abs=1)
+
+
+def test_a_collective_launched_when_another_ended_is_issued_with_it_not_at_its_start():
+    """All-reduce 4 has no host op issuing it, only a recorded dependency on
+    all-reduce 2, and started 25 us after 2 ended (DDP's bucket launched from
+    a gloo callback). It is issued where 2 was (100 us), after 2's end: its
+    recorded start (1,125 us) as an issue point would put a fixed 1 ms gap
+    (2's recorded time) on the chain, which the job's CPU stretch multiplied."""
+    from pt2chakra.astra.export import _removed_nodes
+    from pt2chakra.astra.serial_chain import comm_issue_times
+
+    nodes = [_host_op(1, 0, 100), _host_coll(2, 100, 1000, [1]), _host_coll(4, 1125, 500, [2]),
+             _host_op(3, 1650, 50, [1])]
+    assert comm_issue_times(nodes, set(_removed_nodes(nodes, "serial")))[4] == 100
+    _md_out, out = profile(metadata(world_size=2, step=(0, 1700)), nodes, "serial")
+    by_id = {n.id: n for n in out}
+    kinds = dict(zip(by_id[4].data_deps, attr_dict(by_id[4].attrs)["data_dep_kinds"]))
+    assert kinds[2] in (COMM_ORDER, HOST_WAIT)
+    issue = next(d for d, k in kinds.items() if k == ISSUE_POINT)
+    assert by_id[issue].start_time_micros + by_id[issue].duration_micros == 100
+    # no chain gap holds 2's 1,000 us: busy 100, the wake-up after 4, op3
+    assert max(n.duration_micros for n in _chain(out)) < 1000

@@ -55,6 +55,7 @@ from pt2chakra.rules.conventions import (
     thread_holds,
 )
 from pt2chakra.simulation import (
+    CPU_WAKE_TOL_US,
     INFER_MIN_US,
     CollectiveEnds,
     HostWait,
@@ -158,7 +159,7 @@ class SerialChain:
             issue_t = self._next_issue_time()
             wait_t = self.waits[0].wake if self.waits else None
             if wait_t is not None and wait_t <= t and (issue_t is None or wait_t <= issue_t):
-                self._wait(self.waits.pop(0))
+                self._wait(self._pop_waits())
             elif issue_t is not None and issue_t <= t:
                 self._issue_next()
             else:
@@ -183,18 +184,33 @@ class SerialChain:
         self.comm_position[comm.id] = position
         self._issued += 1
 
-    def _wait(self, wait: HostWaitPoint) -> None:
+    def _pop_waits(self) -> list[HostWaitPoint]:
+        """The next wait, with every other one of the same thread's gap (same
+        wake and gap start): an op with a recorded dependency on a collective
+        that the wake-up rule finds waited for a later one too."""
+        first = self.waits.pop(0)
+        group = [first]
+        while self.waits and (self.waits[0].wake, self.waits[0].gap_start) == \
+                (first.wake, first.gap_start):
+            group.append(self.waits.pop(0))
+        return group
+
+    def _wait(self, waits: list[HostWaitPoint]) -> None:
         """A host thread idle from ``gap_start`` until ``wake``, waiting for
-        a collective: its busy time before stays fixed, the wait is the
-        collective's (the network decides it), the rest a fixed gap after it
-        (the wake-up latency)."""
-        if wait.collective not in self.comm_position:
+        collectives: its busy time before stays fixed, the wait is for the
+        last of them to end (the network decides it, as the replay's op
+        starts after all its waits), the rest a fixed gap after it (the
+        wake-up latency). Timed from an earlier one, the gap would hold the
+        later collective's recorded time as fixed CPU time."""
+        waited_for = [w.collective for w in waits if w.collective in self.comm_position]
+        if not waited_for:
             return
-        self._gap(wait.gap_start, [])
-        waited = self.done[wait.collective]
-        self.cursor = min(max(self.cursor, waited), wait.wake)
-        if not self._gap(wait.wake, [wait.collective]) and wait.collective not in self._pending:
-            self._pending.append(wait.collective)  # woke at its end: the next node waits
+        self._gap(waits[0].gap_start, [])
+        waited = max(self.done[c] for c in waited_for)
+        self.cursor = min(max(self.cursor, waited), waits[0].wake)
+        if not self._gap(waits[0].wake, waited_for):
+            # woke at their end: the next node waits
+            self._pending.extend(c for c in waited_for if c not in self._pending)
 
     def _comm_deps(self, node_id: int) -> list[int]:
         """The communication nodes a chain node appended next waits for: those
@@ -230,14 +246,27 @@ class SerialChain:
         collective only when its threads' recorded end is a wake-up after
         that collective's end; otherwise it is CPU time that runs while the
         collective does (the replay's thread tail), and the rank ends at the
-        later of the two."""
-        last_comm = [self.comm[-1].id] if self.comm else []
-        if self.host is not None and last_comm:
-            key = self.host.ends.waited(float(self.t1), float(self.cursor), -math.inf)
-            last_comm = [key] if key is not None and key in self.comm_position else []
-        waited = max((self.done[d] for d in last_comm), default=self.cursor)
-        self.cursor = min(max(self.cursor, waited), max(self.t1, self.cursor))
-        self._gap(self.t1, last_comm)
+        later of the two. Where a collective ended the step after the
+        threads' last op, the threads' tail ends at that op (the collective's
+        end is no wake-up) and the rest of the collective's recorded time
+        after the job's network end of it is a fixed gap (none when the job's
+        waits start at the recorded ends, as a scaled-out job's do)."""
+        if self.host is None or not self.comm:
+            self._tail_to(self.t1, [self.comm[-1].id] if self.comm else [])
+            return
+        end = self.host.threads_end(self.t1)
+        key = self.host.ends.waited(float(end), float(self.cursor), -math.inf)
+        self._tail_to(end, [key] if key is not None and key in self.comm_position else [])
+        if end < self.t1:
+            last = max(self.comm, key=lambda c: (_end(c), c.id)).id
+            self._tail_to(self.t1, [last] if last in self.comm_position else [])
+
+    def _tail_to(self, end: int, waited_for: list[int]) -> None:
+        """A gap until ``end`` that starts once ``waited_for`` are done (at
+        most at ``end``)."""
+        waited = max((self.done[d] for d in waited_for), default=self.cursor)
+        self.cursor = min(max(self.cursor, waited), max(end, self.cursor))
+        self._gap(end, waited_for)
 
     # -- communication --------------------------------------------------
 
@@ -344,6 +373,15 @@ class HostTimeline:
         self.cpu = [n for n in nodes if n.id in self.attrs and not is_gpu(self.attrs[n.id])
                     and (n.start_time_micros or n.duration_micros)]
 
+    def threads_end(self, step_end: int) -> int:
+        """Where the host threads' recorded time ends: ``step_end``, unless a
+        collective ended the step after the threads' last op."""
+        comm_end = max((_end(c) for c in self.comm), default=-math.inf)
+        if step_end > comm_end or not self.cpu:
+            return step_end
+        return math.ceil(max(n.start_time_micros + inclusive_micros(n, self.attrs[n.id])
+                             for n in self.cpu))
+
     def waits(self) -> list[HostWaitPoint]:
         """The host threads' waits, by wake time."""
         threads: dict[tuple[object, ...], list[ChakraNode]] = {}
@@ -385,18 +423,40 @@ class HostTimeline:
     def issues(self) -> dict[int, CommIssue]:
         """Per communication node, its issue: the end of the host op that
         issued it when its start then waited for another collective (the
-        wake-up rule, from that op's end), else its recorded start."""
+        wake-up rule, from that op's end); one issued by no host op that
+        started as a collective it depends on ended (DDP's bucket launched
+        from a gloo callback) where the last of those it depends on was
+        issued, after that end; else its recorded start."""
         out: dict[int, CommIssue] = {}
         for c in self.comm:
             issuer_end = max((_end(self.nodes[d]) for d in c.data_deps
                               if d in self.removed and d in self.nodes
                               and self.nodes[d].type != NodeType.METADATA_NODE), default=None)
+            if issuer_end is None and (chained := self._chained(c)) is not None:
+                out[c.id] = chained
+                continue
             waited = None
             if issuer_end is not None and c.start_time_micros - issuer_end > INFER_MIN_US:
                 waited = self.ends.waited(c.start_time_micros, issuer_end, -math.inf)
             out[c.id] = CommIssue(issuer_end, waited) if waited is not None and \
                 issuer_end is not None else CommIssue(c.start_time_micros, None)
         return out
+
+    def _chained(self, c: ChakraNode) -> CommIssue | None:
+        """A collective that started when a collective it depends on ended
+        (a gloo worker picking up work queued behind it: within the wake-up
+        tolerance, ``CPU_WAKE_TOL_US``): issued where the last of them
+        started, waiting for that one. Kept at its recorded start, the chain
+        would hold the other's recorded time as a fixed gap before it."""
+        deps = [self.nodes[d] for d in c.data_deps
+                if d in self.nodes and self.nodes[d].type in COMM_NODE_TYPES]
+        ended = [(_end(d), d.id) for d in deps if _end(d) <= c.start_time_micros]
+        if not ended:
+            return None
+        last_end, last = max(ended)
+        if c.start_time_micros - last_end > CPU_WAKE_TOL_US:
+            return None
+        return CommIssue(max(d.start_time_micros for d in deps), last)
 
 
 def _recorded_waits(threads: Sequence[Sequence[TimedHostOp]],

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     )
     from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
     from pt2chakra.simulation.waits import (
+        CPU_WAKE_TOL_US,
         INFER_MIN_US,
         CollectiveEnds,
         HostWait,
@@ -120,10 +121,11 @@ _EXPORTS = {
     "TimedHostOp": "pt2chakra.simulation.waits",
     "HostWait": "pt2chakra.simulation.waits",
     "INFER_MIN_US": "pt2chakra.simulation.waits",
+    "CPU_WAKE_TOL_US": "pt2chakra.simulation.waits",
     "host_comm_waits": "pt2chakra.simulation.waits",
 }
 __all__ = [
-    "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "Calibration", "CollectiveEnds",
+    "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "CPU_WAKE_TOL_US", "Calibration", "CollectiveEnds",
     "CollectiveRow", "CriticalPath", "GLOO", "TimedHostOp", "HostWait", "INFER_MIN_US", "META_NAME",
     "RecordedCalibration", "SCALED_BACKENDS", "Schedule", "SimConfig", "SimulationOptions",
     "SimulationResult", "SimulationRun", "Simulator", "WhatIf", "arrivals_of", "base_config",
