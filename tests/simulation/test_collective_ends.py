@@ -102,17 +102,19 @@ def test_ranks_with_gpu_work_get_no_pickup_delay() -> None:
 
 
 def test_a_workers_post_processing_waits_for_the_collective_it_ran() -> None:
-    """A gloo worker idle from 60 us runs the all-reduce issued at 100 us and
-    divides its result at 9,000 us, 500 us before the collective's record
-    closes (FSDP2's div_ after its all-reduce). Nothing it depends on ended
-    after the collective began, so it waited for it: the replay starts it at
-    the collective's end, not 8,940 us after the worker's previous op (a
-    delay the CPU stretch of a scaled-out job would multiply)."""
+    """A gloo worker idle from 60 us runs the all-reduce that the c10d call
+    (op 1, another thread) issued at 100 us and divides its result at 9,000
+    us, 500 us before the collective's record closes (FSDP2's div_ after its
+    all-reduce, which records its dependency on that call). The call released
+    it at 100 us and the collective was picked up then, so it waited for it
+    (the wake-up rule's release point): the replay starts it at the
+    collective's end, not 8,940 us after the worker's previous op (a delay
+    the CPU stretch of a scaled-out job would multiply)."""
     def rank() -> list:
         nodes = _on_worker([cpu(1, 0, 100),
                             gpu(2, 100, 9400, deps=[1], kinds=["launch"], comm=AR, seq=1,
                                 stream=WORKER)])
-        return [*nodes, cpu(4, 40, 20, tid=2), cpu(5, 9000, 10, deps=[4], tid=2)]
+        return [*nodes, cpu(4, 40, 20, tid=2), cpu(5, 9000, 10, deps=[4, 1], tid=2)]
 
     result, schedule = Simulator([(MD, rank()), (MD, rank())]).run(SimConfig(align="together"))
     assert result.inferred_stream_waits == 2  # op 5 of each rank
