@@ -48,14 +48,20 @@ from pt2chakra.conversion.deps import (
     stream_order_edges,
     stream_wait_edges,
 )
-from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
+from pt2chakra.conversion.linker import (
+    LaunchedGpuOp,
+    LinkedEvent,
+    LinkedTrace,
+    containers,
+    names_passing,
+)
 from pt2chakra.conversion.step import is_stand_in
 from pt2chakra.names import (
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
 )
-from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 from pt2chakra.rules.conventions import (
     COMM_CHANNEL,
@@ -74,7 +80,7 @@ class CpuNodeSources(NamedTuple):
     into a table of their own (one tuple per op: about 140 MB for a million
     ops), so the linked events are kept until then."""
 
-    events: dict[int, CpuEvent]  # the linked Kineto event
+    events: dict[int, LinkedEvent]  # the linked Kineto event's times
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
     deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
@@ -366,7 +372,7 @@ NESTING_SLACK_US = 1.0
 (1 us)."""
 
 
-def _nested(ev: CpuEvent, caller_ev: CpuEvent) -> bool:
+def _nested(ev: LinkedEvent, caller_ev: LinkedEvent) -> bool:
     """Whether ``ev`` ran inside ``caller_ev``: the host ET files a gloo
     worker thread's collective under whatever op its record stack held (an
     earlier collective of the same worker, long over), and subtracting a
