@@ -31,6 +31,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -1628,13 +1629,14 @@ bounded_ints(PyObject *list, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out)
     return 1;
 }
 
-/* The replay's state, C arrays; ``taken``: 1 bound, 2 started, 4 ended. */
+/* The replay's state, C arrays; the run's columns (start_t, end_t,
+ * bind_pred, bind_kind, bind_time) are the buffers of its arrays, written in place. */
 typedef struct {
     Py_ssize_t n, lanes;
     double *lane_free, *ready_t, *dur, *delay, *start_t, *end_t, *bind_time;
-    int64_t *waiting, *lane_of, *order, *lane_prev, *ready_pred, *ready_kind, *bind_pred,
-        *bind_kind;
-    char *lane_busy, *taken;
+    int64_t *waiting, *lane_of, *order, *lane_prev, *ready_pred, *ready_kind, *bind_pred;
+    signed char *bind_kind;
+    char *lane_busy;
     const int64_t *cs, *child;
     const signed char *kind;
     ReadyHeap *lane_heap;
@@ -1657,8 +1659,7 @@ plain_take(Plain *r, int64_t lane, int64_t i)
     }
     else
         bp = r->ready_pred[i], bk = r->ready_kind[i], bt = ready;
-    r->bind_pred[i] = bp, r->bind_kind[i] = bk, r->bind_time[i] = bt;
-    r->taken[i] |= 1;
+    r->bind_pred[i] = bp, r->bind_kind[i] = (signed char)bk, r->bind_time[i] = bt;
     e.t = bt + r->delay[i], e.ev = EV_START, e.seq = ++r->seq, e.i = i;
     return EventHeap_push(&r->events, e);
 }
@@ -1677,7 +1678,6 @@ plain_complete(Plain *r, int64_t i, double t)
 {
     int64_t lane = r->lane_of[i];
     r->end_t[i] = t;
-    r->taken[i] |= 4;
     r->lane_busy[lane] = 0;
     r->lane_free[lane] = t;
     r->lane_prev[lane] = i;
@@ -1724,7 +1724,6 @@ plain_run(Plain *r)
         else {
             Event done = {e.t + r->dur[e.i], EV_COMPLETE, ++r->seq, e.i};
             r->start_t[e.i] = e.t;
-            r->taken[e.i] |= 2;
             if (!EventHeap_push(&r->events, done))
                 return 0;
         }
@@ -1732,15 +1731,27 @@ plain_run(Plain *r)
     return 1;
 }
 
-/* Set list[k] to a new object; 0 on failure. */
-static inline int
-set_item(PyObject *list, Py_ssize_t k, PyObject *v)
+/* A writable buffer of ``n`` items of ``format`` (an ``array.array`` of
+ * that typecode); 0 where it is not. */
+static int
+column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize, Py_ssize_t n)
 {
-    if (v == NULL)
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
         return 0;
-    PyList_SetItem(list, k, v); /* steals v */
-    return 1;
+    }
+    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0 &&
+        view->len == n * itemsize)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
 }
+
+/* The run's columns, argv[10] to argv[14]: their typecodes and item sizes
+ * (event_loop.ReplayRun: TIME_TYPECODE, INDEX_TYPECODE, KIND_TYPECODE). */
+#define RUN_COLUMNS 5
+static const char *const RUN_FORMATS[RUN_COLUMNS] = {"d", "d", "q", "b", "d"};
+static const Py_ssize_t RUN_ITEMSIZES[RUN_COLUMNS] = {8, 8, 8, 1, 8};
 
 PyDoc_STRVAR(replay_plain_doc,
 "replay_plain(lane_free, waiting, ready_t, lane_of, order, child_start, child,\n"
@@ -1748,15 +1759,16 @@ PyDoc_STRVAR(replay_plain_doc,
 "             k_start, k_lane) -> bool | None\n\n"
 "event_loop._Replay.replay of a graph without collectives waiting for peers, sync\n"
 "ops or late launches: writes the nodes' start, end and binding into the\n"
-"lists given and returns True; None (nothing written) where an input is not\n"
-"as expected (a value not an exact finite float or an int in range).");
+"run's arrays given (typecodes d, d, q, b, d) and returns True; None (nothing\n"
+"written) where an input is not as expected (a value not an exact finite\n"
+"float or an int in range, a column not such an array of n items).");
 
 static PyObject *
 replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     Plain r;
-    Py_buffer views[3];
-    int got = 0, ok = 0, fits;
+    Py_buffer views[3], cols[RUN_COLUMNS];
+    int got = 0, got_cols = 0, ok = 0, fits;
     Py_ssize_t n, lanes;
     PyObject *result = NULL;
     void *blocks[2] = {NULL, NULL};
@@ -1780,10 +1792,14 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         strcmp(views[1].format, "q") == 0 && views[2].format &&
         strcmp(views[2].format, "b") == 0 && views[0].len / 8 == n + 1 &&
         views[1].len == views[2].len * 8;
-    for (int k = 10; k < 15; k++)
-        fits = fits && PyList_Check(argv[k]) && PyList_GET_SIZE(argv[k]) == n;
+    fits = fits && r.k_start >= SCHAR_MIN && r.k_start <= SCHAR_MAX && r.k_lane >= SCHAR_MIN &&
+        r.k_lane <= SCHAR_MAX; /* the bind_kind column holds signed bytes */
     if (!fits || n < 0 || lanes <= 0 || n > PY_SSIZE_T_MAX / 64)
         goto python_path;
+    for (; got_cols < RUN_COLUMNS; got_cols++)
+        if (!column(argv[10 + got_cols], &cols[got_cols], RUN_FORMATS[got_cols],
+                    RUN_ITEMSIZES[got_cols], n))
+            goto python_path;
     r.n = n, r.lanes = lanes;
     r.cs = views[0].buf, r.child = views[1].buf, r.kind = views[2].buf;
     {
@@ -1797,8 +1813,8 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (r.child[j] < 0 || r.child[j] >= n)
                 goto python_path;
     }
-    /* per node: 5 doubles, 8 int64, 1 char; per lane: 1 double, 1 int64, 1 char, 1 heap */
-    blocks[0] = PyMem_Calloc((size_t)n + 1, 5 * sizeof(double) + 8 * sizeof(int64_t) + 1);
+    /* per node: 3 doubles, 5 int64; per lane: 1 double, 1 int64, 1 char, 1 heap */
+    blocks[0] = PyMem_Calloc((size_t)n + 1, 3 * sizeof(double) + 5 * sizeof(int64_t));
     blocks[1] = PyMem_Calloc((size_t)lanes, sizeof(double) + sizeof(int64_t) + 1 +
                              sizeof(ReadyHeap));
     if (blocks[0] == NULL || blocks[1] == NULL) {
@@ -1807,16 +1823,14 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     }
     {
         char *b = blocks[0];
-        double **d[5] = {&r.ready_t, &r.dur, &r.delay, &r.start_t, &r.bind_time};
-        int64_t **q[8] = {&r.waiting, &r.lane_of, &r.order, &r.ready_pred, &r.ready_kind,
-                          &r.bind_pred, &r.bind_kind, NULL};
-        for (int k = 0; k < 5; k++, b += (n + 1) * sizeof(double))
+        double **d[3] = {&r.ready_t, &r.dur, &r.delay};
+        int64_t **q[5] = {&r.waiting, &r.lane_of, &r.order, &r.ready_pred, &r.ready_kind};
+        for (int k = 0; k < 3; k++, b += (n + 1) * sizeof(double))
             *d[k] = (double *)b;
-        for (int k = 0; k < 7; k++, b += (n + 1) * sizeof(int64_t))
+        for (int k = 0; k < 5; k++, b += (n + 1) * sizeof(int64_t))
             *q[k] = (int64_t *)b;
-        r.end_t = (double *)b; /* the eighth int64-sized column */
-        b += (n + 1) * sizeof(double);
-        r.taken = b;
+        r.start_t = cols[0].buf, r.end_t = cols[1].buf, r.bind_pred = cols[2].buf;
+        r.bind_kind = cols[3].buf, r.bind_time = cols[4].buf;
         b = blocks[1];
         r.lane_heap = (ReadyHeap *)b;
         b += lanes * sizeof(ReadyHeap);
@@ -1844,17 +1858,6 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if ((r.taken[i] & 1) &&
-            (!set_item(argv[12], i, PyLong_FromLongLong(r.bind_pred[i])) ||
-             !set_item(argv[13], i, PyLong_FromLongLong(r.bind_kind[i])) ||
-             !set_item(argv[14], i, PyFloat_FromDouble(r.bind_time[i]))))
-            goto done;
-        if ((r.taken[i] & 2) && !set_item(argv[10], i, PyFloat_FromDouble(r.start_t[i])))
-            goto done;
-        if ((r.taken[i] & 4) && !set_item(argv[11], i, PyFloat_FromDouble(r.end_t[i])))
-            goto done;
-    }
     ok = 1;
 python_path:
     result = ok ? Py_True : Py_None;
@@ -1868,6 +1871,8 @@ done:
     PyMem_Free(blocks[1]);
     while (got > 0)
         PyBuffer_Release(&views[--got]);
+    while (got_cols > 0)
+        PyBuffer_Release(&cols[--got_cols]);
     return result;
 }
 

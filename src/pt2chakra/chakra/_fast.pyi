@@ -1,5 +1,6 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -74,11 +75,11 @@ def replay_plain(
     child_kind: Any,
     dur: list[float],
     delay: list[float],
-    start: list[float],
-    end: list[float],
-    bind_pred: list[int],
-    bind_kind: list[int],
-    bind_time: list[float],
+    start: array[float],
+    end: array[float],
+    bind_pred: array[int],
+    bind_kind: array[int],
+    bind_time: array[float],
     k_start: int,
     k_lane: int,
     /,
