@@ -14,7 +14,9 @@
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
  * - replay_plain: the replay of a graph without collectives, sync ops or late
- *   launches (event_loop._Replay.replay).
+ *   launches (event_loop._Replay.replay);
+ * - walk_back: the critical path's walk back from the last node to end
+ *   (critical_path._walk_back_python).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -1876,6 +1878,246 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * walk_back: the critical path's walk back (critical_path._walk_back_python):
+ * from the last node to end, follow what decided each start (or a sync op's
+ * end) back to a rank's start, charging time to node types and edge kinds.
+ * ------------------------------------------------------------------------ */
+
+/* Time charged per code, and the codes in the order first charged. */
+typedef struct {
+    double *us;
+    char *charged;
+    int64_t *order;
+    Py_ssize_t n, used;
+} Tally;
+
+static inline void
+tally_charge(Tally *t, int64_t code, double us)
+{
+    if (!t->charged[code]) {
+        t->charged[code] = 1;
+        t->order[t->used++] = code;
+    }
+    t->us[code] = t->us[code] + us;
+}
+
+/* The tally as Python values: slots (a float, None where never charged)
+ * and the order; NULL on failure. */
+static int
+tally_out(const Tally *t, PyObject **slots, PyObject **order)
+{
+    *slots = PyList_New(t->n);
+    *order = PyList_New(t->used);
+    if (*slots == NULL || *order == NULL)
+        return 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        PyObject *v = t->charged[k] ? PyFloat_FromDouble(t->us[k]) : Py_NewRef(Py_None);
+        if (v == NULL)
+            return 0;
+        PyList_SET_ITEM(*slots, k, v);
+    }
+    for (Py_ssize_t k = 0; k < t->used; k++) {
+        PyObject *v = PyLong_FromLongLong(t->order[k]);
+        if (v == NULL)
+            return 0;
+        PyList_SET_ITEM(*order, k, v);
+    }
+    return 1;
+}
+
+/* An exact int of ``list`` at ``i`` within [lo, hi); 0 where it is not. */
+static inline int
+small_int_at(PyObject *list, Py_ssize_t i, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *v = PyList_GET_ITEM(list, i);
+    int overflow = 0;
+    long long x;
+    if (!PyLong_CheckExact(v))
+        return 0;
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < lo || x >= hi)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* The columns walk_back reads, argv[2] to argv[7] (event_loop.ReplayRun):
+ * start, end, bind_time, bind_kind, bind_pred, gate_pred. */
+#define WALK_COLUMNS 6
+static const char *const WALK_FORMATS[WALK_COLUMNS] = {"d", "d", "d", "b", "q", "q"};
+static const Py_ssize_t WALK_ITEMSIZES[WALK_COLUMNS] = {8, 8, 8, 1, 8, 8};
+
+PyDoc_STRVAR(walk_back_doc,
+"walk_back(cat, rank, start, end, bind_time, bind_kind, bind_pred, gate_pred, late,\n"
+"          last, multi, n_types, n_kinds, t_gap, t_wait, cpu_op, k_gpu_sync)\n"
+"  -> (path, type_us, kind_us, type_order, kind_order, total, crossings) | None\n\n"
+"critical_path._walk_back_python from node ``last``: ``path`` the nodes walked\n"
+"(int64 bytes, last first), the time per node type and edge kind by code (None:\n"
+"never charged) with the codes in the order first charged, the path's length and\n"
+"its moves to another rank. ``cat`` and ``rank`` are lists of ints, the columns the\n"
+"run's arrays (typecodes d, d, d, b, q, q), ``late`` the late launches (``in``).\n"
+"None where an input is not as expected (a code or a node index out of range).");
+
+static PyObject *
+walk_back(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer cols[WALK_COLUMNS];
+    int got = 0, ok = 0, multi;
+    Py_ssize_t n, path_len = 0, path_cap = 0;
+    int64_t *path = NULL, cur, n_types, n_kinds, t_gap, t_wait, cpu_op, k_sync, crossings = 0;
+    int64_t guard;
+    double t, total = 0.0;
+    const double *start, *end, *bind_time;
+    const signed char *bind_kind;
+    const int64_t *bind_pred, *gate_pred;
+    PyObject *cat, *rank, *late, *result = NULL;
+    PyObject *type_us = NULL, *kind_us = NULL, *type_order = NULL, *kind_order = NULL;
+    PyObject *path_bytes = NULL;
+    Tally types = {0}, kinds = {0};
+    (void)self;
+    if (argc != 17 || !PyList_Check(argv[0]) || !PyList_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "walk_back: 17 arguments, see its docstring");
+        return NULL;
+    }
+    cat = argv[0], rank = argv[1], late = argv[8];
+    n = PyList_GET_SIZE(cat);
+    cur = PyLong_AsLongLong(argv[9]);
+    multi = PyObject_IsTrue(argv[10]);
+    n_types = PyLong_AsLongLong(argv[11]);
+    n_kinds = PyLong_AsLongLong(argv[12]);
+    t_gap = PyLong_AsLongLong(argv[13]);
+    t_wait = PyLong_AsLongLong(argv[14]);
+    cpu_op = PyLong_AsLongLong(argv[15]);
+    k_sync = PyLong_AsLongLong(argv[16]);
+    if (PyErr_Occurred() || multi < 0)
+        return NULL;
+    if (PyList_GET_SIZE(rank) != n || cur < 0 || cur >= n || n_types <= 0 || n_kinds <= 0 ||
+        n_types > 256 || n_kinds > 256 || t_gap < 0 || t_gap >= n_types || t_wait < 0 ||
+        t_wait >= n_types || cpu_op < 0 || cpu_op >= n_types || k_sync < 0 || k_sync >= n_kinds)
+        goto python_path;
+    for (; got < WALK_COLUMNS; got++)
+        if (!column(argv[2 + got], &cols[got], WALK_FORMATS[got], WALK_ITEMSIZES[got], n))
+            goto python_path;
+    start = cols[0].buf, end = cols[1].buf, bind_time = cols[2].buf;
+    bind_kind = cols[3].buf, bind_pred = cols[4].buf, gate_pred = cols[5].buf;
+    types.n = n_types, kinds.n = n_kinds;
+    types.us = PyMem_Calloc((size_t)n_types, sizeof(double));
+    types.charged = PyMem_Calloc((size_t)n_types, 1);
+    types.order = PyMem_Calloc((size_t)n_types, sizeof(int64_t));
+    kinds.us = PyMem_Calloc((size_t)n_kinds, sizeof(double));
+    kinds.charged = PyMem_Calloc((size_t)n_kinds, 1);
+    kinds.order = PyMem_Calloc((size_t)n_kinds, sizeof(int64_t));
+    if (!types.us || !types.charged || !types.order || !kinds.us || !kinds.charged ||
+        !kinds.order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    guard = (int64_t)n + 5;
+    t = end[cur];
+    while (cur >= 0 && guard) {
+        int64_t gp, c, kind, pred;
+        double s, e, node_part, bt, wait, share;
+        guard--;
+        if (path_len == path_cap) {
+            Py_ssize_t cap = path_cap ? 2 * path_cap : 1024;
+            int64_t *grown = PyMem_Realloc(path, (size_t)cap * sizeof(int64_t));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            path = grown, path_cap = cap;
+        }
+        path[path_len++] = cur;
+        gp = gate_pred[cur];
+        if (gp >= n)
+            goto python_path;
+        if (gp >= 0 && t >= end[cur] && end[gp] > start[cur]) {
+            /* _gated_step: the post-return part is CPU time on a gpu_sync edge */
+            double seg = t - end[gp];
+            int differ;
+            tally_charge(&types, cpu_op, seg);
+            tally_charge(&kinds, k_sync, seg);
+            total += seg;
+            differ = PyObject_RichCompareBool(PyList_GET_ITEM(rank, gp),
+                                              PyList_GET_ITEM(rank, cur), Py_NE);
+            if (differ < 0)
+                goto done;
+            crossings += differ;
+            cur = gp, t = end[gp];
+            continue;
+        }
+        s = start[cur], e = end[cur];
+        node_part = (e < t ? e : t) - s;
+        if (!(node_part > 0.0))
+            node_part = 0.0;
+        if (!small_int_at(cat, cur, 0, t_gap < t_wait ? t_gap : t_wait, &c))
+            goto python_path;
+        tally_charge(&types, c, node_part);
+        bt = bind_time[cur];
+        wait = s - bt;
+        if (!(wait > 0.0))
+            wait = 0.0;
+        if (c == cpu_op)
+            tally_charge(&types, t_gap, wait);
+        else if (wait != 0.0) {
+            PyObject *key = PyLong_FromLongLong(cur);
+            int in_late = key == NULL ? -1 : PySequence_Contains(late, key);
+            Py_XDECREF(key);
+            if (in_late < 0)
+                goto done;
+            tally_charge(&types, in_late ? t_gap : t_wait, wait);
+        }
+        share = node_part + wait;
+        kind = bind_kind[cur];
+        if (kind < 0 || kind >= n_kinds)
+            goto python_path;
+        tally_charge(&kinds, kind, share);
+        total += share;
+        pred = bind_pred[cur];
+        if (pred >= n)
+            goto python_path;
+        if (multi && pred >= 0) {
+            int differ = PyObject_RichCompareBool(PyList_GET_ITEM(rank, pred),
+                                                  PyList_GET_ITEM(rank, cur), Py_NE);
+            if (differ < 0)
+                goto done;
+            crossings += differ;
+        }
+        cur = pred, t = bt;
+    }
+    path_bytes = PyBytes_FromStringAndSize((const char *)path,
+                                           path_len * (Py_ssize_t)sizeof(int64_t));
+    if (path_bytes == NULL || !tally_out(&types, &type_us, &type_order) ||
+        !tally_out(&kinds, &kind_us, &kind_order))
+        goto done;
+    result = Py_BuildValue("(OOOOOdL)", path_bytes, type_us, kind_us, type_order, kind_order,
+                           total, (long long)crossings);
+    ok = 1;
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+    ok = 1;
+done:
+    if (!ok)
+        Py_CLEAR(result);
+    Py_XDECREF(path_bytes);
+    Py_XDECREF(type_us);
+    Py_XDECREF(kind_us);
+    Py_XDECREF(type_order);
+    Py_XDECREF(kind_order);
+    PyMem_Free(path);
+    PyMem_Free(types.us);
+    PyMem_Free(types.charged);
+    PyMem_Free(types.order);
+    PyMem_Free(kinds.us);
+    PyMem_Free(kinds.charged);
+    PyMem_Free(kinds.order);
+    while (got > 0)
+        PyBuffer_Release(&cols[--got]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
@@ -1883,6 +2125,7 @@ static PyMethodDef methods[] = {
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
      replay_plain_doc},
+    {"walk_back", (PyCFunction)(void (*)(void))walk_back, METH_FASTCALL, walk_back_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

@@ -1,7 +1,7 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
@@ -84,3 +84,23 @@ def replay_plain(
     k_lane: int,
     /,
 ) -> bool | None: ...
+def walk_back(
+    cat: list[int],
+    rank: list[int],
+    start: array[float],
+    end: array[float],
+    bind_time: array[float],
+    bind_kind: array[int],
+    bind_pred: array[int],
+    gate_pred: array[int],
+    late: Container[int],
+    last: int,
+    multi: bool,
+    n_types: int,
+    n_kinds: int,
+    t_gap: int,
+    t_wait: int,
+    cpu_op: int,
+    k_gpu_sync: int,
+    /,
+) -> tuple[bytes, list[float | None], list[float | None], list[int], list[int], float, int] | None: ...
