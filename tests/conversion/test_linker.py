@@ -29,7 +29,7 @@ def test_rf_id_links_by_record_function_id():
     ops = [op(2, "aten::mm", rf=7), op(3, "aten::add", rf=8), op(4, "aten::relu", rf=99)]
     events = [ev("aten::mm", 10, 5, rf=7), ev("aten::add", 20, 5, rf=8)]
     linked = link_by_rf_id(ops, events)
-    assert {k: v.name for k, v in linked.items()} == {2: "aten::mm", 3: "aten::add"}
+    assert linked == {2: LinkedEvent(10, 5, 100), 3: LinkedEvent(20, 5, 100)}
 
 
 def test_rf_id_from_another_run_is_refused():
