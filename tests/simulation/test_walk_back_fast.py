@@ -68,7 +68,7 @@ def _fields(tally: _PathTally) -> tuple[Any, ...]:
             tally.kind_order, repr(tally.total), tally.crossings)
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(_run())
 def test_same_walk(case: tuple[PreparedGraph, ReplayRun, int]) -> None:
     p, run, last = case
