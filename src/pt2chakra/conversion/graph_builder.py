@@ -119,6 +119,7 @@ class ChakraGraph:
         self._comm = comm or CommContext(ops_by_id, frozenset(), "", 0)
         self._ops_by_id = ops_by_id
         self._sources = CpuNodeSources(linked.cpu_event, callee_time, deps, ops_by_id, dropped)
+        self._special: frozenset[int] | None = None  # _special_ids, once found
 
     def node_ids(self) -> list[int]:
         return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
@@ -182,13 +183,16 @@ class ChakraGraph:
     def _special_ids(self) -> frozenset[int]:
         """The CPU ops that are not surely plain COMP_NODEs: they may become
         metadata or communication nodes (see ``_cpu_node_type``). A few
-        ops of the trace, found without a call per op."""
-        ops = self._cpu_ops
-        pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
-        special = set(self._comm.transfers)
-        if pg_init is not None:
-            special.update(map(_op_id, compress(ops, pg_init)))
-        return frozenset(special)
+        ops of the trace, found without a call per op, once (the writer and
+        the report's counts ask: a pass over the ops' names each time)."""
+        if self._special is None:
+            ops = self._cpu_ops
+            pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
+            special = set(self._comm.transfers)
+            if pg_init is not None:
+                special.update(map(_op_id, compress(ops, pg_init)))
+            self._special = frozenset(special)
+        return self._special
 
     def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
         for node in self._gpu_nodes:
