@@ -214,8 +214,11 @@ def _path_summary(p: PreparedGraph, run: ReplayRun, tally: _PathTally, nodes: se
     # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
     # without a Python key call per node
     on_path = list(nodes)
-    minus_duration = [s - e for s, e in zip(map(run.start.__getitem__, on_path),
-                                            map(run.end.__getitem__, on_path))]
+    # every node's (one sequential pass over the run's arrays: cheaper than
+    # reading them at the path's nodes, each read a new float)
+    minus_all = list(map(operator.sub, run.start, run.end))
+    minus_duration = list(map(minus_all.__getitem__, on_path))
+    del minus_all
     top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
                                                key=minus_duration.__getitem__)]
     return CriticalPath(
