@@ -75,6 +75,7 @@ from pt2chakra.simulation.durations import (
 )
 from pt2chakra.simulation.prepared import (
     CPU_OP,
+    EDGE_KIND_NAMES,
     K_LANE,
     K_LAUNCH,
     K_START,
@@ -101,6 +102,7 @@ _heappush, _heappop = heapq.heappush, heapq.heappop
 # 32 bytes a node (a pointer and a float object), these 8 (1 for kinds): at a
 # million nodes the run's six columns were 180 MB of the replay's peak.
 TIME_TYPECODE, INDEX_TYPECODE, KIND_TYPECODE = "d", "q", "b"
+assert len(EDGE_KIND_NAMES) <= 127, "edge-kind codes must fit KIND_TYPECODE (signed bytes)"
 
 
 class ReplayRun:
