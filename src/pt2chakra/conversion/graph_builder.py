@@ -76,9 +76,9 @@ from pt2chakra.rules.conventions import (
 class CpuNodeSources(NamedTuple):
     """Where a CPU node's fields come from beyond its host op, by op id.
 
-    Its times are read from its Kineto event when written rather than copied
-    into a table of their own (one tuple per op: about 140 MB for a million
-    ops), so the linked events are kept until then."""
+    Its times are read from its linked event (``LinkedEvent``) when written
+    rather than copied into a table of their own (one tuple per op: about
+    140 MB for a million ops), so the linked events are kept until then."""
 
     events: dict[int, LinkedEvent]  # the linked Kineto event's times
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
