@@ -16,7 +16,7 @@ from builders import runtime_event as launch
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.conversion.graph_builder import build_graph
-from pt2chakra.conversion.linker import link
+from pt2chakra.conversion.linker import LinkedEvent, link
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -202,7 +202,7 @@ def test_cpu_fields_follow_the_attribute_table():
 
     host_op = HostOp(id=3, name="aten::mm", parent=1, tid=1, rf_id=-7, op_schema="aten::mm(...)")
     caller = HostOp(id=1, name="caller", parent=0, tid=1)
-    event = CpuEvent("aten::mm", "cpu_op", 10.4, 5.6, 1, 1)
+    event = LinkedEvent(10.4, 5.6, 1)
     deps = [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
     sources = CpuNodeSources({3: event}, {3: 1.1}, {3: deps}, {1: caller, 3: host_op},
                              frozenset())

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.simulation.event_loop import ReplayRun, _Replay
+from pt2chakra.simulation.event_loop import ReplayRun, _Replay, replay_compiled
 from pt2chakra.simulation.prepared import K_LANE, K_START, PreparedGraph
 
 pytestmark = pytest.mark.skipif(getattr(compiled.FAST, "replay_plain", None) is None,
@@ -64,8 +64,7 @@ def _run(p: PreparedGraph, dur: list[float], delay: list[float], origin: list[fl
     if not fast:
         compiled.FAST = None
     try:
-        replay = _Replay(p, run, dur, delay, {}, False)
-        took = replay._replay_compiled() if fast else False
+        took = replay_compiled(p, run, dur, delay, {}, False) if fast else False
         if not took:
             _Replay(p, run, dur, delay, {}, False).replay()
     finally:
@@ -84,8 +83,12 @@ def test_same_replay(case: tuple[PreparedGraph, list[float], list[float], list[f
     assert fast == python
 
 
+def _untouched(run: ReplayRun) -> bool:
+    return math.isnan(run.start[0]) and math.isnan(run.end[0]) and list(run.bind_pred) == [-1]
+
+
 def test_inputs_it_does_not_take() -> None:
-    """An int duration or a NaN: None, and the run's lists untouched."""
+    """An int duration or a NaN: None, and the run's arrays untouched."""
     plain = getattr(compiled.FAST, "replay_plain", None)
     assert plain is not None
     for dur in ([1], [math.nan], [math.inf]):
@@ -94,4 +97,25 @@ def test_inputs_it_does_not_take() -> None:
                     dur, [0.0], run.start, run.end, run.bind_pred, run.bind_kind,
                     run.bind_time, K_START, K_LANE)
         assert got is None
-        assert math.isnan(run.start[0]) and run.bind_pred == [-1]
+        assert _untouched(run)
+
+
+def test_columns_it_does_not_take() -> None:
+    """The run's columns must be arrays of its typecodes and length: a list,
+    another typecode or another length gives None, nothing written."""
+    plain = getattr(compiled.FAST, "replay_plain", None)
+    assert plain is not None
+    for column, wrong in ((0, [math.nan]), (1, array("f", [math.nan])), (2, array("q", [-1, -1])),
+                          (3, array("q", [K_START]))):
+        run = ReplayRun(1)
+        cols: list[Any] = [run.start, run.end, run.bind_pred, run.bind_kind, run.bind_time]
+        cols[column] = wrong
+        got = plain([0.0], [0], [0.0], [0], [0], array("q", [0, 0]), array("q"), array("b"),
+                    [1.0], [0.0], *cols, K_START, K_LANE)
+        assert got is None
+        assert _untouched(run)
+    run = ReplayRun(1)
+    assert plain([0.0], [0], [0.0], [0], [0], array("q", [0, 0]), array("q"), array("b"),
+                 [1.0], [0.0], run.start, run.end, run.bind_pred, run.bind_kind, run.bind_time,
+                 K_START, K_LANE) is True
+    assert (run.start[0], run.end[0], run.bind_pred[0], run.bind_kind[0]) == (0.0, 1.0, -1, K_START)

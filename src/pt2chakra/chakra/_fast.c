@@ -14,7 +14,9 @@
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
  * - replay_plain: the replay of a graph without collectives, sync ops or late
- *   launches (event_loop._Replay.replay).
+ *   launches (event_loop._Replay.replay);
+ * - walk_back: the critical path's walk back from the last node to end
+ *   (critical_path._walk_back_python).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -31,6 +33,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
@@ -1628,13 +1631,14 @@ bounded_ints(PyObject *list, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out)
     return 1;
 }
 
-/* The replay's state, C arrays; ``taken``: 1 bound, 2 started, 4 ended. */
+/* The replay's state, C arrays; the run's columns (start_t, end_t,
+ * bind_pred, bind_kind, bind_time) are the buffers of its arrays, written in place. */
 typedef struct {
     Py_ssize_t n, lanes;
     double *lane_free, *ready_t, *dur, *delay, *start_t, *end_t, *bind_time;
-    int64_t *waiting, *lane_of, *order, *lane_prev, *ready_pred, *ready_kind, *bind_pred,
-        *bind_kind;
-    char *lane_busy, *taken;
+    int64_t *waiting, *lane_of, *order, *lane_prev, *ready_pred, *ready_kind, *bind_pred;
+    signed char *bind_kind;
+    char *lane_busy;
     const int64_t *cs, *child;
     const signed char *kind;
     ReadyHeap *lane_heap;
@@ -1657,8 +1661,7 @@ plain_take(Plain *r, int64_t lane, int64_t i)
     }
     else
         bp = r->ready_pred[i], bk = r->ready_kind[i], bt = ready;
-    r->bind_pred[i] = bp, r->bind_kind[i] = bk, r->bind_time[i] = bt;
-    r->taken[i] |= 1;
+    r->bind_pred[i] = bp, r->bind_kind[i] = (signed char)bk, r->bind_time[i] = bt;
     e.t = bt + r->delay[i], e.ev = EV_START, e.seq = ++r->seq, e.i = i;
     return EventHeap_push(&r->events, e);
 }
@@ -1677,7 +1680,6 @@ plain_complete(Plain *r, int64_t i, double t)
 {
     int64_t lane = r->lane_of[i];
     r->end_t[i] = t;
-    r->taken[i] |= 4;
     r->lane_busy[lane] = 0;
     r->lane_free[lane] = t;
     r->lane_prev[lane] = i;
@@ -1724,7 +1726,6 @@ plain_run(Plain *r)
         else {
             Event done = {e.t + r->dur[e.i], EV_COMPLETE, ++r->seq, e.i};
             r->start_t[e.i] = e.t;
-            r->taken[e.i] |= 2;
             if (!EventHeap_push(&r->events, done))
                 return 0;
         }
@@ -1732,15 +1733,27 @@ plain_run(Plain *r)
     return 1;
 }
 
-/* Set list[k] to a new object; 0 on failure. */
-static inline int
-set_item(PyObject *list, Py_ssize_t k, PyObject *v)
+/* A writable buffer of ``n`` items of ``format`` (an ``array.array`` of
+ * that typecode); 0 where it is not. */
+static int
+column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize, Py_ssize_t n)
 {
-    if (v == NULL)
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
         return 0;
-    PyList_SetItem(list, k, v); /* steals v */
-    return 1;
+    }
+    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0 &&
+        view->len == n * itemsize)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
 }
+
+/* The run's columns, argv[10] to argv[14]: their typecodes and item sizes
+ * (event_loop.ReplayRun: TIME_TYPECODE, INDEX_TYPECODE, KIND_TYPECODE). */
+#define RUN_COLUMNS 5
+static const char *const RUN_FORMATS[RUN_COLUMNS] = {"d", "d", "q", "b", "d"};
+static const Py_ssize_t RUN_ITEMSIZES[RUN_COLUMNS] = {8, 8, 8, 1, 8};
 
 PyDoc_STRVAR(replay_plain_doc,
 "replay_plain(lane_free, waiting, ready_t, lane_of, order, child_start, child,\n"
@@ -1748,15 +1761,16 @@ PyDoc_STRVAR(replay_plain_doc,
 "             k_start, k_lane) -> bool | None\n\n"
 "event_loop._Replay.replay of a graph without collectives waiting for peers, sync\n"
 "ops or late launches: writes the nodes' start, end and binding into the\n"
-"lists given and returns True; None (nothing written) where an input is not\n"
-"as expected (a value not an exact finite float or an int in range).");
+"run's arrays given (typecodes d, d, q, b, d) and returns True; None (nothing\n"
+"written) where an input is not as expected (a value not an exact finite\n"
+"float or an int in range, a column not such an array of n items).");
 
 static PyObject *
 replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
     Plain r;
-    Py_buffer views[3];
-    int got = 0, ok = 0, fits;
+    Py_buffer views[3], cols[RUN_COLUMNS];
+    int got = 0, got_cols = 0, ok = 0, fits;
     Py_ssize_t n, lanes;
     PyObject *result = NULL;
     void *blocks[2] = {NULL, NULL};
@@ -1780,10 +1794,14 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         strcmp(views[1].format, "q") == 0 && views[2].format &&
         strcmp(views[2].format, "b") == 0 && views[0].len / 8 == n + 1 &&
         views[1].len == views[2].len * 8;
-    for (int k = 10; k < 15; k++)
-        fits = fits && PyList_Check(argv[k]) && PyList_GET_SIZE(argv[k]) == n;
+    fits = fits && r.k_start >= SCHAR_MIN && r.k_start <= SCHAR_MAX && r.k_lane >= SCHAR_MIN &&
+        r.k_lane <= SCHAR_MAX; /* the bind_kind column holds signed bytes */
     if (!fits || n < 0 || lanes <= 0 || n > PY_SSIZE_T_MAX / 64)
         goto python_path;
+    for (; got_cols < RUN_COLUMNS; got_cols++)
+        if (!column(argv[10 + got_cols], &cols[got_cols], RUN_FORMATS[got_cols],
+                    RUN_ITEMSIZES[got_cols], n))
+            goto python_path;
     r.n = n, r.lanes = lanes;
     r.cs = views[0].buf, r.child = views[1].buf, r.kind = views[2].buf;
     {
@@ -1797,8 +1815,8 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (r.child[j] < 0 || r.child[j] >= n)
                 goto python_path;
     }
-    /* per node: 5 doubles, 8 int64, 1 char; per lane: 1 double, 1 int64, 1 char, 1 heap */
-    blocks[0] = PyMem_Calloc((size_t)n + 1, 5 * sizeof(double) + 8 * sizeof(int64_t) + 1);
+    /* per node: 3 doubles, 5 int64; per lane: 1 double, 1 int64, 1 char, 1 heap */
+    blocks[0] = PyMem_Calloc((size_t)n + 1, 3 * sizeof(double) + 5 * sizeof(int64_t));
     blocks[1] = PyMem_Calloc((size_t)lanes, sizeof(double) + sizeof(int64_t) + 1 +
                              sizeof(ReadyHeap));
     if (blocks[0] == NULL || blocks[1] == NULL) {
@@ -1807,16 +1825,14 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     }
     {
         char *b = blocks[0];
-        double **d[5] = {&r.ready_t, &r.dur, &r.delay, &r.start_t, &r.bind_time};
-        int64_t **q[8] = {&r.waiting, &r.lane_of, &r.order, &r.ready_pred, &r.ready_kind,
-                          &r.bind_pred, &r.bind_kind, NULL};
-        for (int k = 0; k < 5; k++, b += (n + 1) * sizeof(double))
+        double **d[3] = {&r.ready_t, &r.dur, &r.delay};
+        int64_t **q[5] = {&r.waiting, &r.lane_of, &r.order, &r.ready_pred, &r.ready_kind};
+        for (int k = 0; k < 3; k++, b += (n + 1) * sizeof(double))
             *d[k] = (double *)b;
-        for (int k = 0; k < 7; k++, b += (n + 1) * sizeof(int64_t))
+        for (int k = 0; k < 5; k++, b += (n + 1) * sizeof(int64_t))
             *q[k] = (int64_t *)b;
-        r.end_t = (double *)b; /* the eighth int64-sized column */
-        b += (n + 1) * sizeof(double);
-        r.taken = b;
+        r.start_t = cols[0].buf, r.end_t = cols[1].buf, r.bind_pred = cols[2].buf;
+        r.bind_kind = cols[3].buf, r.bind_time = cols[4].buf;
         b = blocks[1];
         r.lane_heap = (ReadyHeap *)b;
         b += lanes * sizeof(ReadyHeap);
@@ -1844,17 +1860,6 @@ replay_plain(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if ((r.taken[i] & 1) &&
-            (!set_item(argv[12], i, PyLong_FromLongLong(r.bind_pred[i])) ||
-             !set_item(argv[13], i, PyLong_FromLongLong(r.bind_kind[i])) ||
-             !set_item(argv[14], i, PyFloat_FromDouble(r.bind_time[i]))))
-            goto done;
-        if ((r.taken[i] & 2) && !set_item(argv[10], i, PyFloat_FromDouble(r.start_t[i])))
-            goto done;
-        if ((r.taken[i] & 4) && !set_item(argv[11], i, PyFloat_FromDouble(r.end_t[i])))
-            goto done;
-    }
     ok = 1;
 python_path:
     result = ok ? Py_True : Py_None;
@@ -1868,6 +1873,248 @@ done:
     PyMem_Free(blocks[1]);
     while (got > 0)
         PyBuffer_Release(&views[--got]);
+    while (got_cols > 0)
+        PyBuffer_Release(&cols[--got_cols]);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * walk_back: the critical path's walk back (critical_path._walk_back_python):
+ * from the last node to end, follow what decided each start (or a sync op's
+ * end) back to a rank's start, charging time to node types and edge kinds.
+ * ------------------------------------------------------------------------ */
+
+/* Time charged per code, and the codes in the order first charged. */
+typedef struct {
+    double *us;
+    char *charged;
+    int64_t *order;
+    Py_ssize_t n, used;
+} Tally;
+
+static inline void
+tally_charge(Tally *t, int64_t code, double us)
+{
+    if (!t->charged[code]) {
+        t->charged[code] = 1;
+        t->order[t->used++] = code;
+    }
+    t->us[code] = t->us[code] + us;
+}
+
+/* The tally as Python values: slots (a float, None where never charged)
+ * and the order; NULL on failure. */
+static int
+tally_out(const Tally *t, PyObject **slots, PyObject **order)
+{
+    *slots = PyList_New(t->n);
+    *order = PyList_New(t->used);
+    if (*slots == NULL || *order == NULL)
+        return 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        PyObject *v = t->charged[k] ? PyFloat_FromDouble(t->us[k]) : Py_NewRef(Py_None);
+        if (v == NULL)
+            return 0;
+        PyList_SET_ITEM(*slots, k, v);
+    }
+    for (Py_ssize_t k = 0; k < t->used; k++) {
+        PyObject *v = PyLong_FromLongLong(t->order[k]);
+        if (v == NULL)
+            return 0;
+        PyList_SET_ITEM(*order, k, v);
+    }
+    return 1;
+}
+
+/* An exact int of ``list`` at ``i`` within [lo, hi); 0 where it is not. */
+static inline int
+small_int_at(PyObject *list, Py_ssize_t i, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *v = PyList_GET_ITEM(list, i);
+    int overflow = 0;
+    long long x;
+    if (!PyLong_CheckExact(v))
+        return 0;
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < lo || x >= hi)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* The columns walk_back reads, argv[2] to argv[7] (event_loop.ReplayRun):
+ * start, end, bind_time, bind_kind, bind_pred, gate_pred. */
+#define WALK_COLUMNS 6
+static const char *const WALK_FORMATS[WALK_COLUMNS] = {"d", "d", "d", "b", "q", "q"};
+static const Py_ssize_t WALK_ITEMSIZES[WALK_COLUMNS] = {8, 8, 8, 1, 8, 8};
+
+PyDoc_STRVAR(walk_back_doc,
+"walk_back(cat, rank, start, end, bind_time, bind_kind, bind_pred, gate_pred, late,\n"
+"          last, multi, n_types, n_kinds, t_gap, t_wait, cpu_op, k_gpu_sync)\n"
+"  -> (path, type_us, kind_us, type_order, kind_order, total, crossings) | None\n\n"
+"critical_path._walk_back_python from node ``last``: ``path`` the nodes walked\n"
+"(int64 bytes, last first), the time per node type and edge kind by code (None:\n"
+"never charged) with the codes in the order first charged, the path's length and\n"
+"its moves to another rank. ``cat`` and ``rank`` are lists of ints, the columns the\n"
+"run's arrays (typecodes d, d, d, b, q, q), ``late`` the late launches (``in``).\n"
+"None where an input is not as expected (a code or a node index out of range).");
+
+static PyObject *
+walk_back(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer cols[WALK_COLUMNS];
+    int got = 0, ok = 0, multi;
+    Py_ssize_t n, path_len = 0, path_cap = 0;
+    int64_t *path = NULL, cur, n_types, n_kinds, t_gap, t_wait, cpu_op, k_sync, crossings = 0;
+    int64_t guard;
+    double t, total = 0.0;
+    const double *start, *end, *bind_time;
+    const signed char *bind_kind;
+    const int64_t *bind_pred, *gate_pred;
+    PyObject *cat, *rank, *late, *result = NULL;
+    PyObject *type_us = NULL, *kind_us = NULL, *type_order = NULL, *kind_order = NULL;
+    PyObject *path_bytes = NULL;
+    Tally types = {0}, kinds = {0};
+    (void)self;
+    if (argc != 17 || !PyList_Check(argv[0]) || !PyList_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "walk_back: 17 arguments, see its docstring");
+        return NULL;
+    }
+    cat = argv[0], rank = argv[1], late = argv[8];
+    n = PyList_GET_SIZE(cat);
+    cur = PyLong_AsLongLong(argv[9]);
+    multi = PyObject_IsTrue(argv[10]);
+    n_types = PyLong_AsLongLong(argv[11]);
+    n_kinds = PyLong_AsLongLong(argv[12]);
+    t_gap = PyLong_AsLongLong(argv[13]);
+    t_wait = PyLong_AsLongLong(argv[14]);
+    cpu_op = PyLong_AsLongLong(argv[15]);
+    k_sync = PyLong_AsLongLong(argv[16]);
+    if (PyErr_Occurred() || multi < 0)
+        return NULL;
+    if (PyList_GET_SIZE(rank) != n || cur < 0 || cur >= n || n_types <= 0 || n_kinds <= 0 ||
+        n_types > 256 || n_kinds > 256 || t_gap < 0 || t_gap >= n_types || t_wait < 0 ||
+        t_wait >= n_types || cpu_op < 0 || cpu_op >= n_types || k_sync < 0 || k_sync >= n_kinds)
+        goto python_path;
+    for (; got < WALK_COLUMNS; got++)
+        if (!column(argv[2 + got], &cols[got], WALK_FORMATS[got], WALK_ITEMSIZES[got], n))
+            goto python_path;
+    start = cols[0].buf, end = cols[1].buf, bind_time = cols[2].buf;
+    bind_kind = cols[3].buf, bind_pred = cols[4].buf, gate_pred = cols[5].buf;
+    types.n = n_types, kinds.n = n_kinds;
+    types.us = PyMem_Calloc((size_t)n_types, sizeof(double));
+    types.charged = PyMem_Calloc((size_t)n_types, 1);
+    types.order = PyMem_Calloc((size_t)n_types, sizeof(int64_t));
+    kinds.us = PyMem_Calloc((size_t)n_kinds, sizeof(double));
+    kinds.charged = PyMem_Calloc((size_t)n_kinds, 1);
+    kinds.order = PyMem_Calloc((size_t)n_kinds, sizeof(int64_t));
+    if (!types.us || !types.charged || !types.order || !kinds.us || !kinds.charged ||
+        !kinds.order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    guard = (int64_t)n + 5;
+    t = end[cur];
+    while (cur >= 0 && guard) {
+        int64_t gp, c, kind, pred;
+        double s, e, node_part, bt, wait, share;
+        guard--;
+        if (path_len == path_cap) {
+            Py_ssize_t cap = path_cap ? 2 * path_cap : 1024;
+            int64_t *grown = PyMem_Realloc(path, (size_t)cap * sizeof(int64_t));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            path = grown, path_cap = cap;
+        }
+        path[path_len++] = cur;
+        gp = gate_pred[cur];
+        if (gp >= n)
+            goto python_path;
+        if (gp >= 0 && t >= end[cur] && end[gp] > start[cur]) {
+            /* _gated_step: the post-return part is CPU time on a gpu_sync edge */
+            double seg = t - end[gp];
+            int differ;
+            tally_charge(&types, cpu_op, seg);
+            tally_charge(&kinds, k_sync, seg);
+            total += seg;
+            differ = PyObject_RichCompareBool(PyList_GET_ITEM(rank, gp),
+                                              PyList_GET_ITEM(rank, cur), Py_NE);
+            if (differ < 0)
+                goto done;
+            crossings += differ;
+            cur = gp, t = end[gp];
+            continue;
+        }
+        s = start[cur], e = end[cur];
+        node_part = (e < t ? e : t) - s;
+        if (!(node_part > 0.0))
+            node_part = 0.0;
+        if (!small_int_at(cat, cur, 0, t_gap < t_wait ? t_gap : t_wait, &c))
+            goto python_path;
+        tally_charge(&types, c, node_part);
+        bt = bind_time[cur];
+        wait = s - bt;
+        if (!(wait > 0.0))
+            wait = 0.0;
+        if (c == cpu_op)
+            tally_charge(&types, t_gap, wait);
+        else if (wait != 0.0) {
+            PyObject *key = PyLong_FromLongLong(cur);
+            int in_late = key == NULL ? -1 : PySequence_Contains(late, key);
+            Py_XDECREF(key);
+            if (in_late < 0)
+                goto done;
+            tally_charge(&types, in_late ? t_gap : t_wait, wait);
+        }
+        share = node_part + wait;
+        kind = bind_kind[cur];
+        if (kind < 0 || kind >= n_kinds)
+            goto python_path;
+        tally_charge(&kinds, kind, share);
+        total += share;
+        pred = bind_pred[cur];
+        if (pred >= n)
+            goto python_path;
+        if (multi && pred >= 0) {
+            int differ = PyObject_RichCompareBool(PyList_GET_ITEM(rank, pred),
+                                                  PyList_GET_ITEM(rank, cur), Py_NE);
+            if (differ < 0)
+                goto done;
+            crossings += differ;
+        }
+        cur = pred, t = bt;
+    }
+    path_bytes = PyBytes_FromStringAndSize((const char *)path,
+                                           path_len * (Py_ssize_t)sizeof(int64_t));
+    if (path_bytes == NULL || !tally_out(&types, &type_us, &type_order) ||
+        !tally_out(&kinds, &kind_us, &kind_order))
+        goto done;
+    result = Py_BuildValue("(OOOOOdL)", path_bytes, type_us, kind_us, type_order, kind_order,
+                           total, (long long)crossings);
+    ok = 1;
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+    ok = 1;
+done:
+    if (!ok)
+        Py_CLEAR(result);
+    Py_XDECREF(path_bytes);
+    Py_XDECREF(type_us);
+    Py_XDECREF(kind_us);
+    Py_XDECREF(type_order);
+    Py_XDECREF(kind_order);
+    PyMem_Free(path);
+    PyMem_Free(types.us);
+    PyMem_Free(types.charged);
+    PyMem_Free(types.order);
+    PyMem_Free(kinds.us);
+    PyMem_Free(kinds.charged);
+    PyMem_Free(kinds.order);
+    while (got > 0)
+        PyBuffer_Release(&cols[--got]);
     return result;
 }
 
@@ -1878,6 +2125,7 @@ static PyMethodDef methods[] = {
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
      replay_plain_doc},
+    {"walk_back", (PyCFunction)(void (*)(void))walk_back, METH_FASTCALL, walk_back_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

@@ -1,6 +1,7 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
@@ -74,12 +75,32 @@ def replay_plain(
     child_kind: Any,
     dur: list[float],
     delay: list[float],
-    start: list[float],
-    end: list[float],
-    bind_pred: list[int],
-    bind_kind: list[int],
-    bind_time: list[float],
+    start: array[float],
+    end: array[float],
+    bind_pred: array[int],
+    bind_kind: array[int],
+    bind_time: array[float],
     k_start: int,
     k_lane: int,
     /,
 ) -> bool | None: ...
+def walk_back(
+    cat: list[int],
+    rank: list[int],
+    start: array[float],
+    end: array[float],
+    bind_time: array[float],
+    bind_kind: array[int],
+    bind_pred: array[int],
+    gate_pred: array[int],
+    late: Container[int],
+    last: int,
+    multi: bool,
+    n_types: int,
+    n_kinds: int,
+    t_gap: int,
+    t_wait: int,
+    cpu_op: int,
+    k_gpu_sync: int,
+    /,
+) -> tuple[bytes, list[float | None], list[float | None], list[int], list[int], float, int] | None: ...

@@ -44,6 +44,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/pytorch/test_host_ops_fast.py::test_any_attrs"),
     CompiledFunction("replay_plain", "pt2chakra.simulation.event_loop:_Replay.replay",
                      "tests/simulation/test_replay_fast.py::test_same_replay"),
+    CompiledFunction("walk_back", "pt2chakra.simulation.critical_path:_walk_back_python",
+                     "tests/simulation/test_walk_back_fast.py::test_same_walk"),
     CompiledFunction("parents_of", "pt2chakra.simulation.prepare:_parents",
                      "tests/simulation/test_parents_fast.py::test_same_parents"),
     CompiledFunction("link_children", "pt2chakra.simulation.prepare:_link_children",

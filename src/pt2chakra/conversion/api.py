@@ -26,6 +26,7 @@ from pt2chakra.conversion.linker import (
     check_rank_flag,
     check_same_recording,
     link,
+    release_linked_inputs,
     thread_map,
 )
 from pt2chakra.conversion.progress import Stages
@@ -280,6 +281,7 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
             if host_trace is None:  # a pair's --rank is checked with its pid, when linked
                 check_rank_flag(rank, linked.kineto, force)
             check_rank_flag(named_rank, linked.kineto, force, RANKS_OPTION, written=False)
+        release_linked_inputs(linked)
         graph = build_graph(linked, rank=rank)
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles)

@@ -48,14 +48,20 @@ from pt2chakra.conversion.deps import (
     stream_order_edges,
     stream_wait_edges,
 )
-from pt2chakra.conversion.linker import LaunchedGpuOp, LinkedTrace, containers, names_passing
+from pt2chakra.conversion.linker import (
+    LaunchedGpuOp,
+    LinkedEvent,
+    LinkedTrace,
+    containers,
+    names_passing,
+)
 from pt2chakra.conversion.step import is_stand_in
 from pt2chakra.names import (
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
 )
-from pt2chakra.pytorch.records import CollectiveInfo, CpuEvent, HostOp, IOValues
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 from pt2chakra.rules.conventions import (
     COMM_CHANNEL,
@@ -70,11 +76,11 @@ from pt2chakra.rules.conventions import (
 class CpuNodeSources(NamedTuple):
     """Where a CPU node's fields come from beyond its host op, by op id.
 
-    Its times are read from its Kineto event when written rather than copied
-    into a table of their own (one tuple per op: about 140 MB for a million
-    ops), so the linked events are kept until then."""
+    Its times are read from its linked event (``LinkedEvent``) when written
+    rather than copied into a table of their own (one tuple per op: about
+    140 MB for a million ops), so the linked events are kept until then."""
 
-    events: dict[int, CpuEvent]  # the linked Kineto event
+    events: dict[int, LinkedEvent]  # the linked Kineto event's times
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
     deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
@@ -113,6 +119,7 @@ class ChakraGraph:
         self._comm = comm or CommContext(ops_by_id, frozenset(), "", 0)
         self._ops_by_id = ops_by_id
         self._sources = CpuNodeSources(linked.cpu_event, callee_time, deps, ops_by_id, dropped)
+        self._special: frozenset[int] | None = None  # _special_ids, once found
 
     def node_ids(self) -> list[int]:
         return [op.id for op in self._cpu_ops] + [n.id for n in self._gpu_nodes]
@@ -162,8 +169,11 @@ class ChakraGraph:
         """Communication nodes whose size the trace does not hold
         (``COMM_SIZE_UNKNOWN_ATTR``), counted in the report."""
         flagged = sum(1 for n in self._gpu_nodes if _flagged(n.attrs))
-        by_id = {op.id: op for op in self._cpu_ops}
-        for op_id in self._special_ids():
+        special = self._special_ids()
+        # the few special ops by id (a dict of every op was 40 MB above the
+        # conversion's peak at a million ops)
+        by_id = {op.id: op for op in self._cpu_ops if op.id in special} if special else {}
+        for op_id in special:
             op = by_id.get(op_id)
             ctype = _cpu_node_type(op, self._comm.transfers)[1] if op is not None else None
             if op is not None and ctype is not None:
@@ -173,13 +183,16 @@ class ChakraGraph:
     def _special_ids(self) -> frozenset[int]:
         """The CPU ops that are not surely plain COMP_NODEs: they may become
         metadata or communication nodes (see ``_cpu_node_type``). A few
-        ops of the trace, found without a call per op."""
-        ops = self._cpu_ops
-        pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
-        special = set(self._comm.transfers)
-        if pg_init is not None:
-            special.update(map(_op_id, compress(ops, pg_init)))
-        return frozenset(special)
+        ops of the trace, found without a call per op, once (the writer and
+        the report's counts ask: a pass over the ops' names each time)."""
+        if self._special is None:
+            ops = self._cpu_ops
+            pg_init = names_passing(ops, PROCESS_GROUP_INIT.__eq__)
+            special = set(self._comm.transfers)
+            if pg_init is not None:
+                special.update(map(_op_id, compress(ops, pg_init)))
+            self._special = frozenset(special)
+        return self._special
 
     def _gpu_nodes_with_deps(self) -> Iterator[ChakraNode]:
         for node in self._gpu_nodes:
@@ -366,7 +379,7 @@ NESTING_SLACK_US = 1.0
 (1 us)."""
 
 
-def _nested(ev: CpuEvent, caller_ev: CpuEvent) -> bool:
+def _nested(ev: LinkedEvent, caller_ev: LinkedEvent) -> bool:
     """Whether ``ev`` ran inside ``caller_ev``: the host ET files a gloo
     worker thread's collective under whatever op its record stack held (an
     earlier collective of the same worker, long over), and subtracting a

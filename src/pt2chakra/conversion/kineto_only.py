@@ -30,6 +30,7 @@ from pt2chakra.conversion.linker import (
     collect_stream_waits,
     is_launch,
     link_gpu_activities,
+    linked_events,
     with_stand_ins,
 )
 from pt2chakra.conversion.step import STEP_LAST, RecordedStep, StepChoice, kineto_step
@@ -219,7 +220,7 @@ def link_kineto_only(kineto: KinetoTrace, step: StepChoice = STEP_LAST) -> Kinet
     host = HostTrace(path=kineto.path, schema=KINETO_ONLY, pid=pid,
                      start_ts=round(window.start), finish_ts=round(window.end), ops=ops,
                      process_groups=process_groups(kineto))
-    cpu_event = {op.id: ev for op, ev in zip(ops, kept)}
+    cpu_event = linked_events({op.id: ev for op, ev in zip(ops, kept)})
     # GPU-only: the window is the activities' own span, so every one is in it
     # (their launches, before it, are no reason to drop them)
     low, high = (-math.inf, math.inf) if gpu_only else (window.start, window.end)

@@ -114,14 +114,37 @@ class StreamWait(msgspec.Struct, gc=False):
     record_ts: float
 
 
+class LinkedEvent(msgspec.Struct, gc=False):
+    """What a conversion reads of a linked host op's Kineto CPU event: its
+    start and duration (us) and its Kineto thread. A linked trace holds these
+    rather than the events (``CpuEvent``: 14 fields), so that the trace's
+    events can be released once linked (``release_linked_inputs``): about
+    120 MB less at a million ops."""
+
+    ts: float
+    dur: float
+    tid: int
+
+
+_ev_ts, _ev_dur, _ev_tid = attrgetter("ts"), attrgetter("dur"), attrgetter("tid")
+
+
+def linked_events(events: dict[int, CpuEvent]) -> dict[int, LinkedEvent]:
+    """Each host op's event (op id -> ``CpuEvent``) as its ``LinkedEvent``,
+    same order; made by C-level maps (a million ops)."""
+    evs = events.values()
+    return dict(zip(events, map(LinkedEvent, map(_ev_ts, evs), map(_ev_dur, evs),
+                                map(_ev_tid, evs))))
+
+
 class LinkedTrace(msgspec.Struct):
     host: HostTrace
     kineto: KinetoTrace | None
     method: str  # "rf_id", "order" or "none" (host only)
     # the host ops that are operators (observer containers left out), id order
     ops: list[HostOp]
-    # host op id -> its Kineto CPU event
-    cpu_event: dict[int, CpuEvent]
+    # host op id -> the times and thread of its Kineto CPU event
+    cpu_event: dict[int, LinkedEvent]
     gpu_ops: list[LaunchedGpuOp]
     cpu_syncs: list[CpuSync]
     stream_waits: list[StreamWait]
@@ -171,7 +194,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
         cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path)
     else:
         method = "order"
-        cpu_event = link_by_order(ops, kineto.cpu_events)
+        cpu_event = linked_events(link_by_order(ops, kineto.cpu_events))
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
     step_start, step_end, _label, _definition, _why = linked_step(cpu_event.values())
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
@@ -184,6 +207,19 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
                        gpu_ops=gpu_ops, cpu_syncs=cpu_syncs,
                        stream_waits=stream_waits, gpu_dropped=gpu_dropped,
                        step_start=step_start, step_end=step_end)
+
+
+def release_linked_inputs(linked: LinkedTrace) -> None:
+    """Let go of what linking has consumed: the Kineto trace's CPU events,
+    Python events, runtime calls, syncs and flows (``linked.kineto`` keeps
+    its GPU activities, counted in the report, its rank, world size and
+    process groups). Converting reads only what ``link`` made of them; at a
+    million ops the CPU events alone were about 200 MB of the conversion's
+    peak. ``linked.kineto`` is replaced (a caller's own trace is left whole)."""
+    kineto = linked.kineto
+    if kineto is not None:
+        linked.kineto = msgspec.structs.replace(kineto, cpu_events=[], runtime_events=[],
+                                                sync_events=[], flow_starts={}, python_events=[])
 
 
 def _check_linked_enough(linked: int, total: int, host_path: str, kineto_path: str) -> None:
@@ -260,14 +296,20 @@ def check_rank_flag(rank: int | None, kineto: KinetoTrace, force: bool,
 
 
 def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
-                  host_path: str = "", kineto_path: str = "") -> dict[int, CpuEvent]:
+                  host_path: str = "", kineto_path: str = "") -> dict[int, LinkedEvent]:
+    """Host op id -> its event's ``LinkedEvent``, by the shared rf_id. Each
+    op's event is looked up first and the rf_id table dropped before the
+    ``LinkedEvent``s are made: at a million ops the table, the result and
+    its records at once were the conversion's peak."""
     by_rf = {ev.record_function_id: ev for ev in events if ev.record_function_id >= 0}
-    linked: dict[int, CpuEvent] = {}
-    agree = 0
     # The events looked up by a C-level map (an op without rf_id finds None).
-    for op, ev in zip(ops, map(by_rf.get, map(_op_rf_id, ops))):
+    found = list(map(by_rf.get, map(_op_rf_id, ops)))
+    del by_rf
+    linked: dict[int, LinkedEvent] = {}
+    agree = 0
+    for op, ev in zip(ops, found):
         if ev is not None:
-            linked[op.id] = ev
+            linked[op.id] = LinkedEvent(ev.ts, ev.dur, ev.tid)
             agree += ev.name == op.name
     if linked and agree / len(linked) < MIN_NAME_AGREEMENT:
         raise InputError(
@@ -494,7 +536,7 @@ def is_launch(name: str) -> bool:
     return name.startswith(LAUNCH_PREFIXES)
 
 
-def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, CpuEvent],
+def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, LinkedEvent],
                         step_start: float, step_end: float,
                         ) -> tuple[list[LaunchedGpuOp], dict[str, int]]:
     """Attach each GPU activity to the host op whose span holds its launch."""
@@ -546,11 +588,11 @@ def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start
 
 
 def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],
-                       cpu_event: dict[int, CpuEvent]) -> dict[int, int]:
+                       cpu_event: dict[int, LinkedEvent]) -> dict[int, int]:
     """``id(runtime event)`` -> id of the innermost linked host op whose
     Kineto span, on the same thread, holds it. One sweep per thread."""
     host_of = {id(ev): host_id for host_id, ev in cpu_event.items()}
-    spans: dict[int, list[CpuEvent]] = defaultdict(list)
+    spans: dict[int, list[LinkedEvent]] = defaultdict(list)
     for ev in cpu_event.values():
         spans[ev.tid].append(ev)
     calls: dict[int, list[RuntimeEvent]] = defaultdict(list)
@@ -560,7 +602,7 @@ def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],
     for tid, rts in calls.items():
         evs = sorted(spans.get(tid, ()), key=lambda e: (e.ts, -e.dur))
         rts.sort(key=lambda r: r.ts)
-        stack: list[CpuEvent] = []
+        stack: list[LinkedEvent] = []
         k = 0
         for rt in rts:
             while k < len(evs) and evs[k].ts <= rt.ts:

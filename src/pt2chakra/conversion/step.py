@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from operator import add, attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from pt2chakra.errors import InputError
-from pt2chakra.pytorch.records import CpuEvent, GpuActivity, KinetoTrace
+from pt2chakra.pytorch.records import GpuActivity, KinetoTrace
 from pt2chakra.rules.conventions import (
     CPU_GAP_CATEGORY,
     QUEUED_WORK_CATEGORY,
@@ -120,7 +120,18 @@ def profiler_steps(kineto: KinetoTrace) -> list[tuple[float, float, str]]:
                   if ev.name.startswith(PROFILER_STEP_PREFIX))
 
 
-def linked_step(events: Collection[CpuEvent]) -> RecordedStep:
+class TimedEvent(Protocol):
+    """An event's start and duration (us): a Kineto ``CpuEvent``, or what
+    linking keeps of one (``linker.LinkedEvent``)."""
+
+    @property
+    def ts(self) -> float: ...
+
+    @property
+    def dur(self) -> float: ...
+
+
+def linked_step(events: Collection[TimedEvent]) -> RecordedStep:
     """The step of a host ET linked to its Kineto trace: the span of the
     Kineto events of the host's ops (the host ET records one step)."""
     return RecordedStep(min(map(_EVENT_TS, events)),

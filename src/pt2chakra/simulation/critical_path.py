@@ -3,9 +3,9 @@ what decided each start (or a sync op's end) back to a rank's start, and
 charge its time to node types and to the edge kinds that made each step
 critical.
 
-Deliberate inlined copies in the walk back (``_walk_back``: one step per
-node on the path, a million on a million-node path; a change to a rule
-changes its copy too):
+Deliberate inlined copies in the walk back (``_walk_back_python``: one step
+per node on the path, a million on a million-node path; a change to a rule
+changes its copy too, and its compiled twin, ``_fast.walk_back``):
 
 * charging a node type and an edge kind: ``_charge`` (through
   ``_PathTally.charge_type`` / ``charge_kind``), on the tally's lists held
@@ -20,11 +20,18 @@ from __future__ import annotations
 
 import heapq
 import operator
+from array import array
 from itertools import compress, repeat
 from typing import cast
 
+from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
-from pt2chakra.simulation.event_loop import ReplayRun, ran_flags, step_ends_on_cpu
+from pt2chakra.simulation.event_loop import (
+    INDEX_TYPECODE,
+    ReplayRun,
+    ran_flags,
+    step_ends_on_cpu,
+)
 from pt2chakra.simulation.prepared import (
     CATEGORY_NAMES,
     CPU_OP,
@@ -64,7 +71,7 @@ class _PathTally:
         self.kind_us: list[float | None] = [None] * len(EDGE_KIND_NAMES)
         self.type_order: list[int] = []
         self.kind_order: list[int] = []
-        self.path: list[int] = []  # the nodes walked, last first
+        self.path = array(INDEX_TYPECODE)  # the nodes walked, last first
         self.crossings = 0  # moves to another rank (collectives)
         self.total = 0.0
 
@@ -100,7 +107,26 @@ def critical_path_of(p: PreparedGraph, run: ReplayRun) -> tuple[CriticalPath, se
 
 def _walk_back(p: PreparedGraph, run: ReplayRun, last: int) -> _PathTally:
     """From the last node to end, follow what decided each start (or a sync
-    op's end) back to a rank's start; the guard stops a malformed cycle."""
+    op's end) back to a rank's start: by the compiled path where built and
+    it takes the input (``_fast.walk_back``), else ``_walk_back_python``."""
+    walk = getattr(compiled.FAST, "walk_back", None)
+    if walk is None or len(p.nodes) != len(p.cat):  # its guard counts len(p.cat) steps
+        return _walk_back_python(p, run, last)
+    got = walk(p.cat, p.rank, run.start, run.end, run.bind_time, run.bind_kind, run.bind_pred,
+               run.gate_pred, p.late_launch, last, len(p.rank_nodes) > 1, len(_PATH_TYPES),
+               len(EDGE_KIND_NAMES), _T_GAP, _T_WAIT, CPU_OP, K_GPU_SYNC)
+    if got is None:
+        return _walk_back_python(p, run, last)
+    tally = _PathTally()
+    path, tally.type_us, tally.kind_us, tally.type_order, tally.kind_order, tally.total, \
+        tally.crossings = got
+    tally.path.frombytes(path)
+    return tally
+
+
+def _walk_back_python(p: PreparedGraph, run: ReplayRun, last: int) -> _PathTally:
+    """``_walk_back``'s pure-Python path (the compiled one's twin); the guard
+    stops a malformed cycle."""
     tally = _PathTally()
     cur, t = last, run.end[last]
     guard = len(p.nodes) + 5
@@ -188,8 +214,11 @@ def _path_summary(p: PreparedGraph, run: ReplayRun, tally: _PathTally, nodes: se
     # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
     # without a Python key call per node
     on_path = list(nodes)
-    minus_duration = [s - e for s, e in zip(map(run.start.__getitem__, on_path),
-                                            map(run.end.__getitem__, on_path))]
+    # every node's (one sequential pass over the run's arrays: cheaper than
+    # reading them at the path's nodes, each read a new float)
+    minus_all = list(map(operator.sub, run.start, run.end))
+    minus_duration = list(map(minus_all.__getitem__, on_path))
+    del minus_all
     top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
                                                key=minus_duration.__getitem__)]
     return CriticalPath(

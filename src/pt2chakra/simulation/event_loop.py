@@ -59,6 +59,7 @@ import itertools
 import logging
 import math
 import operator
+from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import compress
@@ -74,6 +75,7 @@ from pt2chakra.simulation.durations import (
 )
 from pt2chakra.simulation.prepared import (
     CPU_OP,
+    EDGE_KIND_NAMES,
     K_LANE,
     K_LAUNCH,
     K_START,
@@ -94,16 +96,26 @@ _EV_COMPLETE, _EV_CPU_DONE, _EV_ISSUE, _EV_START = 0, 1, 2, 3
 _heappush, _heappop = heapq.heappush, heapq.heappop
 
 
+# The typecodes of a run's per-node columns (``array``): times as doubles,
+# node indices as 64-bit ints, edge-kind codes as signed bytes (fewer than
+# 128 kinds: ``prepared.EDGE_KIND_NAMES``). A column of Python floats costs
+# 32 bytes a node (a pointer and a float object), these 8 (1 for kinds): at a
+# million nodes the run's six columns were 180 MB of the replay's peak.
+TIME_TYPECODE, INDEX_TYPECODE, KIND_TYPECODE = "d", "q", "b"
+assert len(EDGE_KIND_NAMES) <= 127, "edge-kind codes must fit KIND_TYPECODE (signed bytes)"
+
+
 class ReplayRun:
-    """Times of one run, indexed like ``PreparedGraph``."""
+    """Times of one run, indexed like ``PreparedGraph``: typed arrays (read
+    like lists; a time is a float, a node that never ran keeps NaN)."""
 
     def __init__(self, n: int) -> None:
-        self.start = [math.nan] * n
-        self.end = [math.nan] * n
-        self.bind_pred = [-1] * n
-        self.bind_kind = [K_START] * n
-        self.bind_time = [0.0] * n
-        self.gate_pred = [-1] * n  # sync op: producer that decided its end
+        self.start = array(TIME_TYPECODE, [math.nan]) * n
+        self.end = array(TIME_TYPECODE, [math.nan]) * n
+        self.bind_pred = array(INDEX_TYPECODE, [-1]) * n
+        self.bind_kind = array(KIND_TYPECODE, [K_START]) * n
+        self.bind_time = array(TIME_TYPECODE, [0.0]) * n
+        self.gate_pred = array(INDEX_TYPECODE, [-1]) * n  # sync op: producer that decided its end
         self.issue_time: dict[int, float] = {}
         self.origin: list[float] = []
         self.rank_end: list[float] = []
@@ -112,7 +124,7 @@ class ReplayRun:
         self.sync_scale: dict[int, float] = {}  # sync op: its CPU parts' scale, where not cpu_scale
 
 
-def ran_flags(end: list[float]) -> Iterator[bool]:
+def ran_flags(end: Sequence[float]) -> Iterator[bool]:
     """Per node, whether it ran (one C-level pass): a ``ReplayRun`` end stays
     NaN for a node that never did, and NaN != NaN."""
     return map(operator.eq, end, end)
@@ -161,8 +173,34 @@ def run_replay(p: PreparedGraph, cfg: SimConfig, verbose: bool = False,
     run.cpu_scale = cfg.cpu_scale
     run.tails = scaled_tails(p, cfg)
     run.sync_scale = sync_scales(p, cfg)
-    _Replay(p, run, dur, delay, participants, verbose, eager).replay()
+    if not replay_compiled(p, run, dur, delay, participants, verbose):
+        _Replay(p, run, dur, delay, participants, verbose, eager).replay()
     return run, align, model
+
+
+def _free_and_ready(p: PreparedGraph, origin: list[float]) -> tuple[list[float], list[float]]:
+    """Where a replay starts: each lane free from its rank's origin, each
+    node ready from it (until a dependency says later)."""
+    return ([origin[r] if origin else 0.0 for r, _, _ in p.lane_names],
+            list(map(origin.__getitem__, p.rank)))
+
+
+def replay_compiled(p: PreparedGraph, run: ReplayRun, dur: list[float], delay: list[float],
+                    participants: dict[RendezvousKey, list[int]], verbose: bool) -> bool:
+    """The whole replay by the compiled path (``_fast.replay_plain``, whose
+    twin is ``_Replay.replay``) where the graph has none of what it leaves
+    to Python: collectives that wait for peers, sync ops, late launches,
+    logging of each node; False where it did not run (nothing written).
+    Tried before a ``_Replay`` is made: the C replay keeps its state in its
+    own arrays, so the Python state (four lists a node) is never built."""
+    plain = getattr(compiled.FAST, "replay_plain", None)
+    if plain is None or participants or p.sync or p.sync_producers or p.issue_children or \
+            p.late_launch or verbose:
+        return False
+    lane_free, ready_t = _free_and_ready(p, run.origin)
+    return plain(lane_free, p.nwait, ready_t, p.lane, p.order, p.child_start, p.child,
+                 p.child_kind, dur, delay, run.start, run.end, run.bind_pred, run.bind_kind,
+                 run.bind_time, K_START, K_LANE) is True
 
 
 class _Replay:
@@ -198,13 +236,12 @@ class _Replay:
         self.sync_scale = run.sync_scale
         self.multi = len(p.step_start) > 1
         # Per lane: free since, busy, last node that held it, ready nodes by recorded order.
-        self.lane_free = [origin[r] if origin else 0.0 for r, _, _ in p.lane_names]
+        self.lane_free, self.ready_t = _free_and_ready(p, origin)
         self.lane_busy = [False] * lanes
         self.lane_prev = [-1] * lanes
         self.lane_heap: list[list[tuple[int, int]]] = [[] for _ in range(lanes)]
         # Per node: dependencies left, and the latest one so far (time, node, edge kind).
         self.waiting = list(p.nwait)
-        self.ready_t = list(map(origin.__getitem__, p.rank))
         self.ready_pred = [-1] * n
         self.ready_kind = [K_START] * n
         # Collective -> participants arrived: (start, node, bound by, edge kind, bound at).
@@ -228,9 +265,8 @@ class _Replay:
 
     def replay(self) -> None:
         """Queue the nodes that wait on nothing, start what the lanes allow,
-        then handle events in (time, type, sequence) order until none is left."""
-        if self._replay_compiled():
-            return
+        then handle events in (time, type, sequence) order until none is left
+        (the twin of ``replay_compiled``)."""
         lane_of, order, lane_heap = self.lane_of, self.order, self.lane_heap
         for i in compress(range(len(self.waiting)), map(operator.not_, self.waiting)):
             _heappush(lane_heap[lane_of[i]], (order[i], i))
@@ -256,20 +292,6 @@ class _Replay:
                 cpu_done(i, t)
             else:
                 issue(i, t)
-
-    def _replay_compiled(self) -> bool:
-        """The whole replay by the compiled path (``_fast.replay_plain``,
-        whose twin is ``replay`` here) where the graph has none of what it
-        leaves to Python: collectives that wait for peers, sync ops, late
-        launches, logging of each node; False where it did not run."""
-        plain = getattr(compiled.FAST, "replay_plain", None)
-        if plain is None or self.participants or self.sync or self.sync_producers or \
-                self.issue_children or self.p.late_launch or self.verbose:
-            return False
-        return plain(self.lane_free, self.waiting, self.ready_t, self.lane_of, self.order,
-                     self.child_start, self.child, self.child_kind, self.dur, self.delay,
-                     self.start_t, self.end_t, self.bind_pred, self.bind_kind, self.bind_time,
-                     K_START, K_LANE) is True
 
     def push(self, t: float, ev: int, i: int) -> None:
         """Queue event ``ev`` of node ``i`` at ``t`` (ties: by type, then in push order)."""

@@ -58,10 +58,10 @@ def _ran_by_lane(p: PreparedGraph, run: ReplayRun, rng: range,
     """Each lane of the rank (in the order of its first node that ran): the
     starts and ends of its nodes that ran, in node order."""
     a, b = rng.start, rng.stop
-    ends = run.end[a:b]
-    ran = list(ran_flags(ends))
+    all_ends = run.end[a:b]
+    ran = list(ran_flags(all_ends))
     lanes = list(compress(p.lane[a:b], ran))
-    starts, ends = list(compress(run.start[a:b], ran)), list(compress(ends, ran))
+    starts, ends = list(compress(run.start[a:b], ran)), list(compress(all_ends, ran))
     order = dict.fromkeys(lanes)
     if len(order) == 1:
         return {lane: (starts, ends) for lane in order}

@@ -7,6 +7,7 @@ timelines and plots draw. Plain structs: every output of ``simulate`` (text,
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -148,8 +149,8 @@ class Schedule(msgspec.Struct):
     rank: list[int]
     lane: list[int]
     lane_names: list[tuple[int, str, str]]  # (rank, "cpu"|"gpu", label)
-    start: list[float]
-    end: list[float]
+    start: Sequence[float]  # the replay's arrays (``ReplayRun``: read like lists)
+    end: Sequence[float]
     category: list[int]
     critical: set[int]
     rank_origin: list[float]  # per rank: its simulated start
