@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 
+import msgspec
 import pytest
 from builders import late_launch_kineto
 from helpers import ROOT, assert_one_line_failure, run_cli
@@ -34,12 +35,15 @@ from pt2chakra.astra.job import (
     check_job,
     fit_network,
     format_job_check,
+    link_scales,
     network_ends,
     recorded_fit,
     write_job,
 )
-from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.chakra.io import read_et_whole
+from pt2chakra.chakra.records import CollectiveType, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.simulation.calibration import Calibration
 
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
@@ -211,6 +215,27 @@ def test_network_ends_issue_each_ranks_collectives_one_after_another():
     assert network_ends(RecordedFit({}, {}, None), net, system) == []  # rescaled: recorded ends
 
 
+def test_link_scales_are_the_what_ifs_time_of_each_collective_over_the_fitted():
+    """Per rank and collective, ASTRA-sim's time under the job's network over
+    its time under the fitted one (the serial chain scales the unexplained
+    link time by it); a broadcast (replayed from its duration) has none, and
+    at the fitted network, or with the recorded ends, there is nothing."""
+    fitted = AstraNetwork("Ring", 2, 1.0, 1000.0)
+    faster = AstraNetwork("Ring", 2, 4.0, 1000.0)
+    system = AstraSystem()
+    ar = RecordedCollective(AR, 1 << 20, (0, 1))
+    comm = [[_rank(1, 0.0, 50.0, None, -1), _rank(2, 100.0, 900.0, ar, 1)],
+            [_rank(2, 105.0, 900.0, ar, 1)]]
+    recorded = RecordedFit({}, {}, comm)
+    scales = link_scales(recorded, fitted, faster, system)
+    ratio = max(collective_rank_ns(AR, 1 << 20, 2, faster, system).values()) / \
+        max(collective_rank_ns(AR, 1 << 20, 2, fitted, system).values())
+    assert scales == [{2: pytest.approx(ratio)}, {2: pytest.approx(ratio)}]
+    assert 0.25 < ratio < 1.0  # the bytes term a quarter, the latency term as fitted
+    assert link_scales(recorded, fitted, fitted, system) == []
+    assert link_scales(RecordedFit({}, {}, None), fitted, faster, system) == []
+
+
 def test_fit_recovers_a_known_network():
     """All-reduces generated from a known alpha-beta model on 8 ranks: the
     fitted ASTRA-sim network gives each one its calibrated time, and its
@@ -267,18 +292,31 @@ def test_written_values_are_what_the_command_line_gave(gloo, tmp_path):
     assert network == AstraNetwork("FullyConnected", 2, 7.5, 2000.0)
 
 
-def test_a_network_what_if_changes_the_network_file_only(gloo, gloo_job, tmp_path):
-    """The chain's fixed gaps are the recorded time after the fitted
-    network's end of each collective; measured against the what-if network
-    instead, they absorbed the what-if (a faster network left the step as
-    recorded). So a job with ``--bandwidth``/``--latency`` has the same
-    rank files as the job without, and only ``network.yml`` differs."""
+def test_a_network_what_if_changes_only_the_network_and_the_link_time_in_gaps(gloo, gloo_job,
+                                                                            tmp_path):
+    """The chain's fixed gaps are measured against the fitted network's end
+    of each collective, not the what-if's (measured against the what-if
+    they absorbed it: a faster network left the step as recorded). Of a gap
+    after a collective's fitted end, the part before its recorded end is
+    link time the fit leaves unexplained, and a what-if scales it as it
+    scales the collective (``link_scales``). So a job with
+    ``--bandwidth``/``--latency`` has the same nodes and edges as the job
+    without; only ``network.yml`` and the durations of those gaps differ (a
+    slower network here: none shorter)."""
     what_if = write_job(gloo, tmp_path / "w" / "job",
                         choice=NetworkChoice(bandwidth_gbps=0.01, latency_us=500.0))
+    changed = 0
     for rank in range(2):
-        with open(f"{gloo_job.prefix}.{rank}.et", "rb") as a, \
-                open(f"{what_if.prefix}.{rank}.et", "rb") as b:
-            assert a.read() == b.read()
+        _, a = read_et_whole(f"{gloo_job.prefix}.{rank}.et")
+        _, b = read_et_whole(f"{what_if.prefix}.{rank}.et")
+        assert [msgspec.structs.replace(n, duration_micros=0) for n in a] == \
+            [msgspec.structs.replace(n, duration_micros=0) for n in b]
+        for x, y in zip(a, b):
+            if x.duration_micros != y.duration_micros:
+                assert attr_dict(x.attrs).get("category") == CPU_GAP_CATEGORY
+                assert y.duration_micros > x.duration_micros
+                changed += 1
+    assert changed > 0
     assert what_if.fit.network != gloo_job.fit.network
 
 

@@ -273,6 +273,30 @@ def test_the_jobs_network_ends_start_a_queued_collective_where_the_chain_issues_
     assert issues[2] == next(n.start_time_micros for n in nodes if n.id == 2)
 
 
+def test_a_what_if_scales_the_link_time_after_the_fitted_end_not_the_wake_up():
+    """The all-reduce ran [100, 1100); op3 woke 20 us after. The job's
+    fitted network ends it at 600 us: the 500 us after are recorded link
+    time the fit leaves unexplained (gloo's two collectives sharing the
+    link), the 20 us the host's wake-up. A what-if network that runs the
+    collective in a quarter of the fitted time (``link_scales``: 0.25)
+    scales the 500 us with it and keeps the 20 us; at 1 the gap is as
+    recorded. Kept fixed, 1 -> 4 Gbit/s on gloo DDP x2 was +90.5 %."""
+    from pt2chakra.astra.export import _profile_rank, rank_window
+
+    nodes = _host_rank()
+    md = metadata(world_size=2, step=(0, 1170))
+
+    def wait_gap(scales: dict[int, float]) -> int:
+        _md, out = _profile_rank(md, nodes, "serial", 0.0, rank_window(md, nodes), {2: 600.0},
+                                 scales)
+        return next(n for n in _chain(out) if 2 in n.data_deps).duration_micros
+
+    assert wait_gap({}) == 500 + 20
+    assert wait_gap({2: 1.0}) == 500 + 20
+    assert wait_gap({2: 0.25}) == 125 + 20
+    assert wait_gap({2: 4.0}) == 2000 + 20  # a slower network: more link time
+
+
 def test_a_wake_after_two_collectives_keeps_only_the_wake_up_after_the_later():
     """op3 recorded a dependency on all-reduce 2 (ended at 600 us, inside its
     gap) and woke 20 us after all-reduce 4 ended (the wake-up rule): it

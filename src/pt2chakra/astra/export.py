@@ -111,10 +111,12 @@ def profile(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], cpu: str = DE
 def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: str,
                   origin_us: float, window: StepWindow | None,
                   network_ends: Mapping[int, float] | None = None,
+                  link_scales: Mapping[int, float] | None = None,
                   ) -> tuple[GlobalMetadata, list[ChakraNode]]:
     """``profile`` with the rank's step window (``rank_window``) worked out
     once by the caller: the serial chain, the gaps and the ranks' origins all
-    read it. ``network_ends``: the serial chain's (``convert_files``)."""
+    read it. ``network_ends``, ``link_scales``: the serial chain's
+    (``convert_files``)."""
     if cpu not in CPU_MODES:
         raise ValueError(f"cpu must be one of {CPU_MODES}, got {cpu!r}")
     if cpu == "serial" and window is None:
@@ -126,7 +128,7 @@ def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: st
         inherited = {n.id: ancestry.via(n) for n in kept
                      if any(d in removed for d in n.data_deps)}
         out_nodes = serial_chain(all_nodes, set(removed), inherited, window, origin_us,
-                                 network_ends)
+                                 network_ends, link_scales)
         return _profile_metadata(metadata, all_nodes, cpu), out_nodes
     gaps = _GapMaker(all_nodes, removed, window) if cpu == "drop" else None
     out: list[ChakraNode] = []
@@ -500,11 +502,13 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
 class RankPlacement(NamedTuple):
     """A rank's recorded step (None: untimed), its start after the earliest
     rank's, worked out once per rank, and where the job's network ends its
-    collectives (``convert_files``)."""
+    collectives and how a network what-if scales their link time
+    (``convert_files``)."""
 
     window: StepWindow | None
     origin_us: float
     network_ends: Mapping[int, float] = {}
+    link_scales: Mapping[int, float] = {}
 
 
 def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
@@ -518,7 +522,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     if placed is None:
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window,
-                                  placed.network_ends)
+                                  placed.network_ends, placed.link_scales)
     out_nodes = host_stretched(out_nodes, metadata)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
@@ -583,7 +587,8 @@ def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
 def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
                   cpu: str = DEFAULT_CPU_MODE, force: bool = False,
                   staged: StagedOutputs | None = None,
-                  network_ends: Sequence[Mapping[int, float]] = ()) -> list[str]:
+                  network_ends: Sequence[Mapping[int, float]] = (),
+                  link_scales: Sequence[Mapping[int, float]] = ()) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (each rank by
     ``chakra.ranks``: metadata, else name).
 
@@ -596,7 +601,10 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     commits them with its own files) instead of committing here.
     ``network_ends``: per rank (in rank order), where the job's network ends
     its collectives on the recorded clock (``job.network_ends``; the serial
-    chain's waits start there); none: at their recorded ends."""
+    chain's waits start there); none: at their recorded ends. ``link_scales``:
+    per rank, how the job's network scales each collective against the
+    fitted one (``job.link_scales``; the recorded link time the fit leaves
+    unexplained scales with it); none: 1."""
     prefix = os.fspath(prefix)
     given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
     check_prefix_outputs(given, prefix, EXPORT_FILES)
@@ -614,7 +622,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     # Collectives that differ or are crossed between ranks: ASTRA-sim would
     # wait forever on the job (refused unless ``force``, as validate's errors).
     refuse_unsound(checker.finish(), force)
-    placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {})
+    placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
+                                link_scales[k] if k < len(link_scales) else {})
                   for k, (w, o) in enumerate(zip(windows, _origins(windows)))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)

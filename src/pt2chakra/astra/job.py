@@ -270,6 +270,46 @@ def network_ends(recorded: RecordedFit, network: AstraNetwork,
     return ends
 
 
+def link_scales(recorded: RecordedFit, fitted: AstraNetwork, network: AstraNetwork,
+                system: AstraSystem) -> list[dict[int, float]]:
+    """Per rank, node id -> how the job's network scales the collective
+    against the fitted one (ASTRA-sim's time of it, every member issuing
+    together, under ``network`` over under ``fitted``): the serial chain
+    scales by it the recorded link time after the fitted network's end of
+    the collective (``serial_chain``, ``_gap_after``). That time is the
+    link's too (gloo ran two collectives at a time sharing it; the fitted
+    network runs them one after another), so a network what-if moves it as
+    it moves the collective. Empty at the fitted network (every scale 1) and
+    where the waits start at the recorded ends (no network ends)."""
+    if recorded.comm is None or fitted == network:
+        return []
+    times: dict[int, float] = {}
+    out: list[dict[int, float]] = []
+    for comms in recorded.comm:
+        scales: dict[int, float] = {}
+        for c in comms:
+            if c.collective is None:
+                continue
+            if c.meeting not in times:
+                times[c.meeting] = _time_ratio(c.collective, fitted, network, system)
+            scales[c.node_id] = times[c.meeting]
+        out.append(scales)
+    return out
+
+
+def _time_ratio(c: RecordedCollective, fitted: AstraNetwork, network: AstraNetwork,
+                system: AstraSystem) -> float:
+    """ASTRA-sim's time of ``c`` under ``network`` over under ``fitted``
+    (1 where its network model does not time it)."""
+    try:
+        base, other = (max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), net,
+                                              system, ranks=c.ranks).values())
+                       for net in (fitted, network))
+    except ValueError:
+        return 1.0
+    return other / base if base > 0 else 1.0
+
+
 def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[int, float]],
           free: list[float], network: AstraNetwork, system: AstraSystem) -> None:
     """One collective's members' ends under the job's network (the recorded
@@ -574,14 +614,15 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     system = AstraSystem()
     ranks = open_rank_set(inputs, force)
     with _new_folders(folder or "."), StagedOutputs() as staged:
-        fit, ends = None, []
+        fit, ends, scales = None, [], []
         if len(inputs) >= MIN_NPUS:
             recorded = recorded_fit(ranks)
             fit = fit_network(recorded, len(inputs), choice, system)
-            ends = network_ends(recorded, _as_recorded(fit, recorded, choice, system).network,
-                                system)
+            fitted = _as_recorded(fit, recorded, choice, system).network
+            ends = network_ends(recorded, fitted, system)
+            scales = link_scales(recorded, fitted, fit.network, system)
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
-                                network_ends=ends)
+                                network_ends=ends, link_scales=scales)
         if fit is None:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")

@@ -80,7 +80,8 @@ class SerialChain:
 
     def __init__(self, nodes: Sequence[ChakraNode], removed: set[int],
                  inherited: dict[int, list[int]], window: StepWindow,
-                 origin_us: float, network_ends: Mapping[int, float] | None = None) -> None:
+                 origin_us: float, network_ends: Mapping[int, float] | None = None,
+                 link_scales: Mapping[int, float] | None = None) -> None:
         self.t1 = round(window.end)
         self.cursor = round(window.start - origin_us)  # ASTRA-sim's time 0, on this clock
         self.next_id = max((n.id for n in nodes), default=0) + 1
@@ -94,6 +95,9 @@ class SerialChain:
         # end of it when given (job.network_ends), else its recorded end.
         self.done = dict(self.end)
         self.done.update((k, round(v)) for k, v in (network_ends or {}).items() if k in self.end)
+        # How the job's network scales each collective against the fitted
+        # one (job.link_scales; 1 when not given).
+        self.link_scale = dict(link_scales or {})
         self.preds = {n.id: _kept_preds(n, removed, inherited) for n in kept}
         self.chain: list[ChakraNode] = []
         self.index: dict[int, int] = {}  # chain node id -> its index in the chain
@@ -206,9 +210,7 @@ class SerialChain:
         if not waited_for:
             return
         self._gap(waits[0].gap_start, [])
-        waited = max(self.done[c] for c in waited_for)
-        self.cursor = min(max(self.cursor, waited), waits[0].wake)
-        if not self._gap(waits[0].wake, waited_for):
+        if not self._gap_after(waits[0].wake, waited_for):
             # woke at their end: the next node waits
             self._pending.extend(c for c in waited_for if c not in self._pending)
 
@@ -225,9 +227,7 @@ class SerialChain:
         comm_deps = self._comm_deps(node.id)
         start = node.start_time_micros
         if start > self.cursor:
-            waited = max((self.done[d] for d in comm_deps), default=self.cursor)
-            self.cursor = min(max(self.cursor, waited), start)  # the network decides that part
-            if self._gap(start, comm_deps):
+            if self._gap_after(start, comm_deps):  # the network decides the wait
                 comm_deps = []  # the gap waits for them
         deps = self._last() + comm_deps
         kinds = [CPU_GAP_EDGE if self._last_is_gap else SERIAL_ORDER] * len(self._last()) + \
@@ -264,9 +264,31 @@ class SerialChain:
     def _tail_to(self, end: int, waited_for: list[int]) -> None:
         """A gap until ``end`` that starts once ``waited_for`` are done (at
         most at ``end``)."""
-        waited = max((self.done[d] for d in waited_for), default=self.cursor)
-        self.cursor = min(max(self.cursor, waited), max(end, self.cursor))
-        self._gap(end, waited_for)
+        self._gap_after(max(end, self.cursor), waited_for)
+
+    def _gap_after(self, until: int, waited_for: list[int]) -> bool:
+        """A gap until ``until`` that starts once ``waited_for`` are done (at
+        most at ``until``): the time before their (network's) end is the
+        network's, not the gap's. Of the gap, the part before the deciding
+        collective's recorded end is recorded link time the job's fitted
+        network leaves unexplained (gloo ran two collectives at a time on one
+        link; the network runs them one after another): it scales as the
+        job's network scales that collective (``link_scale``), the rest (the
+        host's wake-up) stays fixed. False when there is no time to fill."""
+        start = self.cursor
+        decider = max(waited_for, key=lambda d: (self.done[d], d)) if waited_for else None
+        if decider is not None:
+            start = min(max(start, self.done[decider]), until)
+        self.cursor = start
+        if not self._gap(until, waited_for):
+            return False
+        scale = self.link_scale.get(decider, 1.0) if decider is not None else 1.0
+        link = max(0, min(until, self.end[decider]) - start) if decider is not None else 0
+        if scale != 1.0 and link > 0:
+            gap = self.chain[-1]
+            self.chain[-1] = msgspec.structs.replace(
+                gap, duration_micros=max(0, gap.duration_micros - round(link * (1.0 - scale))))
+        return True
 
     # -- communication --------------------------------------------------
 
@@ -308,13 +330,15 @@ def _kept_preds(node: ChakraNode, removed: set[int], inherited: dict[int, list[i
 
 def serial_chain(nodes: Sequence[ChakraNode], removed: set[int], inherited: dict[int, list[int]],
                  window: StepWindow, origin_us: float = 0.0,
-                 network_ends: Mapping[int, float] | None = None) -> list[ChakraNode]:
+                 network_ends: Mapping[int, float] | None = None,
+                 link_scales: Mapping[int, float] | None = None) -> list[ChakraNode]:
     """One rank's nodes for ASTRA-sim under the serial profile (``window``:
     its recorded step; ``network_ends``: where the job's network ends each
     collective on the recorded clock, ``job.network_ends``; the waits for a
     collective start there, and the rest of the recorded time until the
     thread went on is a fixed gap after it)."""
-    return SerialChain(nodes, removed, inherited, window, origin_us, network_ends).build()
+    return SerialChain(nodes, removed, inherited, window, origin_us, network_ends,
+                       link_scales).build()
 
 
 def comm_issue_times(nodes: Sequence[ChakraNode], removed: set[int]) -> dict[int, int]:
