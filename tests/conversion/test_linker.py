@@ -75,21 +75,7 @@ def test_enclosing_host_op_is_innermost_linked():
 
 
 def test_link_attaches_gpu_work_and_drops_other_iterations():
-    ops = [op(2, "aten::mm", rf=1), op(3, "aten::item", rf=2)]
-    cpu = [ev("aten::mm", 100, 20, rf=1), ev("aten::item", 130, 30, rf=2)]
-    runtime = [
-        RuntimeEvent(name="cudaLaunchKernel", ts=105, dur=3, pid=1, tid=100, correlation=11),
-        RuntimeEvent(name="cudaMemcpyAsync", ts=132, dur=3, pid=1, tid=100, correlation=12),
-        RuntimeEvent(name="cudaLaunchKernel", ts=900, dur=3, pid=1, tid=100, correlation=13),
-    ]
-    gpu = [
-        GpuActivity(name="gemm", cat="kernel", ts=110, dur=10, device=0, stream=7, correlation=11),
-        GpuActivity(name="Memcpy DtoH", cat="gpu_memcpy", ts=140, dur=2, device=0, stream=7,
-                    correlation=12),
-        GpuActivity(name="gemm", cat="kernel", ts=905, dur=10, device=0, stream=7, correlation=13),
-    ]
-    sync = [SyncEvent(kind="Stream Sync", ts=136, dur=10, pid=1, tid=100, stream=7, device=0)]
-    linked = link(host(ops), kineto(cpu, runtime, gpu, sync))
+    linked = link(*_gpu_pair(stray_launch=True))
     assert linked.method == "rf_id"
     assert [(g.activity.name, g.host_op_id) for g in linked.gpu_ops] == [
         ("gemm", 2), ("Memcpy DtoH", 3)]
@@ -97,7 +83,10 @@ def test_link_attaches_gpu_work_and_drops_other_iterations():
     assert [(s.kind, s.stream) for s in linked.cpu_syncs] == [("Stream Sync", 7)]
 
 
-def _gpu_pair():
+def _gpu_pair(stray_launch: bool = False):
+    """Two ops in one recorded step, a kernel and a copy launched by them, a
+    stream sync; ``stray_launch``: one more kernel launched at 900 us, after
+    the step (another iteration's)."""
     ops = [op(2, "aten::mm", rf=1), op(3, "aten::item", rf=2)]
     cpu = [ev("aten::mm", 100, 20, rf=1), ev("aten::item", 130, 30, rf=2),
            ev("ProfilerStep#1", 90, 100)]
@@ -110,6 +99,11 @@ def _gpu_pair():
         GpuActivity(name="Memcpy DtoH", cat="gpu_memcpy", ts=140, dur=2, device=0, stream=7,
                     correlation=12),
     ]
+    if stray_launch:
+        runtime.append(RuntimeEvent(name="cudaLaunchKernel", ts=900, dur=3, pid=1, tid=100,
+                                    correlation=13))
+        gpu.append(GpuActivity(name="gemm", cat="kernel", ts=905, dur=10, device=0, stream=7,
+                               correlation=13))
     sync = [SyncEvent(kind="Stream Sync", ts=136, dur=10, pid=1, tid=100, stream=7, device=0)]
     return host(ops), kineto(cpu, runtime, gpu, sync)
 

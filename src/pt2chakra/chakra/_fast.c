@@ -1611,23 +1611,31 @@ finite_floats(PyObject *list, Py_ssize_t n, double *out)
     return 1;
 }
 
+/* An exact int of ``list`` at ``i`` within [lo, hi]; 0 where it is not. */
+static inline int
+small_int_at(PyObject *list, Py_ssize_t i, int64_t lo, int64_t hi, int64_t *out)
+{
+    PyObject *v = PyList_GET_ITEM(list, i);
+    int overflow = 0;
+    long long x;
+    if (!PyLong_CheckExact(v))
+        return 0;
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < lo || x > hi)
+        return 0;
+    *out = x;
+    return 1;
+}
+
 /* A list of exact ints within [lo, hi], as int64; 0 where it is not. */
 static int
 bounded_ints(PyObject *list, Py_ssize_t n, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!PyList_Check(list) || PyList_GET_SIZE(list) != n)
         return 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *v = PyList_GET_ITEM(list, k);
-        int overflow = 0;
-        long long x;
-        if (!PyLong_CheckExact(v))
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!small_int_at(list, k, lo, hi, &out[k]))
             return 0;
-        x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || x < lo || x > hi)
-            return 0;
-        out[k] = x;
-    }
     return 1;
 }
 
@@ -1926,22 +1934,6 @@ tally_out(const Tally *t, PyObject **slots, PyObject **order)
     return 1;
 }
 
-/* An exact int of ``list`` at ``i`` within [lo, hi); 0 where it is not. */
-static inline int
-small_int_at(PyObject *list, Py_ssize_t i, int64_t lo, int64_t hi, int64_t *out)
-{
-    PyObject *v = PyList_GET_ITEM(list, i);
-    int overflow = 0;
-    long long x;
-    if (!PyLong_CheckExact(v))
-        return 0;
-    x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || x < lo || x >= hi)
-        return 0;
-    *out = x;
-    return 1;
-}
-
 /* The columns walk_back reads, argv[2] to argv[7] (event_loop.ReplayRun):
  * start, end, bind_time, bind_kind, bind_pred, gate_pred. */
 #define WALK_COLUMNS 6
@@ -2051,7 +2043,7 @@ walk_back(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         node_part = (e < t ? e : t) - s;
         if (!(node_part > 0.0))
             node_part = 0.0;
-        if (!small_int_at(cat, cur, 0, t_gap < t_wait ? t_gap : t_wait, &c))
+        if (!small_int_at(cat, cur, 0, (t_gap < t_wait ? t_gap : t_wait) - 1, &c))
             goto python_path;
         tally_charge(&types, c, node_part);
         bt = bind_time[cur];
