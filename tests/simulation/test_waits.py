@@ -15,6 +15,7 @@ from pt2chakra.simulation.waits import (
     HostWait,
     TimedHostOp,
     host_comm_waits,
+    release_point,
 )
 
 
@@ -94,3 +95,11 @@ def test_a_release_point_only_adds_waits(spans: list[tuple[float, float]], gap_s
         assert with_release is not None
     if not gap_start < released < op_start:
         assert with_release == plain
+
+
+def test_the_release_point_is_the_latest_dependency_end_by_the_op_start() -> None:
+    """A dependency that ended after the op started did not let it go on; one
+    ending exactly at its start did; none: no release point."""
+    assert release_point(100.0, [40.0, 100.0, 130.0, 70.0]) == 100.0
+    assert release_point(100.0, [130.0]) == -math.inf
+    assert release_point(100.0, []) == -math.inf

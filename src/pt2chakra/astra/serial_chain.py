@@ -61,6 +61,7 @@ from pt2chakra.simulation import (
     HostWait,
     TimedHostOp,
     host_comm_waits,
+    release_point,
 )
 
 # Kinds of the edges this profile writes (``data_dep_kinds``).
@@ -436,7 +437,7 @@ class HostTimeline:
             attrs = attr_dict(dep.attrs)
             if lane_of(dep.type, attrs).key != lane:
                 ends.append(dep.start_time_micros + inclusive_micros(dep, attrs))
-        return max([e for e in ends if e <= node.start_time_micros], default=-math.inf)
+        return release_point(node.start_time_micros, ends)
 
     def _comm_preds_end(self, node: ChakraNode) -> float:
         """The latest end of the collectives ``node`` recorded a dependency on."""

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         HostWait,
         TimedHostOp,
         host_comm_waits,
+        release_point,
     )
 
 _EXPORTS = {
@@ -123,6 +124,7 @@ _EXPORTS = {
     "INFER_MIN_US": "pt2chakra.simulation.waits",
     "CPU_WAKE_TOL_US": "pt2chakra.simulation.waits",
     "host_comm_waits": "pt2chakra.simulation.waits",
+    "release_point": "pt2chakra.simulation.waits",
 }
 __all__ = [
     "Arrival", "CATEGORY_COLORS", "CATEGORY_NAMES", "CPU_WAKE_TOL_US", "Calibration", "CollectiveEnds",
@@ -133,7 +135,7 @@ __all__ = [
     "cost_factors", "format_figure", "format_text_report", "gloo_segments_per_rank",
     "host_comm_waits", "lane_tids", "link_streams", "measured_collectives", "measured_offset",
     "measured_span", "predicted_et_config", "profiler_lines", "recorded_figure",
-    "refuse_unsound_set", "result_json", "scaled_out_options", "simulate", "simulate_baseline",
+    "refuse_unsound_set", "release_point", "result_json", "scaled_out_options", "simulate", "simulate_baseline",
     "simulate_graphs_run", "simulate_run", "step_notes", "timing_notes", "what_if",
     "with_recorded_source", "write_meta", "write_predicted_et",
 ]

@@ -30,6 +30,7 @@ from pt2chakra.simulation.waits import (
     CollectiveEnds,
     TimedHostOp,
     host_comm_waits,
+    release_point,
 )
 
 # Inferring cross-stream waits: an op that started this much later than
@@ -236,10 +237,10 @@ def _released(p: PreparedGraph, x: int, plist: tuple[tuple[int, int], ...]) -> f
     """The latest end of an op's recorded dependencies on other threads that
     ended before it started (``TimedHostOp.released``; a CPU op ends with its
     callees)."""
-    start, lane = p.nodes[x].start_time_micros, p.lane[x]
-    ends = (p.nodes[src].start_time_micros + p.incl[src] for src, _kind in plist
-            if p.lane[src] != lane)
-    return max([-math.inf, *(e for e in ends if e <= start)])
+    lane = p.lane[x]
+    return release_point(p.nodes[x].start_time_micros,
+                         (p.nodes[src].start_time_micros + p.incl[src] for src, _kind in plist
+                          if p.lane[src] != lane))
 
 
 def sync_ops(p: PreparedGraph, base: int, parents: Parents,

@@ -47,8 +47,16 @@ class TimedHostOp:
     start: float
     held_end: float  # start + the time it holds the thread (``thread_holds``)
     explained: float = -math.inf  # latest end of the collectives its recorded deps name
-    # latest end of its recorded dependencies (any op) that ended before it started
+    # where a recorded dependency on another thread let it go on (``release_point``)
     released: float = -math.inf
+
+
+def release_point(op_start: float, other_thread_dep_ends: Iterable[float]) -> float:
+    """``TimedHostOp.released``: the latest end, at or before the op's start,
+    of its recorded dependencies on other threads (a CPU op ends with its
+    callees); -inf where none ended by then. The replay and the serial chain
+    each find those ends in their own graph, then ask this."""
+    return max((e for e in other_thread_dep_ends if e <= op_start), default=-math.inf)
 
 
 @dataclass(frozen=True, slots=True)
