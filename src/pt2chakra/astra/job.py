@@ -301,13 +301,20 @@ def _time_ratio(c: RecordedCollective, fitted: AstraNetwork, network: AstraNetwo
                 system: AstraSystem) -> float:
     """ASTRA-sim's time of ``c`` under ``network`` over under ``fitted``
     (1 where its network model does not time it)."""
+    base, other = (_astra_ns(c, net, system) for net in (fitted, network))
+    return other / base if base is not None and other is not None and base > 0 else 1.0
+
+
+def _astra_ns(c: RecordedCollective, network: AstraNetwork, system: AstraSystem,
+              ) -> float | None:
+    """ASTRA-sim's time of a recorded collective under ``network``, every
+    member issuing it together (the exact collective model,
+    ``collective_time.py``); None where that model does not time it."""
     try:
-        base, other = (max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), net,
-                                              system, ranks=c.ranks).values())
-                       for net in (fitted, network))
+        return max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), network, system,
+                                      ranks=c.ranks).values())
     except ValueError:
-        return 1.0
-    return other / base if base > 0 else 1.0
+        return None
 
 
 def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[int, float]],
@@ -491,12 +498,8 @@ def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibrati
     errors = []
     for c in _network_collectives(recorded.collectives[backend]):
         target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
-        try:
-            got = max(collective_rank_ns(c.comm_type, c.astra_size, len(c.ranks), network,
-                                         system, ranks=c.ranks).values())
-        except ValueError:
-            continue
-        if target > 0:
+        got = _astra_ns(c, network, system)
+        if got is not None and target > 0:
             errors.append(100.0 * (got - target) / target)
     if not errors:
         return None, None
