@@ -276,20 +276,25 @@ class SerialChain:
         link; the network runs them one after another): it scales as the
         job's network scales that collective (``link_scale``), the rest (the
         host's wake-up) stays fixed. False when there is no time to fill."""
-        start = self.cursor
         decider = max(waited_for, key=lambda d: (self.done[d], d)) if waited_for else None
         if decider is not None:
-            start = min(max(start, self.done[decider]), until)
-        self.cursor = start
+            self.cursor = min(max(self.cursor, self.done[decider]), until)
+        start = self.cursor
         if not self._gap(until, waited_for):
             return False
-        scale = self.link_scale.get(decider, 1.0) if decider is not None else 1.0
-        link = max(0, min(until, self.end[decider]) - start) if decider is not None else 0
+        if decider is not None:
+            self._scale_link_time(decider, start, until)
+        return True
+
+    def _scale_link_time(self, decider: int, start: int, until: int) -> None:
+        """The gap just appended (from ``start`` to ``until``), its part before
+        ``decider``'s recorded end scaled by ``link_scale``."""
+        scale = self.link_scale.get(decider, 1.0)
+        link = min(until, self.end[decider]) - start
         if scale != 1.0 and link > 0:
             gap = self.chain[-1]
             self.chain[-1] = msgspec.structs.replace(
                 gap, duration_micros=max(0, gap.duration_micros - round(link * (1.0 - scale))))
-        return True
 
     # -- communication --------------------------------------------------
 
