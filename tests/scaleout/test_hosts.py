@@ -13,10 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.records import attr_dict
-from pt2chakra.rules.conventions import SCALEOUT_CPU_STRETCH_ATTR, scaled_world
+from pt2chakra.chakra.records import NodeType, attr_dict
+from pt2chakra.rules.conventions import (
+    SCALEOUT_CPU_STRETCH_ATTR,
+    SCALEOUT_HOP_DELAY_ATTR,
+    scaled_world,
+)
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
-from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
+from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing, scheduler_slice_us
 from pt2chakra.simulation.api import (
     SimulationOptions,
     scaled_out_options,
@@ -99,9 +103,16 @@ def test_same_step_from_the_files_and_directly(gloo_ranks: list[Path], tmp_path:
     assert abs(direct / full.predicted_step_us - 1) < 0.01
 
 
-def test_stretch_is_the_cpu_scale(gloo_ranks: list[Path]) -> None:
-    """The shared host's step is the unshared one with its CPU time x4, the
-    --cpu-scale 4 what-if (one rule for ops and the gaps between them)."""
+def _no_wakeups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(HostSharing, "hop_delay_us", lambda self, world_size: 0.0)
+
+
+def test_stretch_is_the_cpu_scale(gloo_ranks: list[Path], monkeypatch: pytest.MonkeyPatch,
+                                  ) -> None:
+    """The shared host's step, its collectives' wake-ups left out, is the
+    unshared one with its CPU time x4, the --cpu-scale 4 what-if (one rule
+    for ops and the gaps between them)."""
+    _no_wakeups(monkeypatch)
     bed = HostSharing(ranks_per_host=8, cores_per_host=2)
     shared = _direct(gloo_ranks, 8, bed)
     scaled = scaled_graphs(gloo_ranks, 8)
@@ -110,6 +121,56 @@ def test_stretch_is_the_cpu_scale(gloo_ranks: list[Path]) -> None:
     assert len(what_if) == 1
     assert shared == pytest.approx(what_if[0].predicted_step_us, rel=1e-9)
     assert shared > _direct(gloo_ranks, 8, NO_SHARING)
+
+
+@given(hosts, sizes)
+def test_wakeups_only_where_the_cores_are_crowded(h: HostSharing, m: int) -> None:
+    assert h.cores_per_host is not None
+    crowded = h.share(m) > 1.0
+    assert (h.hop_delay_us(m) > 0.0) == crowded
+    if crowded:
+        assert h.hop_delay_us(m) == scheduler_slice_us(h.cores_per_host)
+    assert NO_SHARING.hop_delay_us(m) == 0.0
+
+
+def test_scheduler_slice_is_the_kernel_default() -> None:
+    """EEVDF's base slice, 0.75 ms x (1 + log2 cores), the cores capped at 8."""
+    assert [scheduler_slice_us(c) for c in (1, 2, 3, 4, 8, 64)] == \
+        [750.0, 1500.0, 1500.0, 2250.0, 3000.0, 3000.0]
+
+
+def _hop_delay_of(path: Path) -> object:
+    md, _ = read_et(path)
+    return attr_dict(md.attrs).get(SCALEOUT_HOP_DELAY_ATTR)
+
+
+def test_extrapolate_writes_the_wakeup_delay(gloo_ranks: list[Path], tmp_path: Path) -> None:
+    bed = HostSharing(ranks_per_host=8, cores_per_host=2)
+    extrapolate(gloo_ranks, 8, tmp_path / "x", hosts=bed)
+    assert {_hop_delay_of(tmp_path / f"x.{r}.et") for r in range(8)} == {1500.0}
+    extrapolate(gloo_ranks, 2, tmp_path / "same", hosts=bed)  # N -> N: nothing new
+    assert _hop_delay_of(tmp_path / "same.0.et") is None
+    extrapolate(gloo_ranks, 8, tmp_path / "y")  # no sharing asked
+    assert _hop_delay_of(tmp_path / "y.0.et") is None
+    extrapolate(sorted(tmp_path.glob("x.*.et")), 4, tmp_path / "z", hosts=bed)
+    md, _ = read_et(tmp_path / "z.0.et")
+    world = scaled_world(attr_dict(md.attrs))
+    assert world is not None and world.recorded == 2 and world.hop_delay_us == 1500.0
+
+
+def test_wakeups_lengthen_the_step_by_at_most_their_sum(
+        gloo_ranks: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each collective of the 8-rank job on crowded cores ends 7 wake-ups
+    later (a ring's hand-offs): the step grows, by no more than the rank's
+    collectives' wake-ups added up."""
+    bed = HostSharing(ranks_per_host=8, cores_per_host=2)
+    woken = _direct(gloo_ranks, 8, bed)
+    extrapolate(gloo_ranks, 8, tmp_path / "x", hosts=bed)
+    _md, nodes = read_et(tmp_path / "x.0.et")
+    collectives = sum(1 for n in nodes if n.type == NodeType.COMM_COLL_NODE)
+    _no_wakeups(monkeypatch)
+    plain = _direct(gloo_ranks, 8, bed)
+    assert scheduler_slice_us(2) <= woken - plain <= collectives * 7 * scheduler_slice_us(2)
 
 
 def test_cli(gloo_ranks: list[Path]) -> None:

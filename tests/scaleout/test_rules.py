@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.scaleout.rules import SizeRule, call_name, scaled_size, shard_bytes, size_rule
-from pt2chakra.simulation.network import cost_factors
+from pt2chakra.simulation.network import chain_handoffs, cost_factors
 
 AR, AG, RS = int(CollectiveType.ALL_REDUCE), int(CollectiveType.ALL_GATHER), \
     int(CollectiveType.REDUCE_SCATTER)
@@ -55,3 +55,18 @@ def test_ring_all_reduce_bytes_per_link(m: int) -> None:
     assert steps == 2 * (m - 1)
     assert cost_factors(RS, m, "ring")[1] * 2 == factor
     assert factor < 2 and (m == 2 or factor > cost_factors(AR, m - 1, "ring")[1])
+
+
+@given(st.sampled_from([*map(int, CollectiveType), -1]), st.integers(1, 4096),
+       st.sampled_from(["ring", "tree", "gloo"]), st.integers(0, 1 << 30))
+def test_hand_offs_are_among_the_sequential_messages(kind: int, n: int,
+                                                     algorithm: str, size: int) -> None:
+    """A wake-up is charged per hand-off of the chain (network.chain_handoffs):
+    never more than the messages the model already sends one after another,
+    none alone, and a ring's once per other rank."""
+    handoffs = chain_handoffs(kind, n, algorithm)
+    steps, _factor = cost_factors(kind, n, algorithm, size)
+    assert 0 <= handoffs <= steps
+    assert (handoffs == 0) == (n == 1)
+    if algorithm == "ring" and kind in (CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER):
+        assert handoffs == n - 1

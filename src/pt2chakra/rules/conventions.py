@@ -290,6 +290,9 @@ SCALEOUT_RECORDED_WORLD_ATTR = "scaleout_recorded_world_size"
 # M ranks share their hosts' cores more than the recorded N did (scaleout/
 # hosts.py, ``--ranks-per-host/--cores-per-host``); absent: 1.
 SCALEOUT_CPU_STRETCH_ATTR = "scaleout_cpu_stretch"
+# The wake-up delay of each hand-off of a collective's chain at the M ranks'
+# hosts, in us (scaleout/hosts.py, ``hop_delay_us``); absent: 0.
+SCALEOUT_HOP_DELAY_ATTR = "scaleout_hop_delay_us"
 
 
 class ScaledWorld(NamedTuple):
@@ -299,6 +302,7 @@ class ScaledWorld(NamedTuple):
     world_size: int
     recorded: int
     cpu_stretch: float = 1.0
+    hop_delay_us: float = 0.0
 
     @property
     def rescaled(self) -> bool:
@@ -314,7 +318,10 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     stretch = metadata_attrs.get(SCALEOUT_CPU_STRETCH_ATTR)
     if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
         stretch = 1.0
-    return ScaledWorld(world, recorded, stretch)
+    hop = metadata_attrs.get(SCALEOUT_HOP_DELAY_ATTR)
+    if not (isinstance(hop, float) and 0 <= hop < float("inf")):
+        hop = 0.0
+    return ScaledWorld(world, recorded, stretch, hop)
 
 
 def size_unknown(attrs: Mapping[str, Any]) -> bool:

@@ -10,6 +10,14 @@ stretches by ``busy threads / cores`` (at least 1). The recording already
 holds the sharing of the host it ran on, so a prediction at M ranks
 stretches the recorded CPU time by ``share(M) / share(N)``.
 
+A crowded host also delays every hand-off of a collective's chain: a ring
+step completes when the receiving rank's worker thread, woken by the data,
+gets a core, and while every core is busy that waits for the running
+thread's time slice to end; the delay passes along the chain, so the last
+participant ends one wake-up delay per hand-off after the first
+(``hop_delay_us``; the hand-offs per collective kind are the network
+model's, ``simulation/network.py``, ``chain_handoffs``).
+
 The normal case, one rank per GPU host (``ranks_per_host`` 1, the default),
 shares nothing and changes nothing. A test bed that puts every rank on one
 host of a few cores (``make bench-scale``: 8 ranks on 2 cores) does.
@@ -17,6 +25,7 @@ host of a few cores (``make bench-scale``: 8 ranks on 2 cores) does.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 # Threads of one rank that want a core during its CPU work: its main thread.
@@ -26,6 +35,13 @@ from typing import NamedTuple
 BUSY_THREADS_PER_RANK = 1
 # One rank per host (a GPU host per rank): nothing is shared.
 DEFAULT_RANKS_PER_HOST = 1
+# Linux's fair scheduler (EEVDF, kernel 6.6 on) gives a thread a base slice of
+# 0.75 ms, scaled by 1 + log2(cores) for up to 8 cores (sysctl_sched_base_slice,
+# SCHED_TUNABLESCALING_LOG): a thread woken while every core is busy runs when
+# the current thread's slice ends, about one slice later. The kernel's
+# default, not fitted to any recording.
+SCHED_BASE_SLICE_US = 750.0
+SCHED_SCALING_MAX_CORES = 8
 
 
 class HostSharing(NamedTuple):
@@ -49,6 +65,14 @@ class HostSharing(NamedTuple):
         job of ``target`` ranks on the same hosts."""
         return self.share(target) / self.share(recorded)
 
+    def hop_delay_us(self, world_size: int) -> float:
+        """The wake-up delay of one hand-off of a collective's chain on a host
+        holding its share of a ``world_size``-rank job: a scheduler slice
+        where the ranks crowd the cores, else none."""
+        if self.cores_per_host is None or self.share(world_size) <= 1.0:
+            return 0.0
+        return scheduler_slice_us(self.cores_per_host)
+
     def shares(self) -> bool:
         """Whether any world size shares a core (the options say anything)."""
         return self.share(self.ranks_per_host) > 1.0
@@ -61,3 +85,9 @@ class HostSharing(NamedTuple):
 
 
 NO_SHARING = HostSharing()
+
+
+def scheduler_slice_us(cores: int) -> float:
+    """The fair scheduler's slice on a host of ``cores`` cores (its default)."""
+    scaled = max(1, min(cores, SCHED_SCALING_MAX_CORES))
+    return SCHED_BASE_SLICE_US * (1 + math.floor(math.log2(scaled)))

@@ -22,6 +22,7 @@ from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType,
 from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
+    SCALEOUT_HOP_DELAY_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
     SCALEOUT_SOURCE_RANK_ATTR,
 )
@@ -36,6 +37,7 @@ RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
 # and, when the M ranks share their hosts' cores more than the N did, the
 # factor on the recorded CPU time (hosts.py; written only when not 1).
 CPU_STRETCH_ATTR = SCALEOUT_CPU_STRETCH_ATTR
+HOP_DELAY_ATTR = SCALEOUT_HOP_DELAY_ATTR
 SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)  # always written
 
 
@@ -143,7 +145,7 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     first_source = have.get(SOURCE_RANK_ATTR)
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
-        if name in SCALEOUT_ATTRS or name == CPU_STRETCH_ATTR:
+        if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR):
             continue
         if name == "rank":
             value = rank
@@ -159,5 +161,8 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     stretch = hosts.cpu_stretch(measured_at, target)
     if stretch != 1.0:
         attrs.append((CPU_STRETCH_ATTR, "double_val", stretch))
+    hop_delay = hosts.hop_delay_us(target) if target != measured_at else 0.0
+    if hop_delay > 0.0:
+        attrs.append((HOP_DELAY_ATTR, "double_val", hop_delay))
     return GlobalMetadata(version=md.version, attrs=attrs)
 

@@ -26,7 +26,7 @@ from pt2chakra.simulation.lone import (
     modelled,
     network_knob,
 )
-from pt2chakra.simulation.network import GLOO, collective_time
+from pt2chakra.simulation.network import GLOO, chain_handoffs, collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepared import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
 from pt2chakra.simulation.profiler_overhead import take_out
@@ -279,11 +279,25 @@ def _own_span(p: PreparedGraph, i: int) -> tuple[float, float]:
 
 def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
     """A collective under the calibrated model: the fitted overhead, the
-    given (else fitted) latency and bandwidth, the bandwidth what-if."""
+    given (else fitted) latency and bandwidth, the bandwidth what-if, and a
+    scaled-out job's wake-ups on crowded hosts."""
     first = members[0]
     return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members),
                        timed_ranks(p, members),
-                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
+                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us) \
+        + wakeups_us(p, members, cal.algorithm)
+
+
+def wakeups_us(p: PreparedGraph, members: list[int], algorithm: str) -> float:
+    """The scheduler's wake-ups along a scaled-out collective's chain where
+    the new job's ranks crowd their hosts' cores (scaleout/hosts.py): the
+    fit, from the first participant to end, holds none of them, and the
+    clones all end with the last. 0 for a recorded file."""
+    world = p.scaled[p.rank[members[0]]]
+    if world is None or not world.rescaled or world.hop_delay_us == 0.0:
+        return 0.0
+    handoffs = chain_handoffs(p.comm_type[members[0]], world.world_size, algorithm)
+    return handoffs * world.hop_delay_us
 
 
 def link_streams(cfg: SimConfig) -> int:

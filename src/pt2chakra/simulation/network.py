@@ -89,6 +89,24 @@ def _gloo_factors(comm_type: int, n: int, size_bytes: int) -> tuple[float, float
     return cost_factors(comm_type, n, "ring")
 
 
+def chain_handoffs(comm_type: int, n: int, algorithm: str = "ring") -> int:
+    """How many times a collective of ``n`` ranks waits for a rank to take
+    up what the previous one passed it, one after the other: each rank of a
+    ring once (n-1; an all-reduce's segments and its two phases are
+    pipelined through the same ranks, so its hand-offs overlap: on the
+    benchmark's crowded hosts its last-to-first end spread per rank was half
+    an all-gather's), each round of a tree (ceil(log2 n)), one for a
+    point-to-point. Where every hand-off waits for a crowded core, each
+    adds a scheduler's wake-up (scaleout/hosts.py)."""
+    if n <= 1:
+        return 0
+    if comm_type not in _ALL_REDUCE | _SHARDED | _ROOTED | _BARRIER:
+        return 1  # point-to-point
+    if algorithm == "tree" or (algorithm == GLOO and comm_type in _ROOTED):
+        return math.ceil(math.log2(n))
+    return n - 1
+
+
 def collective_time(comm_type: int, size_bytes: int, n: int, bandwidth_gbps: float,
                     latency_us: float, algorithm: str = "ring") -> float:
     """Microseconds for one collective. ``bandwidth_gbps`` is GB/s (1e9 bytes/s),
