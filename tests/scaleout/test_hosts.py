@@ -27,6 +27,7 @@ from pt2chakra.simulation.api import (
     simulate,
     simulate_graphs_run,
 )
+from pt2chakra.simulation.durations import MIN_HANDOFFS_MEASURED, spread_per_handoff
 
 sizes = st.integers(1, 4096)
 hosts = st.builds(HostSharing, st.integers(1, 256), st.integers(1, 128))
@@ -198,3 +199,36 @@ def test_extrapolate_refuses_half_the_hosts(gloo_ranks: list[Path], tmp_path: Pa
     assert proc.returncode == 2
     assert_one_line_failure(proc, "needs --cores-per-host")
     assert not list(tmp_path.iterdir())
+
+
+times = st.floats(0, 1e7, allow_nan=False)
+
+
+@given(st.lists(st.tuples(times, times), min_size=2, max_size=16), st.integers(0, 64), times)
+def test_spread_per_handoff(spans: list[tuple[float, float]], handoffs: int, shift: float) -> None:
+    """The wake-up a recording shows: unmoved by a common shift of the clock,
+    never negative, none for a short chain or a participant that did not wait."""
+    starts = [s for s, _d in spans]
+    ends = [s + d for s, d in spans]
+    got = spread_per_handoff(starts, ends, handoffs)
+    if handoffs < MIN_HANDOFFS_MEASURED or min(ends) < max(starts):
+        assert got is None
+        return
+    assert got is not None and got >= 0
+    moved = spread_per_handoff([s + shift for s in starts], [e + shift for e in ends], handoffs)
+    assert moved == pytest.approx(got, abs=1e-6 * (1 + shift))
+    assert got * handoffs == pytest.approx(max(ends) - min(ends))
+
+
+def test_a_crowded_recording_is_marked(gloo_ranks: list[Path], tmp_path: Path) -> None:
+    """Recorded 2 ranks on one core (crowded already): the files say so, and
+    the replay then takes the wake-up the recording shows where it can."""
+    one_core = HostSharing(ranks_per_host=8, cores_per_host=1)
+    extrapolate(gloo_ranks, 8, tmp_path / "x", hosts=one_core)
+    md, _ = read_et(tmp_path / "x.0.et")
+    world = scaled_world(attr_dict(md.attrs))
+    assert world is not None and world.recorded_crowded and world.hop_delay_us == 750.0
+    extrapolate(gloo_ranks, 8, tmp_path / "y", hosts=HostSharing(8, 2))
+    md, _ = read_et(tmp_path / "y.0.et")
+    world = scaled_world(attr_dict(md.attrs))
+    assert world is not None and not world.recorded_crowded

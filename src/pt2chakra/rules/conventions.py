@@ -293,6 +293,9 @@ SCALEOUT_CPU_STRETCH_ATTR = "scaleout_cpu_stretch"
 # The wake-up delay of each hand-off of a collective's chain at the M ranks'
 # hosts, in us (scaleout/hosts.py, ``hop_delay_us``); absent: 0.
 SCALEOUT_HOP_DELAY_ATTR = "scaleout_hop_delay_us"
+# Written (True) with it where the recorded N ranks crowded their hosts too:
+# the recording then shows the wake-ups itself, and the replay measures them.
+SCALEOUT_RECORDED_CROWDED_ATTR = "scaleout_recorded_crowded"
 
 
 class ScaledWorld(NamedTuple):
@@ -303,6 +306,7 @@ class ScaledWorld(NamedTuple):
     recorded: int
     cpu_stretch: float = 1.0
     hop_delay_us: float = 0.0
+    recorded_crowded: bool = False
 
     @property
     def rescaled(self) -> bool:
@@ -321,7 +325,8 @@ def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
     hop = metadata_attrs.get(SCALEOUT_HOP_DELAY_ATTR)
     if not (isinstance(hop, float) and 0 <= hop < float("inf")):
         hop = 0.0
-    return ScaledWorld(world, recorded, stretch, hop)
+    crowded = metadata_attrs.get(SCALEOUT_RECORDED_CROWDED_ATTR) is True
+    return ScaledWorld(world, recorded, stretch, hop, crowded)
 
 
 def size_unknown(attrs: Mapping[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_HOP_DELAY_ATTR,
+    SCALEOUT_RECORDED_CROWDED_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
     SCALEOUT_SOURCE_RANK_ATTR,
 )
@@ -38,6 +39,7 @@ RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
 # factor on the recorded CPU time (hosts.py; written only when not 1).
 CPU_STRETCH_ATTR = SCALEOUT_CPU_STRETCH_ATTR
 HOP_DELAY_ATTR = SCALEOUT_HOP_DELAY_ATTR
+RECORDED_CROWDED_ATTR = SCALEOUT_RECORDED_CROWDED_ATTR
 SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)  # always written
 
 
@@ -145,7 +147,8 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     first_source = have.get(SOURCE_RANK_ATTR)
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
-        if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR):
+        if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR,
+                                              RECORDED_CROWDED_ATTR):
             continue
         if name == "rank":
             value = rank
@@ -164,5 +167,7 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     hop_delay = hosts.hop_delay_us(target) if target != measured_at else 0.0
     if hop_delay > 0.0:
         attrs.append((HOP_DELAY_ATTR, "double_val", hop_delay))
+        if hosts.hop_delay_us(measured_at) > 0.0:
+            attrs.append((RECORDED_CROWDED_ATTR, "bool_val", True))
     return GlobalMetadata(version=md.version, attrs=attrs)
 

@@ -5,6 +5,7 @@ model, or the model calibrated on the recording."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 import msgspec
@@ -58,13 +59,15 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         if cfg.bandwidth_gbps is not None:
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
     measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
+    handoff = recorded_handoff_us(p, participants, shared_clock) if cal else None
     for key, members in participants.items():
         c = cal.get(comm_backend(p.nodes[members[0]].name)) \
             if cal and known_size(p, members) else None
         if c is None and measured and shared_clock:
             each = _member_us(p, cfg, members, eager)
         else:
-            t = _calibrated_us(p, cfg, c, members) if c else _collective_us(p, cfg, key, members)
+            t = _calibrated_us(p, cfg, c, members, handoff) if c \
+                else _collective_us(p, cfg, key, members)
             each = [t] * len(members)
         coll[key] = max(each)
         for m, t in zip(members, each):
@@ -277,7 +280,8 @@ def _own_span(p: PreparedGraph, i: int) -> tuple[float, float]:
     return start, start + float(p.nodes[i].duration_micros)
 
 
-def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
+def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int],
+                   handoff_us: float | None = None) -> float:
     """A collective under the calibrated model: the fitted overhead, the
     given (else fitted) latency and bandwidth, the bandwidth what-if, and a
     scaled-out job's wake-ups on crowded hosts."""
@@ -285,19 +289,83 @@ def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: 
     return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members),
                        timed_ranks(p, members),
                        cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us) \
-        + wakeups_us(p, members, cal.algorithm)
+        + wakeups_us(p, members, cal.algorithm, handoff_us)
 
 
-def wakeups_us(p: PreparedGraph, members: list[int], algorithm: str) -> float:
+def wakeups_us(p: PreparedGraph, members: list[int], algorithm: str,
+               handoff_us: float | None = None) -> float:
     """The scheduler's wake-ups along a scaled-out collective's chain where
     the new job's ranks crowd their hosts' cores (scaleout/hosts.py): the
     fit, from the first participant to end, holds none of them, and the
-    clones all end with the last. 0 for a recorded file."""
+    clones all end with the last. Each hand-off costs what the recording
+    showed (``handoff_us``, where its ranks crowded their cores too), else
+    the scheduler's slice the file names. 0 for a recorded file."""
     world = p.scaled[p.rank[members[0]]]
     if world is None or not world.rescaled or world.hop_delay_us == 0.0:
         return 0.0
     handoffs = chain_handoffs(p.comm_type[members[0]], world.world_size, algorithm)
-    return handoffs * world.hop_delay_us
+    each = handoff_us if handoff_us is not None and world.recorded_crowded else world.hop_delay_us
+    return handoffs * each
+
+
+# Fewer hand-offs than this and a collective's spread of ends is not a
+# chain of wake-ups: gloo's 2-rank all-gather ends one direction of its one
+# connection ~19 ms after the other, arrivals or not (docs/SCALE_OUT_BENCH.md).
+MIN_HANDOFFS_MEASURED = 2
+# Fewer collectives measured than this and the median does not outvote one
+# odd collective (a step of DDP buckets that overlap on the link leaves 0-2
+# alone): the scheduler's slice is taken instead.
+MIN_COLLECTIVES_MEASURED = 3
+
+
+def recorded_handoff_us(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],
+                        shared_clock: bool) -> float | None:
+    """The wake-up per hand-off that a scaled-out job's recording shows: per
+    collective timed at its recorded size, its last participant's end less
+    its first's (both after the last arrival) over the recorded chain's
+    hand-offs; the median. None where nothing can be measured (ranks
+    without a shared clock, a recorded file, chains too short)."""
+    if not shared_clock or not rescaled(p):
+        return None
+    shared_link = _overlapping_comm(p)
+    per_handoff = []
+    for members in participants.values():
+        if not known_size(p, members) or any(m in shared_link for m in members):
+            continue
+        handoffs = chain_handoffs(p.comm_type[members[0]], recorded_ranks(p, members))
+        spread = spread_per_handoff([p.start[m] for m in members],
+                                    [p.start[m] + p.dur[m] for m in members], handoffs)
+        if spread is not None:
+            per_handoff.append(spread)
+    if len(per_handoff) < MIN_COLLECTIVES_MEASURED:
+        return None
+    return statistics.median(per_handoff)
+
+
+def spread_per_handoff(starts: Sequence[float], ends: Sequence[float],
+                       handoffs: int) -> float | None:
+    """One collective's last end less its first over its chain's hand-offs;
+    None for a chain too short to be one, or a participant that ended
+    before the last arrival (it did not wait for the chain)."""
+    if handoffs < MIN_HANDOFFS_MEASURED or min(ends) < max(starts):
+        return None
+    return (max(ends) - min(ends)) / handoffs
+
+
+def _overlapping_comm(p: PreparedGraph) -> set[int]:
+    """Collectives that shared their rank's link with another one for some
+    of their recorded span: their ends are apart by the link's sharing, not
+    by wake-ups (DDP's concurrent bucket all-reduces)."""
+    out: set[int] = set()
+    for nodes in p.rank_nodes:
+        comm = sorted((p.start[i], p.start[i] + p.dur[i], i) for i in nodes if p.cat[i] == COMM)
+        open_end, open_node = float("-inf"), -1
+        for start, end, i in comm:
+            if start < open_end:
+                out.update((i, open_node))
+            if end > open_end:
+                open_end, open_node = end, i
+    return out
 
 
 def link_streams(cfg: SimConfig) -> int:
