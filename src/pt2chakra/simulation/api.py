@@ -23,7 +23,7 @@ from pt2chakra.rules.checks import check_before_replay, cross_rank_problems, ref
 from pt2chakra.rules.conventions import ALIGNMENTS, scaled_world
 from pt2chakra.rules.rendezvous import RendezvousKey
 from pt2chakra.simulation.calibration import Calibration
-from pt2chakra.simulation.durations import calibrate, link_streams
+from pt2chakra.simulation.durations import calibrate, collective_wakeups, link_streams
 from pt2chakra.simulation.engine import Simulator, load, what_if
 from pt2chakra.simulation.event_loop import participants_of, shares_clock
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
@@ -364,6 +364,9 @@ class RecordedCalibration(NamedTuple):
     prepared: PreparedGraph
     matched: dict[RendezvousKey, list[int]]  # collectives more than one rank reached
     calibrations: dict[str, Calibration]  # per backend
+    # participant -> the wake-ups its scaled-out collective adds on crowded
+    # hosts (durations.collective_wakeups; empty for recorded files)
+    wakeups: dict[int, float] = {}
 
 
 def calibrate_recorded(paths: Inputs | RankSet, algorithm: str,
@@ -375,5 +378,7 @@ def calibrate_recorded(paths: Inputs | RankSet, algorithm: str,
     prepared = prepare_graphs(load(ranks), ranks.paths, comm_streams, refuse_deadlock=False,
                               ranks=ranks.ranks)
     matched = participants_of(prepared)
-    return RecordedCalibration(prepared, matched, calibrate(prepared, matched, algorithm,
-                                                            shared_clock=shares_clock(prepared)))
+    shared = shares_clock(prepared)
+    calibrations = calibrate(prepared, matched, algorithm, shared_clock=shared)
+    return RecordedCalibration(prepared, matched, calibrations,
+                               collective_wakeups(prepared, matched, calibrations, shared))

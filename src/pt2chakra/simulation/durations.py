@@ -59,14 +59,14 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         if cfg.bandwidth_gbps is not None:
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
     measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
-    handoff = recorded_handoff_us(p, participants, shared_clock) if cal else None
+    woken = collective_wakeups(p, participants, cal, shared_clock) if cal else {}
     for key, members in participants.items():
         c = cal.get(comm_backend(p.nodes[members[0]].name)) \
             if cal and known_size(p, members) else None
         if c is None and measured and shared_clock:
             each = _member_us(p, cfg, members, eager)
         else:
-            t = _calibrated_us(p, cfg, c, members, handoff) if c \
+            t = _calibrated_us(p, cfg, c, members) + woken.get(members[0], 0.0) if c \
                 else _collective_us(p, cfg, key, members)
             each = [t] * len(members)
         coll[key] = max(each)
@@ -280,26 +280,44 @@ def _own_span(p: PreparedGraph, i: int) -> tuple[float, float]:
     return start, start + float(p.nodes[i].duration_micros)
 
 
-def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int],
-                   handoff_us: float | None = None) -> float:
+def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
     """A collective under the calibrated model: the fitted overhead, the
-    given (else fitted) latency and bandwidth, the bandwidth what-if, and a
-    scaled-out job's wake-ups on crowded hosts."""
+    given (else fitted) latency and bandwidth, the bandwidth what-if."""
     first = members[0]
     return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members),
                        timed_ranks(p, members),
-                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us) \
-        + wakeups_us(p, members, cal.algorithm, handoff_us)
+                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
+
+
+def collective_wakeups(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],
+                       calibrations: dict[str, Calibration], shared_clock: bool,
+                       ) -> dict[int, float]:
+    """Participant -> the scheduler's wake-ups its collective adds to the
+    calibrated model's time where a scaled-out job's ranks crowd their
+    hosts' cores (scaleout/hosts.py): the fit, from the first participant
+    to end, holds none of them, and the clones all end with the last. The
+    replay adds them; the ASTRA-sim job writes them into the collective's
+    size. Empty for recorded files."""
+    if not any(w is not None and w.rescaled and w.hop_delay_us > 0 for w in p.scaled):
+        return {}
+    handoff = recorded_handoff_us(p, participants, shared_clock)
+    out: dict[int, float] = {}
+    for members in participants.values():
+        cal = calibrations.get(comm_backend(p.nodes[members[0]].name))
+        if cal is None or not known_size(p, members):
+            continue
+        wake = wakeups_us(p, members, cal.algorithm, handoff)
+        if wake > 0.0:
+            out.update((m, wake) for m in members)
+    return out
 
 
 def wakeups_us(p: PreparedGraph, members: list[int], algorithm: str,
                handoff_us: float | None = None) -> float:
-    """The scheduler's wake-ups along a scaled-out collective's chain where
-    the new job's ranks crowd their hosts' cores (scaleout/hosts.py): the
-    fit, from the first participant to end, holds none of them, and the
-    clones all end with the last. Each hand-off costs what the recording
-    showed (``handoff_us``, where its ranks crowded their cores too), else
-    the scheduler's slice the file names. 0 for a recorded file."""
+    """One scaled-out collective's wake-ups: one per hand-off of its chain
+    at the new world size, each what the recording showed (``handoff_us``,
+    where its ranks crowded their cores too), else the scheduler's slice
+    the file names. 0 for a recorded file."""
     world = p.scaled[p.rank[members[0]]]
     if world is None or not world.rescaled or world.hop_delay_us == 0.0:
         return 0.0
