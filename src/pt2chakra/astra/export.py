@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import msgspec
@@ -499,6 +500,20 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
                          "larger than 1'); replay it with pt2chakra simulate instead")
 
 
+@dataclass(frozen=True, slots=True)
+class WakeupPadding:
+    """One rank's wake-ups on crowded hosts in the job (``job.wakeup_padding``):
+    node id -> bytes added to the collective's ``comm_size`` (converter
+    convention), or us added to the duration of one ASTRA-sim replays from
+    its duration."""
+
+    size_bytes: dict[int, int]
+    micros: dict[int, int]
+
+
+NO_PADDING = WakeupPadding({}, {})
+
+
 class RankPlacement(NamedTuple):
     """A rank's recorded step (None: untimed), its start after the earliest
     rank's, worked out once per rank, and where the job's network ends its
@@ -509,6 +524,25 @@ class RankPlacement(NamedTuple):
     origin_us: float
     network_ends: Mapping[int, float] = {}
     link_scales: Mapping[int, float] = {}
+    wakeups: WakeupPadding = NO_PADDING
+
+
+def _padded(nodes: list[ChakraNode], padding: WakeupPadding) -> list[ChakraNode]:
+    """The rank's collectives with their wake-ups on crowded hosts added."""
+    if not padding.size_bytes and not padding.micros:
+        return nodes
+    out = []
+    for n in nodes:
+        extra = padding.size_bytes.get(n.id, 0)
+        if extra:
+            n = msgspec.structs.replace(n, attrs=[
+                (k, t, v + extra if k == "comm_size" and isinstance(v, int) else v)
+                for k, t, v in n.attrs])
+        micros = padding.micros.get(n.id, 0)
+        if micros:
+            n = msgspec.structs.replace(n, duration_micros=n.duration_micros + micros)
+        out.append(n)
+    return out
 
 
 def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
@@ -523,7 +557,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window,
                                   placed.network_ends, placed.link_scales)
-    out_nodes = host_stretched(out_nodes, metadata)
+    out_nodes = _padded(host_stretched(out_nodes, metadata), placed.wakeups)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
@@ -588,7 +622,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
                   cpu: str = DEFAULT_CPU_MODE, force: bool = False,
                   staged: StagedOutputs | None = None,
                   network_ends: Sequence[Mapping[int, float]] = (),
-                  link_scales: Sequence[Mapping[int, float]] = ()) -> list[str]:
+                  link_scales: Sequence[Mapping[int, float]] = (),
+                  wakeups: Sequence[WakeupPadding] = ()) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (each rank by
     ``chakra.ranks``: metadata, else name).
 
@@ -604,7 +639,9 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     chain's waits start there); none: at their recorded ends. ``link_scales``:
     per rank, how the job's network scales each collective against the
     fitted one (``job.link_scales``; the recorded link time the fit leaves
-    unexplained scales with it); none: 1."""
+    unexplained scales with it); none: 1. ``wakeups``: per rank, what a
+    scaled-out job's wake-ups on crowded hosts add to its collectives
+    (``job.wakeup_padding``); none: nothing."""
     prefix = os.fspath(prefix)
     given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
     check_prefix_outputs(given, prefix, EXPORT_FILES)
@@ -623,7 +660,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     # wait forever on the job (refused unless ``force``, as validate's errors).
     refuse_unsound(checker.finish(), force)
     placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
-                                link_scales[k] if k < len(link_scales) else {})
+                                link_scales[k] if k < len(link_scales) else {},
+                                wakeups[k] if k < len(wakeups) else NO_PADDING)
                   for k, (w, o) in enumerate(zip(windows, _origins(windows)))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)

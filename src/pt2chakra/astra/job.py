@@ -24,6 +24,7 @@ rank); the system file is the project's reference one, held fixed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -64,7 +65,13 @@ from pt2chakra.astra.consumer import (
     consume_loaded,
     load_for_consumer,
 )
-from pt2chakra.astra.export import EXPORT_FILES, MIN_NPUS, convert_files, serial_issue_times
+from pt2chakra.astra.export import (
+    EXPORT_FILES,
+    MIN_NPUS,
+    WakeupPadding,
+    convert_files,
+    serial_issue_times,
+)
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.errors import InputError, printable
@@ -135,6 +142,9 @@ class RecordedFit:
     calibrations: dict[str, Calibration]
     collectives: dict[str, list[RecordedCollective]]
     comm: list[list[RankComm]] | None = None
+    # per rank, node id -> (its collective, the wake-ups its scaled-out
+    # collective adds on crowded hosts, us: durations.collective_wakeups)
+    wakeups: list[dict[int, tuple[RecordedCollective, float]]] | None = None
 
     def chosen_backend(self) -> str | None:
         """The backend whose calibration the job's one network carries: the
@@ -188,6 +198,8 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     prepared = fit.prepared
     collectives: dict[str, list[RecordedCollective]] = defaultdict(list)
     meeting: dict[int, tuple[int, RecordedCollective]] = {}
+    wakeups: list[dict[int, tuple[RecordedCollective, float]]] = \
+        [{} for _ in prepared.rank_nodes]
     for k, members in enumerate(fit.matched.values()):
         first = members[0]
         c = RecordedCollective(comm_type=prepared.comm_type[first],
@@ -196,8 +208,12 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
         collectives[comm_backend(prepared.nodes[first].name)].append(c)
         if all(m not in prepared.size_unknown for m in members):
             meeting.update((m, (k, c)) for m in members)
+        for m in members:
+            if m in fit.wakeups:
+                wakeups[prepared.rank[m]][prepared.nodes[m].id] = (c, fit.wakeups[m])
     return RecordedFit(fit.calibrations, dict(collectives),
-                       _rank_comm(fit, meeting, open_rank_set(paths).paths))
+                       _rank_comm(fit, meeting, open_rank_set(paths).paths),
+                       wakeups if fit.wakeups else None)
 
 
 def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedCollective]],
@@ -295,6 +311,65 @@ def link_scales(recorded: RecordedFit, fitted: AstraNetwork, network: AstraNetwo
             scales[c.node_id] = times[c.meeting]
         out.append(scales)
     return out
+
+
+def wakeup_padding(recorded: RecordedFit, network: AstraNetwork,
+                   system: AstraSystem) -> list[WakeupPadding]:
+    """Per rank, what each scaled-out collective's wake-ups on crowded hosts
+    add to it in the job (``durations.collective_wakeups``; the replay adds
+    them to the collective's time): bytes ASTRA-sim's network takes that
+    long to carry under the job's network, so that the wake-ups stay on the
+    rank's communication and keep their time under a network what-if; for
+    a collective ASTRA-sim replays from its duration, that duration. Empty
+    for recorded files."""
+    if recorded.wakeups is None:
+        return []
+    memo: dict[tuple[RecordedCollective, float], tuple[int, int]] = {}
+    out = []
+    for rank in recorded.wakeups:
+        padding = WakeupPadding({}, {})
+        for node_id, (c, wake_us) in rank.items():
+            if (c, wake_us) not in memo:
+                memo[(c, wake_us)] = _padding_of(c, wake_us, network, system)
+            extra_bytes, extra_us = memo[(c, wake_us)]
+            if extra_bytes:
+                padding.size_bytes[node_id] = extra_bytes
+            if extra_us:
+                padding.micros[node_id] = extra_us
+        out.append(padding)
+    return out
+
+
+def _padding_of(c: RecordedCollective, wake_us: float, network: AstraNetwork,
+                system: AstraSystem) -> tuple[int, int]:
+    """(bytes, us): the least bytes, in whole granules, that lengthen ``c``
+    in ASTRA-sim by ``wake_us`` (bisection on its exact collective model),
+    or the microseconds where that model does not time it. A granule is
+    ``splits x n x n`` bytes, so that the padded size divides into the same
+    number of chunks and messages as the collective's own (one byte over a
+    multiple of ``splits`` makes ASTRA-sim send a fifth chunk)."""
+    base = _astra_ns(c, network, system)
+    want = wake_us * NS_PER_US
+    if base is None or c.comm_type not in SUPPORTED_COLLECTIVES:
+        return 0, round(wake_us)
+    granule = system.splits * len(c.ranks) ** 2
+
+    def longer(granules: int) -> float:
+        grown = dataclasses.replace(c, size_bytes=c.size_bytes + granules * granule)
+        t = _astra_ns(grown, network, system)
+        return (t if t is not None else base) - base
+
+    hi = 1
+    while longer(hi) < want:
+        hi *= 2
+    lo = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if longer(mid) < want:
+            lo = mid
+        else:
+            hi = mid
+    return hi * granule, 0
 
 
 def _time_ratio(c: RecordedCollective, fitted: AstraNetwork, network: AstraNetwork,
@@ -617,15 +692,17 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     system = AstraSystem()
     ranks = open_rank_set(inputs, force)
     with _new_folders(folder or "."), StagedOutputs() as staged:
-        fit, ends, scales = None, [], []
+        fit, ends, scales, padding = None, [], [], []
         if len(inputs) >= MIN_NPUS:
             recorded = recorded_fit(ranks)
             fit = fit_network(recorded, len(inputs), choice, system)
             fitted = _as_recorded(fit, recorded, choice, system).network
             ends = network_ends(recorded, fitted, system)
             scales = link_scales(recorded, fitted, fit.network, system)
+            padding = wakeup_padding(recorded, fit.network, system)
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
-                                network_ends=ends, link_scales=scales)
+                                network_ends=ends, link_scales=scales,
+                                wakeups=padding)
         if fit is None:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
