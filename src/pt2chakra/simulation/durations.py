@@ -5,6 +5,7 @@ model, or the model calibrated on the recording."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -334,6 +335,9 @@ MIN_HANDOFFS_MEASURED = 2
 # odd collective (a step of DDP buckets that overlap on the link leaves 0-2
 # alone): the scheduler's slice is taken instead.
 MIN_COLLECTIVES_MEASURED = 3
+# A collective whose share of the link is its whole span to this relative
+# error had the link to itself (the sum of its pieces rounds).
+SHARE_TOLERANCE = 1e-9
 
 
 def recorded_handoff_us(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],
@@ -372,17 +376,16 @@ def spread_per_handoff(starts: Sequence[float], ends: Sequence[float],
 
 def _overlapping_comm(p: PreparedGraph) -> set[int]:
     """Collectives that shared their rank's link with another one for some
-    of their recorded span: their ends are apart by the link's sharing, not
-    by wake-ups (DDP's concurrent bucket all-reduces)."""
+    of their recorded span (``link_shares`` gives them less than their
+    span): their ends are apart by the link's sharing, not by wake-ups
+    (DDP's concurrent bucket all-reduces)."""
     out: set[int] = set()
     for nodes in p.rank_nodes:
-        comm = sorted((p.start[i], p.start[i] + p.dur[i], i) for i in nodes if p.cat[i] == COMM)
-        open_end, open_node = float("-inf"), -1
-        for start, end, i in comm:
-            if start < open_end:
-                out.update((i, open_node))
-            if end > open_end:
-                open_end, open_node = end, i
+        comm = [i for i in nodes if p.cat[i] == COMM]
+        spans = [_own_span(p, i) for i in comm]
+        for i, (start, end), share in zip(comm, spans, link_shares(spans)):
+            if not math.isclose(share, end - start, rel_tol=SHARE_TOLERANCE, abs_tol=1e-9):
+                out.add(i)
     return out
 
 
