@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.simulation.prepared import PreparedGraph
+from pt2chakra.simulation.prepared import Parents, PreparedGraph
 from pt2chakra.simulation.thread_timing import cpu_delays
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
@@ -45,7 +45,7 @@ def _delays(thread: tuple[Any, ...]) -> Any:
     p = PreparedGraph()
     p.start, p.dur, p.delay = list(starts), list(dur), [0.0] * len(starts)
     try:
-        cpu_delays(p, base, lanes, list(parents), list(incl), t0)
+        cpu_delays(p, base, lanes, Parents.of_lists(parents), list(incl), t0)
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
         return ("error", type(exc).__name__)
     return repr((p.delay, p.lane_tail, p.lane_tail_end))  # repr: NaN-safe

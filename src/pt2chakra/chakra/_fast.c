@@ -824,66 +824,257 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 }
 
 /* ------------------------------------------------------------------------
+ * prepare.Parents as C reads it: flat (source, kind) arrays, node k's pairs
+ * from first[k] to first[k + 1], and the tuples of ``changed`` (by k) that
+ * win over them.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    Py_buffer first, src, kind;
+    int held; /* buffers held: 0..3 */
+    int64_t *keys; /* the replaced nodes, ascending, and their tuples (borrowed) */
+    PyObject **tuples;
+    Py_ssize_t n, edges, n_changed;
+    PyObject *dict;
+} ParentsView;
+
+static void
+parents_close(ParentsView *v)
+{
+    if (v->held > 2)
+        PyBuffer_Release(&v->kind);
+    if (v->held > 1)
+        PyBuffer_Release(&v->src);
+    if (v->held > 0)
+        PyBuffer_Release(&v->first);
+    v->held = 0;
+    PyMem_Free(v->keys);
+    PyMem_Free(v->tuples);
+    v->keys = NULL;
+    v->tuples = NULL;
+    Py_CLEAR(v->dict);
+}
+
+static int
+key_less(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The replaced nodes of ``v->dict``, sorted: 1, 0 (a key or value the Python
+ * path must read), -1 error set. */
+static int
+parents_changed(ParentsView *v)
+{
+    Py_ssize_t pos = 0, m = PyDict_GET_SIZE(v->dict), c = 0;
+    PyObject *key, *value;
+    int64_t *pairs;
+    v->n_changed = m;
+    if (m == 0)
+        return 1;
+    v->keys = PyMem_Malloc((size_t)m * sizeof(int64_t));
+    v->tuples = PyMem_Malloc((size_t)m * sizeof(PyObject *));
+    pairs = PyMem_Malloc((size_t)m * 2 * sizeof(int64_t));
+    if (v->keys == NULL || v->tuples == NULL || pairs == NULL) {
+        PyMem_Free(pairs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (PyDict_Next(v->dict, &pos, &key, &value)) {
+        Py_ssize_t k = PyLong_CheckExact(key) ? PyLong_AsSsize_t(key) : -1;
+        if (k == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (k < 0 || k >= v->n || !PyTuple_Check(value)) {
+            PyMem_Free(pairs);
+            return 0;
+        }
+        pairs[2 * c] = k;
+        pairs[2 * c + 1] = (int64_t)(intptr_t)value;
+        c++;
+    }
+    qsort(pairs, (size_t)m, 2 * sizeof(int64_t), key_less);
+    for (Py_ssize_t j = 0; j < m; j++) {
+        v->keys[j] = pairs[2 * j];
+        v->tuples[j] = (PyObject *)(intptr_t)pairs[2 * j + 1];
+    }
+    PyMem_Free(pairs);
+    return 1;
+}
+
+/* 1: ``obj`` (a prepare.Parents) viewed; 0: not one this reads (the Python
+ * path takes it); -1: error set. */
+static int
+parents_open(ParentsView *v, PyObject *obj)
+{
+    static const char *names[3] = {"first", "src", "kind"};
+    static const char *formats[3] = {"q", "q", "b"};
+    static const Py_ssize_t sizes[3] = {8, 8, 1};
+    Py_buffer *views[3] = {&v->first, &v->src, &v->kind};
+    int got;
+    memset(v, 0, sizeof *v);
+    for (int k = 0; k < 3; k++) {
+        PyObject *a = PyObject_GetAttrString(obj, names[k]);
+        int ok;
+        if (a == NULL) {
+            PyErr_Clear();
+            parents_close(v);
+            return 0;
+        }
+        ok = PyObject_GetBuffer(a, views[k], PyBUF_FORMAT) == 0;
+        Py_DECREF(a);
+        if (!ok) {
+            PyErr_Clear();
+            parents_close(v);
+            return 0;
+        }
+        v->held++;
+        if (views[k]->itemsize != sizes[k] || views[k]->format == NULL ||
+            strcmp(views[k]->format, formats[k]) != 0) {
+            parents_close(v);
+            return 0;
+        }
+    }
+    v->n = v->first.len / 8 - 1;
+    v->edges = v->src.len / 8;
+    if (v->n < 0 || v->kind.len != v->edges) {
+        parents_close(v);
+        return 0;
+    }
+    v->dict = PyObject_GetAttrString(obj, "changed");
+    if (v->dict == NULL || !PyDict_Check(v->dict)) {
+        PyErr_Clear();
+        parents_close(v);
+        return 0;
+    }
+    got = parents_changed(v);
+    if (got <= 0)
+        parents_close(v);
+    return got;
+}
+
+/* Node k's replacing tuple (borrowed), or NULL. */
+static inline PyObject *
+parents_tuple(const ParentsView *v, Py_ssize_t k)
+{
+    Py_ssize_t lo = 0, hi = v->n_changed;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v->keys[mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n_changed && v->keys[lo] == k ? v->tuples[lo] : NULL;
+}
+
+/* Node k's number of pairs (its flat ones from ``*at``; ``*tuple`` its
+ * replacing tuple, or NULL), or -1 where the flat offsets are not in order. */
+static inline Py_ssize_t
+parents_count(const ParentsView *v, Py_ssize_t k, Py_ssize_t *at, PyObject **tuple)
+{
+    const int64_t *first = (const int64_t *)v->first.buf;
+    *tuple = v->n_changed ? parents_tuple(v, k) : NULL;
+    if (*tuple != NULL)
+        return PyTuple_GET_SIZE(*tuple);
+    if (first[k] < 0 || first[k + 1] < first[k] || first[k + 1] > v->edges)
+        return -1;
+    *at = (Py_ssize_t)first[k];
+    return (Py_ssize_t)(first[k + 1] - first[k]);
+}
+
+/* Pair j of a node (``at`` and ``tuple`` from parents_count): 1, or 0 where
+ * a replacing tuple's pair is not two ints (the source is not range-checked
+ * here). */
+static inline int
+parents_pair(const ParentsView *v, Py_ssize_t at, PyObject *tuple, Py_ssize_t j,
+             Py_ssize_t *src, long *kind)
+{
+    PyObject *pair;
+    if (tuple == NULL) {
+        *src = (Py_ssize_t)((const int64_t *)v->src.buf)[at + j];
+        *kind = ((const int8_t *)v->kind.buf)[at + j];
+        return 1;
+    }
+    pair = PyTuple_GET_ITEM(tuple, j);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1)))
+        return 0;
+    *src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+    *kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
  * link_children: the simulator's children arrays (prepare._link_children)
  * ------------------------------------------------------------------------ */
 
 /* The edge kind of a dependency moved to an issue release (inferred_waits.py). */
 #define MOVED_TO_ISSUE (-1)
 
-/* One parents entry's (source, kind) pairs, checked: 1 fine, 0 irregular. */
+/* A node's pair j (see parents_pair), checked against the rank's n nodes:
+ * 1 fine, 0 irregular. */
 static int
-pair_at(PyObject *plist, Py_ssize_t j, Py_ssize_t base, Py_ssize_t n, Py_ssize_t *src, long *kind)
+pair_at(const ParentsView *v, Py_ssize_t at, PyObject *tuple, Py_ssize_t j, Py_ssize_t base,
+        Py_ssize_t n, Py_ssize_t *src, long *kind)
 {
-    PyObject *pair = PyTuple_GET_ITEM(plist, j);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-        !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1)))
+    if (!parents_pair(v, at, tuple, j, src, kind))
         return 0;
-    *src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0)) - base;
-    *kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
+    *src -= base;
     return *src >= 0 && *src < n && *kind >= -128 && *kind <= 127;
 }
 
 PyDoc_STRVAR(link_children_doc,
 "link_children(parents, base, shift, nwait) -> (starts, child, kinds) or None\n\n"
-"prepare._link_children's counting sort: parents[k] is node base+k's tuple of\n"
-"(source index, kind) pairs; returns the packed int64 child starts (plus\n"
-"shift), int64 children and int8 kinds, and adds each node's waits to\n"
-"nwait[base+k]. None (nothing changed) where an entry is irregular.");
+"prepare._link_children's counting sort: parents (a prepare.Parents) holds\n"
+"node base+k's (source index, kind) pairs; returns the packed int64 child\n"
+"starts (plus shift), int64 children and int8 kinds, and adds each node's\n"
+"waits to nwait[base+k]. None (nothing changed) where an entry is irregular.");
 
 static PyObject *
 link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *parents, *nwait, *starts = NULL, *child = NULL, *kinds = NULL, *result = NULL;
+    PyObject *nwait, *starts = NULL, *child = NULL, *kinds = NULL, *result = NULL;
     Py_ssize_t base, shift, n, edges = 0;
     int64_t *count = NULL, *at;
+    ParentsView v;
+    int opened;
     (void)self;
-    if (argc != 4 || !PyList_Check(argv[0]) || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "link_children(parents: list, base, shift, nwait: list)");
+    if (argc != 4 || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "link_children(parents, base, shift, nwait: list)");
         return NULL;
     }
-    parents = argv[0], nwait = argv[3];
+    nwait = argv[3];
     base = PyLong_AsSsize_t(argv[1]);
     shift = PyLong_AsSsize_t(argv[2]);
     if (PyErr_Occurred())
         return NULL;
-    n = PyList_GET_SIZE(parents);
+    opened = parents_open(&v, argv[0]);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
+    n = v.n;
     if (base < 0 || PyList_GET_SIZE(nwait) < base + n)
-        Py_RETURN_NONE;
+        goto python_path;
     count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
-    if (count == NULL)
-        return PyErr_NoMemory();
+    if (count == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t k = 0; k < n; k++) { /* check every entry, count children */
-        PyObject *plist = PyList_GET_ITEM(parents, k);
-        Py_ssize_t src;
+        Py_ssize_t src, from = 0, m;
+        PyObject *tuple;
         long kind;
-        if (!PyTuple_Check(plist) || !PyLong_CheckExact(PyList_GET_ITEM(nwait, base + k)))
+        if (!PyLong_CheckExact(PyList_GET_ITEM(nwait, base + k)))
             goto python_path;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            if (!pair_at(plist, j, base, n, &src, &kind))
+        m = parents_count(&v, k, &from, &tuple);
+        if (m < 0)
+            goto python_path;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (!pair_at(&v, from, tuple, j, base, n, &src, &kind))
                 goto python_path;
             if (kind != MOVED_TO_ISSUE) {
                 count[src + 1]++;
@@ -902,11 +1093,12 @@ link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t k = 0; k < n; k++)
         ((int64_t *)PyBytes_AS_STRING(starts))[k] = count[k] + shift;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *plist = PyList_GET_ITEM(parents, k);
-        Py_ssize_t src, waits = 0;
-        long kind;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            pair_at(plist, j, base, n, &src, &kind);
+        Py_ssize_t src = 0, waits = 0, from = 0, m;
+        PyObject *tuple;
+        long kind = 0;
+        m = parents_count(&v, k, &from, &tuple);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            pair_at(&v, from, tuple, j, base, n, &src, &kind);
             if (kind == MOVED_TO_ISSUE)
                 continue;
             ((int64_t *)PyBytes_AS_STRING(child))[at[src]] = (int64_t)(base + k);
@@ -927,6 +1119,7 @@ link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 python_path:
     result = Py_NewRef(Py_None);
 done:
+    parents_close(&v);
     PyMem_Free(count);
     Py_XDECREF(starts);
     Py_XDECREF(child);
@@ -1293,46 +1486,175 @@ host_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
  * parents_of: each node's dependencies as (index, kind) (prepare._parents)
  * ------------------------------------------------------------------------ */
 
-/* A node with one dependency: ((source index, code),), or () where the id is
- * unknown or the node itself. NULL: an error is set. */
-static PyObject *
-lone_parent(PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index)
+/* Growing flat arrays of (source index, kind code) pairs, and each node's
+ * first pair: prepare.Parents' first, src and kind. */
+typedef struct {
+    int64_t *first, *src;
+    int8_t *kind;
+    Py_ssize_t n, cap;
+} Flat;
+
+static int
+flat_push(Flat *f, int64_t src, long kind)
 {
-    PyObject *src = PyDict_GetItemWithError(index, dep), *pair, *one;
-    Py_ssize_t at;
-    if (src == NULL)
-        return PyErr_Occurred() ? NULL : PyTuple_New(0);
-    at = PyLong_AsSsize_t(src);
-    if (at == -1 && PyErr_Occurred())
-        return NULL;
+    if (f->n == f->cap) {
+        Py_ssize_t cap = f->cap ? 2 * f->cap : 16;
+        int64_t *s = PyMem_Realloc(f->src, (size_t)cap * sizeof(int64_t));
+        int8_t *k;
+        if (s == NULL)
+            return 0;
+        f->src = s;
+        k = PyMem_Realloc(f->kind, (size_t)cap);
+        if (k == NULL)
+            return 0;
+        f->kind = k;
+        f->cap = cap;
+    }
+    f->src[f->n] = src;
+    f->kind[f->n] = (int8_t)kind;
+    f->n++;
+    return 1;
+}
+
+/* The index of id ``dep`` by ``index`` (a dict, or the rank's ids in
+ * non-decreasing order: its last node of that id, as the dict keeps it):
+ * 1 found, 0 unknown, 2 not an int the ids array can answer for (the Python
+ * path's lookup decides), -1 error set. */
+static int
+index_of(PyObject *dep, PyObject *index, const uint64_t *ids, Py_ssize_t n_ids,
+         Py_ssize_t base, Py_ssize_t *at)
+{
+    uint64_t v;
+    Py_ssize_t lo = 0, hi = n_ids;
+    if (ids == NULL) {
+        PyObject *src = PyDict_GetItemWithError(index, dep);
+        if (src == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!PyLong_Check(src))
+            return 2;
+        *at = PyLong_AsSsize_t(src);
+        if (*at == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 2;
+        }
+        return 1;
+    }
+    if (!PyLong_CheckExact(dep))
+        return 2;
+    v = PyLong_AsUnsignedLongLong(dep);
+    if (v == (uint64_t)-1 && PyErr_Occurred()) { /* negative or past 64 bits: no such id */
+        PyErr_Clear();
+        return 0;
+    }
+    while (lo < hi) { /* the first id past v (bisect_right) */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] <= v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || ids[lo - 1] != v)
+        return 0;
+    *at = base + lo - 1;
+    return 1;
+}
+
+/* many(i, deps, key)'s pairs appended to ``f``: 1, 0 (not pairs the arrays
+ * hold: the Python path decides), -1 error set. */
+static int
+many_pairs(Flat *f, PyObject *many, Py_ssize_t i, PyObject *deps, PyObject *key)
+{
+    PyObject *at = PyLong_FromSsize_t(i), *got;
+    int ok = 1;
+    if (at == NULL)
+        return -1;
+    got = PyObject_CallFunctionObjArgs(many, at, deps, key, NULL);
+    Py_DECREF(at);
+    if (got == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(got))
+        ok = 0;
+    for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(got); j++) {
+        PyObject *pair = PyTuple_GET_ITEM(got, j);
+        long long src;
+        long kind;
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+            ok = 0;
+            break;
+        }
+        src = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+        kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            ok = 0;
+        }
+        else if (kind < -128 || kind > 127)
+            ok = 0;
+        else if (!flat_push(f, (int64_t)src, kind)) {
+            PyErr_NoMemory();
+            ok = -1;
+        }
+    }
+    Py_DECREF(got);
+    return ok;
+}
+
+/* Node base+k with one dependency ``dep`` whose kind is ``code``: 1 done,
+ * 2 for many(), 0 irregular, -1 error set. */
+static int
+lone_pair(Flat *f, PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index,
+          const uint64_t *ids, Py_ssize_t n_ids, Py_ssize_t base)
+{
+    Py_ssize_t at = -1;
+    long kind;
+    int found = index_of(dep, index, ids, n_ids, base, &at);
+    if (found != 1)
+        return found;
     if (at == i)
-        return PyTuple_New(0);
-    pair = PyTuple_Pack(2, src, code);
-    if (pair == NULL)
-        return NULL;
-    one = PyTuple_Pack(1, pair);
-    Py_DECREF(pair);
-    return one;
+        return 1;
+    kind = PyLong_Check(code) ? PyLong_AsLong(code) : LONG_MIN;
+    if (kind == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (kind < -128 || kind > 127)
+        return 0;
+    if (!flat_push(f, (int64_t)at, kind)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 1;
 }
 
 PyDoc_STRVAR(parents_of_doc,
-"parents_of(deps, keys, index, lone, base, lone_code, many) -> list\n\n"
-"prepare._parents' loop: node base+k with one dependency (deps[k], a list)\n"
-"gets ((index[dep], lone[keys[k]]),), or () for an unknown id or itself;\n"
-"lone_code(key) gives (and remembers in the list lone) a code not known yet;\n"
-"every other node is many(base + k, deps[k], keys[k]).");
+"parents_of(deps, keys, index, lone, base, lone_code, many) -> (first, src, kind) or None\n\n"
+"prepare._parents' loop, into prepare.Parents' flat arrays (packed int64\n"
+"first offsets, int64 sources, int8 kinds): node base+k with one dependency\n"
+"(deps[k], a list) gets (index of deps[k], lone[keys[k]]), none for an\n"
+"unknown id or itself; lone_code(key) gives (and remembers in the list lone)\n"
+"a code not known yet; every other node gets many(base + k, deps[k], keys[k]).\n"
+"index: a dict id -> index, or the rank's ids (an array of uint64, non-\n"
+"decreasing) where an id's index is base + its last position. None where a\n"
+"pair is not one the arrays hold (the Python path decides).");
 
 static PyObject *
 parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *deps, *keys, *index, *lone, *lone_code, *many, *out;
-    Py_ssize_t base, n;
+    PyObject *deps, *keys, *index, *lone, *lone_code, *many, *result = NULL;
+    PyObject *first = NULL, *src = NULL, *kind = NULL;
+    Py_buffer view;
+    const uint64_t *ids = NULL;
+    Py_ssize_t base, n, n_ids = 0;
+    Flat f = {NULL, NULL, NULL, 0, 0};
+    int viewed = 0;
     (void)self;
     if (argc != 7 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
-        !PyDict_Check(argv[2]) || !PyList_Check(argv[3])) {
+        !PyList_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError,
-                        "parents_of(deps: list, keys: list, index: dict, lone: list, base, "
-                        "lone_code, many)");
+                        "parents_of(deps: list, keys: list, index: dict or ids, lone: list, "
+                        "base, lone_code, many)");
         return NULL;
     }
     deps = argv[0], keys = argv[1], index = argv[2], lone = argv[3];
@@ -1345,12 +1667,32 @@ parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_ValueError, "parents_of: deps and keys differ in length");
         return NULL;
     }
-    out = PyList_New(n);
-    if (out == NULL)
-        return NULL;
+    if (!PyDict_Check(index)) {
+        if (PyObject_GetBuffer(index, &view, PyBUF_FORMAT) < 0)
+            return NULL;
+        viewed = 1;
+        if (view.itemsize != 8 || view.format == NULL || strcmp(view.format, "Q") != 0) {
+            PyErr_SetString(PyExc_TypeError, "parents_of: ids must be an array('Q')");
+            goto done;
+        }
+        ids = (const uint64_t *)view.buf;
+        n_ids = view.len / 8;
+        for (Py_ssize_t k = 1; k < n_ids; k++)
+            if (ids[k] < ids[k - 1]) {
+                PyErr_SetString(PyExc_ValueError, "parents_of: ids must not decrease");
+                goto done;
+            }
+    }
+    f.first = PyMem_Malloc(((size_t)n + 1) * sizeof(int64_t));
+    if (f.first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    f.first[0] = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *d = PyList_GET_ITEM(deps, k), *key = PyList_GET_ITEM(keys, k), *entry;
+        PyObject *d = PyList_GET_ITEM(deps, k), *key = PyList_GET_ITEM(keys, k);
         Py_ssize_t slot = PyLong_Check(key) ? PyLong_AsSsize_t(key) : -1;
+        int got = 2;
         if (slot == -1 && PyErr_Occurred())
             PyErr_Clear();
         if (PyList_Check(d) && PyList_GET_SIZE(d) == 1 && slot >= 0 &&
@@ -1359,28 +1701,40 @@ parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (code == Py_None) {
                 code = PyObject_CallOneArg(lone_code, key); /* fills lone[slot] */
                 if (code == NULL)
-                    goto fail;
-                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+                    goto done;
+                got = lone_pair(&f, PyList_GET_ITEM(d, 0), base + k, code, index, ids, n_ids,
+                                base);
                 Py_DECREF(code);
             }
             else
-                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+                got = lone_pair(&f, PyList_GET_ITEM(d, 0), base + k, code, index, ids, n_ids,
+                                base);
         }
-        else {
-            PyObject *i = PyLong_FromSsize_t(base + k);
-            if (i == NULL)
-                goto fail;
-            entry = PyObject_CallFunctionObjArgs(many, i, d, key, NULL);
-            Py_DECREF(i);
+        if (got == 2)
+            got = many_pairs(&f, many, base + k, d, key);
+        if (got < 0)
+            goto done;
+        if (got == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-        if (entry == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, k, entry);
+        f.first[k + 1] = f.n;
     }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    first = PyBytes_FromStringAndSize((const char *)f.first, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    src = PyBytes_FromStringAndSize((const char *)f.src, f.n * (Py_ssize_t)sizeof(int64_t));
+    kind = PyBytes_FromStringAndSize((const char *)f.kind, f.n);
+    if (first != NULL && src != NULL && kind != NULL)
+        result = PyTuple_Pack(3, first, src, kind);
+done:
+    Py_XDECREF(first);
+    Py_XDECREF(src);
+    Py_XDECREF(kind);
+    PyMem_Free(f.first);
+    PyMem_Free(f.src);
+    PyMem_Free(f.kind);
+    if (viewed)
+        PyBuffer_Release(&view);
+    return result;
 }
 
 /* ------------------------------------------------------------------------
@@ -1425,62 +1779,64 @@ float_at(PyObject *values, Py_ssize_t i, double *out)
 
 PyDoc_STRVAR(cpu_delays_doc,
 "cpu_delays(ops, starts, dur, incl, parents, base, t0, delay) -> (last, cursor) or None\n\n"
-"thread_timing.cpu_delays' loop over one thread's ops: sets delay[i] for each op\n"
+"thread_timing.cpu_delays' loop over one thread's ops (parents: a prepare.Parents):\n"
+"sets delay[i] for each op\n"
 "and returns the latest recorded end and the cursor after its last slice.\n"
 "None (nothing changed) where an entry is not what that loop reads.");
 
 static PyObject *
 cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *ops, *starts, *dur, *incl, *parents, *delay;
+    PyObject *ops, *starts, *dur, *incl, *delay;
     Py_ssize_t base, n;
     double t0, cursor, last = -Py_HUGE_VAL, *gaps;
+    ParentsView v;
+    int opened;
     (void)self;
     if (argc != 8 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
-        !PyList_Check(argv[2]) || !PyList_Check(argv[3]) || !PyList_Check(argv[4]) ||
+        !PyList_Check(argv[2]) || !PyList_Check(argv[3]) ||
         !PyList_Check(argv[7]) || !PyFloat_Check(argv[6])) {
-        PyErr_SetString(PyExc_TypeError, "cpu_delays(ops, starts, dur, incl, parents: lists, "
+        PyErr_SetString(PyExc_TypeError, "cpu_delays(ops, starts, dur, incl: lists, parents, "
                         "base: int, t0: float, delay: list)");
         return NULL;
     }
-    ops = argv[0], starts = argv[1], dur = argv[2], incl = argv[3], parents = argv[4];
+    ops = argv[0], starts = argv[1], dur = argv[2], incl = argv[3];
     delay = argv[7];
     base = PyLong_AsSsize_t(argv[5]);
     if (base == -1 && PyErr_Occurred())
         return NULL;
     t0 = PyFloat_AS_DOUBLE(argv[6]);
     n = PyList_GET_SIZE(ops);
+    opened = parents_open(&v, argv[4]);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
     gaps = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
-    if (gaps == NULL)
+    if (gaps == NULL) {
+        parents_close(&v);
         return PyErr_NoMemory();
+    }
     cursor = t0;
     for (Py_ssize_t q = 0; q < n; q++) { /* compute every delay first: nothing set on None */
-        PyObject *op = PyList_GET_ITEM(ops, q), *plist;
-        Py_ssize_t i = PyLong_Check(op) ? PyLong_AsSsize_t(op) : -1, k;
+        PyObject *op = PyList_GET_ITEM(ops, q);
+        Py_ssize_t i = PyLong_Check(op) ? PyLong_AsSsize_t(op) : -1, k, m, at = 0;
+        PyObject *tuple;
         double start, inclusive, own, ready, gap, held_to, end;
         if (i == -1 && PyErr_Occurred())
             PyErr_Clear();
         k = i - base;
         if (i < 0 || !start_at(starts, i, &start) || !float_at(incl, k, &inclusive) ||
-            !float_at(dur, i, &own) || k < 0 || k >= PyList_GET_SIZE(parents) ||
-            i >= PyList_GET_SIZE(delay))
-            goto python_path;
-        plist = PyList_GET_ITEM(parents, k);
-        if (!PyTuple_Check(plist))
+            !float_at(dur, i, &own) || k < 0 || k >= v.n || i >= PyList_GET_SIZE(delay))
             goto python_path;
         ready = cursor;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            PyObject *pair = PyTuple_GET_ITEM(plist, j);
+        m = parents_count(&v, k, &at, &tuple);
+        if (m < 0)
+            goto python_path;
+        for (Py_ssize_t j = 0; j < m; j++) {
             Py_ssize_t src;
+            long kind;
             double s, d, e;
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-                !PyLong_Check(PyTuple_GET_ITEM(pair, 0)))
+            if (!parents_pair(&v, at, tuple, j, &src, &kind))
                 goto python_path;
-            src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
-            if (src == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                goto python_path;
-            }
             if (!start_at(starts, src, &s) || !float_at(dur, src, &d))
                 goto python_path;
             e = s + d;
@@ -1496,6 +1852,7 @@ cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         if (end > last)
             last = end;
     }
+    parents_close(&v);
     for (Py_ssize_t q = 0; q < n; q++) {
         PyObject *value = PyFloat_FromDouble(gaps[q]);
         if (value == NULL) {
@@ -1507,6 +1864,7 @@ cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyMem_Free(gaps);
     return Py_BuildValue("(dd)", last, cursor);
 python_path:
+    parents_close(&v);
     PyMem_Free(gaps);
     Py_RETURN_NONE;
 }

@@ -7,6 +7,7 @@ flat arrays, with the codes its columns hold (node categories, edge kinds).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
@@ -38,12 +39,80 @@ K_START = KIND_CODE["rank_start"]
 K_DATA = KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
 
 
-# Attributes by name, and each node's dependencies as (index, kind code).
+# Attributes by name.
 Attrs = dict[str, Any]
-# (A tuple per node, the shared empty one where there is none: a million
-# small lists would cost an allocation each; the few edges added later
-# replace a node's tuple.)
-Parents = list[tuple[tuple[int, int], ...]]
+# One node's dependencies: (global index, kind code) pairs.
+ParentList = tuple[tuple[int, int], ...]
+# Where a flat parents array holds a source index and a kind code.
+SOURCE_TYPECODE, KIND_TYPECODE = "q", "b"
+
+
+class Parents:
+    """A rank's dependency lists: ``parents[k]`` is node ``base + k``'s tuple
+    of (global index, kind code) pairs, read and replaced like a list's
+    entries. Held flat, as the children are: node k's recorded pairs are
+    ``src[first[k]:first[k + 1]]`` with ``kind`` beside them (17 bytes an
+    edge instead of two tuples a node: a million nodes), and the few lists
+    later steps replace (an edge added, one moved to an issue release) in
+    ``changed``, by k, which wins over the flat arrays."""
+
+    __slots__ = ("first", "src", "kind", "changed")
+
+    def __init__(self, first: array[int], src: array[int], kind: array[int]) -> None:
+        self.first = first  # len(self) + 1 offsets into src and kind
+        self.src = src
+        self.kind = kind
+        self.changed: dict[int, ParentList] = {}
+
+    @classmethod
+    def of_lists(cls, lists: Iterable[ParentList]) -> Parents:
+        """The flat form of per-node tuples (those that are not tuples of
+        (int, int) pairs that fit the arrays stay as given, in ``changed``)."""
+        first, src, kind = array("q", [0]), array(SOURCE_TYPECODE), array(KIND_TYPECODE)
+        changed: dict[int, ParentList] = {}
+        for k, plist in enumerate(lists):
+            if not _flat_fits(plist):
+                changed[k] = plist
+            else:
+                for s, code in plist:
+                    src.append(s)
+                    kind.append(code)
+            first.append(len(src))
+        out = cls(first, src, kind)
+        out.changed = changed
+        return out
+
+    def __len__(self) -> int:
+        return len(self.first) - 1
+
+    def __getitem__(self, k: int) -> ParentList:
+        got = self.changed.get(k)
+        if got is not None:
+            return got
+        if not 0 <= k < len(self.first) - 1:
+            raise IndexError("parents index out of range")
+        a, b = self.first[k], self.first[k + 1]
+        if a == b:
+            return ()
+        if b == a + 1:
+            return ((self.src[a], self.kind[a]),)
+        return tuple(zip(self.src[a:b], self.kind[a:b]))
+
+    def __setitem__(self, k: int, plist: ParentList) -> None:
+        if not 0 <= k < len(self.first) - 1:
+            raise IndexError("parents assignment index out of range")
+        self.changed[k] = plist
+
+    def __iter__(self) -> Iterator[ParentList]:
+        return map(self.__getitem__, range(len(self)))
+
+
+def _flat_fits(plist: object) -> bool:
+    """``plist`` is a tuple of (int, int) pairs whose values the flat arrays hold."""
+    return type(plist) is tuple and all(
+        type(pair) is tuple and len(pair) == 2 and type(pair[0]) is int and
+        type(pair[1]) is int and -(1 << 63) <= pair[0] < (1 << 63) and -128 <= pair[1] <= 127
+        for pair in plist)
 
 
 class PreparedGraph:

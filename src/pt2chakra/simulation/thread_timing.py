@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import sub
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import LAUNCH_TIME_ATTR, thread_holds
@@ -24,6 +24,13 @@ from pt2chakra.simulation.prepared import (
 )
 
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Indexed(Protocol[_T_co]):
+    """Read by index (a list, or ``Parents``)."""
+
+    def __getitem__(self, k: int, /) -> _T_co: ...
 
 
 def cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
@@ -75,7 +82,7 @@ def _float_starts(p: PreparedGraph, ops: list[int]) -> list[float]:
     return list(map(float, map(p.start.__getitem__, ops)))
 
 
-def _of_rank(values: Sequence[_T], ops: list[int], base: int) -> Iterator[_T]:
+def _of_rank(values: _Indexed[_T], ops: list[int], base: int) -> Iterator[_T]:
     """The ops' entries of a list indexed from the rank's first node (``base``)."""
     return map(values.__getitem__, ops if not base else map(sub, ops, repeat(base)))
 
