@@ -203,25 +203,36 @@ attr_field(const Filter *f, NodeFields *nf, cursor body, cursor end)
     return 1;
 }
 
+/* A node's dependency ids as read, before they become its list (made at
+ * their exact count: a list grown by appends holds room for four). */
+typedef struct {
+    uint64_t *v;
+    Py_ssize_t n, cap;
+} Deps;
+
 /* Read one varint dependency id into ``deps``: 1, 0 (malformed), -1 (error set). */
 static int
-append_dep(PyObject *deps, cursor *p, cursor end)
+append_dep(Deps *deps, cursor *p, cursor end)
 {
     uint64_t v;
-    PyObject *item;
-    int ok;
     if (!read_varint(p, end, &v))
         return 0;
-    item = PyLong_FromUnsignedLongLong(v);
-    if (item == NULL)
-        return -1;
-    ok = PyList_Append(deps, item) < 0 ? -1 : 1;
-    Py_DECREF(item);
-    return ok;
+    if (deps->n == deps->cap) {
+        Py_ssize_t cap = deps->cap ? 2 * deps->cap : 16;
+        uint64_t *grown = PyMem_Realloc(deps->v, (size_t)cap * sizeof(uint64_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        deps->v = grown;
+        deps->cap = cap;
+    }
+    deps->v[deps->n++] = v;
+    return 1;
 }
 
 static int
-data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
+data_deps_field(Deps *deps, cursor *p, cursor end, unsigned wt)
 {
     uint64_t n;
     int got;
@@ -236,11 +247,67 @@ data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
     return 1;
 }
 
+/* The ids of the last nodes made, each with its int: a dependency is nearly
+ * always on the node just before (a thread's previous op), and shares that
+ * node's id object instead of an int of its own (32 bytes a node). */
+#define RECENT_IDS 4
+
+typedef struct {
+    uint64_t id[RECENT_IDS];
+    PyObject *obj[RECENT_IDS];
+    int next;
+} RecentIds;
+
+static void
+recent_note(RecentIds *r, uint64_t id, PyObject *obj)
+{
+    Py_INCREF(obj);
+    Py_XSETREF(r->obj[r->next], obj);
+    r->id[r->next] = id;
+    r->next = (r->next + 1) % RECENT_IDS;
+}
+
+static void
+recent_clear(RecentIds *r)
+{
+    for (int k = 0; k < RECENT_IDS; k++)
+        Py_CLEAR(r->obj[k]);
+}
+
+/* The int ``v``: a recent node's id object where one is ``v``; new reference. */
+static PyObject *
+id_int(const RecentIds *r, uint64_t v)
+{
+    for (int k = 0; k < RECENT_IDS; k++)
+        if (r->obj[k] != NULL && r->id[k] == v)
+            return Py_NewRef(r->obj[k]);
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+/* The ids read as a list of ints, of exactly their count; NULL: error set. */
+static PyObject *
+deps_list(const Deps *deps, const RecentIds *recent)
+{
+    PyObject *out = PyList_New(deps->n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < deps->n; k++) {
+        PyObject *item = id_int(recent, deps->v[k]);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, item);
+    }
+    return out;
+}
+
 /* 1: parsed; 0: not handled here; -1: a Python error is set. */
 static int
-node_fields(const Filter *f, NodeFields *nf, PyObject *deps, cursor p, cursor end)
+node_fields(const Filter *f, NodeFields *nf, Deps *deps, cursor p, cursor end)
 {
     uint64_t tag, v;
+    deps->n = 0;
     nf->id = nf->start = nf->duration = 0;
     nf->type = 0;
     nf->name = NULL; /* absent: "" */
@@ -326,7 +393,7 @@ read_filter(Filter *f, PyObject *wanted, PyObject *apart)
 /* The node built from parsed fields (a new reference), or NULL with an
  * error set, or Py_None (borrowed) where the Python path must decide. */
 static PyObject *
-make_node(NodeFields *nf, PyObject *deps, PyObject *node_cls, PyObject *types,
+make_node(NodeFields *nf, PyObject *id, PyObject *deps, PyObject *node_cls, PyObject *types,
           PyObject *no_deps, PyObject *names, PyObject *lists, PyObject *miss)
 {
     PyObject *args[10] = {NULL};
@@ -353,7 +420,7 @@ make_node(NodeFields *nf, PyObject *deps, PyObject *node_cls, PyObject *types,
     Py_DECREF(key);
     if (attrs == NULL)
         return NULL;
-    args[0] = PyLong_FromUnsignedLongLong(nf->id);
+    args[0] = Py_NewRef(id);
     args[2] = PyTuple_GET_ITEM(types, nf->type);
     args[3] = PyLong_FromUnsignedLongLong(nf->start);
     args[4] = PyLong_FromUnsignedLongLong(nf->duration);
@@ -386,11 +453,14 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         *lists, *miss;
     PyObject *nodes = NULL, *values = NULL, *result = NULL;
     NodeFields *nf = NULL;
+    Deps ids = {NULL, 0, 0};
+    RecentIds recent;
     Filter filter;
     Py_ssize_t n, size;
     cursor buf;
     double *column;
     (void)self;
+    memset(&recent, 0, sizeof recent);
     if (argc != 11) {
         PyErr_SetString(PyExc_TypeError, "lean_nodes takes 11 arguments");
         return NULL;
@@ -426,7 +496,7 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(bodies, k));
         Py_ssize_t stop = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
-        PyObject *deps, *node;
+        PyObject *deps, *node, *id;
         int got;
         if ((start == -1 || stop == -1) && PyErr_Occurred())
             goto fail;
@@ -434,18 +504,25 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_ValueError, "lean_nodes: a frame outside the buffer");
             goto fail;
         }
-        deps = PyList_New(0);
-        if (deps == NULL)
-            goto fail;
-        got = node_fields(&filter, nf, deps, buf + start, buf + stop);
+        got = node_fields(&filter, nf, &ids, buf + start, buf + stop);
         if (got <= 0) {
-            Py_DECREF(deps);
             if (got < 0)
                 goto fail;
             goto python_path;
         }
-        node = make_node(nf, deps, node_cls, types, no_deps, names, lists, miss);
+        deps = deps_list(&ids, &recent);
+        if (deps == NULL)
+            goto fail;
+        id = id_int(&recent, nf->id);
+        if (id == NULL) {
+            Py_DECREF(deps);
+            goto fail;
+        }
+        node = make_node(nf, id, deps, node_cls, types, no_deps, names, lists, miss);
         Py_DECREF(deps);
+        if (node != NULL && node != Py_None)
+            recent_note(&recent, nf->id, id);
+        Py_DECREF(id);
         if (node == NULL)
             goto fail;
         if (node == Py_None)
@@ -462,6 +539,8 @@ fail:
     result = NULL;
 done:
     PyMem_Free(nf);
+    PyMem_Free(ids.v);
+    recent_clear(&recent);
     Py_XDECREF(nodes);
     Py_XDECREF(values);
     return result;
@@ -1777,6 +1856,42 @@ float_at(PyObject *values, Py_ssize_t i, double *out)
     return 1;
 }
 
+/* Floats made once per value (by their bits) for a column a loop fills: a
+ * million delays take a few thousand values, and a list of equal floats
+ * holds one object (24 bytes an entry less). Direct-mapped: a value whose
+ * slot another holds is made anew. */
+#define FLOAT_CACHE_SLOTS 4096
+
+typedef struct {
+    uint64_t bits[FLOAT_CACHE_SLOTS];
+    PyObject *value[FLOAT_CACHE_SLOTS];
+} FloatCache;
+
+/* The float ``v`` (a new reference), shared through ``c``; NULL: error set. */
+static PyObject *
+cached_float(FloatCache *c, double v)
+{
+    uint64_t bits;
+    size_t slot;
+    memcpy(&bits, &v, sizeof bits);
+    slot = (size_t)((bits ^ (bits >> 29) ^ (bits >> 47)) & (FLOAT_CACHE_SLOTS - 1));
+    if (c->value[slot] == NULL || c->bits[slot] != bits) {
+        PyObject *made = PyFloat_FromDouble(v);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(c->value[slot], made);
+        c->bits[slot] = bits;
+    }
+    return Py_NewRef(c->value[slot]);
+}
+
+static void
+float_cache_clear(FloatCache *c)
+{
+    for (size_t k = 0; k < FLOAT_CACHE_SLOTS; k++)
+        Py_CLEAR(c->value[k]);
+}
+
 PyDoc_STRVAR(cpu_delays_doc,
 "cpu_delays(ops, starts, dur, incl, parents, base, t0, delay) -> (last, cursor) or None\n\n"
 "thread_timing.cpu_delays' loop over one thread's ops (parents: a prepare.Parents):\n"
@@ -1790,6 +1905,7 @@ cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     PyObject *ops, *starts, *dur, *incl, *delay;
     Py_ssize_t base, n;
     double t0, cursor, last = -Py_HUGE_VAL, *gaps;
+    FloatCache *cache;
     ParentsView v;
     int opened;
     (void)self;
@@ -1853,14 +1969,23 @@ cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             last = end;
     }
     parents_close(&v);
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    if (cache == NULL) {
+        PyMem_Free(gaps);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t q = 0; q < n; q++) {
-        PyObject *value = PyFloat_FromDouble(gaps[q]);
+        PyObject *value = cached_float(cache, gaps[q]);
         if (value == NULL) {
+            float_cache_clear(cache);
+            PyMem_Free(cache);
             PyMem_Free(gaps);
             return NULL;
         }
         PyList_SetItem(delay, PyLong_AsSsize_t(PyList_GET_ITEM(ops, q)), value);
     }
+    float_cache_clear(cache);
+    PyMem_Free(cache);
     PyMem_Free(gaps);
     return Py_BuildValue("(dd)", last, cursor);
 python_path:

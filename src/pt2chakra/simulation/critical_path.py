@@ -28,6 +28,7 @@ from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
 from pt2chakra.simulation.event_loop import (
     INDEX_TYPECODE,
+    TIME_TYPECODE,
     ReplayRun,
     ran_flags,
     step_ends_on_cpu,
@@ -215,9 +216,10 @@ def _path_summary(p: PreparedGraph, run: ReplayRun, tally: _PathTally, nodes: se
     # without a Python key call per node
     on_path = list(nodes)
     # every node's (one sequential pass over the run's arrays: cheaper than
-    # reading them at the path's nodes, each read a new float)
-    minus_all = list(map(operator.sub, run.start, run.end))
-    minus_duration = list(map(minus_all.__getitem__, on_path))
+    # reading them at the path's nodes), held as typed arrays (8 bytes a
+    # node, not a float object each)
+    minus_all = array(TIME_TYPECODE, map(operator.sub, run.start, run.end))
+    minus_duration = array(TIME_TYPECODE, map(minus_all.__getitem__, on_path))
     del minus_all
     top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
                                                key=minus_duration.__getitem__)]

@@ -530,7 +530,7 @@ def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dic
     return cpu_lane_ops
 
 
-def non_decreasing(values: list[int] | list[float]) -> bool:
+def non_decreasing(values: Sequence[float]) -> bool:
     """``values`` never decrease (then a stable sort keeps them in place)."""
     return all(map(le, values, islice(values, 1, None)))
 
