@@ -10,6 +10,8 @@
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, thread_timing.cpu_delays);
+ * - shared_floats: a column of floats with equal values one object
+ *   (prepared.shared_floats);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
@@ -1860,7 +1862,7 @@ float_at(PyObject *values, Py_ssize_t i, double *out)
  * million delays take a few thousand values, and a list of equal floats
  * holds one object (24 bytes an entry less). Direct-mapped: a value whose
  * slot another holds is made anew. */
-#define FLOAT_CACHE_SLOTS 4096
+#define FLOAT_CACHE_SLOTS 16384
 
 typedef struct {
     uint64_t bits[FLOAT_CACHE_SLOTS];
@@ -1992,6 +1994,60 @@ python_path:
     parents_close(&v);
     PyMem_Free(gaps);
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(shared_floats_doc,
+"shared_floats(values, absent) -> list\n\n"
+"prepared.shared_floats: the doubles of values (an array('d')) as a list in\n"
+"which equal values (bit for bit) are mostly one float object; with absent (a\n"
+"list, else None) a NaN entry takes absent's entry at its place. As long as\n"
+"the shorter of the two.");
+
+static PyObject *
+shared_floats(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *absent, *out = NULL;
+    Py_buffer view;
+    FloatCache *cache = NULL;
+    const double *v;
+    Py_ssize_t n;
+    (void)self;
+    if (argc != 2 || (argv[1] != Py_None && !PyList_Check(argv[1]))) {
+        PyErr_SetString(PyExc_TypeError, "shared_floats(values: array('d'), absent: list | None)");
+        return NULL;
+    }
+    absent = argv[1];
+    if (PyObject_GetBuffer(argv[0], &view, PyBUF_FORMAT) < 0)
+        return NULL;
+    if (view.itemsize != 8 || view.format == NULL || strcmp(view.format, "d") != 0) {
+        PyErr_SetString(PyExc_TypeError, "shared_floats: values must be an array('d')");
+        goto done;
+    }
+    v = (const double *)view.buf;
+    n = view.len / 8;
+    if (absent != Py_None && PyList_GET_SIZE(absent) < n)
+        n = PyList_GET_SIZE(absent);
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    out = cache == NULL ? PyErr_NoMemory() : PyList_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x;
+        if (absent != Py_None && v[k] != v[k])
+            x = Py_NewRef(PyList_GET_ITEM(absent, k));
+        else if ((x = cached_float(cache, v[k])) == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, x);
+    }
+done:
+    if (cache != NULL) {
+        float_cache_clear(cache);
+        PyMem_Free(cache);
+    }
+    PyBuffer_Release(&view);
+    return out;
 }
 
 /* ------------------------------------------------------------------------
@@ -2596,6 +2652,8 @@ done:
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
+    {"shared_floats", (PyCFunction)(void (*)(void))shared_floats, METH_FASTCALL,
+     shared_floats_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,

@@ -17,8 +17,8 @@ from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, compress, islice, repeat
-from operator import and_, attrgetter, eq, itemgetter, le, or_
+from itertools import accumulate, compress, repeat
+from operator import and_, attrgetter, eq, itemgetter, or_
 from typing import Any
 
 from pt2chakra.chakra.compiled import fast_path
@@ -77,7 +77,9 @@ from pt2chakra.simulation.prepared import (
     ParentList,
     Parents,
     PreparedGraph,
+    non_decreasing,
     only_cpu_ops,
+    shared_floats,
 )
 from pt2chakra.simulation.thread_timing import cpu_delays, cpu_slices, late_launches, pin_orphans
 
@@ -322,7 +324,7 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     (``read_et_apart``): equal attribute sets are one list, and the few
     nodes whose list still holds the inclusive time (a value of another
     type, a batch read the exact way) read it as ``_shared_attrs`` does."""
-    incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
+    incl = shared_floats(nodes.apart, dur)  # NaN: absent
     # One checked dict per distinct list (in node order, so that ``bad`` and
     # any warning come out as a per-node pass gives them), handed out by
     # C-level maps; only nodes whose list still holds the inclusive time are
@@ -528,11 +530,6 @@ def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dic
         lanes = list(map(lane.__getitem__, ops))
     cpu_lane_ops.update(_split_by(lanes, ops))
     return cpu_lane_ops
-
-
-def non_decreasing(values: Sequence[float]) -> bool:
-    """``values`` never decrease (then a stable sort keeps them in place)."""
-    return all(map(le, values, islice(values, 1, None)))
 
 
 # Up to this many groups, items are split by group with one C-level pass per

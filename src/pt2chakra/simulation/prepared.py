@@ -7,9 +7,12 @@ flat arrays, with the codes its columns hold (node categories, edge kinds).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from operator import le
 from typing import Any, NamedTuple
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind
 from pt2chakra.chakra.records import ChakraNode
@@ -193,6 +196,38 @@ def only_cpu_ops(p: PreparedGraph, base: int, end: int) -> bool:
     """The rank has no device op (a C-level count: the per-node scans for
     device ops can be skipped)."""
     return p.cat[base:end].count(CPU_OP) == end - base
+
+
+def non_decreasing(values: Sequence[float]) -> bool:
+    """``values`` never decrease (then a stable sort keeps them in place)."""
+    return all(map(le, values, islice(values, 1, None)))
+
+
+def shared_floats(values: array[float], absent: list[float] | None = None) -> list[float]:
+    """``values`` as a list in which equal values (bit for bit: -0.0 is not
+    0.0) are one float object: a million nodes' durations take a few
+    thousand values, and a float object each costs 24 bytes. With
+    ``absent``, a NaN entry takes the entry of ``absent`` at its place
+    instead (as long as the shorter of the two). The compiled path where
+    built (its values mostly shared: a cache by bits), else
+    ``_shared_floats_python``."""
+    fast = fast_path()
+    if fast is not None:
+        return fast.shared_floats(values, absent)
+    return _shared_floats_python(values, absent)
+
+
+def _shared_floats_python(values: array[float], absent: list[float] | None) -> list[float]:
+    """``shared_floats`` by C-level passes over the values' bits (NaNs, each
+    read a new object, would each be a key of their own by value)."""
+    bits = memoryview(values).cast("B").cast("Q")
+    distinct = array("Q", set(bits))
+    canon = dict(zip(distinct, array("d", distinct.tobytes())))
+    if absent is None:
+        return list(map(canon.__getitem__, bits))
+    for key in [key for key, x in canon.items() if x != x]:
+        del canon[key]
+    return list(map(canon.get, bits, absent))
 
 
 class AttrSets(NamedTuple):

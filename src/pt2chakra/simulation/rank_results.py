@@ -23,8 +23,8 @@ from pt2chakra.simulation.event_loop import (
     ran_flags,
     step_ends_on_cpu,
 )
-from pt2chakra.simulation.prepare import MASK_PASSES_MAX, non_decreasing
-from pt2chakra.simulation.prepared import PreparedGraph
+from pt2chakra.simulation.prepare import MASK_PASSES_MAX
+from pt2chakra.simulation.prepared import PreparedGraph, non_decreasing
 from pt2chakra.simulation.results import LaneStats, RankResult
 
 log = logging.getLogger(LOG_NAME)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Iterator
 from itertools import compress, repeat
 from operator import sub
@@ -15,12 +16,15 @@ from typing import Protocol, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import LAUNCH_TIME_ATTR, thread_holds
+from pt2chakra.simulation.event_loop import TIME_TYPECODE
 from pt2chakra.simulation.prepared import (
     K_LAUNCH,
     K_THREAD_ORDER,
     AttrSets,
     Parents,
     PreparedGraph,
+    non_decreasing,
+    shared_floats,
 )
 
 _T = TypeVar("_T")
@@ -42,7 +46,12 @@ def cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
     up front instead would launch its callees' GPU work late."""
     dur = p.dur
     for ops in cpu_lane_ops.values():
-        for i, held in zip(ops, thread_holds(_float_starts(p, ops), _of_rank(incl, ops, base))):
+        holds = shared_floats(array(TIME_TYPECODE, thread_holds(_float_starts(p, ops),
+                                                                _of_rank(incl, ops, base))))
+        if ops and ops[-1] - ops[0] == len(ops) - 1 and non_decreasing(ops):  # a run of nodes
+            dur[ops[0]:ops[-1] + 1] = holds
+            continue
+        for i, held in zip(ops, holds):
             dur[i] = held
 
 
