@@ -18,7 +18,10 @@
  * - replay_plain: the replay of a graph without collectives, sync ops or late
  *   launches (event_loop._Replay.replay);
  * - walk_back: the critical path's walk back from the last node to end
- *   (critical_path._walk_back_python).
+ *   (critical_path._walk_back_python);
+ * - lane_cover, longest: a lane's busy time and idle gaps
+ *   (rank_results._cover) and the critical path's longest nodes
+ *   (critical_path._longest_python).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -2649,6 +2652,163 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * lane_cover, longest: a replay's summaries (rank_results._cover,
+ * critical_path._longest_python)
+ * ------------------------------------------------------------------------ */
+
+/* A buffer of ``format`` doubles (8 bytes) viewed: 1, or 0 (not one). */
+static int
+doubles(PyObject *obj, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->itemsize == 8 && view->format != NULL && strcmp(view->format, "d") == 0)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+PyDoc_STRVAR(lane_cover_doc,
+"lane_cover(starts, ends, origin, predicted) -> (busy, gaps) or None\n\n"
+"rank_results._cover's walk over a lane's spans (array('d') starts and ends,\n"
+"both not decreasing; origin and predicted floats). None where they are not\n"
+"that (the Python path sorts).");
+
+static PyObject *
+lane_cover(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer sv, ev;
+    const double *st, *en;
+    double cursor, hi, busy = 0.0;
+    Py_ssize_t n, gaps = 0;
+    PyObject *result = NULL;
+    (void)self;
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "lane_cover(starts, ends, origin, predicted)");
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(argv[2]) || !PyFloat_CheckExact(argv[3]))
+        Py_RETURN_NONE;
+    if (!doubles(argv[0], &sv))
+        Py_RETURN_NONE;
+    if (!doubles(argv[1], &ev)) {
+        PyBuffer_Release(&sv);
+        Py_RETURN_NONE;
+    }
+    st = (const double *)sv.buf;
+    en = (const double *)ev.buf;
+    n = sv.len / 8;
+    if (ev.len / 8 != n)
+        goto python_path;
+    for (Py_ssize_t k = 1; k < n; k++) /* prepare.non_decreasing: NaN is not in order */
+        if (!(st[k - 1] <= st[k]) || !(en[k - 1] <= en[k]))
+            goto python_path;
+    cursor = PyFloat_AS_DOUBLE(argv[2]);
+    hi = cursor + PyFloat_AS_DOUBLE(argv[3]);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double s = st[k], e = en[k];
+        if (s > cursor + 1e-9)
+            gaps++;
+        if (e > cursor) {
+            double lo = s > cursor ? s : cursor;
+            if (lo < hi)
+                busy += (e < hi ? e : hi) - lo;
+            cursor = e;
+        }
+    }
+    if (cursor < hi - 1e-9)
+        gaps++;
+    result = Py_BuildValue("(dn)", busy, gaps);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return result;
+}
+
+/* The most nodes ``longest`` lists (the report lists ten). */
+#define LONGEST_MAX 64
+
+PyDoc_STRVAR(longest_doc,
+"longest(nodes, start, end, count) -> list or None\n\n"
+"critical_path._longest_python: the count nodes of the list nodes with the\n"
+"longest end - start (array('d') columns), in the order of\n"
+"sorted(nodes, key=start - end)[:count] (ties in list order). None where a\n"
+"node is not an index of the columns, a time is NaN or count is past\n"
+"LONGEST_MAX.");
+
+static PyObject *
+longest(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer sv, ev;
+    const double *st, *en;
+    double key[LONGEST_MAX];
+    Py_ssize_t pos[LONGEST_MAX], n, cols, count, held = 0;
+    PyObject *nodes, *result = NULL;
+    (void)self;
+    if (argc != 4 || !PyList_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "longest(nodes: list, start, end, count)");
+        return NULL;
+    }
+    nodes = argv[0];
+    count = PyLong_AsSsize_t(argv[3]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 0 || count > LONGEST_MAX)
+        Py_RETURN_NONE;
+    if (!doubles(argv[1], &sv))
+        Py_RETURN_NONE;
+    if (!doubles(argv[2], &ev)) {
+        PyBuffer_Release(&sv);
+        Py_RETURN_NONE;
+    }
+    st = (const double *)sv.buf;
+    en = (const double *)ev.buf;
+    cols = sv.len / 8 < ev.len / 8 ? sv.len / 8 : ev.len / 8;
+    n = PyList_GET_SIZE(nodes);
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *item = PyList_GET_ITEM(nodes, q);
+        Py_ssize_t i = PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : -1, at;
+        double k;
+        if (i == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (i < 0 || i >= cols)
+            goto python_path;
+        k = st[i] - en[i];
+        if (k != k)
+            goto python_path;
+        if (held == count && (count == 0 || !(k < key[held - 1])))
+            continue;
+        at = held < count ? held : held - 1; /* the slot it may take, then moved up */
+        while (at > 0 && k < key[at - 1]) { /* after equal keys: list order at ties */
+            key[at] = key[at - 1];
+            pos[at] = pos[at - 1];
+            at--;
+        }
+        key[at] = k;
+        pos[at] = q;
+        if (held < count)
+            held++;
+    }
+    result = PyList_New(held);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < held; j++)
+        PyList_SET_ITEM(result, j, Py_NewRef(PyList_GET_ITEM(nodes, pos[j])));
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
@@ -2659,6 +2819,8 @@ static PyMethodDef methods[] = {
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
      replay_plain_doc},
     {"walk_back", (PyCFunction)(void (*)(void))walk_back, METH_FASTCALL, walk_back_doc},
+    {"lane_cover", (PyCFunction)(void (*)(void))lane_cover, METH_FASTCALL, lane_cover_doc},
+    {"longest", (PyCFunction)(void (*)(void))longest, METH_FASTCALL, longest_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

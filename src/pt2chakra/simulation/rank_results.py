@@ -9,6 +9,7 @@ import operator
 from array import array
 from itertools import compress, repeat
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import (
     STEP_PERIOD,
     STEP_SPAN,
@@ -120,6 +121,15 @@ def _lane_stats(p: PreparedGraph, by_lane: dict[int, Spans],
 
 def _cover(starts: array[float], ends: array[float], origin: float, predicted: float,
            ) -> tuple[float, int]:
+    """``_cover_python`` by the compiled path where built and it takes the
+    spans (in order, times as floats), else by that twin."""
+    fast = fast_path()
+    got = None if fast is None else fast.lane_cover(starts, ends, origin, predicted)
+    return got if got is not None else _cover_python(starts, ends, origin, predicted)
+
+
+def _cover_python(starts: array[float], ends: array[float], origin: float, predicted: float,
+                  ) -> tuple[float, int]:
     """A lane's busy time and idle intervals between the rank's start and its
     predicted end. Busy time is the union of its nodes' spans clipped to that
     window: nested host ops and work after the step's end would otherwise count
