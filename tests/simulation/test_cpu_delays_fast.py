@@ -1,5 +1,6 @@
-"""thread_timing.cpu_delays' compiled path gives the pure-Python one's delays
-and thread tails for any threads, times and dependencies."""
+"""thread_timing.cpu_delays' and cpu_slices' compiled paths give the
+pure-Python ones' delays and thread tails, and held durations, for any
+threads, times and dependencies."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
 from pt2chakra.simulation.prepared import Parents, PreparedGraph
-from pt2chakra.simulation.thread_timing import cpu_delays
+from pt2chakra.simulation.thread_timing import cpu_delays, cpu_slices
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
@@ -56,4 +57,23 @@ def _delays(thread: tuple[Any, ...]) -> Any:
 @given(threads())
 def test_same_delays(thread: tuple[Any, ...]) -> None:
     fast, python = on_both_paths(lambda: _delays(thread))
+    assert fast == python
+
+
+def _slices(thread: tuple[Any, ...]) -> Any:
+    base, starts, dur, incl, _parents, lanes, _t0 = thread
+    p = PreparedGraph()
+    p.start, p.dur = list(starts), list(dur)
+    try:
+        cpu_slices(p, base, lanes, list(incl))
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return ("error", type(exc).__name__)
+    return repr(p.dur)  # repr: NaN-safe
+
+
+@pytest.mark.slow  # a long property run
+@settings(max_examples=400, deadline=None)
+@given(threads())
+def test_same_slices(thread: tuple[Any, ...]) -> None:
+    fast, python = on_both_paths(lambda: _slices(thread))
     assert fast == python

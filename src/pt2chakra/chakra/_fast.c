@@ -10,6 +10,7 @@
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, thread_timing.cpu_delays);
+ * - cpu_slices: how long each op holds its CPU thread (thread_timing.cpu_slices);
  * - shared_floats: a column of floats with equal values one object
  *   (prepared.shared_floats);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
@@ -1999,6 +2000,85 @@ python_path:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(cpu_slices_doc,
+"cpu_slices(ops, starts, incl, base, dur) -> True or None\n\n"
+"thread_timing._slices_python over one thread's ops (a list of indices):\n"
+"dur[i] = how long op i holds its thread (rules.conventions.thread_holds:\n"
+"from its start until the next op's start, at most its inclusive time\n"
+"incl[i - base], never negative), equal values one float object. None\n"
+"(nothing changed) where a start is not an int, an inclusive time not a\n"
+"float or an index outside the lists.");
+
+static PyObject *
+cpu_slices(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *starts, *incl, *dur;
+    Py_ssize_t base, n;
+    double *held = NULL, *start = NULL;
+    FloatCache *cache = NULL;
+    PyObject *result = NULL;
+    (void)self;
+    if (argc != 5 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
+        !PyList_Check(argv[2]) || !PyList_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "cpu_slices(ops, starts, incl: lists, base: int, "
+                        "dur: list)");
+        return NULL;
+    }
+    ops = argv[0], starts = argv[1], incl = argv[2], dur = argv[4];
+    base = PyLong_AsSsize_t(argv[3]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(ops);
+    held = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
+    start = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
+    if (held == NULL || start == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) { /* every start first: the next op's is read */
+        PyObject *op = PyList_GET_ITEM(ops, q);
+        Py_ssize_t i = PyLong_CheckExact(op) ? PyLong_AsSsize_t(op) : -1;
+        if (i == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (i < 0 || i >= PyList_GET_SIZE(dur) || !start_at(starts, i, &start[q]))
+            goto python_path;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ops, q));
+        double inclusive, stop, h;
+        if (!float_at(incl, i - base, &inclusive))
+            goto python_path;
+        stop = start[q] + inclusive;
+        if (q + 1 < n && start[q + 1] < stop) /* the next op (its first callee) */
+            stop = start[q + 1];
+        h = stop - start[q];
+        held[q] = h > 0.0 ? h : 0.0;
+    }
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    if (cache == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *value = cached_float(cache, held[q]);
+        if (value == NULL)
+            goto done;
+        PyList_SetItem(dur, PyLong_AsSsize_t(PyList_GET_ITEM(ops, q)), value);
+    }
+    result = Py_NewRef(Py_True);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    if (cache != NULL) {
+        float_cache_clear(cache);
+        PyMem_Free(cache);
+    }
+    PyMem_Free(held);
+    PyMem_Free(start);
+    return result;
+}
+
 PyDoc_STRVAR(shared_floats_doc,
 "shared_floats(values, absent) -> list\n\n"
 "prepared.shared_floats: the doubles of values (an array('d')) as a list in\n"
@@ -2812,6 +2892,7 @@ done:
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
+    {"cpu_slices", (PyCFunction)(void (*)(void))cpu_slices, METH_FASTCALL, cpu_slices_doc},
     {"shared_floats", (PyCFunction)(void (*)(void))shared_floats, METH_FASTCALL,
      shared_floats_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},

@@ -111,3 +111,6 @@ def lane_cover(
 def longest(
     nodes: list[int], start: array[float], end: array[float], count: int, /,
 ) -> list[int] | None: ...
+def cpu_slices(
+    ops: list[int], starts: list[int], incl: list[float], base: int, dur: list[float], /,
+) -> bool | None: ...

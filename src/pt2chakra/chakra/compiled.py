@@ -56,6 +56,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/simulation/test_summaries_fast.py::test_same_cover"),
     CompiledFunction("longest", "pt2chakra.simulation.critical_path:_longest_python",
                      "tests/simulation/test_summaries_fast.py::test_same_longest"),
+    CompiledFunction("cpu_slices", "pt2chakra.simulation.thread_timing:_slices_python",
+                     "tests/simulation/test_cpu_delays_fast.py::test_same_slices"),
     CompiledFunction("shared_floats", "pt2chakra.simulation.prepared:_shared_floats_python",
                      "tests/simulation/test_shared_floats_fast.py::test_same_floats"),
 )

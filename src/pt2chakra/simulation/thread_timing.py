@@ -10,8 +10,8 @@ import bisect
 import math
 from array import array
 from collections.abc import Iterator
-from itertools import compress, repeat
-from operator import sub
+from itertools import compress, islice, repeat
+from operator import lt, sub
 from typing import Protocol, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
@@ -23,7 +23,6 @@ from pt2chakra.simulation.prepared import (
     AttrSets,
     Parents,
     PreparedGraph,
-    non_decreasing,
     shared_floats,
 )
 
@@ -43,16 +42,24 @@ def cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
     callee starts (or until it ends); every other moment of the thread
     (idle gaps, a caller's time between and after its callees) is replayed
     as a delay before the next op. Replaying an op's whole exclusive time
-    up front instead would launch its callees' GPU work late."""
-    dur = p.dur
+    up front instead would launch its callees' GPU work late. The compiled
+    fast path runs ``_slices_python`` where built."""
+    fast = fast_path()
     for ops in cpu_lane_ops.values():
-        holds = shared_floats(array(TIME_TYPECODE, thread_holds(_float_starts(p, ops),
-                                                                _of_rank(incl, ops, base))))
-        if ops and ops[-1] - ops[0] == len(ops) - 1 and non_decreasing(ops):  # a run of nodes
-            dur[ops[0]:ops[-1] + 1] = holds
-            continue
-        for i, held in zip(ops, holds):
-            dur[i] = held
+        if fast is None or fast.cpu_slices(ops, p.start, incl, base, p.dur) is None:
+            _slices_python(p, base, ops, incl)
+
+
+def _slices_python(p: PreparedGraph, base: int, ops: list[int], incl: list[float]) -> None:
+    """One thread's holds into ``p.dur``, equal values one float object."""
+    dur = p.dur
+    holds = shared_floats(array(TIME_TYPECODE, thread_holds(_float_starts(p, ops),
+                                                            _of_rank(incl, ops, base))))
+    if ops and ops[-1] - ops[0] == len(ops) - 1 and all(map(lt, ops, islice(ops, 1, None))):
+        dur[ops[0]:ops[-1] + 1] = holds  # a run of nodes, one after the other
+        return
+    for i, held in zip(ops, holds):
+        dur[i] = held
 
 
 def late_launches(p: PreparedGraph, base: int, sets: AttrSets, parents: Parents,
