@@ -1604,10 +1604,10 @@ flat_push(Flat *f, int64_t src, long kind)
 /* The index of id ``dep`` by ``index`` (a dict, or the rank's ids in
  * non-decreasing order: its last node of that id, as the dict keeps it):
  * 1 found, 0 unknown, 2 not an int the ids array can answer for (the Python
- * path's lookup decides), -1 error set. */
+ * path's lookup decides), -1 error set. ``hint``: where to look first. */
 static int
 index_of(PyObject *dep, PyObject *index, const uint64_t *ids, Py_ssize_t n_ids,
-         Py_ssize_t base, Py_ssize_t *at)
+         Py_ssize_t base, Py_ssize_t hint, Py_ssize_t *at)
 {
     uint64_t v;
     Py_ssize_t lo = 0, hi = n_ids;
@@ -1630,6 +1630,10 @@ index_of(PyObject *dep, PyObject *index, const uint64_t *ids, Py_ssize_t n_ids,
     if (v == (uint64_t)-1 && PyErr_Occurred()) { /* negative or past 64 bits: no such id */
         PyErr_Clear();
         return 0;
+    }
+    if (hint >= 0 && hint < n_ids && ids[hint] == v && (hint + 1 == n_ids || ids[hint + 1] != v)) {
+        *at = base + hint; /* the last node of id v: most often the one just before */
+        return 1;
     }
     while (lo < hi) { /* the first id past v (bisect_right) */
         Py_ssize_t mid = lo + (hi - lo) / 2;
@@ -1694,7 +1698,7 @@ lone_pair(Flat *f, PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index,
 {
     Py_ssize_t at = -1;
     long kind;
-    int found = index_of(dep, index, ids, n_ids, base, &at);
+    int found = index_of(dep, index, ids, n_ids, base, i - base - 1, &at);
     if (found != 1)
         return found;
     if (at == i)

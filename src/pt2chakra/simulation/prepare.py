@@ -213,7 +213,8 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     p.pg_sizes.append({g.name: g.size or len(g.ranks)
                        for g in read_process_groups(md, p.sources[rank])})
     by_start = _recorded_order(p, base, end)
-    parents, gpu_syncs = _parents(nodes, base, ids, sets)
+    ascending = non_decreasing(ids)  # as converters hand ids out: read by two steps below
+    parents, gpu_syncs = _parents(nodes, base, ids, sets, ascending)
     del ids
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
@@ -221,7 +222,7 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
         [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
     if comm_streams > 0 and comm_by_order:
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
-    cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
+    cpu_lane_ops = _cpu_threads(p, base, end, timed_rank, ascending)
     cpu_slices(p, base, cpu_lane_ops, incl)
     late_launches(p, base, sets, parents, cpu_lane_ops)
     host_waits: list[tuple[int, int]] = []
@@ -406,8 +407,8 @@ def _recorded_order(p: PreparedGraph, base: int, end: int) -> list[int]:
     return by_start
 
 
-def _parents(nodes: Sequence[ChakraNode], base: int, ids: list[int],
-             sets: AttrSets) -> tuple[Parents, bool]:
+def _parents(nodes: Sequence[ChakraNode], base: int, ids: list[int], sets: AttrSets,
+             ascending: bool | None = None) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
     global indices (``ids``: the nodes' ids; a repeated id means its last
     node); unknown ids and self-edges are dropped (they could never be met).
@@ -415,12 +416,14 @@ def _parents(nodes: Sequence[ChakraNode], base: int, ids: list[int],
     nodes have one dependency: looked up by the set alone; the compiled
     path takes those nodes where built, finding ids in the sorted ids
     themselves where they do not decrease, as converters write them: no
-    million-entry dict). Also says whether any dependency is recorded as a
-    ``gpu_sync``."""
+    million-entry dict; ``ascending``: whether they do, when known). Also
+    says whether any dependency is recorded as a ``gpu_sync``."""
     lone: list[int | None] = [None] * len(sets.checked)  # set -> code of a lone dependency
     codes_of: dict[tuple[int, int], list[int]] = {}  # (attribute set, deps) -> kind codes
     fast = fast_path()
-    sorted_ids = _sorted_ids(ids) if fast is not None else None
+    if ascending is None:
+        ascending = non_decreasing(ids)
+    sorted_ids = _sorted_ids(ids) if fast is not None and ascending else None
     index = _id_index(ids, base) if sorted_ids is None else None
     get = index.get if index is not None else _id_lookup(ids, base)
 
@@ -469,10 +472,8 @@ def _id_index(ids: list[int], base: int) -> dict[int, int]:
 
 
 def _sorted_ids(ids: list[int]) -> array[int] | None:
-    """The ids as the compiled path's sorted lookup reads them (uint64, not
-    decreasing), or None where they are not that (a dict it is)."""
-    if not non_decreasing(ids):
-        return None
+    """Ids that do not decrease as the compiled path's sorted lookup reads
+    them (uint64), or None where they are not all such ints (a dict it is)."""
     try:
         return array("Q", ids)
     except (OverflowError, TypeError):
@@ -501,14 +502,16 @@ def _kind_codes(attrs: Attrs, count: int) -> list[int]:
     return [KIND_CODE.get(name, K_DATA) for name in dep_kinds_of([0] * count, attrs)]
 
 
-def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
+def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool, ascending: bool,
+                 ) -> dict[int, list[int]]:
     """The timed CPU ops of each thread (lane) in ET id order, since ids are
-    handed out at op start; untimed ranks replay no thread timing."""
+    handed out at op start (``ascending``: the rank's ids do not decrease);
+    untimed ranks replay no thread timing."""
     cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
     if not timed_rank:
         return cpu_lane_ops
     ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
-    if not non_decreasing(ids[base:end]):
+    if not ascending:
         for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
             if start[i] or nodes[i].duration_micros:
                 cpu_lane_ops[lane[i]].append(i)
