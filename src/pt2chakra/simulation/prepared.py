@@ -92,8 +92,10 @@ class Parents:
         got = self.changed.get(k)
         if got is not None:
             return got
-        if not 0 <= k < len(self.first) - 1:
-            raise IndexError("parents index out of range")
+        k = self._at(k)
+        got = self.changed.get(k)  # a negative k, as a list reads it
+        if got is not None:
+            return got
         a, b = self.first[k], self.first[k + 1]
         if a == b:
             return ()
@@ -102,9 +104,15 @@ class Parents:
         return tuple(zip(self.src[a:b], self.kind[a:b]))
 
     def __setitem__(self, k: int, plist: ParentList) -> None:
-        if not 0 <= k < len(self.first) - 1:
-            raise IndexError("parents assignment index out of range")
-        self.changed[k] = plist
+        self.changed[self._at(k)] = plist
+
+    def _at(self, k: int) -> int:
+        """``k`` as a list index reads it (from the end when negative)."""
+        n = len(self.first) - 1
+        at = k + n if k < 0 else k
+        if not 0 <= at < n:
+            raise IndexError("parents index out of range")
+        return at
 
     def __iter__(self) -> Iterator[ParentList]:
         return map(self.__getitem__, range(len(self)))
