@@ -34,3 +34,17 @@ def test_out_of_range_is_an_index_error() -> None:
         parents[1]
     with pytest.raises(IndexError):
         parents[-2] = ()
+
+
+def test_iteration_sees_entries_replaced_meanwhile() -> None:
+    """As a list's iterator does (sync_ops adds edges to later nodes while it
+    walks the lists)."""
+    lists: list[tuple[tuple[int, int], ...]] = [((0, 1),), (), ((1, 2), (0, 3))]
+    parents = Parents.of_lists(lists)
+    seen = []
+    for k, plist in enumerate(parents):
+        seen.append(plist)
+        if k == 0:
+            parents[2] += ((9, 9),)
+            parents[0] = ()
+    assert seen == [((0, 1),), (), ((1, 2), (0, 3), (9, 9))]

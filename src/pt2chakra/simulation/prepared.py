@@ -115,7 +115,21 @@ class Parents:
         return at
 
     def __iter__(self) -> Iterator[ParentList]:
-        return map(self.__getitem__, range(len(self)))
+        """Each node's list in turn, read when reached (a list replaced while
+        iterating is seen, as a list's iterator sees it)."""
+        changed, first, src, kind = self.changed, self.first, self.src, self.kind
+        a = first[0]
+        for k, b in enumerate(islice(first, 1, None)):
+            got = changed.get(k)
+            if got is not None:
+                yield got
+            elif a == b:
+                yield ()
+            elif b == a + 1:
+                yield ((src[a], kind[a]),)
+            else:
+                yield tuple(zip(src[a:b], kind[a:b]))
+            a = b
 
 
 def _flat_fits(plist: object) -> bool:
