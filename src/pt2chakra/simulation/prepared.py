@@ -73,14 +73,21 @@ class Parents:
         (int, int) pairs that fit the arrays stay as given, in ``changed``)."""
         first, src, kind = array("q", [0]), array(SOURCE_TYPECODE), array(KIND_TYPECODE)
         changed: dict[int, ParentList] = {}
+        add_first, add_src, add_kind = first.append, src.append, kind.append
         for k, plist in enumerate(lists):
-            if not _flat_fits(plist):
+            if plist == () and type(plist) is tuple:
+                pass
+            elif len(plist) == 1 and _flat_fits(plist):  # most nodes: one dependency
+                s, code = plist[0]
+                add_src(s)
+                add_kind(code)
+            elif not _flat_fits(plist):
                 changed[k] = plist
             else:
                 for s, code in plist:
-                    src.append(s)
-                    kind.append(code)
-            first.append(len(src))
+                    add_src(s)
+                    add_kind(code)
+            add_first(len(src))
         out = cls(first, src, kind)
         out.changed = changed
         return out
@@ -92,11 +99,13 @@ class Parents:
         got = self.changed.get(k)
         if got is not None:
             return got
-        k = self._at(k)
-        got = self.changed.get(k)  # a negative k, as a list reads it
-        if got is not None:
-            return got
-        a, b = self.first[k], self.first[k + 1]
+        first = self.first
+        if not 0 <= k < len(first) - 1:
+            k = self._at(k)
+            got = self.changed.get(k)  # a negative k, as a list reads it
+            if got is not None:
+                return got
+        a, b = first[k], first[k + 1]
         if a == b:
             return ()
         if b == a + 1:
