@@ -1,5 +1,6 @@
-"""thread_timing.cpu_delays' compiled path gives the pure-Python one's delays
-and thread tails for any threads, times and dependencies."""
+"""thread_timing.cpu_delays' and cpu_slices' compiled paths give the
+pure-Python ones' delays and thread tails, and held durations, for any
+threads, times and dependencies."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra import compiled
-from pt2chakra.simulation.prepared import PreparedGraph
-from pt2chakra.simulation.thread_timing import cpu_delays
+from pt2chakra.simulation.prepared import Parents, PreparedGraph
+from pt2chakra.simulation.thread_timing import cpu_delays, cpu_slices
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
@@ -45,7 +46,7 @@ def _delays(thread: tuple[Any, ...]) -> Any:
     p = PreparedGraph()
     p.start, p.dur, p.delay = list(starts), list(dur), [0.0] * len(starts)
     try:
-        cpu_delays(p, base, lanes, list(parents), list(incl), t0)
+        cpu_delays(p, base, lanes, Parents.of_lists(parents), list(incl), t0)
     except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
         return ("error", type(exc).__name__)
     return repr((p.delay, p.lane_tail, p.lane_tail_end))  # repr: NaN-safe
@@ -56,4 +57,23 @@ def _delays(thread: tuple[Any, ...]) -> Any:
 @given(threads())
 def test_same_delays(thread: tuple[Any, ...]) -> None:
     fast, python = on_both_paths(lambda: _delays(thread))
+    assert fast == python
+
+
+def _slices(thread: tuple[Any, ...]) -> Any:
+    base, starts, dur, incl, _parents, lanes, _t0 = thread
+    p = PreparedGraph()
+    p.start, p.dur = list(starts), list(dur)
+    try:
+        cpu_slices(p, base, lanes, list(incl))
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return ("error", type(exc).__name__)
+    return repr(p.dur)  # repr: NaN-safe
+
+
+@pytest.mark.slow  # a long property run
+@settings(max_examples=400, deadline=None)
+@given(threads())
+def test_same_slices(thread: tuple[Any, ...]) -> None:
+    fast, python = on_both_paths(lambda: _slices(thread))
     assert fast == python

@@ -10,13 +10,19 @@
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, thread_timing.cpu_delays);
+ * - cpu_slices: how long each op holds its CPU thread (thread_timing.cpu_slices);
+ * - shared_floats: a column of floats with equal values one object
+ *   (prepared.shared_floats);
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
  * - replay_plain: the replay of a graph without collectives, sync ops or late
  *   launches (event_loop._Replay.replay);
  * - walk_back: the critical path's walk back from the last node to end
- *   (critical_path._walk_back_python).
+ *   (critical_path._walk_back_python);
+ * - lane_cover, longest: a lane's busy time and idle gaps
+ *   (rank_results._cover) and the critical path's longest nodes
+ *   (critical_path._longest_python).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -203,25 +209,36 @@ attr_field(const Filter *f, NodeFields *nf, cursor body, cursor end)
     return 1;
 }
 
+/* A node's dependency ids as read, before they become its list (made at
+ * their exact count: a list grown by appends holds room for four). */
+typedef struct {
+    uint64_t *v;
+    Py_ssize_t n, cap;
+} Deps;
+
 /* Read one varint dependency id into ``deps``: 1, 0 (malformed), -1 (error set). */
 static int
-append_dep(PyObject *deps, cursor *p, cursor end)
+append_dep(Deps *deps, cursor *p, cursor end)
 {
     uint64_t v;
-    PyObject *item;
-    int ok;
     if (!read_varint(p, end, &v))
         return 0;
-    item = PyLong_FromUnsignedLongLong(v);
-    if (item == NULL)
-        return -1;
-    ok = PyList_Append(deps, item) < 0 ? -1 : 1;
-    Py_DECREF(item);
-    return ok;
+    if (deps->n == deps->cap) {
+        Py_ssize_t cap = deps->cap ? 2 * deps->cap : 16;
+        uint64_t *grown = PyMem_Realloc(deps->v, (size_t)cap * sizeof(uint64_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        deps->v = grown;
+        deps->cap = cap;
+    }
+    deps->v[deps->n++] = v;
+    return 1;
 }
 
 static int
-data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
+data_deps_field(Deps *deps, cursor *p, cursor end, unsigned wt)
 {
     uint64_t n;
     int got;
@@ -236,11 +253,67 @@ data_deps_field(PyObject *deps, cursor *p, cursor end, unsigned wt)
     return 1;
 }
 
+/* The ids of the last nodes made, each with its int: a dependency is nearly
+ * always on the node just before (a thread's previous op), and shares that
+ * node's id object instead of an int of its own (32 bytes a node). */
+#define RECENT_IDS 4
+
+typedef struct {
+    uint64_t id[RECENT_IDS];
+    PyObject *obj[RECENT_IDS];
+    int next;
+} RecentIds;
+
+static void
+recent_note(RecentIds *r, uint64_t id, PyObject *obj)
+{
+    Py_INCREF(obj);
+    Py_XSETREF(r->obj[r->next], obj);
+    r->id[r->next] = id;
+    r->next = (r->next + 1) % RECENT_IDS;
+}
+
+static void
+recent_clear(RecentIds *r)
+{
+    for (int k = 0; k < RECENT_IDS; k++)
+        Py_CLEAR(r->obj[k]);
+}
+
+/* The int ``v``: a recent node's id object where one is ``v``; new reference. */
+static PyObject *
+id_int(const RecentIds *r, uint64_t v)
+{
+    for (int k = 0; k < RECENT_IDS; k++)
+        if (r->obj[k] != NULL && r->id[k] == v)
+            return Py_NewRef(r->obj[k]);
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+/* The ids read as a list of ints, of exactly their count; NULL: error set. */
+static PyObject *
+deps_list(const Deps *deps, const RecentIds *recent)
+{
+    PyObject *out = PyList_New(deps->n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t k = 0; k < deps->n; k++) {
+        PyObject *item = id_int(recent, deps->v[k]);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, item);
+    }
+    return out;
+}
+
 /* 1: parsed; 0: not handled here; -1: a Python error is set. */
 static int
-node_fields(const Filter *f, NodeFields *nf, PyObject *deps, cursor p, cursor end)
+node_fields(const Filter *f, NodeFields *nf, Deps *deps, cursor p, cursor end)
 {
     uint64_t tag, v;
+    deps->n = 0;
     nf->id = nf->start = nf->duration = 0;
     nf->type = 0;
     nf->name = NULL; /* absent: "" */
@@ -326,7 +399,7 @@ read_filter(Filter *f, PyObject *wanted, PyObject *apart)
 /* The node built from parsed fields (a new reference), or NULL with an
  * error set, or Py_None (borrowed) where the Python path must decide. */
 static PyObject *
-make_node(NodeFields *nf, PyObject *deps, PyObject *node_cls, PyObject *types,
+make_node(NodeFields *nf, PyObject *id, PyObject *deps, PyObject *node_cls, PyObject *types,
           PyObject *no_deps, PyObject *names, PyObject *lists, PyObject *miss)
 {
     PyObject *args[10] = {NULL};
@@ -353,7 +426,7 @@ make_node(NodeFields *nf, PyObject *deps, PyObject *node_cls, PyObject *types,
     Py_DECREF(key);
     if (attrs == NULL)
         return NULL;
-    args[0] = PyLong_FromUnsignedLongLong(nf->id);
+    args[0] = Py_NewRef(id);
     args[2] = PyTuple_GET_ITEM(types, nf->type);
     args[3] = PyLong_FromUnsignedLongLong(nf->start);
     args[4] = PyLong_FromUnsignedLongLong(nf->duration);
@@ -386,11 +459,14 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         *lists, *miss;
     PyObject *nodes = NULL, *values = NULL, *result = NULL;
     NodeFields *nf = NULL;
+    Deps ids = {NULL, 0, 0};
+    RecentIds recent;
     Filter filter;
     Py_ssize_t n, size;
     cursor buf;
     double *column;
     (void)self;
+    memset(&recent, 0, sizeof recent);
     if (argc != 11) {
         PyErr_SetString(PyExc_TypeError, "lean_nodes takes 11 arguments");
         return NULL;
@@ -426,7 +502,7 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(bodies, k));
         Py_ssize_t stop = PyLong_AsSsize_t(PyList_GET_ITEM(ends, k));
-        PyObject *deps, *node;
+        PyObject *deps, *node, *id;
         int got;
         if ((start == -1 || stop == -1) && PyErr_Occurred())
             goto fail;
@@ -434,18 +510,25 @@ lean_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             PyErr_SetString(PyExc_ValueError, "lean_nodes: a frame outside the buffer");
             goto fail;
         }
-        deps = PyList_New(0);
-        if (deps == NULL)
-            goto fail;
-        got = node_fields(&filter, nf, deps, buf + start, buf + stop);
+        got = node_fields(&filter, nf, &ids, buf + start, buf + stop);
         if (got <= 0) {
-            Py_DECREF(deps);
             if (got < 0)
                 goto fail;
             goto python_path;
         }
-        node = make_node(nf, deps, node_cls, types, no_deps, names, lists, miss);
+        deps = deps_list(&ids, &recent);
+        if (deps == NULL)
+            goto fail;
+        id = id_int(&recent, nf->id);
+        if (id == NULL) {
+            Py_DECREF(deps);
+            goto fail;
+        }
+        node = make_node(nf, id, deps, node_cls, types, no_deps, names, lists, miss);
         Py_DECREF(deps);
+        if (node != NULL && node != Py_None)
+            recent_note(&recent, nf->id, id);
+        Py_DECREF(id);
         if (node == NULL)
             goto fail;
         if (node == Py_None)
@@ -462,6 +545,8 @@ fail:
     result = NULL;
 done:
     PyMem_Free(nf);
+    PyMem_Free(ids.v);
+    recent_clear(&recent);
     Py_XDECREF(nodes);
     Py_XDECREF(values);
     return result;
@@ -824,66 +909,257 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 }
 
 /* ------------------------------------------------------------------------
+ * prepare.Parents as C reads it: flat (source, kind) arrays, node k's pairs
+ * from first[k] to first[k + 1], and the tuples of ``changed`` (by k) that
+ * win over them.
+ * ------------------------------------------------------------------------ */
+
+typedef struct {
+    Py_buffer first, src, kind;
+    int held; /* buffers held: 0..3 */
+    int64_t *keys; /* the replaced nodes, ascending, and their tuples (borrowed) */
+    PyObject **tuples;
+    Py_ssize_t n, edges, n_changed;
+    PyObject *dict;
+} ParentsView;
+
+static void
+parents_close(ParentsView *v)
+{
+    if (v->held > 2)
+        PyBuffer_Release(&v->kind);
+    if (v->held > 1)
+        PyBuffer_Release(&v->src);
+    if (v->held > 0)
+        PyBuffer_Release(&v->first);
+    v->held = 0;
+    PyMem_Free(v->keys);
+    PyMem_Free(v->tuples);
+    v->keys = NULL;
+    v->tuples = NULL;
+    Py_CLEAR(v->dict);
+}
+
+static int
+key_less(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The replaced nodes of ``v->dict``, sorted: 1, 0 (a key or value the Python
+ * path must read), -1 error set. */
+static int
+parents_changed(ParentsView *v)
+{
+    Py_ssize_t pos = 0, m = PyDict_GET_SIZE(v->dict), c = 0;
+    PyObject *key, *value;
+    int64_t *pairs;
+    v->n_changed = m;
+    if (m == 0)
+        return 1;
+    v->keys = PyMem_Malloc((size_t)m * sizeof(int64_t));
+    v->tuples = PyMem_Malloc((size_t)m * sizeof(PyObject *));
+    pairs = PyMem_Malloc((size_t)m * 2 * sizeof(int64_t));
+    if (v->keys == NULL || v->tuples == NULL || pairs == NULL) {
+        PyMem_Free(pairs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (PyDict_Next(v->dict, &pos, &key, &value)) {
+        Py_ssize_t k = PyLong_CheckExact(key) ? PyLong_AsSsize_t(key) : -1;
+        if (k == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (k < 0 || k >= v->n || !PyTuple_Check(value)) {
+            PyMem_Free(pairs);
+            return 0;
+        }
+        pairs[2 * c] = k;
+        pairs[2 * c + 1] = (int64_t)(intptr_t)value;
+        c++;
+    }
+    qsort(pairs, (size_t)m, 2 * sizeof(int64_t), key_less);
+    for (Py_ssize_t j = 0; j < m; j++) {
+        v->keys[j] = pairs[2 * j];
+        v->tuples[j] = (PyObject *)(intptr_t)pairs[2 * j + 1];
+    }
+    PyMem_Free(pairs);
+    return 1;
+}
+
+/* 1: ``obj`` (a prepare.Parents) viewed; 0: not one this reads (the Python
+ * path takes it); -1: error set. */
+static int
+parents_open(ParentsView *v, PyObject *obj)
+{
+    static const char *names[3] = {"first", "src", "kind"};
+    static const char *formats[3] = {"q", "q", "b"};
+    static const Py_ssize_t sizes[3] = {8, 8, 1};
+    Py_buffer *views[3] = {&v->first, &v->src, &v->kind};
+    int got;
+    memset(v, 0, sizeof *v);
+    for (int k = 0; k < 3; k++) {
+        PyObject *a = PyObject_GetAttrString(obj, names[k]);
+        int ok;
+        if (a == NULL) {
+            PyErr_Clear();
+            parents_close(v);
+            return 0;
+        }
+        ok = PyObject_GetBuffer(a, views[k], PyBUF_FORMAT) == 0;
+        Py_DECREF(a);
+        if (!ok) {
+            PyErr_Clear();
+            parents_close(v);
+            return 0;
+        }
+        v->held++;
+        if (views[k]->itemsize != sizes[k] || views[k]->format == NULL ||
+            strcmp(views[k]->format, formats[k]) != 0) {
+            parents_close(v);
+            return 0;
+        }
+    }
+    v->n = v->first.len / 8 - 1;
+    v->edges = v->src.len / 8;
+    if (v->n < 0 || v->kind.len != v->edges) {
+        parents_close(v);
+        return 0;
+    }
+    v->dict = PyObject_GetAttrString(obj, "changed");
+    if (v->dict == NULL || !PyDict_Check(v->dict)) {
+        PyErr_Clear();
+        parents_close(v);
+        return 0;
+    }
+    got = parents_changed(v);
+    if (got <= 0)
+        parents_close(v);
+    return got;
+}
+
+/* Node k's replacing tuple (borrowed), or NULL. */
+static inline PyObject *
+parents_tuple(const ParentsView *v, Py_ssize_t k)
+{
+    Py_ssize_t lo = 0, hi = v->n_changed;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v->keys[mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->n_changed && v->keys[lo] == k ? v->tuples[lo] : NULL;
+}
+
+/* Node k's number of pairs (its flat ones from ``*at``; ``*tuple`` its
+ * replacing tuple, or NULL), or -1 where the flat offsets are not in order. */
+static inline Py_ssize_t
+parents_count(const ParentsView *v, Py_ssize_t k, Py_ssize_t *at, PyObject **tuple)
+{
+    const int64_t *first = (const int64_t *)v->first.buf;
+    *tuple = v->n_changed ? parents_tuple(v, k) : NULL;
+    if (*tuple != NULL)
+        return PyTuple_GET_SIZE(*tuple);
+    if (first[k] < 0 || first[k + 1] < first[k] || first[k + 1] > v->edges)
+        return -1;
+    *at = (Py_ssize_t)first[k];
+    return (Py_ssize_t)(first[k + 1] - first[k]);
+}
+
+/* Pair j of a node (``at`` and ``tuple`` from parents_count): 1, or 0 where
+ * a replacing tuple's pair is not two ints (the source is not range-checked
+ * here). */
+static inline int
+parents_pair(const ParentsView *v, Py_ssize_t at, PyObject *tuple, Py_ssize_t j,
+             Py_ssize_t *src, long *kind)
+{
+    PyObject *pair;
+    if (tuple == NULL) {
+        *src = (Py_ssize_t)((const int64_t *)v->src.buf)[at + j];
+        *kind = ((const int8_t *)v->kind.buf)[at + j];
+        return 1;
+    }
+    pair = PyTuple_GET_ITEM(tuple, j);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1)))
+        return 0;
+    *src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+    *kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
  * link_children: the simulator's children arrays (prepare._link_children)
  * ------------------------------------------------------------------------ */
 
 /* The edge kind of a dependency moved to an issue release (inferred_waits.py). */
 #define MOVED_TO_ISSUE (-1)
 
-/* One parents entry's (source, kind) pairs, checked: 1 fine, 0 irregular. */
+/* A node's pair j (see parents_pair), checked against the rank's n nodes:
+ * 1 fine, 0 irregular. */
 static int
-pair_at(PyObject *plist, Py_ssize_t j, Py_ssize_t base, Py_ssize_t n, Py_ssize_t *src, long *kind)
+pair_at(const ParentsView *v, Py_ssize_t at, PyObject *tuple, Py_ssize_t j, Py_ssize_t base,
+        Py_ssize_t n, Py_ssize_t *src, long *kind)
 {
-    PyObject *pair = PyTuple_GET_ITEM(plist, j);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-        !PyLong_Check(PyTuple_GET_ITEM(pair, 0)) || !PyLong_Check(PyTuple_GET_ITEM(pair, 1)))
+    if (!parents_pair(v, at, tuple, j, src, kind))
         return 0;
-    *src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0)) - base;
-    *kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
+    *src -= base;
     return *src >= 0 && *src < n && *kind >= -128 && *kind <= 127;
 }
 
 PyDoc_STRVAR(link_children_doc,
 "link_children(parents, base, shift, nwait) -> (starts, child, kinds) or None\n\n"
-"prepare._link_children's counting sort: parents[k] is node base+k's tuple of\n"
-"(source index, kind) pairs; returns the packed int64 child starts (plus\n"
-"shift), int64 children and int8 kinds, and adds each node's waits to\n"
-"nwait[base+k]. None (nothing changed) where an entry is irregular.");
+"prepare._link_children's counting sort: parents (a prepare.Parents) holds\n"
+"node base+k's (source index, kind) pairs; returns the packed int64 child\n"
+"starts (plus shift), int64 children and int8 kinds, and adds each node's\n"
+"waits to nwait[base+k]. None (nothing changed) where an entry is irregular.");
 
 static PyObject *
 link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *parents, *nwait, *starts = NULL, *child = NULL, *kinds = NULL, *result = NULL;
+    PyObject *nwait, *starts = NULL, *child = NULL, *kinds = NULL, *result = NULL;
     Py_ssize_t base, shift, n, edges = 0;
     int64_t *count = NULL, *at;
+    ParentsView v;
+    int opened;
     (void)self;
-    if (argc != 4 || !PyList_Check(argv[0]) || !PyList_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "link_children(parents: list, base, shift, nwait: list)");
+    if (argc != 4 || !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "link_children(parents, base, shift, nwait: list)");
         return NULL;
     }
-    parents = argv[0], nwait = argv[3];
+    nwait = argv[3];
     base = PyLong_AsSsize_t(argv[1]);
     shift = PyLong_AsSsize_t(argv[2]);
     if (PyErr_Occurred())
         return NULL;
-    n = PyList_GET_SIZE(parents);
+    opened = parents_open(&v, argv[0]);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
+    n = v.n;
     if (base < 0 || PyList_GET_SIZE(nwait) < base + n)
-        Py_RETURN_NONE;
+        goto python_path;
     count = PyMem_Calloc((size_t)n + 1, sizeof(int64_t));
-    if (count == NULL)
-        return PyErr_NoMemory();
+    if (count == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t k = 0; k < n; k++) { /* check every entry, count children */
-        PyObject *plist = PyList_GET_ITEM(parents, k);
-        Py_ssize_t src;
+        Py_ssize_t src, from = 0, m;
+        PyObject *tuple;
         long kind;
-        if (!PyTuple_Check(plist) || !PyLong_CheckExact(PyList_GET_ITEM(nwait, base + k)))
+        if (!PyLong_CheckExact(PyList_GET_ITEM(nwait, base + k)))
             goto python_path;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            if (!pair_at(plist, j, base, n, &src, &kind))
+        m = parents_count(&v, k, &from, &tuple);
+        if (m < 0)
+            goto python_path;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            if (!pair_at(&v, from, tuple, j, base, n, &src, &kind))
                 goto python_path;
             if (kind != MOVED_TO_ISSUE) {
                 count[src + 1]++;
@@ -902,11 +1178,12 @@ link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     for (Py_ssize_t k = 0; k < n; k++)
         ((int64_t *)PyBytes_AS_STRING(starts))[k] = count[k] + shift;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *plist = PyList_GET_ITEM(parents, k);
-        Py_ssize_t src, waits = 0;
-        long kind;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            pair_at(plist, j, base, n, &src, &kind);
+        Py_ssize_t src = 0, waits = 0, from = 0, m;
+        PyObject *tuple;
+        long kind = 0;
+        m = parents_count(&v, k, &from, &tuple);
+        for (Py_ssize_t j = 0; j < m; j++) {
+            pair_at(&v, from, tuple, j, base, n, &src, &kind);
             if (kind == MOVED_TO_ISSUE)
                 continue;
             ((int64_t *)PyBytes_AS_STRING(child))[at[src]] = (int64_t)(base + k);
@@ -927,6 +1204,7 @@ link_children(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 python_path:
     result = Py_NewRef(Py_None);
 done:
+    parents_close(&v);
     PyMem_Free(count);
     Py_XDECREF(starts);
     Py_XDECREF(child);
@@ -1293,46 +1571,179 @@ host_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
  * parents_of: each node's dependencies as (index, kind) (prepare._parents)
  * ------------------------------------------------------------------------ */
 
-/* A node with one dependency: ((source index, code),), or () where the id is
- * unknown or the node itself. NULL: an error is set. */
-static PyObject *
-lone_parent(PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index)
+/* Growing flat arrays of (source index, kind code) pairs, and each node's
+ * first pair: prepare.Parents' first, src and kind. */
+typedef struct {
+    int64_t *first, *src;
+    int8_t *kind;
+    Py_ssize_t n, cap;
+} Flat;
+
+static int
+flat_push(Flat *f, int64_t src, long kind)
 {
-    PyObject *src = PyDict_GetItemWithError(index, dep), *pair, *one;
-    Py_ssize_t at;
-    if (src == NULL)
-        return PyErr_Occurred() ? NULL : PyTuple_New(0);
-    at = PyLong_AsSsize_t(src);
-    if (at == -1 && PyErr_Occurred())
-        return NULL;
+    if (f->n == f->cap) {
+        Py_ssize_t cap = f->cap ? 2 * f->cap : 16;
+        int64_t *s = PyMem_Realloc(f->src, (size_t)cap * sizeof(int64_t));
+        int8_t *k;
+        if (s == NULL)
+            return 0;
+        f->src = s;
+        k = PyMem_Realloc(f->kind, (size_t)cap);
+        if (k == NULL)
+            return 0;
+        f->kind = k;
+        f->cap = cap;
+    }
+    f->src[f->n] = src;
+    f->kind[f->n] = (int8_t)kind;
+    f->n++;
+    return 1;
+}
+
+/* The index of id ``dep`` by ``index`` (a dict, or the rank's ids in
+ * non-decreasing order: its last node of that id, as the dict keeps it):
+ * 1 found, 0 unknown, 2 not an int the ids array can answer for (the Python
+ * path's lookup decides), -1 error set. ``hint``: where to look first. */
+static int
+index_of(PyObject *dep, PyObject *index, const uint64_t *ids, Py_ssize_t n_ids,
+         Py_ssize_t base, Py_ssize_t hint, Py_ssize_t *at)
+{
+    uint64_t v;
+    Py_ssize_t lo = 0, hi = n_ids;
+    if (ids == NULL) {
+        PyObject *src = PyDict_GetItemWithError(index, dep);
+        if (src == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (!PyLong_Check(src))
+            return 2;
+        *at = PyLong_AsSsize_t(src);
+        if (*at == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 2;
+        }
+        return 1;
+    }
+    if (!PyLong_CheckExact(dep))
+        return 2;
+    v = PyLong_AsUnsignedLongLong(dep);
+    if (v == (uint64_t)-1 && PyErr_Occurred()) { /* negative or past 64 bits: no such id */
+        PyErr_Clear();
+        return 0;
+    }
+    if (hint >= 0 && hint < n_ids && ids[hint] == v && (hint + 1 == n_ids || ids[hint + 1] != v)) {
+        *at = base + hint; /* the last node of id v: most often the one just before */
+        return 1;
+    }
+    while (lo < hi) { /* the first id past v (bisect_right) */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (ids[mid] <= v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || ids[lo - 1] != v)
+        return 0;
+    *at = base + lo - 1;
+    return 1;
+}
+
+/* many(i, deps, key)'s pairs appended to ``f``: 1, 0 (not pairs the arrays
+ * hold: the Python path decides), -1 error set. */
+static int
+many_pairs(Flat *f, PyObject *many, Py_ssize_t i, PyObject *deps, PyObject *key)
+{
+    PyObject *at = PyLong_FromSsize_t(i), *got;
+    int ok = 1;
+    if (at == NULL)
+        return -1;
+    got = PyObject_CallFunctionObjArgs(many, at, deps, key, NULL);
+    Py_DECREF(at);
+    if (got == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(got))
+        ok = 0;
+    for (Py_ssize_t j = 0; ok && j < PyTuple_GET_SIZE(got); j++) {
+        PyObject *pair = PyTuple_GET_ITEM(got, j);
+        long long src;
+        long kind;
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+            ok = 0;
+            break;
+        }
+        src = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+        kind = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            ok = 0;
+        }
+        else if (kind < -128 || kind > 127)
+            ok = 0;
+        else if (!flat_push(f, (int64_t)src, kind)) {
+            PyErr_NoMemory();
+            ok = -1;
+        }
+    }
+    Py_DECREF(got);
+    return ok;
+}
+
+/* Node base+k with one dependency ``dep`` whose kind is ``code``: 1 done,
+ * 2 for many(), 0 irregular, -1 error set. */
+static int
+lone_pair(Flat *f, PyObject *dep, Py_ssize_t i, PyObject *code, PyObject *index,
+          const uint64_t *ids, Py_ssize_t n_ids, Py_ssize_t base)
+{
+    Py_ssize_t at = -1;
+    long kind;
+    int found = index_of(dep, index, ids, n_ids, base, i - base - 1, &at);
+    if (found != 1)
+        return found;
     if (at == i)
-        return PyTuple_New(0);
-    pair = PyTuple_Pack(2, src, code);
-    if (pair == NULL)
-        return NULL;
-    one = PyTuple_Pack(1, pair);
-    Py_DECREF(pair);
-    return one;
+        return 1;
+    kind = PyLong_Check(code) ? PyLong_AsLong(code) : LONG_MIN;
+    if (kind == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (kind < -128 || kind > 127)
+        return 0;
+    if (!flat_push(f, (int64_t)at, kind)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 1;
 }
 
 PyDoc_STRVAR(parents_of_doc,
-"parents_of(deps, keys, index, lone, base, lone_code, many) -> list\n\n"
-"prepare._parents' loop: node base+k with one dependency (deps[k], a list)\n"
-"gets ((index[dep], lone[keys[k]]),), or () for an unknown id or itself;\n"
-"lone_code(key) gives (and remembers in the list lone) a code not known yet;\n"
-"every other node is many(base + k, deps[k], keys[k]).");
+"parents_of(deps, keys, index, lone, base, lone_code, many) -> (first, src, kind) or None\n\n"
+"prepare._parents' loop, into prepare.Parents' flat arrays (packed int64\n"
+"first offsets, int64 sources, int8 kinds): node base+k with one dependency\n"
+"(deps[k], a list) gets (index of deps[k], lone[keys[k]]), none for an\n"
+"unknown id or itself; lone_code(key) gives (and remembers in the list lone)\n"
+"a code not known yet; every other node gets many(base + k, deps[k], keys[k]).\n"
+"index: a dict id -> index, or the rank's ids (an array of uint64, non-\n"
+"decreasing) where an id's index is base + its last position. None where a\n"
+"pair is not one the arrays hold (the Python path decides).");
 
 static PyObject *
 parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *deps, *keys, *index, *lone, *lone_code, *many, *out;
-    Py_ssize_t base, n;
+    PyObject *deps, *keys, *index, *lone, *lone_code, *many, *result = NULL;
+    PyObject *first = NULL, *src = NULL, *kind = NULL;
+    Py_buffer view;
+    const uint64_t *ids = NULL;
+    Py_ssize_t base, n, n_ids = 0;
+    Flat f = {NULL, NULL, NULL, 0, 0};
+    int viewed = 0;
     (void)self;
     if (argc != 7 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
-        !PyDict_Check(argv[2]) || !PyList_Check(argv[3])) {
+        !PyList_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError,
-                        "parents_of(deps: list, keys: list, index: dict, lone: list, base, "
-                        "lone_code, many)");
+                        "parents_of(deps: list, keys: list, index: dict or ids, lone: list, "
+                        "base, lone_code, many)");
         return NULL;
     }
     deps = argv[0], keys = argv[1], index = argv[2], lone = argv[3];
@@ -1345,12 +1756,32 @@ parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         PyErr_SetString(PyExc_ValueError, "parents_of: deps and keys differ in length");
         return NULL;
     }
-    out = PyList_New(n);
-    if (out == NULL)
-        return NULL;
+    if (!PyDict_Check(index)) {
+        if (PyObject_GetBuffer(index, &view, PyBUF_FORMAT) < 0)
+            return NULL;
+        viewed = 1;
+        if (view.itemsize != 8 || view.format == NULL || strcmp(view.format, "Q") != 0) {
+            PyErr_SetString(PyExc_TypeError, "parents_of: ids must be an array('Q')");
+            goto done;
+        }
+        ids = (const uint64_t *)view.buf;
+        n_ids = view.len / 8;
+        for (Py_ssize_t k = 1; k < n_ids; k++)
+            if (ids[k] < ids[k - 1]) {
+                PyErr_SetString(PyExc_ValueError, "parents_of: ids must not decrease");
+                goto done;
+            }
+    }
+    f.first = PyMem_Malloc(((size_t)n + 1) * sizeof(int64_t));
+    if (f.first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    f.first[0] = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *d = PyList_GET_ITEM(deps, k), *key = PyList_GET_ITEM(keys, k), *entry;
+        PyObject *d = PyList_GET_ITEM(deps, k), *key = PyList_GET_ITEM(keys, k);
         Py_ssize_t slot = PyLong_Check(key) ? PyLong_AsSsize_t(key) : -1;
+        int got = 2;
         if (slot == -1 && PyErr_Occurred())
             PyErr_Clear();
         if (PyList_Check(d) && PyList_GET_SIZE(d) == 1 && slot >= 0 &&
@@ -1359,28 +1790,40 @@ parents_of(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             if (code == Py_None) {
                 code = PyObject_CallOneArg(lone_code, key); /* fills lone[slot] */
                 if (code == NULL)
-                    goto fail;
-                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+                    goto done;
+                got = lone_pair(&f, PyList_GET_ITEM(d, 0), base + k, code, index, ids, n_ids,
+                                base);
                 Py_DECREF(code);
             }
             else
-                entry = lone_parent(PyList_GET_ITEM(d, 0), base + k, code, index);
+                got = lone_pair(&f, PyList_GET_ITEM(d, 0), base + k, code, index, ids, n_ids,
+                                base);
         }
-        else {
-            PyObject *i = PyLong_FromSsize_t(base + k);
-            if (i == NULL)
-                goto fail;
-            entry = PyObject_CallFunctionObjArgs(many, i, d, key, NULL);
-            Py_DECREF(i);
+        if (got == 2)
+            got = many_pairs(&f, many, base + k, d, key);
+        if (got < 0)
+            goto done;
+        if (got == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-        if (entry == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, k, entry);
+        f.first[k + 1] = f.n;
     }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    first = PyBytes_FromStringAndSize((const char *)f.first, (n + 1) * (Py_ssize_t)sizeof(int64_t));
+    src = PyBytes_FromStringAndSize((const char *)f.src, f.n * (Py_ssize_t)sizeof(int64_t));
+    kind = PyBytes_FromStringAndSize((const char *)f.kind, f.n);
+    if (first != NULL && src != NULL && kind != NULL)
+        result = PyTuple_Pack(3, first, src, kind);
+done:
+    Py_XDECREF(first);
+    Py_XDECREF(src);
+    Py_XDECREF(kind);
+    PyMem_Free(f.first);
+    PyMem_Free(f.src);
+    PyMem_Free(f.kind);
+    if (viewed)
+        PyBuffer_Release(&view);
+    return result;
 }
 
 /* ------------------------------------------------------------------------
@@ -1423,64 +1866,103 @@ float_at(PyObject *values, Py_ssize_t i, double *out)
     return 1;
 }
 
+/* Floats made once per value (by their bits) for a column a loop fills: a
+ * million delays take a few thousand values, and a list of equal floats
+ * holds one object (24 bytes an entry less). Direct-mapped: a value whose
+ * slot another holds is made anew. */
+#define FLOAT_CACHE_SLOTS 16384
+
+typedef struct {
+    uint64_t bits[FLOAT_CACHE_SLOTS];
+    PyObject *value[FLOAT_CACHE_SLOTS];
+} FloatCache;
+
+/* The float ``v`` (a new reference), shared through ``c``; NULL: error set. */
+static PyObject *
+cached_float(FloatCache *c, double v)
+{
+    uint64_t bits;
+    size_t slot;
+    memcpy(&bits, &v, sizeof bits);
+    slot = (size_t)((bits ^ (bits >> 29) ^ (bits >> 47)) & (FLOAT_CACHE_SLOTS - 1));
+    if (c->value[slot] == NULL || c->bits[slot] != bits) {
+        PyObject *made = PyFloat_FromDouble(v);
+        if (made == NULL)
+            return NULL;
+        Py_XSETREF(c->value[slot], made);
+        c->bits[slot] = bits;
+    }
+    return Py_NewRef(c->value[slot]);
+}
+
+static void
+float_cache_clear(FloatCache *c)
+{
+    for (size_t k = 0; k < FLOAT_CACHE_SLOTS; k++)
+        Py_CLEAR(c->value[k]);
+}
+
 PyDoc_STRVAR(cpu_delays_doc,
 "cpu_delays(ops, starts, dur, incl, parents, base, t0, delay) -> (last, cursor) or None\n\n"
-"thread_timing.cpu_delays' loop over one thread's ops: sets delay[i] for each op\n"
+"thread_timing.cpu_delays' loop over one thread's ops (parents: a prepare.Parents):\n"
+"sets delay[i] for each op\n"
 "and returns the latest recorded end and the cursor after its last slice.\n"
 "None (nothing changed) where an entry is not what that loop reads.");
 
 static PyObject *
 cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 {
-    PyObject *ops, *starts, *dur, *incl, *parents, *delay;
+    PyObject *ops, *starts, *dur, *incl, *delay;
     Py_ssize_t base, n;
     double t0, cursor, last = -Py_HUGE_VAL, *gaps;
+    FloatCache *cache;
+    ParentsView v;
+    int opened;
     (void)self;
     if (argc != 8 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
-        !PyList_Check(argv[2]) || !PyList_Check(argv[3]) || !PyList_Check(argv[4]) ||
+        !PyList_Check(argv[2]) || !PyList_Check(argv[3]) ||
         !PyList_Check(argv[7]) || !PyFloat_Check(argv[6])) {
-        PyErr_SetString(PyExc_TypeError, "cpu_delays(ops, starts, dur, incl, parents: lists, "
+        PyErr_SetString(PyExc_TypeError, "cpu_delays(ops, starts, dur, incl: lists, parents, "
                         "base: int, t0: float, delay: list)");
         return NULL;
     }
-    ops = argv[0], starts = argv[1], dur = argv[2], incl = argv[3], parents = argv[4];
+    ops = argv[0], starts = argv[1], dur = argv[2], incl = argv[3];
     delay = argv[7];
     base = PyLong_AsSsize_t(argv[5]);
     if (base == -1 && PyErr_Occurred())
         return NULL;
     t0 = PyFloat_AS_DOUBLE(argv[6]);
     n = PyList_GET_SIZE(ops);
+    opened = parents_open(&v, argv[4]);
+    if (opened <= 0)
+        return opened < 0 ? NULL : Py_NewRef(Py_None);
     gaps = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
-    if (gaps == NULL)
+    if (gaps == NULL) {
+        parents_close(&v);
         return PyErr_NoMemory();
+    }
     cursor = t0;
     for (Py_ssize_t q = 0; q < n; q++) { /* compute every delay first: nothing set on None */
-        PyObject *op = PyList_GET_ITEM(ops, q), *plist;
-        Py_ssize_t i = PyLong_Check(op) ? PyLong_AsSsize_t(op) : -1, k;
+        PyObject *op = PyList_GET_ITEM(ops, q);
+        Py_ssize_t i = PyLong_Check(op) ? PyLong_AsSsize_t(op) : -1, k, m, at = 0;
+        PyObject *tuple;
         double start, inclusive, own, ready, gap, held_to, end;
         if (i == -1 && PyErr_Occurred())
             PyErr_Clear();
         k = i - base;
         if (i < 0 || !start_at(starts, i, &start) || !float_at(incl, k, &inclusive) ||
-            !float_at(dur, i, &own) || k < 0 || k >= PyList_GET_SIZE(parents) ||
-            i >= PyList_GET_SIZE(delay))
-            goto python_path;
-        plist = PyList_GET_ITEM(parents, k);
-        if (!PyTuple_Check(plist))
+            !float_at(dur, i, &own) || k < 0 || k >= v.n || i >= PyList_GET_SIZE(delay))
             goto python_path;
         ready = cursor;
-        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(plist); j++) {
-            PyObject *pair = PyTuple_GET_ITEM(plist, j);
+        m = parents_count(&v, k, &at, &tuple);
+        if (m < 0)
+            goto python_path;
+        for (Py_ssize_t j = 0; j < m; j++) {
             Py_ssize_t src;
+            long kind;
             double s, d, e;
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-                !PyLong_Check(PyTuple_GET_ITEM(pair, 0)))
+            if (!parents_pair(&v, at, tuple, j, &src, &kind))
                 goto python_path;
-            src = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
-            if (src == -1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                goto python_path;
-            }
             if (!start_at(starts, src, &s) || !float_at(dur, src, &d))
                 goto python_path;
             e = s + d;
@@ -1496,19 +1978,163 @@ cpu_delays(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         if (end > last)
             last = end;
     }
+    parents_close(&v);
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    if (cache == NULL) {
+        PyMem_Free(gaps);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t q = 0; q < n; q++) {
-        PyObject *value = PyFloat_FromDouble(gaps[q]);
+        PyObject *value = cached_float(cache, gaps[q]);
         if (value == NULL) {
+            float_cache_clear(cache);
+            PyMem_Free(cache);
             PyMem_Free(gaps);
             return NULL;
         }
         PyList_SetItem(delay, PyLong_AsSsize_t(PyList_GET_ITEM(ops, q)), value);
     }
+    float_cache_clear(cache);
+    PyMem_Free(cache);
     PyMem_Free(gaps);
     return Py_BuildValue("(dd)", last, cursor);
 python_path:
+    parents_close(&v);
     PyMem_Free(gaps);
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(cpu_slices_doc,
+"cpu_slices(ops, starts, incl, base, dur) -> True or None\n\n"
+"thread_timing._slices_python over one thread's ops (a list of indices):\n"
+"dur[i] = how long op i holds its thread (rules.conventions.thread_holds:\n"
+"from its start until the next op's start, at most its inclusive time\n"
+"incl[i - base], never negative), equal values one float object. None\n"
+"(nothing changed) where a start is not an int, an inclusive time not a\n"
+"float or an index outside the lists.");
+
+static PyObject *
+cpu_slices(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *starts, *incl, *dur;
+    Py_ssize_t base, n;
+    double *held = NULL, *start = NULL;
+    FloatCache *cache = NULL;
+    PyObject *result = NULL;
+    (void)self;
+    if (argc != 5 || !PyList_Check(argv[0]) || !PyList_Check(argv[1]) ||
+        !PyList_Check(argv[2]) || !PyList_Check(argv[4])) {
+        PyErr_SetString(PyExc_TypeError, "cpu_slices(ops, starts, incl: lists, base: int, "
+                        "dur: list)");
+        return NULL;
+    }
+    ops = argv[0], starts = argv[1], incl = argv[2], dur = argv[4];
+    base = PyLong_AsSsize_t(argv[3]);
+    if (base == -1 && PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(ops);
+    held = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
+    start = PyMem_Malloc(((size_t)n + 1) * sizeof(double));
+    if (held == NULL || start == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) { /* every start first: the next op's is read */
+        PyObject *op = PyList_GET_ITEM(ops, q);
+        Py_ssize_t i = PyLong_CheckExact(op) ? PyLong_AsSsize_t(op) : -1;
+        if (i == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (i < 0 || i >= PyList_GET_SIZE(dur) || !start_at(starts, i, &start[q]))
+            goto python_path;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ops, q));
+        double inclusive, stop, h;
+        if (!float_at(incl, i - base, &inclusive))
+            goto python_path;
+        stop = start[q] + inclusive;
+        if (q + 1 < n && start[q + 1] < stop) /* the next op (its first callee) */
+            stop = start[q + 1];
+        h = stop - start[q];
+        held[q] = h > 0.0 ? h : 0.0;
+    }
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    if (cache == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *value = cached_float(cache, held[q]);
+        if (value == NULL)
+            goto done;
+        PyList_SetItem(dur, PyLong_AsSsize_t(PyList_GET_ITEM(ops, q)), value);
+    }
+    result = Py_NewRef(Py_True);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    if (cache != NULL) {
+        float_cache_clear(cache);
+        PyMem_Free(cache);
+    }
+    PyMem_Free(held);
+    PyMem_Free(start);
+    return result;
+}
+
+PyDoc_STRVAR(shared_floats_doc,
+"shared_floats(values, absent) -> list\n\n"
+"prepared.shared_floats: the doubles of values (an array('d')) as a list in\n"
+"which equal values (bit for bit) are mostly one float object; with absent (a\n"
+"list, else None) a NaN entry takes absent's entry at its place. As long as\n"
+"the shorter of the two.");
+
+static PyObject *
+shared_floats(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *absent, *out = NULL;
+    Py_buffer view;
+    FloatCache *cache = NULL;
+    const double *v;
+    Py_ssize_t n;
+    (void)self;
+    if (argc != 2 || (argv[1] != Py_None && !PyList_Check(argv[1]))) {
+        PyErr_SetString(PyExc_TypeError, "shared_floats(values: array('d'), absent: list | None)");
+        return NULL;
+    }
+    absent = argv[1];
+    if (PyObject_GetBuffer(argv[0], &view, PyBUF_FORMAT) < 0)
+        return NULL;
+    if (view.itemsize != 8 || view.format == NULL || strcmp(view.format, "d") != 0) {
+        PyErr_SetString(PyExc_TypeError, "shared_floats: values must be an array('d')");
+        goto done;
+    }
+    v = (const double *)view.buf;
+    n = view.len / 8;
+    if (absent != Py_None && PyList_GET_SIZE(absent) < n)
+        n = PyList_GET_SIZE(absent);
+    cache = PyMem_Calloc(1, sizeof(FloatCache));
+    out = cache == NULL ? PyErr_NoMemory() : PyList_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x;
+        if (absent != Py_None && v[k] != v[k])
+            x = Py_NewRef(PyList_GET_ITEM(absent, k));
+        else if ((x = cached_float(cache, v[k])) == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, k, x);
+    }
+done:
+    if (cache != NULL) {
+        float_cache_clear(cache);
+        PyMem_Free(cache);
+    }
+    PyBuffer_Release(&view);
+    return out;
 }
 
 /* ------------------------------------------------------------------------
@@ -2110,14 +2736,176 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * lane_cover, longest: a replay's summaries (rank_results._cover,
+ * critical_path._longest_python)
+ * ------------------------------------------------------------------------ */
+
+/* A buffer of ``format`` doubles (8 bytes) viewed: 1, or 0 (not one). */
+static int
+doubles(PyObject *obj, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->itemsize == 8 && view->format != NULL && strcmp(view->format, "d") == 0)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+PyDoc_STRVAR(lane_cover_doc,
+"lane_cover(starts, ends, origin, predicted) -> (busy, gaps) or None\n\n"
+"rank_results._cover's walk over a lane's spans (array('d') starts and ends,\n"
+"both not decreasing; origin and predicted floats). None where they are not\n"
+"that (the Python path sorts).");
+
+static PyObject *
+lane_cover(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer sv, ev;
+    const double *st, *en;
+    double cursor, hi, busy = 0.0;
+    Py_ssize_t n, gaps = 0;
+    PyObject *result = NULL;
+    (void)self;
+    if (argc != 4) {
+        PyErr_SetString(PyExc_TypeError, "lane_cover(starts, ends, origin, predicted)");
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(argv[2]) || !PyFloat_CheckExact(argv[3]))
+        Py_RETURN_NONE;
+    if (!doubles(argv[0], &sv))
+        Py_RETURN_NONE;
+    if (!doubles(argv[1], &ev)) {
+        PyBuffer_Release(&sv);
+        Py_RETURN_NONE;
+    }
+    st = (const double *)sv.buf;
+    en = (const double *)ev.buf;
+    n = sv.len / 8;
+    if (ev.len / 8 != n)
+        goto python_path;
+    for (Py_ssize_t k = 1; k < n; k++) /* prepare.non_decreasing: NaN is not in order */
+        if (!(st[k - 1] <= st[k]) || !(en[k - 1] <= en[k]))
+            goto python_path;
+    cursor = PyFloat_AS_DOUBLE(argv[2]);
+    hi = cursor + PyFloat_AS_DOUBLE(argv[3]);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double s = st[k], e = en[k];
+        if (s > cursor + 1e-9)
+            gaps++;
+        if (e > cursor) {
+            double lo = s > cursor ? s : cursor;
+            if (lo < hi)
+                busy += (e < hi ? e : hi) - lo;
+            cursor = e;
+        }
+    }
+    if (cursor < hi - 1e-9)
+        gaps++;
+    result = Py_BuildValue("(dn)", busy, gaps);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return result;
+}
+
+/* The most nodes ``longest`` lists (the report lists ten). */
+#define LONGEST_MAX 64
+
+PyDoc_STRVAR(longest_doc,
+"longest(nodes, start, end, count) -> list or None\n\n"
+"critical_path._longest_python: the count nodes of the list nodes with the\n"
+"longest end - start (array('d') columns), in the order of\n"
+"sorted(nodes, key=start - end)[:count] (ties in list order). None where a\n"
+"node is not an index of the columns, a time is NaN or count is past\n"
+"LONGEST_MAX.");
+
+static PyObject *
+longest(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer sv, ev;
+    const double *st, *en;
+    double key[LONGEST_MAX];
+    Py_ssize_t pos[LONGEST_MAX], n, cols, count, held = 0;
+    PyObject *nodes, *result = NULL;
+    (void)self;
+    if (argc != 4 || !PyList_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "longest(nodes: list, start, end, count)");
+        return NULL;
+    }
+    nodes = argv[0];
+    count = PyLong_AsSsize_t(argv[3]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    if (count < 0 || count > LONGEST_MAX)
+        Py_RETURN_NONE;
+    if (!doubles(argv[1], &sv))
+        Py_RETURN_NONE;
+    if (!doubles(argv[2], &ev)) {
+        PyBuffer_Release(&sv);
+        Py_RETURN_NONE;
+    }
+    st = (const double *)sv.buf;
+    en = (const double *)ev.buf;
+    cols = sv.len / 8 < ev.len / 8 ? sv.len / 8 : ev.len / 8;
+    n = PyList_GET_SIZE(nodes);
+    for (Py_ssize_t q = 0; q < n; q++) {
+        PyObject *item = PyList_GET_ITEM(nodes, q);
+        Py_ssize_t i = PyLong_CheckExact(item) ? PyLong_AsSsize_t(item) : -1, at;
+        double k;
+        if (i == -1 && PyErr_Occurred())
+            PyErr_Clear();
+        if (i < 0 || i >= cols)
+            goto python_path;
+        k = st[i] - en[i];
+        if (k != k)
+            goto python_path;
+        if (held == count && (count == 0 || !(k < key[held - 1])))
+            continue;
+        at = held < count ? held : held - 1; /* the slot it may take, then moved up */
+        while (at > 0 && k < key[at - 1]) { /* after equal keys: list order at ties */
+            key[at] = key[at - 1];
+            pos[at] = pos[at - 1];
+            at--;
+        }
+        key[at] = k;
+        pos[at] = q;
+        if (held < count)
+            held++;
+    }
+    result = PyList_New(held);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < held; j++)
+        PyList_SET_ITEM(result, j, Py_NewRef(PyList_GET_ITEM(nodes, pos[j])));
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
+    {"cpu_slices", (PyCFunction)(void (*)(void))cpu_slices, METH_FASTCALL, cpu_slices_doc},
+    {"shared_floats", (PyCFunction)(void (*)(void))shared_floats, METH_FASTCALL,
+     shared_floats_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
      replay_plain_doc},
     {"walk_back", (PyCFunction)(void (*)(void))walk_back, METH_FASTCALL, walk_back_doc},
+    {"lane_cover", (PyCFunction)(void (*)(void))lane_cover, METH_FASTCALL, lane_cover_doc},
+    {"longest", (PyCFunction)(void (*)(void))longest, METH_FASTCALL, longest_doc},
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},

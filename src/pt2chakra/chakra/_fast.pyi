@@ -28,7 +28,7 @@ def encode_node(
     /,
 ) -> bytes: ...
 def link_children(
-    parents: list[tuple[tuple[int, int], ...]], base: int, shift: int, nwait: list[int], /,
+    parents: Any, base: int, shift: int, nwait: list[int], /,  # a prepare.Parents
 ) -> tuple[bytes, bytes, bytes] | None: ...
 def shared_io(io: Any, cls: Callable[[bytes, int], Any], shared: dict[Any, Any], /) -> Any: ...
 def host_ops(
@@ -46,19 +46,19 @@ def host_ops(
 def parents_of(
     deps: list[list[int]],
     keys: list[int],
-    index: dict[int, int],
+    index: dict[int, int] | array[int],
     lone: list[int | None],
     base: int,
     lone_code: Callable[[int], int],
     many: Callable[[int, list[int], int], tuple[tuple[int, int], ...]],
     /,
-) -> list[tuple[tuple[int, int], ...]]: ...
+) -> tuple[bytes, bytes, bytes] | None: ...
 def cpu_delays(
     ops: list[int],
     starts: list[int],
     dur: list[float],
     incl: list[float],
-    parents: list[tuple[tuple[int, int], ...]],
+    parents: Any,  # a prepare.Parents
     base: int,
     t0: float,
     delay: list[float],
@@ -104,3 +104,13 @@ def walk_back(
     k_gpu_sync: int,
     /,
 ) -> tuple[bytes, list[float | None], list[float | None], list[int], list[int], float, int] | None: ...
+def shared_floats(values: array[float], absent: list[float] | None, /) -> list[float]: ...
+def lane_cover(
+    starts: array[float], ends: array[float], origin: float, predicted: float, /,
+) -> tuple[float, int] | None: ...
+def longest(
+    nodes: list[int], start: array[float], end: array[float], count: int, /,
+) -> list[int] | None: ...
+def cpu_slices(
+    ops: list[int], starts: list[int], incl: list[float], base: int, dur: list[float], /,
+) -> bool | None: ...

@@ -52,6 +52,14 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/simulation/test_link_children_fast.py::test_same_children"),
     CompiledFunction("cpu_delays", "pt2chakra.simulation.thread_timing:_thread_delays",
                      "tests/simulation/test_cpu_delays_fast.py::test_same_delays"),
+    CompiledFunction("lane_cover", "pt2chakra.simulation.rank_results:_cover_python",
+                     "tests/simulation/test_summaries_fast.py::test_same_cover"),
+    CompiledFunction("longest", "pt2chakra.simulation.critical_path:_longest_python",
+                     "tests/simulation/test_summaries_fast.py::test_same_longest"),
+    CompiledFunction("cpu_slices", "pt2chakra.simulation.thread_timing:_slices_python",
+                     "tests/simulation/test_cpu_delays_fast.py::test_same_slices"),
+    CompiledFunction("shared_floats", "pt2chakra.simulation.prepared:_shared_floats_python",
+                     "tests/simulation/test_shared_floats_fast.py::test_same_floats"),
 )
 
 

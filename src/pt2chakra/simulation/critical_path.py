@@ -28,6 +28,7 @@ from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
 from pt2chakra.simulation.event_loop import (
     INDEX_TYPECODE,
+    TIME_TYPECODE,
     ReplayRun,
     ran_flags,
     step_ends_on_cpu,
@@ -209,20 +210,34 @@ def _gated_step(p: PreparedGraph, run: ReplayRun, tally: _PathTally, cur: int, g
     return gp, run.end[gp]
 
 
-def _path_summary(p: PreparedGraph, run: ReplayRun, tally: _PathTally, nodes: set[int]) -> CriticalPath:
-    """Shares sorted largest first, and the ten longest nodes on the path."""
-    # sorted(on_path, key=-duration)[:10] (nsmallest is that, ties in order),
-    # without a Python key call per node
-    on_path = list(nodes)
+def _longest(on_path: list[int], run: ReplayRun) -> list[int]:
+    """The ``TOP_NODES`` nodes of ``on_path`` that ran longest, longest first
+    (ties in list order): by the compiled path where built and it takes
+    them (``_fast.longest``), else ``_longest_python``."""
+    fast = compiled.FAST
+    got = None if fast is None else fast.longest(on_path, run.start, run.end, TOP_NODES)
+    return got if got is not None else _longest_python(on_path, run)
+
+
+def _longest_python(on_path: list[int], run: ReplayRun) -> list[int]:
+    """``sorted(on_path, key=-duration)[:TOP_NODES]`` (nsmallest is that, ties
+    in order), without a Python key call per node."""
     # every node's (one sequential pass over the run's arrays: cheaper than
-    # reading them at the path's nodes, each read a new float)
-    minus_all = list(map(operator.sub, run.start, run.end))
-    minus_duration = list(map(minus_all.__getitem__, on_path))
+    # reading them at the path's nodes), held as typed arrays (8 bytes a
+    # node, not a float object each)
+    minus_all = array(TIME_TYPECODE, map(operator.sub, run.start, run.end))
+    minus_duration = array(TIME_TYPECODE, map(minus_all.__getitem__, on_path))
     del minus_all
-    top = [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
-                                               key=minus_duration.__getitem__)]
+    return [on_path[k] for k in heapq.nsmallest(TOP_NODES, range(len(on_path)),
+                                                key=minus_duration.__getitem__)]
+
+
+def _path_summary(p: PreparedGraph, run: ReplayRun, tally: _PathTally, nodes: set[int]) -> CriticalPath:
+    """Shares sorted largest first, and the ten longest nodes on the path
+    (ties in the set's order)."""
+    top = _longest(list(nodes), run)
     return CriticalPath(
-        length_us=tally.total, nodes=len(on_path), rank_crossings=tally.crossings,
+        length_us=tally.total, nodes=len(nodes), rank_crossings=tally.crossings,
         by_node_type=dict(sorted(tally.by_type().items(), key=lambda kv: -kv[1])),
         by_edge_kind=dict(sorted(tally.by_kind().items(), key=lambda kv: -kv[1])),
         top_nodes=[{"rank": p.rank_label[p.rank[i]], "id": p.nodes[i].id, "name": p.nodes[i].name,

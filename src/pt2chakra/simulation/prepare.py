@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 from array import array
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, compress, islice, repeat
-from operator import and_, attrgetter, eq, itemgetter, le, or_
+from itertools import accumulate, compress, repeat
+from operator import and_, attrgetter, eq, itemgetter, or_
 from typing import Any
 
 from pt2chakra.chakra.compiled import fast_path
@@ -69,11 +70,16 @@ from pt2chakra.simulation.prepared import (
     K_GPU_SYNC,
     K_STREAM_ORDER,
     KIND_CODE,
+    KIND_TYPECODE,
+    SOURCE_TYPECODE,
     Attrs,
     AttrSets,
+    ParentList,
     Parents,
     PreparedGraph,
+    non_decreasing,
     only_cpu_ops,
+    shared_floats,
 )
 from pt2chakra.simulation.thread_timing import cpu_delays, cpu_slices, late_launches, pin_orphans
 
@@ -200,22 +206,23 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     base = len(p.nodes)
     mda = metadata_attrs(md, bad)
     timed_rank = _note_timed(p, nodes)
-    index, attrs_of, incl, sets = _add_nodes(p, rank, nodes, bad)
+    ids, attrs_of, incl, sets = _add_nodes(p, rank, nodes, bad)
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, incl)
     p.pg_sizes.append({g.name: g.size or len(g.ranks)
                        for g in read_process_groups(md, p.sources[rank])})
     by_start = _recorded_order(p, base, end)
-    parents, gpu_syncs = _parents(nodes, base, index, sets)
-    del index  # the largest map of all, not needed past this point
+    ascending = non_decreasing(ids)  # as converters hand ids out: read by two steps below
+    parents, gpu_syncs = _parents(nodes, base, ids, sets, ascending)
+    del ids
     comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
     # Device ops without a recorded dependency, before respreading adds stream order.
     orphans = [] if only_cpu_ops(p, base, end) else \
         [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
     if comm_streams > 0 and comm_by_order:
         _respread_comm(p, rank, comm_by_order, parents, base, attrs_of, comm_streams)
-    cpu_lane_ops = _cpu_threads(p, base, end, timed_rank)
+    cpu_lane_ops = _cpu_threads(p, base, end, timed_rank, ascending)
     cpu_slices(p, base, cpu_lane_ops, incl)
     late_launches(p, base, sets, parents, cpu_lane_ops)
     host_waits: list[tuple[int, int]] = []
@@ -245,11 +252,10 @@ def _note_timed(p: PreparedGraph, nodes: Sequence[ChakraNode]) -> bool:
 
 
 def _add_nodes(p: PreparedGraph, rank: int, nodes: Sequence[ChakraNode], bad: set[str] | None,
-               ) -> tuple[dict[int, int], list[Attrs], list[float], AttrSets]:
+               ) -> tuple[list[int], list[Attrs], list[float], AttrSets]:
     """Append the rank's nodes to the flat arrays, each in its category and on
-    its lane; returns what later steps read (id -> index, attributes,
+    its lane; returns what later steps read (the nodes' ids, attributes,
     inclusive times, attribute sets)."""
-    base = len(p.nodes)
     count = len(nodes)
     dur = list(map(float, map(_node_duration, nodes)))
     if isinstance(nodes, LeanNodes) and nodes.apart_name == INCLUSIVE_ATTR:
@@ -258,7 +264,6 @@ def _add_nodes(p: PreparedGraph, rank: int, nodes: Sequence[ChakraNode], bad: se
         attrs_of, incl, sets = _shared_attrs(nodes, dur, bad)
     p.incl.extend(incl)
     ids = list(map(_node_id, nodes))
-    index = dict(zip(ids, range(base, base + count)))  # a repeated id: its last node
     p.nodes.extend(nodes)
     p.ids.extend(ids)
     p.start.extend(map(_node_start, nodes))
@@ -281,7 +286,7 @@ def _add_nodes(p: PreparedGraph, rank: int, nodes: Sequence[ChakraNode], bad: se
                                  "cpu" if lane.kind == CPU_LANE else "gpu", lane.label)
     p.cat.extend(map(category.__getitem__, zip(types, sets.of_node)))
     p.lane.extend(map(lanes.__getitem__, zip(types, sets.of_node)))
-    return index, attrs_of, incl, sets
+    return ids, attrs_of, incl, sets
 
 
 def _numbered(keys: Iterable[int], checked: dict[int, Attrs]) -> AttrSets:
@@ -320,7 +325,7 @@ def _apart_attrs(nodes: LeanNodes, dur: list[float], bad: set[str] | None,
     (``read_et_apart``): equal attribute sets are one list, and the few
     nodes whose list still holds the inclusive time (a value of another
     type, a batch read the exact way) read it as ``_shared_attrs`` does."""
-    incl = [v if v == v else d for v, d in zip(nodes.apart, dur)]  # NaN: absent
+    incl = shared_floats(nodes.apart, dur)  # NaN: absent
     # One checked dict per distinct list (in node order, so that ``bad`` and
     # any warning come out as a per-node pass gives them), handed out by
     # C-level maps; only nodes whose list still holds the inclusive time are
@@ -402,23 +407,31 @@ def _recorded_order(p: PreparedGraph, base: int, end: int) -> list[int]:
     return by_start
 
 
-def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
-             sets: AttrSets) -> tuple[Parents, bool]:
+def _parents(nodes: Sequence[ChakraNode], base: int, ids: list[int], sets: AttrSets,
+             ascending: bool | None = None) -> tuple[Parents, bool]:
     """Each node's dependencies (``data_deps``) with their recorded kinds, as
-    global indices; unknown ids and self-edges are dropped (they could never be met).
+    global indices (``ids``: the nodes' ids; a repeated id means its last
+    node); unknown ids and self-edges are dropped (they could never be met).
     Kind codes are worked out once per attribute set and dep count (most
     nodes have one dependency: looked up by the set alone; the compiled
-    path takes those nodes where built). Also says whether any dependency
-    is recorded as a ``gpu_sync``."""
+    path takes those nodes where built, finding ids in the sorted ids
+    themselves where they do not decrease, as converters write them: no
+    million-entry dict; ``ascending``: whether they do, when known). Also
+    says whether any dependency is recorded as a ``gpu_sync``."""
     lone: list[int | None] = [None] * len(sets.checked)  # set -> code of a lone dependency
     codes_of: dict[tuple[int, int], list[int]] = {}  # (attribute set, deps) -> kind codes
-    get = index.get
+    fast = fast_path()
+    if ascending is None:
+        ascending = non_decreasing(ids)
+    sorted_ids = _sorted_ids(ids) if fast is not None and ascending else None
+    index = _id_index(ids, base) if sorted_ids is None else None
+    get = index.get if index is not None else _id_lookup(ids, base)
 
     def lone_code(key: int) -> int:
         code = lone[key] = _kind_codes(sets.checked[key], 1)[0]
         return code
 
-    def many(i: int, deps: list[int], key: int) -> tuple[tuple[int, int], ...]:
+    def many(i: int, deps: list[int], key: int) -> ParentList:
         codes = codes_of.get((key, len(deps)))
         if codes is None:
             codes = codes_of[key, len(deps)] = _kind_codes(sets.checked[key], len(deps))
@@ -429,13 +442,15 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
                 mine.append((src, code))
         return tuple(mine)
 
-    fast = fast_path()
-    if fast is not None:
-        parents: Parents = fast.parents_of(list(map(_node_deps, nodes)), sets.of_node, index,
-                                           lone, base, lone_code, many)
+    got = None if fast is None else fast.parents_of(
+        list(map(_node_deps, nodes)), sets.of_node, index if index is not None else sorted_ids,
+        lone, base, lone_code, many)
+    if got is not None:
+        parents = Parents(*(array(code, b) for code, b in
+                            zip(("q", SOURCE_TYPECODE, KIND_TYPECODE), got)))
     else:
-        parents = []
-        append = parents.append
+        lists: list[ParentList] = []
+        append = lists.append
         for i, deps, key in zip(range(base, base + len(nodes)), map(_node_deps, nodes),
                                 sets.of_node):
             if len(deps) == 1:
@@ -446,8 +461,40 @@ def _parents(nodes: Sequence[ChakraNode], base: int, index: dict[int, int],
                 append(((src, code),) if src is not None and src != i else ())
             else:
                 append(many(i, deps, key))
+        parents = Parents.of_lists(lists)
     return parents, K_GPU_SYNC in lone or \
         any(K_GPU_SYNC in codes for codes in codes_of.values())
+
+
+def _id_index(ids: list[int], base: int) -> dict[int, int]:
+    """id -> global index (a repeated id: its last node)."""
+    return dict(zip(ids, range(base, base + len(ids))))
+
+
+def _sorted_ids(ids: list[int]) -> array[int] | None:
+    """Ids that do not decrease as the compiled path's sorted lookup reads
+    them (uint64), or None where they are not all such ints (a dict it is)."""
+    try:
+        return array("Q", ids)
+    except (OverflowError, TypeError):
+        return None
+
+
+def _id_lookup(ids: list[int], base: int) -> Callable[[Any], int | None]:
+    """``_id_index(ids, base).get`` for ids that do not decrease, by bisection
+    (an id that is not an int is looked up in that dict, made once)."""
+    index: dict[int, int] | None = None
+
+    def get(dep: Any) -> int | None:
+        nonlocal index
+        if type(dep) is int:
+            at = bisect_right(ids, dep) - 1
+            return base + at if at >= 0 and ids[at] == dep else None
+        if index is None:
+            index = _id_index(ids, base)
+        return index.get(dep)
+
+    return get
 
 
 def _kind_codes(attrs: Attrs, count: int) -> list[int]:
@@ -455,14 +502,16 @@ def _kind_codes(attrs: Attrs, count: int) -> list[int]:
     return [KIND_CODE.get(name, K_DATA) for name in dep_kinds_of([0] * count, attrs)]
 
 
-def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dict[int, list[int]]:
+def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool, ascending: bool,
+                 ) -> dict[int, list[int]]:
     """The timed CPU ops of each thread (lane) in ET id order, since ids are
-    handed out at op start; untimed ranks replay no thread timing."""
+    handed out at op start (``ascending``: the rank's ids do not decrease);
+    untimed ranks replay no thread timing."""
     cpu_lane_ops: dict[int, list[int]] = defaultdict(list)
     if not timed_rank:
         return cpu_lane_ops
     ids, cat, start, nodes, lane = p.ids, p.cat, p.start, p.nodes, p.lane
-    if not non_decreasing(ids[base:end]):
+    if not ascending:
         for _id, i in sorted([(ids[i], i) for i in range(base, end) if cat[i] == CPU_OP]):
             if start[i] or nodes[i].duration_micros:
                 cpu_lane_ops[lane[i]].append(i)
@@ -484,11 +533,6 @@ def _cpu_threads(p: PreparedGraph, base: int, end: int, timed_rank: bool) -> dic
         lanes = list(map(lane.__getitem__, ops))
     cpu_lane_ops.update(_split_by(lanes, ops))
     return cpu_lane_ops
-
-
-def non_decreasing(values: list[int] | list[float]) -> bool:
-    """``values`` never decrease (then a stable sort keeps them in place)."""
-    return all(map(le, values, islice(values, 1, None)))
 
 
 # Up to this many groups, items are split by group with one C-level pass per

@@ -7,8 +7,12 @@ flat arrays, with the codes its columns hold (node categories, edge kinds).
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from operator import le
 from typing import Any, NamedTuple
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind
 from pt2chakra.chakra.records import ChakraNode
@@ -38,12 +42,111 @@ K_START = KIND_CODE["rank_start"]
 K_DATA = KIND_CODE[UNRECORDED_KIND]  # a data_dep without a recorded kind (other tools' .et)
 
 
-# Attributes by name, and each node's dependencies as (index, kind code).
+# Attributes by name.
 Attrs = dict[str, Any]
-# (A tuple per node, the shared empty one where there is none: a million
-# small lists would cost an allocation each; the few edges added later
-# replace a node's tuple.)
-Parents = list[tuple[tuple[int, int], ...]]
+# One node's dependencies: (global index, kind code) pairs.
+ParentList = tuple[tuple[int, int], ...]
+# Where a flat parents array holds a source index and a kind code.
+SOURCE_TYPECODE, KIND_TYPECODE = "q", "b"
+
+
+class Parents:
+    """A rank's dependency lists: ``parents[k]`` is node ``base + k``'s tuple
+    of (global index, kind code) pairs, read and replaced like a list's
+    entries. Held flat, as the children are: node k's recorded pairs are
+    ``src[first[k]:first[k + 1]]`` with ``kind`` beside them (17 bytes an
+    edge instead of two tuples a node: a million nodes), and the few lists
+    later steps replace (an edge added, one moved to an issue release) in
+    ``changed``, by k, which wins over the flat arrays."""
+
+    __slots__ = ("first", "src", "kind", "changed")
+
+    def __init__(self, first: array[int], src: array[int], kind: array[int]) -> None:
+        self.first = first  # len(self) + 1 offsets into src and kind
+        self.src = src
+        self.kind = kind
+        self.changed: dict[int, ParentList] = {}
+
+    @classmethod
+    def of_lists(cls, lists: Iterable[ParentList]) -> Parents:
+        """The flat form of per-node tuples (those that are not tuples of
+        (int, int) pairs that fit the arrays stay as given, in ``changed``)."""
+        first, src, kind = array("q", [0]), array(SOURCE_TYPECODE), array(KIND_TYPECODE)
+        changed: dict[int, ParentList] = {}
+        add_first, add_src, add_kind = first.append, src.append, kind.append
+        for k, plist in enumerate(lists):
+            if plist == () and type(plist) is tuple:
+                pass
+            elif len(plist) == 1 and _flat_fits(plist):  # most nodes: one dependency
+                s, code = plist[0]
+                add_src(s)
+                add_kind(code)
+            elif not _flat_fits(plist):
+                changed[k] = plist
+            else:
+                for s, code in plist:
+                    add_src(s)
+                    add_kind(code)
+            add_first(len(src))
+        out = cls(first, src, kind)
+        out.changed = changed
+        return out
+
+    def __len__(self) -> int:
+        return len(self.first) - 1
+
+    def __getitem__(self, k: int) -> ParentList:
+        got = self.changed.get(k)
+        if got is not None:
+            return got
+        first = self.first
+        if not 0 <= k < len(first) - 1:
+            k = self._at(k)
+            got = self.changed.get(k)  # a negative k, as a list reads it
+            if got is not None:
+                return got
+        a, b = first[k], first[k + 1]
+        if a == b:
+            return ()
+        if b == a + 1:
+            return ((self.src[a], self.kind[a]),)
+        return tuple(zip(self.src[a:b], self.kind[a:b]))
+
+    def __setitem__(self, k: int, plist: ParentList) -> None:
+        self.changed[self._at(k)] = plist
+
+    def _at(self, k: int) -> int:
+        """``k`` as a list index reads it (from the end when negative)."""
+        n = len(self.first) - 1
+        at = k + n if k < 0 else k
+        if not 0 <= at < n:
+            raise IndexError("parents index out of range")
+        return at
+
+    def __iter__(self) -> Iterator[ParentList]:
+        """Each node's list in turn, read when reached (a list replaced while
+        iterating is seen, as a list's iterator sees it)."""
+        changed, first, src, kind = self.changed, self.first, self.src, self.kind
+        a = first[0]
+        for k, b in enumerate(islice(first, 1, None)):
+            got = changed.get(k)
+            if got is not None:
+                yield got
+            elif a == b:
+                yield ()
+            elif b == a + 1:
+                yield ((src[a], kind[a]),)
+            else:
+                yield tuple(zip(src[a:b], kind[a:b]))
+            a = b
+
+
+def _flat_fits(plist: object) -> bool:
+    """``plist`` is a tuple of (int, int) pairs whose values the flat arrays hold."""
+    return type(plist) is tuple and all(
+        type(pair) is tuple and len(pair) == 2 and type(pair[0]) is int and
+        type(pair[1]) is int and -(1 << 63) <= pair[0] < (1 << 63) and -128 <= pair[1] <= 127
+        for pair in plist)
 
 
 class PreparedGraph:
@@ -124,6 +227,38 @@ def only_cpu_ops(p: PreparedGraph, base: int, end: int) -> bool:
     """The rank has no device op (a C-level count: the per-node scans for
     device ops can be skipped)."""
     return p.cat[base:end].count(CPU_OP) == end - base
+
+
+def non_decreasing(values: Sequence[float]) -> bool:
+    """``values`` never decrease (then a stable sort keeps them in place)."""
+    return all(map(le, values, islice(values, 1, None)))
+
+
+def shared_floats(values: array[float], absent: list[float] | None = None) -> list[float]:
+    """``values`` as a list in which equal values (bit for bit: -0.0 is not
+    0.0) are one float object: a million nodes' durations take a few
+    thousand values, and a float object each costs 24 bytes. With
+    ``absent``, a NaN entry takes the entry of ``absent`` at its place
+    instead (as long as the shorter of the two). The compiled path where
+    built (its values mostly shared: a cache by bits), else
+    ``_shared_floats_python``."""
+    fast = fast_path()
+    if fast is not None:
+        return fast.shared_floats(values, absent)
+    return _shared_floats_python(values, absent)
+
+
+def _shared_floats_python(values: array[float], absent: list[float] | None) -> list[float]:
+    """``shared_floats`` by C-level passes over the values' bits (NaNs, each
+    read a new object, would each be a key of their own by value)."""
+    bits = memoryview(values).cast("B").cast("Q")
+    distinct = array("Q", set(bits))
+    canon = dict(zip(distinct, array("d", distinct.tobytes())))
+    if absent is None:
+        return list(map(canon.__getitem__, bits))
+    for key in [key for key, x in canon.items() if x != x]:
+        del canon[key]
+    return list(map(canon.get, bits, absent))
 
 
 class AttrSets(NamedTuple):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import logging
 import operator
+from array import array
 from itertools import compress, repeat
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import (
     STEP_PERIOD,
     STEP_SPAN,
@@ -15,12 +17,21 @@ from pt2chakra.rules.conventions import (
     error_pct,
     run_measured_step,
 )
-from pt2chakra.simulation.event_loop import LOG_NAME, ReplayRun, ran_flags, step_ends_on_cpu
-from pt2chakra.simulation.prepare import MASK_PASSES_MAX, non_decreasing
-from pt2chakra.simulation.prepared import PreparedGraph
+from pt2chakra.simulation.event_loop import (
+    LOG_NAME,
+    TIME_TYPECODE,
+    ReplayRun,
+    ran_flags,
+    step_ends_on_cpu,
+)
+from pt2chakra.simulation.prepare import MASK_PASSES_MAX
+from pt2chakra.simulation.prepared import PreparedGraph, non_decreasing
 from pt2chakra.simulation.results import LaneStats, RankResult
 
 log = logging.getLogger(LOG_NAME)
+
+# A lane's nodes that ran: their starts and their ends, in node order.
+Spans = tuple["array[float]", "array[float]"]
 
 
 def rank_results(p: PreparedGraph, run: ReplayRun) -> list[RankResult]:
@@ -53,24 +64,32 @@ def rank_results(p: PreparedGraph, run: ReplayRun) -> list[RankResult]:
     return results
 
 
-def _ran_by_lane(p: PreparedGraph, run: ReplayRun, rng: range,
-                 ) -> dict[int, tuple[list[float], list[float]]]:
+def _ran_by_lane(p: PreparedGraph, run: ReplayRun, rng: range) -> dict[int, Spans]:
     """Each lane of the rank (in the order of its first node that ran): the
-    starts and ends of its nodes that ran, in node order."""
+    starts and ends of its nodes that ran, in node order (typed arrays, as
+    the replay holds them: a million floats as objects would cost 24 bytes
+    each more)."""
     a, b = rng.start, rng.stop
     all_ends = run.end[a:b]
     ran = list(ran_flags(all_ends))
-    lanes = list(compress(p.lane[a:b], ran))
-    starts, ends = list(compress(run.start[a:b], ran)), list(compress(all_ends, ran))
+    if all(ran):  # every node ran: the replay's own columns
+        lanes, starts, ends = p.lane[a:b], run.start[a:b], all_ends
+    else:
+        lanes = list(compress(p.lane[a:b], ran))
+        starts = array(TIME_TYPECODE, compress(run.start[a:b], ran))
+        ends = array(TIME_TYPECODE, compress(all_ends, ran))
+    del ran
     order = dict.fromkeys(lanes)
     if len(order) == 1:
         return {lane: (starts, ends) for lane in order}
-    out: dict[int, tuple[list[float], list[float]]] = {lane: ([], []) for lane in order}
     if len(order) <= MASK_PASSES_MAX:  # one C-level pass per lane
+        out: dict[int, Spans] = {}
         for lane in order:
             mine = list(map(operator.eq, lanes, repeat(lane)))
-            out[lane] = (list(compress(starts, mine)), list(compress(ends, mine)))
+            out[lane] = (array(TIME_TYPECODE, compress(starts, mine)),
+                         array(TIME_TYPECODE, compress(ends, mine)))
         return out
+    out = {lane: (array(TIME_TYPECODE), array(TIME_TYPECODE)) for lane in order}
     for lane, start, end in zip(lanes, starts, ends):
         lane_starts, lane_ends = out[lane]
         lane_starts.append(start)
@@ -85,7 +104,7 @@ def _thread_ends(run: ReplayRun, last: dict[int, float]) -> list[float]:
     return [end + tail[lane] for lane, end in last.items() if lane in tail]
 
 
-def _lane_stats(p: PreparedGraph, by_lane: dict[int, tuple[list[float], list[float]]],
+def _lane_stats(p: PreparedGraph, by_lane: dict[int, Spans],
                 origin: float, predicted: float) -> list[LaneStats]:
     """Busy and idle time of each lane of the rank over its predicted step,
     CPU threads and GPU streams by name."""
@@ -100,8 +119,17 @@ def _lane_stats(p: PreparedGraph, by_lane: dict[int, tuple[list[float], list[flo
     return lanes
 
 
-def _cover(starts: list[float], ends: list[float], origin: float, predicted: float,
+def _cover(starts: array[float], ends: array[float], origin: float, predicted: float,
            ) -> tuple[float, int]:
+    """``_cover_python`` by the compiled path where built and it takes the
+    spans (in order, times as floats), else by that twin."""
+    fast = fast_path()
+    got = None if fast is None else fast.lane_cover(starts, ends, origin, predicted)
+    return got if got is not None else _cover_python(starts, ends, origin, predicted)
+
+
+def _cover_python(starts: array[float], ends: array[float], origin: float, predicted: float,
+                  ) -> tuple[float, int]:
     """A lane's busy time and idle intervals between the rank's start and its
     predicted end. Busy time is the union of its nodes' spans clipped to that
     window: nested host ops and work after the step's end would otherwise count

@@ -8,22 +8,32 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator, Sequence
-from itertools import compress, repeat
-from operator import sub
-from typing import TypeVar
+from array import array
+from collections.abc import Iterator
+from itertools import compress, islice, repeat
+from operator import lt, sub
+from typing import Protocol, TypeVar
 
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import LAUNCH_TIME_ATTR, thread_holds
+from pt2chakra.simulation.event_loop import TIME_TYPECODE
 from pt2chakra.simulation.prepared import (
     K_LAUNCH,
     K_THREAD_ORDER,
     AttrSets,
     Parents,
     PreparedGraph,
+    shared_floats,
 )
 
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Indexed(Protocol[_T_co]):
+    """Read by index (a list, or ``Parents``)."""
+
+    def __getitem__(self, k: int, /) -> _T_co: ...
 
 
 def cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
@@ -32,11 +42,24 @@ def cpu_slices(p: PreparedGraph, base: int, cpu_lane_ops: dict[int, list[int]],
     callee starts (or until it ends); every other moment of the thread
     (idle gaps, a caller's time between and after its callees) is replayed
     as a delay before the next op. Replaying an op's whole exclusive time
-    up front instead would launch its callees' GPU work late."""
-    dur = p.dur
+    up front instead would launch its callees' GPU work late. The compiled
+    fast path runs ``_slices_python`` where built."""
+    fast = fast_path()
     for ops in cpu_lane_ops.values():
-        for i, held in zip(ops, thread_holds(_float_starts(p, ops), _of_rank(incl, ops, base))):
-            dur[i] = held
+        if fast is None or fast.cpu_slices(ops, p.start, incl, base, p.dur) is None:
+            _slices_python(p, base, ops, incl)
+
+
+def _slices_python(p: PreparedGraph, base: int, ops: list[int], incl: list[float]) -> None:
+    """One thread's holds into ``p.dur``, equal values one float object."""
+    dur = p.dur
+    holds = shared_floats(array(TIME_TYPECODE, thread_holds(_float_starts(p, ops),
+                                                            _of_rank(incl, ops, base))))
+    if ops and ops[-1] - ops[0] == len(ops) - 1 and all(map(lt, ops, islice(ops, 1, None))):
+        dur[ops[0]:ops[-1] + 1] = holds  # a run of nodes, one after the other
+        return
+    for i, held in zip(ops, holds):
+        dur[i] = held
 
 
 def late_launches(p: PreparedGraph, base: int, sets: AttrSets, parents: Parents,
@@ -75,7 +98,7 @@ def _float_starts(p: PreparedGraph, ops: list[int]) -> list[float]:
     return list(map(float, map(p.start.__getitem__, ops)))
 
 
-def _of_rank(values: Sequence[_T], ops: list[int], base: int) -> Iterator[_T]:
+def _of_rank(values: _Indexed[_T], ops: list[int], base: int) -> Iterator[_T]:
     """The ops' entries of a list indexed from the rank's first node (``base``)."""
     return map(values.__getitem__, ops if not base else map(sub, ops, repeat(base)))
 
