@@ -49,8 +49,9 @@ from pt2chakra.conversion.deps import (
     stream_wait_edges,
 )
 from pt2chakra.conversion.linker import (
+    NAN,
     LaunchedGpuOp,
-    LinkedEvent,
+    LinkedEvents,
     LinkedTrace,
     containers,
     names_passing,
@@ -76,11 +77,11 @@ from pt2chakra.rules.conventions import (
 class CpuNodeSources(NamedTuple):
     """Where a CPU node's fields come from beyond its host op, by op id.
 
-    Its times are read from its linked event (``LinkedEvent``) when written
-    rather than copied into a table of their own (one tuple per op: about
-    140 MB for a million ops), so the linked events are kept until then."""
+    Its times are read from its linked event's columns (``LinkedEvents``)
+    when written rather than copied into a table of their own (one tuple
+    per op: about 140 MB for a million ops), so they are kept until then."""
 
-    events: dict[int, LinkedEvent]  # the linked Kineto event's times
+    events: LinkedEvents  # the linked Kineto event's times
     callee_time: dict[int, float]  # time in linked callees on its thread (us)
     deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
@@ -277,16 +278,16 @@ def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContex
                ) -> list[CpuSpan]:
     spans: list[CpuSpan] = []
     append, channel = spans.append, comm.channels.get
-    # Names bound once and the events looked up by a C-level map: a loop
-    # once per op.
-    for op, ev in zip(kept_ops, map(linked.cpu_event.get, map(_op_id, kept_ops))):
+    ts_of, dur_of, _tid, lo, hi = linked.cpu_event.columns()
+    # Names bound once and the events read from their columns: a loop once per op.
+    for op in kept_ops:
         op_id = op.id
         tid = channel(op_id, op.tid)
-        if ev is None:
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             append(CpuSpan(op_id, op.parent, tid))
         else:
-            ts = ev.ts
-            append(CpuSpan(op_id, op.parent, tid, ts, ts + ev.dur))
+            append(CpuSpan(op_id, op.parent, tid, ts, ts + dur_of[op_id]))
     return spans
 
 
@@ -354,23 +355,26 @@ def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int
     (the nearest linked ones, through callers Kineto did not record), for
     linked ops that have some. A node's exclusive duration subtracts it, so
     that the chain of exclusive durations adds up to the caller's span."""
-    cpu_event = linked.cpu_event
-    if not cpu_event:
+    if not linked.cpu_event:
         return {}
+    ts_of, dur_of, tid_of, lo, hi = linked.cpu_event.columns()
     child_time: dict[int, float] = defaultdict(float)
-    get = cpu_event.get
-    for op, ev in zip(ops, map(get, map(_op_id, ops))):
-        if ev is None:
+    for op in ops:
+        op_id = op.id
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             continue
         caller = op.parent
-        caller_ev = get(caller)
+        caller_ts = ts_of[caller] if lo <= caller < hi else NAN
         hops = 0
-        while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
+        while caller_ts != caller_ts and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
             caller = ops_by_id[caller].parent
-            caller_ev = cpu_event.get(caller)
+            caller_ts = ts_of[caller] if lo <= caller < hi else NAN
             hops += 1
-        if caller_ev is not None and caller_ev.tid == ev.tid and _nested(ev, caller_ev):
-            child_time[caller] += ev.dur
+        if caller_ts == caller_ts and tid_of[caller] == tid_of[op_id]:
+            dur = dur_of[op_id]
+            if _nested(ts, dur, caller_ts, dur_of[caller]):
+                child_time[caller] += dur
     return dict(child_time)
 
 
@@ -379,21 +383,22 @@ NESTING_SLACK_US = 1.0
 (1 us)."""
 
 
-def _nested(ev: LinkedEvent, caller_ev: LinkedEvent) -> bool:
-    """Whether ``ev`` ran inside ``caller_ev``: the host ET files a gloo
+def _nested(ts: float, dur: float, caller_ts: float, caller_dur: float) -> bool:
+    """Whether an event (start, duration) ran inside its caller's: the host ET files a gloo
     worker thread's collective under whatever op its record stack held (an
     earlier collective of the same worker, long over), and subtracting a
     callee that ran after its caller ended cuts the caller's own time (a
     330 ms all-reduce written as 2.5 ms)."""
-    return (ev.ts >= caller_ev.ts - NESTING_SLACK_US
-            and ev.ts + ev.dur <= caller_ev.ts + caller_ev.dur + NESTING_SLACK_US)
+    return (ts >= caller_ts - NESTING_SLACK_US
+            and ts + dur <= caller_ts + caller_dur + NESTING_SLACK_US)
 
 
 def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
     """Kineto thread id -> its linked host ops' start times and ids, sorted."""
     per_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for host_id, ev in linked.cpu_event.items():
-        per_tid[ev.tid].append((ev.ts, host_id))
+    ts, _dur, tid, _lo, _hi = linked.cpu_event.columns()
+    for host_id in linked.cpu_event:
+        per_tid[tid[host_id]].append((ts[host_id], host_id))
     result = {}
     for tid, items in per_tid.items():
         items.sort()
@@ -453,15 +458,16 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
     """``_cpu_fields`` of each op with its deps, in one loop: the writer's
     fast path maps its encoder over these rows (a call per node less)."""
     events, callee_time, _deps, ops_by_id, dropped = sources
-    event_of, callee_time_of = events.get, callee_time.get
+    ts_of, dur_of, _tid, lo, hi = events.columns()
+    callee_time_of = callee_time.get
     for op, op_deps in zip(ops, deps):
         op_id, parent = op.id, op.parent
-        ev = event_of(op_id)
-        if ev is None:
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             start = duration = inclusive = None
         else:
-            dur = ev.dur
-            start, inclusive = round(ev.ts), round(dur)
+            dur = dur_of[op_id]
+            start, inclusive = round(ts), round(dur)
             exclusive = dur - callee_time_of(op_id, 0.0)
             duration = round(exclusive if exclusive > 0.0 else 0.0)  # max(0.0, ...), inlined
         if not op_deps:
