@@ -33,6 +33,7 @@ from pt2chakra.conversion.step import RecordedStep, pending_gpu_work, queued_gpu
 from pt2chakra.errors import InputError
 from pt2chakra.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
+    CpuColumns,
     CpuEvent,
     GpuActivity,
     HostOp,
@@ -297,7 +298,7 @@ def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     if not ops:
         raise InputError(host.path, "no operators, only the observer's process/thread nodes: "
                          "nothing to link (convert it without --device-trace)")
-    if any(ev.record_function_id >= 0 for ev in kineto.cpu_events):
+    if _has_rf_ids(kineto.cpu_events):
         method = "rf_id"
         cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path, bound)
     else:
@@ -355,7 +356,8 @@ def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None 
     real traces). How well op order and names agree is checked while linking
     (``MIN_LINKED_FRACTION``, ``MIN_NAME_AGREEMENT``)."""
     problems = []
-    pids = {ev.pid for ev in kineto.cpu_events}
+    events = kineto.cpu_events
+    pids = set(events.pid) if isinstance(events, CpuColumns) else {ev.pid for ev in events}
     if host.pid and pids and host.pid not in pids:
         quoted = ", ".join(map(str, sorted(pids)[:MAX_QUOTED_PIDS]))
         problems.append(f"its CPU ops ran in pid {quoted}, the host trace {host.path} in pid "
@@ -411,6 +413,8 @@ def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
     columns are filled: at a million ops the table, the result and the
     events at once were the conversion's peak. ``bound`` as for
     ``LinkedEvents``."""
+    if isinstance(events, CpuColumns):
+        return _link_columns_by_rf_id(ops, events, host_path, kineto_path, bound)
     by_rf = {ev.record_function_id: ev for ev in events if ev.record_function_id >= 0}
     # The events looked up by a C-level map (an op without rf_id finds None).
     found = list(map(by_rf.get, map(_op_rf_id, ops)))
@@ -428,11 +432,68 @@ def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
             tid.append(ev.tid)
             agree += ev.name == op.name
     del found
-    if ids and agree / len(ids) < MIN_NAME_AGREEMENT:
+    _check_names_agree(agree, len(ids), host_path, kineto_path)
+    return LinkedEvents(ids, ts, dur, tid, bound)
+
+
+def _has_rf_ids(events: Sequence[CpuEvent]) -> bool:
+    """Whether any event records its ``Record function id`` (torch >= 2.2)."""
+    if isinstance(events, CpuColumns):
+        return any(map((-1).__lt__, events.rf_id))
+    return any(ev.record_function_id >= 0 for ev in events)
+
+
+def _check_names_agree(agree: int, linked: int, host_path: str, kineto_path: str) -> None:
+    if linked and agree / linked < MIN_NAME_AGREEMENT:
         raise InputError(
             kineto_path,
-            f"Record function ids match {len(ids)} host ops of {host_path} but only "
+            f"Record function ids match {linked} host ops of {host_path} but only "
             f"{agree} names agree; the two traces are from different runs")
+
+
+class _SparseIndex(dict[int, int]):
+    """rf_id -> event index when the ids are too sparse for an array: -1
+    (no event) for an id it lacks, as the array holds."""
+
+    def __missing__(self, key: int) -> int:
+        return -1
+
+
+def _link_columns_by_rf_id(ops: Sequence[HostOp], events: CpuColumns, host_path: str,
+                           kineto_path: str, bound: int | None) -> LinkedEvents:
+    """``link_by_rf_id`` of events held as columns: the rf_id -> event index
+    table is an array by rf_id when the ids are dense (as the profiler
+    numbers them), so that no int object is made per event; a duplicated
+    rf_id keeps its last event, as the dict does."""
+    rfs = events.rf_id
+    top = max(rfs, default=-1) + 1
+    index: Any
+    if top <= DENSE_SLACK * len(rfs) + DENSE_MIN:
+        index = array("q", [-1]) * top
+    else:
+        index, top = _SparseIndex(), 2**63
+    for j, rf in enumerate(rfs):
+        if rf >= 0:
+            index[rf] = j
+    names, ev_ts, ev_dur, ev_tid = events.name, events.ts, events.dur, events.tid
+    ids: list[int] = []
+    ts: list[float] = []
+    dur: list[float] = []
+    tid: list[int] = []
+    agree = 0
+    for op in ops:
+        op_rf = op.rf_id
+        if op_rf is None or not 0 <= op_rf < top:
+            continue
+        j = index[op_rf]
+        if j >= 0:
+            ids.append(op.id)
+            ts.append(ev_ts[j])
+            dur.append(ev_dur[j])
+            tid.append(ev_tid[j])
+            agree += names[j] == op.name
+    del index
+    _check_names_agree(agree, len(ids), host_path, kineto_path)
     return LinkedEvents(ids, ts, dur, tid, bound)
 
 

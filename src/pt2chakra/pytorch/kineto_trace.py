@@ -47,6 +47,7 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
             doc = KinetoDoc(traceEvents=doc)
         if doc.traceEvents is None:
             raise InputError(where, "no top-level field `traceEvents`: not a Kineto / Chrome trace?")
-        trace = classify(where, doc.traceEvents, ignored if ignored is not None else Counter())
+        trace = classify(where, doc.traceEvents, ignored if ignored is not None else Counter(),
+                         lean=not inputs)
         del doc.traceEvents
     return with_distributed_info(where, trace, doc.distributedInfo)
