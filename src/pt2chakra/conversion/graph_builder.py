@@ -82,7 +82,9 @@ class CpuNodeSources(NamedTuple):
     per op: about 140 MB for a million ops), so they are kept until then."""
 
     events: LinkedEvents  # the linked Kineto event's times
-    callee_time: dict[int, float]  # time in linked callees on its thread (us)
+    # time in linked callees on its thread (us), by op id: read for linked
+    # ops (a column of the linked events' form, ``LinkedEvents.zeros``)
+    callee_time: Any
     deps: Mapping[int, Deps]
     ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
     dropped: frozenset[int]  # ... unless dropped (see build_graph)
@@ -96,7 +98,7 @@ class ChakraGraph:
     ``[(source, kind)]``) is compact enough to check for cycles first."""
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
-                 callee_time: dict[int, float], gpu_nodes: list[ChakraNode],
+                 callee_time: Any, gpu_nodes: list[ChakraNode],
                  deps: DepTable,
                  host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
                  comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
@@ -350,15 +352,17 @@ MAX_UNLINKED_CALLERS = 64
 
 
 def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
-                 ) -> dict[int, float]:
+                 ) -> Any:
     """host op id -> time spent in its linked callees on the same thread
     (the nearest linked ones, through callers Kineto did not record), for
     linked ops that have some. A node's exclusive duration subtracts it, so
-    that the chain of exclusive durations adds up to the caller's span."""
+    that the chain of exclusive durations adds up to the caller's span.
+    A column by op id (``LinkedEvents.zeros``: 8 bytes a host op, where a
+    dict was about 60 a caller)."""
     if not linked.cpu_event:
         return {}
     ts_of, dur_of, tid_of, lo, hi = linked.cpu_event.columns()
-    child_time: dict[int, float] = defaultdict(float)
+    child_time = linked.cpu_event.zeros()
     for op in ops:
         op_id = op.id
         ts = ts_of[op_id] if lo <= op_id < hi else NAN
@@ -375,7 +379,7 @@ def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int
             dur = dur_of[op_id]
             if _nested(ts, dur, caller_ts, dur_of[caller]):
                 child_time[caller] += dur
-    return dict(child_time)
+    return child_time
 
 
 NESTING_SLACK_US = 1.0
@@ -459,7 +463,7 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
     fast path maps its encoder over these rows (a call per node less)."""
     events, callee_time, _deps, ops_by_id, dropped = sources
     ts_of, dur_of, _tid, lo, hi = events.columns()
-    callee_time_of = callee_time.get
+    callee_time_of = callee_time.__getitem__
     for op, op_deps in zip(ops, deps):
         op_id, parent = op.id, op.parent
         ts = ts_of[op_id] if lo <= op_id < hi else NAN
@@ -468,7 +472,7 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
         else:
             dur = dur_of[op_id]
             start, inclusive = round(ts), round(dur)
-            exclusive = dur - callee_time_of(op_id, 0.0)
+            exclusive = dur - callee_time_of(op_id)
             duration = round(exclusive if exclusive > 0.0 else 0.0)  # max(0.0, ...), inlined
         if not op_deps:
             kinds = None

@@ -143,10 +143,16 @@ DENSE_MIN = 1 << 16
 
 class _SparseColumn(dict[int, float]):
     """A column of ``LinkedEvents`` whose op ids are too sparse for an array:
-    NaN (not linked) for an id it lacks, as the array holds."""
+    ``missing`` (NaN: not linked) for an id it lacks, as the array holds."""
+
+    __slots__ = ("missing",)
+
+    def __init__(self, missing: float = NAN) -> None:
+        super().__init__()
+        self.missing = missing
 
     def __missing__(self, key: int) -> float:
-        return NAN
+        return self.missing
 
 
 class Columns(NamedTuple):
@@ -194,6 +200,11 @@ class LinkedEvents(Mapping[int, LinkedEvent]):
 
     def columns(self) -> Columns:
         return self._cols
+
+    def zeros(self) -> Any:
+        """A new column of the same form (``columns``), 0.0 at every id."""
+        ts = self._cols.ts
+        return _SparseColumn(0.0) if isinstance(ts, _SparseColumn) else array("d", bytes(8 * len(ts)))
 
     def get(self, op_id: int, default: Any = None) -> Any:
         ts, dur, tid, lo, hi = self._cols
