@@ -75,3 +75,18 @@ def test_linked_events_dense_or_sparse_read_the_same(ids: list[int]) -> None:
     assert linked.span() == (1.0, 8.0)
     ts, _dur, _tid, lo, hi = linked.columns()
     assert all(math.isnan(ts[i]) for i in (0, 2, 3) if lo <= i < hi)
+
+
+@pytest.mark.parametrize("ids", [[3, 1, 3, 0], [3, 1, 3, 10 * DENSE_MIN], [-2, 1, 3, 1]])
+def test_ops_by_id_reads_as_the_dict_of_the_ops(ids: list[int]) -> None:
+    from pt2chakra.conversion.graph_builder import OpsById
+
+    ops = [_op(i, f"op{k}", None) for k, i in enumerate(ids)]
+    table = OpsById(ops)
+    expected = {op.id: op for op in ops}  # a repeated id keeps its last op
+    assert dict(table) == expected and len(table) == len(expected)
+    assert sorted(table) == sorted(expected)
+    assert all(table[i] is expected[i] and i in table for i in expected)
+    assert table.get(2) is None and 2 not in table and table.get(-5, "x") == "x"
+    with pytest.raises(KeyError):
+        table[10**12]

@@ -54,6 +54,7 @@ from pt2chakra.conversion.linker import (
     LinkedEvents,
     LinkedTrace,
     containers,
+    dense_ids,
     names_passing,
 )
 from pt2chakra.conversion.step import is_stand_in
@@ -74,6 +75,63 @@ from pt2chakra.rules.conventions import (
 )
 
 
+class _NoOps(dict[int, HostOp | None]):
+    """``OpsById``'s table when the ids are sparse: None for an id it lacks."""
+
+    def __missing__(self, key: int) -> None:
+        return None
+
+
+class OpsById(Mapping[int, HostOp]):
+    """Every host op by id: a list indexed by id when the ids are dense (as
+    the observer numbers them; 8 bytes a slot, where a dict of a million ops
+    was about 40 MB at the conversion's peak), else a dict. A repeated id
+    keeps its last op, as a dict built in order does. Loops over every op
+    read ``table`` within ``lo <= id < hi`` (None: no op)."""
+
+    __slots__ = ("table", "lo", "hi", "_count")
+
+    def __init__(self, ops: Sequence[HostOp]) -> None:
+        ids = list(map(_op_id, ops))
+        top = max(ids, default=-1) + 1
+        self.table: Any
+        if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
+            self.table = [None] * top
+            self.lo, self.hi = 0, top
+        else:
+            self.table = _NoOps()
+            self.lo, self.hi = -(2**63), 2**63
+        table = self.table
+        for op_id, op in zip(ids, ops):
+            table[op_id] = op
+        self._count = len(table) if isinstance(table, dict) else top - table.count(None)
+
+    def get(self, op_id: int, default: Any = None) -> Any:
+        if self.lo <= op_id < self.hi:
+            op = self.table[op_id]
+            if op is not None:
+                return op
+        return default
+
+    def __getitem__(self, op_id: int) -> HostOp:
+        op: HostOp | None = self.get(op_id)
+        if op is None:
+            raise KeyError(op_id)
+        return op
+
+    def __contains__(self, op_id: object) -> bool:
+        return isinstance(op_id, int) and self.get(op_id) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        table = self.table
+        if isinstance(table, dict):
+            return iter(table)
+        return (i for i, op in enumerate(table) if op is not None)
+
+    def __len__(self) -> int:
+        return self._count
+
+
 class CpuNodeSources(NamedTuple):
     """Where a CPU node's fields come from beyond its host op, by op id.
 
@@ -86,7 +144,7 @@ class CpuNodeSources(NamedTuple):
     # ops (a column of the linked events' form, ``LinkedEvents.zeros``)
     callee_time: Any
     deps: Mapping[int, Deps]
-    ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
+    ops_by_id: Mapping[int, HostOp]  # every host op (OpsById): a kept op's caller is one
     dropped: frozenset[int]  # ... unless dropped (see build_graph)
 
 
@@ -100,7 +158,7 @@ class ChakraGraph:
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
                  callee_time: Any, gpu_nodes: list[ChakraNode],
                  deps: DepTable,
-                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
+                 host_ops_dropped: dict[str, int], ops_by_id: Mapping[int, HostOp],
                  comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
                  ) -> None:
         """``dropped``: the ids of ``ops_by_id`` not in ``cpu_ops``."""
@@ -215,7 +273,7 @@ _op_id = attrgetter("id")
 class CommContext(NamedTuple):
     """What a communication node's attributes need beyond its own op."""
 
-    ops_by_id: dict[int, HostOp]
+    ops_by_id: Mapping[int, HostOp]
     # Backend ops (``gloo:all_reduce``...) that are the transfer themselves.
     transfers: frozenset[int]
     # The process group of a collective that names none: the trace's only one.
@@ -227,7 +285,7 @@ class CommContext(NamedTuple):
 
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
-                 ops_by_id: dict[int, HostOp], host_only: bool) -> frozenset[int]:
+                 ops_by_id: Mapping[int, HostOp], host_only: bool) -> frozenset[int]:
     """The backend ops that are their collective's transfer
     (``pytorch.transfers.own_transfers``): every one in a host-only trace,
     else those no collective GPU node (an NCCL kernel) belongs to."""
@@ -239,7 +297,7 @@ def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
     return own_transfers(backend, launchers, ops_by_id, host_only)
 
 
-def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommContext:
+def comm_context(linked: LinkedTrace, ops_by_id: Mapping[int, HostOp]) -> CommContext:
     groups = linked.host.process_groups
     if not groups and linked.kineto is not None:  # a host ET before process-group records
         from pt2chakra.conversion.kineto_only import process_groups
@@ -256,7 +314,7 @@ def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommConte
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     host = linked.host
-    ops_by_id = {op.id: op for op in host.ops}
+    ops_by_id = OpsById(host.ops)
     kept_ops = linked.ops
     dropped_host: Counter[str] = Counter()
     n_containers = len(host.ops) - len(kept_ops)
@@ -351,7 +409,7 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
 MAX_UNLINKED_CALLERS = 64
 
 
-def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
+def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: Mapping[int, HostOp],
                  ) -> Any:
     """host op id -> time spent in its linked callees on the same thread
     (the nearest linked ones, through callers Kineto did not record), for
@@ -462,6 +520,10 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
     """``_cpu_fields`` of each op with its deps, in one loop: the writer's
     fast path maps its encoder over these rows (a call per node less)."""
     events, callee_time, _deps, ops_by_id, dropped = sources
+    if isinstance(ops_by_id, OpsById):
+        op_table, op_lo, op_hi = ops_by_id.table, ops_by_id.lo, ops_by_id.hi
+    else:  # a mapping of a caller's own (tests)
+        op_table, op_lo, op_hi = _NoOps(ops_by_id), -(2**63), 2**63
     ts_of, dur_of, _tid, lo, hi = events.columns()
     callee_time_of = callee_time.__getitem__
     for op, op_deps in zip(ops, deps):
@@ -479,7 +541,8 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
         else:  # a hashable key: most nodes have one dependency
             kinds = (op_deps[0][1] if len(op_deps) == 1
                      else tuple([kind for _, kind in op_deps]))
-        kept_parent = parent in ops_by_id and parent not in dropped
+        kept_parent = (op_table[parent] if op_lo <= parent < op_hi else None) is not None \
+            and parent not in dropped
         yield (op_id, op.name, node_type, parent if kept_parent else None, op_deps, start,
                duration, op.inputs, op.outputs,
                is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
@@ -553,7 +616,7 @@ def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, comm: CommContex
     return nodes, spans
 
 
-def _comm_op(op: HostOp | None, ops_by_id: dict[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
+def _comm_op(op: HostOp | None, ops_by_id: Mapping[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
     """(the ``nccl:*`` op, its ``record_param_comms`` parent) around a launch."""
     if op is None:
         return None, None
@@ -580,7 +643,7 @@ def _record_param_comms_name(op: HostOp | None) -> str:
 
 
 def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp | None,
-                    ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
+                    ops_by_id: Mapping[int, HostOp]) -> CollectiveType | str | None:
     """Kineto collective metadata first, then the launching op, then the
     kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
     if not is_device_transfer(kernel, info):

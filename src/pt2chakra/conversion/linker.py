@@ -141,6 +141,12 @@ DENSE_SLACK = 4
 DENSE_MIN = 1 << 16
 
 
+def dense_ids(top: int, count: int) -> bool:
+    """Whether ``count`` items with ids in ``0 <= id < top`` are held in
+    arrays by id (``DENSE_SLACK``, ``DENSE_MIN``)."""
+    return top <= DENSE_SLACK * count + DENSE_MIN
+
+
 class _SparseColumn(dict[int, float]):
     """A column of ``LinkedEvents`` whose op ids are too sparse for an array:
     ``missing`` (NaN: not linked) for an id it lacks, as the array holds."""
@@ -185,7 +191,7 @@ class LinkedEvents(Mapping[int, LinkedEvent]):
         t: Any
         d: Any
         k: Any
-        if min(ids, default=0) >= 0 and top <= DENSE_SLACK * len(ids) + DENSE_MIN:
+        if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
             t, d, k = array("d", [NAN]) * top, array("d", [NAN]) * top, array("q", [0]) * top
             lo, hi = 0, top
         else:
@@ -479,7 +485,7 @@ def _link_columns_by_rf_id(ops: Sequence[HostOp], events: CpuColumns, host_path:
     rfs = events.rf_id
     top = max(rfs, default=-1) + 1
     index: Any
-    if top <= DENSE_SLACK * len(rfs) + DENSE_MIN:
+    if dense_ids(top, len(rfs)):
         index = array("q", [-1]) * top
     else:
         index, top = _SparseIndex(), 2**63
