@@ -41,12 +41,12 @@ from pt2chakra.conversion.deps import (
     GpuSpan,
     StreamLookup,
     gpu_sync_edges,
-    inter_thread_edges,
-    iter_thread_order_edges,
+    inter_thread_edges_of,
     late_launches,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
+    thread_order_edges,
 )
 from pt2chakra.conversion.linker import (
     NAN,
@@ -268,6 +268,7 @@ class ChakraGraph:
 
 
 _op_id = attrgetter("id")
+_op_tid = attrgetter("tid")
 
 
 class CommContext(NamedTuple):
@@ -358,12 +359,16 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
     later rule runs: on a million-op trace the spans, the merged table and
     the edges of every rule at once were the peak (about 250 MB above the
     traces). Fills ``late`` with the late launches (``late_launches``), found
-    from the same spans."""
-    cpu_spans = _cpu_spans(linked, kept_ops, comm)
-    late.update(late_launches(cpu_spans, gpu_spans))
-    inter = inter_thread_edges(cpu_spans)  # merged after the thread order
-    yield iter_thread_order_edges(cpu_spans)
-    del cpu_spans
+    from spans. The spans (about 130 bytes an op with their times) are made
+    only when there are late launches to look for (a GPU op with a
+    launcher); the thread order and the inter-thread edges are read from
+    the ops and the linked events' columns."""
+    if any(g.launcher >= 0 for g in gpu_spans):
+        late.update(late_launches(_cpu_spans(linked, kept_ops, comm), gpu_spans))
+    inter = _inter_thread_edges(linked, kept_ops, comm)  # merged after the thread order
+    channel = comm.channels.get
+    yield thread_order_edges((op.id, op.parent, channel(op.id, op.tid))
+                             for op in sorted(kept_ops, key=_op_id))
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -375,6 +380,27 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
         yield gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
                                s.end, s.tid) for s in linked.cpu_syncs), lookup,
                              _cpu_starts_by_kineto_tid(linked))
+
+
+def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
+                        ) -> list[Edge]:
+    """``inter_thread_edges`` of the linked ops (their thread: the op's, or
+    its channel), read by id from columns: an op's start and end, and its
+    thread, without a span per op (1M spans were the graph's peak)."""
+    if len(set(map(_op_tid, kept_ops)).union(comm.channels.values())) < 2:
+        return []  # one thread: nothing to hand over
+    events = linked.cpu_event
+    ts, dur, _tid, lo, hi = events.columns()
+    channel = comm.channels.get
+    thread = events.int_column()
+    ids: list[int] = []  # the ops' own id objects, in id order
+    for op in sorted(kept_ops, key=_op_id):
+        op_id = op.id
+        if lo <= op_id < hi and ts[op_id] == ts[op_id]:  # linked (not NaN)
+            ids.append(op_id)
+            thread[op_id] = channel(op_id, op.tid)
+    ends = events.ends()
+    return inter_thread_edges_of(ids, int, thread.__getitem__, ts.__getitem__, ends.__getitem__)
 
 
 def _mark_late_launches(gpu_nodes: list[ChakraNode], late: dict[int, float]) -> None:

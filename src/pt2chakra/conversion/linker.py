@@ -172,6 +172,16 @@ class Columns(NamedTuple):
     hi: int
 
 
+def empty_columns(top: int, count: int, lowest: int = 0) -> Columns:
+    """Columns with no event linked, for ``count`` ops with ids from
+    ``lowest`` up to ``top`` (excluded): arrays by id when dense
+    (``dense_ids``), else dicts."""
+    if lowest >= 0 and dense_ids(top, count):
+        return Columns(array("d", [NAN]) * top, array("d", [NAN]) * top, array("q", [0]) * top,
+                       0, top)
+    return Columns(_SparseColumn(), _SparseColumn(), _SparseColumn(), -(2**63), 2**63)
+
+
 class LinkedEvents(Mapping[int, LinkedEvent]):
     """Host op id -> what the conversion reads of its Kineto event
     (``LinkedEvent``), held as three columns (start, duration, thread)
@@ -188,21 +198,22 @@ class LinkedEvents(Mapping[int, LinkedEvent]):
         """The events of ops ``ids`` (distinct), given column by column;
         ``bound``: above every id that will be looked up (default: the ids')."""
         top = max(ids, default=-1) + 1 if bound is None else max(bound, max(ids, default=-1) + 1)
-        t: Any
-        d: Any
-        k: Any
-        if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
-            t, d, k = array("d", [NAN]) * top, array("d", [NAN]) * top, array("q", [0]) * top
-            lo, hi = 0, top
-        else:
-            t, d, k = _SparseColumn(), _SparseColumn(), _SparseColumn()
-            lo, hi = -(2**63), 2**63
+        self._cols = empty_columns(top, len(ids), min(ids, default=0))
+        t, d, k, _lo, _hi = self._cols
         for op_id, ts_, dur_, tid_ in zip(ids, ts, dur, tid):
             t[op_id] = ts_
             d[op_id] = dur_
             k[op_id] = tid_
-        self._cols = Columns(t, d, k, lo, hi)
         self._count = len(ids)
+
+    @classmethod
+    def of_columns(cls, columns: Columns, count: int) -> LinkedEvents:
+        """The events already written into ``columns`` (``empty_columns``),
+        ``count`` of them."""
+        events = cls.__new__(cls)
+        events._cols = columns
+        events._count = count
+        return events
 
     def columns(self) -> Columns:
         return self._cols
@@ -211,6 +222,21 @@ class LinkedEvents(Mapping[int, LinkedEvent]):
         """A new column of the same form (``columns``), 0.0 at every id."""
         ts = self._cols.ts
         return _SparseColumn(0.0) if isinstance(ts, _SparseColumn) else array("d", bytes(8 * len(ts)))
+
+    def int_column(self) -> Any:
+        """A new column of the same form, 0 at every id, for ints."""
+        ts = self._cols.ts
+        return _SparseColumn(0) if isinstance(ts, _SparseColumn) else array("q", bytes(8 * len(ts)))
+
+    def ends(self) -> Any:
+        """A new column of the same form: each linked event's end (start +
+        duration; NaN where not linked)."""
+        ts, dur = self._cols.ts, self._cols.dur
+        if isinstance(ts, _SparseColumn):
+            ends = _SparseColumn()
+            ends.update((i, ts[i] + dur[i]) for i in ts)
+            return ends
+        return array("d", map(add, ts, dur))
 
     def get(self, op_id: int, default: Any = None) -> Any:
         ts, dur, tid, lo, hi = self._cols
@@ -493,25 +519,26 @@ def _link_columns_by_rf_id(ops: Sequence[HostOp], events: CpuColumns, host_path:
         if rf >= 0:
             index[rf] = j
     names, ev_ts, ev_dur, ev_tid = events.name, events.ts, events.dur, events.tid
-    ids: list[int] = []
-    ts: list[float] = []
-    dur: list[float] = []
-    tid: list[int] = []
-    agree = 0
+    op_top = max(map(_op_id, ops), default=-1) + 1
+    columns = empty_columns(op_top if bound is None else max(bound, op_top), len(ops),
+                            min(map(_op_id, ops), default=0))
+    ts, dur, tid, _lo, _hi = columns  # written straight in: no list of floats on the way
+    count = agree = 0
     for op in ops:
         op_rf = op.rf_id
         if op_rf is None or not 0 <= op_rf < top:
             continue
         j = index[op_rf]
         if j >= 0:
-            ids.append(op.id)
-            ts.append(ev_ts[j])
-            dur.append(ev_dur[j])
-            tid.append(ev_tid[j])
+            op_id = op.id
+            ts[op_id] = ev_ts[j]
+            dur[op_id] = ev_dur[j]
+            tid[op_id] = ev_tid[j]
+            count += 1
             agree += names[j] == op.name
     del index
-    _check_names_agree(agree, len(ids), host_path, kineto_path)
-    return LinkedEvents(ids, ts, dur, tid, bound)
+    _check_names_agree(agree, count, host_path, kineto_path)
+    return LinkedEvents.of_columns(columns, count)
 
 
 def linked_step(events: LinkedEvents) -> RecordedStep:
