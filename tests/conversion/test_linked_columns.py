@@ -90,3 +90,38 @@ def test_ops_by_id_reads_as_the_dict_of_the_ops(ids: list[int]) -> None:
     assert table.get(2) is None and 2 not in table and table.get(-5, "x") == "x"
     with pytest.raises(KeyError):
         table[10**12]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_inter_thread_edges_from_columns_are_those_of_the_spans(seed: int) -> None:
+    """The graph reads the inter-thread edges from the ops and the linked
+    columns (no span an op): the same edges as from the spans, with dense
+    and sparse ids, some ops not linked, and ties in time."""
+    import random
+
+    from builders import cpu_event, host_op, host_trace, kineto_trace
+
+    from pt2chakra.conversion.deps import inter_thread_edges
+    from pt2chakra.conversion.graph_builder import (
+        OpsById,
+        _cpu_spans,
+        _inter_thread_edges,
+        comm_context,
+    )
+    from pt2chakra.conversion.linker import link
+
+    rnd = random.Random(seed)
+    step = 1 if seed % 2 == 0 else 10 * DENSE_MIN  # dense ids, then sparse
+    ops, events = [], []
+    for k in range(200):
+        op_id = 2 + k * step
+        tid = rnd.choice([1, 1, 1, 2, 3])
+        ops.append(host_op(op_id, f"op{k % 7}", tid=tid, rf=k))
+        if rnd.random() < 0.9:  # a few ops Kineto did not record
+            events.append(cpu_event(f"op{k % 7}", rnd.randrange(0, 400), rnd.randrange(0, 30),
+                                    tid=100 + tid, rf=k))
+    linked = link(host_trace(ops), kineto_trace(events))
+    comm = comm_context(linked, OpsById(linked.host.ops))
+    expected = inter_thread_edges(_cpu_spans(linked, linked.ops, comm))
+    assert expected  # the test can fail
+    assert _inter_thread_edges(linked, linked.ops, comm) == expected
