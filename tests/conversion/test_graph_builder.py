@@ -16,7 +16,7 @@ from builders import runtime_event as launch
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.conversion.graph_builder import build_graph
-from pt2chakra.conversion.linker import LinkedEvent, link
+from pt2chakra.conversion.linker import LinkedEvent, LinkedEvents, link
 from pt2chakra.pytorch.records import (
     CpuEvent,
     GpuActivity,
@@ -202,9 +202,10 @@ def test_cpu_fields_follow_the_attribute_table():
 
     host_op = HostOp(id=3, name="aten::mm", parent=1, tid=1, rf_id=-7, op_schema="aten::mm(...)")
     caller = HostOp(id=1, name="caller", parent=0, tid=1)
-    event = LinkedEvent(10.4, 5.6, 1)
+    events = LinkedEvents([3], [10.4], [5.6], [1])
+    assert events == {3: LinkedEvent(10.4, 5.6, 1)}
     deps = [(2, EdgeKind.THREAD_ORDER), (9, EdgeKind.CALLER)]
-    sources = CpuNodeSources({3: event}, {3: 1.1}, {3: deps}, {1: caller, 3: host_op},
+    sources = CpuNodeSources(events, {3: 1.1}, {3: deps}, {1: caller, 3: host_op},
                              frozenset())
     fields = _cpu_fields(host_op, sources, NodeType.COMP_NODE, True, deps)
     assert len(fields) == len(NODE_FIELDS) + len(CPU_ATTRS)

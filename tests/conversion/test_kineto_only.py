@@ -127,7 +127,8 @@ def test_step_is_the_last_profiler_step_else_the_whole_trace(traces) -> None:
     alexnet = load_kineto_trace(traces / "hta_kineto/alexnet.kineto.json.gz")
     window = step_window(alexnet)
     assert window.label == "whole trace"
-    assert window.start == min(e.ts for e in alexnet.cpu_events + alexnet.gpu_activities)
+    assert window.start == min(min(e.ts for e in alexnet.cpu_events),
+                               min(e.ts for e in alexnet.gpu_activities))
 
 
 def test_events_outside_the_step_are_dropped_with_a_reason() -> None:
@@ -143,8 +144,8 @@ def test_events_outside_the_step_are_dropped_with_a_reason() -> None:
     assert found.window.definition == "span"
     # a step followed by another is a steady-state period up to the next
     # start: the last such one (the very last is often cut short)
-    kineto.cpu_events[:0] = [ev("ProfilerStep#1", 10, 10)]
-    kineto.cpu_events.append(ev("ProfilerStep#3", 50, 10))
+    kineto.cpu_events = [ev("ProfilerStep#1", 10, 10), *kineto.cpu_events,
+                         ev("ProfilerStep#3", 50, 10)]
     found = link_kineto_only(kineto)
     assert [op.name for op in found.linked.ops] == ["ProfilerStep#2", "in"]
     assert (found.window.start, found.window.end, found.window.definition) == (30, 50, "period")

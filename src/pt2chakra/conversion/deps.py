@@ -8,9 +8,11 @@ consistent trace the union is acyclic; ``validate`` checks that anyway.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import attrgetter
+from typing import TypeVar
 
 import msgspec
 
@@ -47,50 +49,69 @@ class GpuSpan(msgspec.Struct, gc=False):
 _span_id = attrgetter("id")
 _span_start = attrgetter("start")
 _span_end = attrgetter("end")
+_span_tid = attrgetter("tid")
+T = TypeVar("T")
 
 
 def iter_thread_order_edges(cpu: Sequence[CpuSpan]) -> Iterator[Edge]:
+    """Execution order within each CPU thread (``thread_order_edges``) of
+    these spans."""
+    return thread_order_edges((s.id, s.parent, s.tid) for s in sorted(cpu, key=_span_id))
+
+
+def thread_order_edges(ops: Iterable[tuple[int, int, int]]) -> Iterator[Edge]:
     """Execution order within each CPU thread: every op after the one that
     started just before it (its caller, or the previous op's last callee).
-    ET ids are handed out at op start, so id order is start order. One edge
-    at a time, by destination id (a list is about 70 MB for a million ops)."""
+    ET ids are handed out at op start, so id order is start order: ``ops``
+    are (id, caller id, thread) by id, needing no timing (a conversion
+    makes them from its ops, without a span each). One edge at a time, by
+    destination id (a list is about 70 MB for a million ops)."""
     last: dict[int, int] = {}
     caller, thread = EdgeKind.CALLER, EdgeKind.THREAD_ORDER
-    for span in sorted(cpu, key=_span_id):
-        prev = last.get(span.tid)
+    for op_id, parent, tid in ops:
+        prev = last.get(tid)
         if prev is not None:
-            yield prev, span.id, caller if prev == span.parent else thread
-        last[span.tid] = span.id
+            yield prev, op_id, caller if prev == parent else thread
+        last[tid] = op_id
 
 
 def inter_thread_edges(cpu: Sequence[CpuSpan]) -> list[Edge]:
+    """``inter_thread_edges_of`` these spans (those with a start and end)."""
+    timed = [s for s in cpu if s.start is not None and s.end is not None]
+    timed.sort(key=_span_id)
+    return inter_thread_edges_of(timed, _span_id, _span_tid, _span_start, _span_end)
+
+
+def inter_thread_edges_of(timed: Sequence[T], ident: Callable[[T], int],
+                          tid: Callable[[T], int], start: Callable[[T], float],
+                          end: Callable[[T], float]) -> list[Edge]:
     """Where execution moves from one CPU thread to another (e.g. the autograd
     thread taking over from the main thread and handing back), the first op
     of the new run waits for the op that most recently *finished* on another
-    thread. Needs timing; host-only traces get none."""
-    timed = [s for s in cpu if s.start is not None and s.end is not None]
-    if len({s.tid for s in timed}) < 2:
+    thread. Needs timing; host-only traces get none. ``timed``: the CPU ops
+    in id order, read through the four functions (spans, or a conversion's
+    op ids with its columns: C-level getters, no span a op)."""
+    if len(set(map(tid, timed))) < 2:
         return []  # one thread: nothing to hand over
-    # By (start, id) and (end, id): sorted by id, then stably by time. A key
-    # of one float is the span's own object; a (time, id) key is a new tuple
-    # per span, about 60 MB at once for a million spans.
-    timed.sort(key=_span_id)
-    by_start = sorted(timed, key=_span_start)
-    by_end = sorted(timed, key=_span_end)
-    ends = [end for s in by_end if (end := s.end) is not None]  # all of them
+    # By (start, id) and (end, id): in id order, then stably by time (a
+    # (time, id) key is a new tuple per op, about 60 MB for a million).
+    by_start = sorted(timed, key=start)
+    by_end = sorted(timed, key=end)
+    ends = array("d", map(end, by_end))
     edges: list[Edge] = []
     prev_tid: int | None = None
-    for span in by_start:
-        if prev_tid is not None and span.tid != prev_tid and span.start is not None:
-            k = bisect.bisect_right(ends, span.start) - 1
+    for op in by_start:
+        op_tid = tid(op)
+        if prev_tid is not None and op_tid != prev_tid:
+            k = bisect.bisect_right(ends, start(op)) - 1
             stop = max(-1, k - INTER_THREAD_LOOKBACK)
             while k > stop:
                 cand = by_end[k]
-                if cand.tid != span.tid:
-                    edges.append((cand.id, span.id, EdgeKind.INTER_THREAD))
+                if tid(cand) != op_tid:
+                    edges.append((ident(cand), ident(op), EdgeKind.INTER_THREAD))
                     break
                 k -= 1
-        prev_tid = span.tid
+        prev_tid = op_tid
     return edges
 
 

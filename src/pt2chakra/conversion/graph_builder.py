@@ -41,18 +41,20 @@ from pt2chakra.conversion.deps import (
     GpuSpan,
     StreamLookup,
     gpu_sync_edges,
-    inter_thread_edges,
-    iter_thread_order_edges,
+    inter_thread_edges_of,
     late_launches,
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
+    thread_order_edges,
 )
 from pt2chakra.conversion.linker import (
+    NAN,
     LaunchedGpuOp,
-    LinkedEvent,
+    LinkedEvents,
     LinkedTrace,
     containers,
+    dense_ids,
     names_passing,
 )
 from pt2chakra.conversion.step import is_stand_in
@@ -73,17 +75,76 @@ from pt2chakra.rules.conventions import (
 )
 
 
+class _NoOps(dict[int, HostOp | None]):
+    """``OpsById``'s table when the ids are sparse: None for an id it lacks."""
+
+    def __missing__(self, key: int) -> None:
+        return None
+
+
+class OpsById(Mapping[int, HostOp]):
+    """Every host op by id: a list indexed by id when the ids are dense (as
+    the observer numbers them; 8 bytes a slot, where a dict of a million ops
+    was about 40 MB at the conversion's peak), else a dict. A repeated id
+    keeps its last op, as a dict built in order does. Loops over every op
+    read ``table`` within ``lo <= id < hi`` (None: no op)."""
+
+    __slots__ = ("table", "lo", "hi", "_count")
+
+    def __init__(self, ops: Sequence[HostOp]) -> None:
+        ids = list(map(_op_id, ops))
+        top = max(ids, default=-1) + 1
+        self.table: Any
+        if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
+            self.table = [None] * top
+            self.lo, self.hi = 0, top
+        else:
+            self.table = _NoOps()
+            self.lo, self.hi = -(2**63), 2**63
+        table = self.table
+        for op_id, op in zip(ids, ops):
+            table[op_id] = op
+        self._count = len(table) if isinstance(table, dict) else top - table.count(None)
+
+    def get(self, op_id: int, default: Any = None) -> Any:
+        if self.lo <= op_id < self.hi:
+            op = self.table[op_id]
+            if op is not None:
+                return op
+        return default
+
+    def __getitem__(self, op_id: int) -> HostOp:
+        op: HostOp | None = self.get(op_id)
+        if op is None:
+            raise KeyError(op_id)
+        return op
+
+    def __contains__(self, op_id: object) -> bool:
+        return isinstance(op_id, int) and self.get(op_id) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        table = self.table
+        if isinstance(table, dict):
+            return iter(table)
+        return (i for i, op in enumerate(table) if op is not None)
+
+    def __len__(self) -> int:
+        return self._count
+
+
 class CpuNodeSources(NamedTuple):
     """Where a CPU node's fields come from beyond its host op, by op id.
 
-    Its times are read from its linked event (``LinkedEvent``) when written
-    rather than copied into a table of their own (one tuple per op: about
-    140 MB for a million ops), so the linked events are kept until then."""
+    Its times are read from its linked event's columns (``LinkedEvents``)
+    when written rather than copied into a table of their own (one tuple
+    per op: about 140 MB for a million ops), so they are kept until then."""
 
-    events: dict[int, LinkedEvent]  # the linked Kineto event's times
-    callee_time: dict[int, float]  # time in linked callees on its thread (us)
+    events: LinkedEvents  # the linked Kineto event's times
+    # time in linked callees on its thread (us), by op id: read for linked
+    # ops (a column of the linked events' form, ``LinkedEvents.zeros``)
+    callee_time: Any
     deps: Mapping[int, Deps]
-    ops_by_id: dict[int, HostOp]  # every host op: a kept op's caller is one
+    ops_by_id: Mapping[int, HostOp]  # every host op (OpsById): a kept op's caller is one
     dropped: frozenset[int]  # ... unless dropped (see build_graph)
 
 
@@ -95,9 +156,9 @@ class ChakraGraph:
     ``[(source, kind)]``) is compact enough to check for cycles first."""
 
     def __init__(self, metadata: GlobalMetadata, linked: LinkedTrace, cpu_ops: list[HostOp],
-                 callee_time: dict[int, float], gpu_nodes: list[ChakraNode],
+                 callee_time: Any, gpu_nodes: list[ChakraNode],
                  deps: DepTable,
-                 host_ops_dropped: dict[str, int], ops_by_id: dict[int, HostOp],
+                 host_ops_dropped: dict[str, int], ops_by_id: Mapping[int, HostOp],
                  comm: CommContext | None = None, dropped: frozenset[int] = frozenset(),
                  ) -> None:
         """``dropped``: the ids of ``ops_by_id`` not in ``cpu_ops``."""
@@ -207,12 +268,13 @@ class ChakraGraph:
 
 
 _op_id = attrgetter("id")
+_op_tid = attrgetter("tid")
 
 
 class CommContext(NamedTuple):
     """What a communication node's attributes need beyond its own op."""
 
-    ops_by_id: dict[int, HostOp]
+    ops_by_id: Mapping[int, HostOp]
     # Backend ops (``gloo:all_reduce``...) that are the transfer themselves.
     transfers: frozenset[int]
     # The process group of a collective that names none: the trace's only one.
@@ -224,7 +286,7 @@ class CommContext(NamedTuple):
 
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
-                 ops_by_id: dict[int, HostOp], host_only: bool) -> frozenset[int]:
+                 ops_by_id: Mapping[int, HostOp], host_only: bool) -> frozenset[int]:
     """The backend ops that are their collective's transfer
     (``pytorch.transfers.own_transfers``): every one in a host-only trace,
     else those no collective GPU node (an NCCL kernel) belongs to."""
@@ -236,7 +298,7 @@ def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
     return own_transfers(backend, launchers, ops_by_id, host_only)
 
 
-def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommContext:
+def comm_context(linked: LinkedTrace, ops_by_id: Mapping[int, HostOp]) -> CommContext:
     groups = linked.host.process_groups
     if not groups and linked.kineto is not None:  # a host ET before process-group records
         from pt2chakra.conversion.kineto_only import process_groups
@@ -253,7 +315,7 @@ def comm_context(linked: LinkedTrace, ops_by_id: dict[int, HostOp]) -> CommConte
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     host = linked.host
-    ops_by_id = {op.id: op for op in host.ops}
+    ops_by_id = OpsById(host.ops)
     kept_ops = linked.ops
     dropped_host: Counter[str] = Counter()
     n_containers = len(host.ops) - len(kept_ops)
@@ -277,16 +339,16 @@ def _cpu_spans(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContex
                ) -> list[CpuSpan]:
     spans: list[CpuSpan] = []
     append, channel = spans.append, comm.channels.get
-    # Names bound once and the events looked up by a C-level map: a loop
-    # once per op.
-    for op, ev in zip(kept_ops, map(linked.cpu_event.get, map(_op_id, kept_ops))):
+    ts_of, dur_of, _tid, lo, hi = linked.cpu_event.columns()
+    # Names bound once and the events read from their columns: a loop once per op.
+    for op in kept_ops:
         op_id = op.id
         tid = channel(op_id, op.tid)
-        if ev is None:
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             append(CpuSpan(op_id, op.parent, tid))
         else:
-            ts = ev.ts
-            append(CpuSpan(op_id, op.parent, tid, ts, ts + ev.dur))
+            append(CpuSpan(op_id, op.parent, tid, ts, ts + dur_of[op_id]))
     return spans
 
 
@@ -297,12 +359,16 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
     later rule runs: on a million-op trace the spans, the merged table and
     the edges of every rule at once were the peak (about 250 MB above the
     traces). Fills ``late`` with the late launches (``late_launches``), found
-    from the same spans."""
-    cpu_spans = _cpu_spans(linked, kept_ops, comm)
-    late.update(late_launches(cpu_spans, gpu_spans))
-    inter = inter_thread_edges(cpu_spans)  # merged after the thread order
-    yield iter_thread_order_edges(cpu_spans)
-    del cpu_spans
+    from spans. The spans (about 130 bytes an op with their times) are made
+    only when there are late launches to look for (a GPU op with a
+    launcher); the thread order and the inter-thread edges are read from
+    the ops and the linked events' columns."""
+    if any(g.launcher >= 0 for g in gpu_spans):
+        late.update(late_launches(_cpu_spans(linked, kept_ops, comm), gpu_spans))
+    inter = _inter_thread_edges(linked, kept_ops, comm)  # merged after the thread order
+    channel = comm.channels.get
+    yield thread_order_edges((op.id, op.parent, channel(op.id, op.tid))
+                             for op in sorted(kept_ops, key=_op_id))
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -314,6 +380,27 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
         yield gpu_sync_edges(((s.device, s.stream, s.before_ts if s.before_ts >= 0 else s.ts,
                                s.end, s.tid) for s in linked.cpu_syncs), lookup,
                              _cpu_starts_by_kineto_tid(linked))
+
+
+def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommContext,
+                        ) -> list[Edge]:
+    """``inter_thread_edges`` of the linked ops (their thread: the op's, or
+    its channel), read by id from columns: an op's start and end, and its
+    thread, without a span per op (1M spans were the graph's peak)."""
+    if len(set(map(_op_tid, kept_ops)).union(comm.channels.values())) < 2:
+        return []  # one thread: nothing to hand over
+    events = linked.cpu_event
+    ts, dur, _tid, lo, hi = events.columns()
+    channel = comm.channels.get
+    thread = events.int_column()
+    ids: list[int] = []  # the ops' own id objects, in id order
+    for op in sorted(kept_ops, key=_op_id):
+        op_id = op.id
+        if lo <= op_id < hi and ts[op_id] == ts[op_id]:  # linked (not NaN)
+            ids.append(op_id)
+            thread[op_id] = channel(op_id, op.tid)
+    ends = events.ends()
+    return inter_thread_edges_of(ids, int, thread.__getitem__, ts.__getitem__, ends.__getitem__)
 
 
 def _mark_late_launches(gpu_nodes: list[ChakraNode], late: dict[int, float]) -> None:
@@ -348,30 +435,35 @@ def _dropped_ids(ops: Sequence[HostOp], kept: Sequence[HostOp]) -> frozenset[int
 MAX_UNLINKED_CALLERS = 64
 
 
-def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: dict[int, HostOp],
-                 ) -> dict[int, float]:
+def _callee_time(ops: Sequence[HostOp], linked: LinkedTrace, ops_by_id: Mapping[int, HostOp],
+                 ) -> Any:
     """host op id -> time spent in its linked callees on the same thread
     (the nearest linked ones, through callers Kineto did not record), for
     linked ops that have some. A node's exclusive duration subtracts it, so
-    that the chain of exclusive durations adds up to the caller's span."""
-    cpu_event = linked.cpu_event
-    if not cpu_event:
+    that the chain of exclusive durations adds up to the caller's span.
+    A column by op id (``LinkedEvents.zeros``: 8 bytes a host op, where a
+    dict was about 60 a caller)."""
+    if not linked.cpu_event:
         return {}
-    child_time: dict[int, float] = defaultdict(float)
-    get = cpu_event.get
-    for op, ev in zip(ops, map(get, map(_op_id, ops))):
-        if ev is None:
+    ts_of, dur_of, tid_of, lo, hi = linked.cpu_event.columns()
+    child_time = linked.cpu_event.zeros()
+    for op in ops:
+        op_id = op.id
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             continue
         caller = op.parent
-        caller_ev = get(caller)
+        caller_ts = ts_of[caller] if lo <= caller < hi else NAN
         hops = 0
-        while caller_ev is None and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
+        while caller_ts != caller_ts and caller in ops_by_id and hops < MAX_UNLINKED_CALLERS:
             caller = ops_by_id[caller].parent
-            caller_ev = cpu_event.get(caller)
+            caller_ts = ts_of[caller] if lo <= caller < hi else NAN
             hops += 1
-        if caller_ev is not None and caller_ev.tid == ev.tid and _nested(ev, caller_ev):
-            child_time[caller] += ev.dur
-    return dict(child_time)
+        if caller_ts == caller_ts and tid_of[caller] == tid_of[op_id]:
+            dur = dur_of[op_id]
+            if _nested(ts, dur, caller_ts, dur_of[caller]):
+                child_time[caller] += dur
+    return child_time
 
 
 NESTING_SLACK_US = 1.0
@@ -379,21 +471,22 @@ NESTING_SLACK_US = 1.0
 (1 us)."""
 
 
-def _nested(ev: LinkedEvent, caller_ev: LinkedEvent) -> bool:
-    """Whether ``ev`` ran inside ``caller_ev``: the host ET files a gloo
+def _nested(ts: float, dur: float, caller_ts: float, caller_dur: float) -> bool:
+    """Whether an event (start, duration) ran inside its caller's: the host ET files a gloo
     worker thread's collective under whatever op its record stack held (an
     earlier collective of the same worker, long over), and subtracting a
     callee that ran after its caller ended cuts the caller's own time (a
     330 ms all-reduce written as 2.5 ms)."""
-    return (ev.ts >= caller_ev.ts - NESTING_SLACK_US
-            and ev.ts + ev.dur <= caller_ev.ts + caller_ev.dur + NESTING_SLACK_US)
+    return (ts >= caller_ts - NESTING_SLACK_US
+            and ts + dur <= caller_ts + caller_dur + NESTING_SLACK_US)
 
 
 def _cpu_starts_by_kineto_tid(linked: LinkedTrace) -> dict[int, tuple[list[float], list[int]]]:
     """Kineto thread id -> its linked host ops' start times and ids, sorted."""
     per_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    for host_id, ev in linked.cpu_event.items():
-        per_tid[ev.tid].append((ev.ts, host_id))
+    ts, _dur, tid, _lo, _hi = linked.cpu_event.columns()
+    for host_id in linked.cpu_event:
+        per_tid[tid[host_id]].append((ts[host_id], host_id))
     result = {}
     for tid, items in per_tid.items():
         items.sort()
@@ -453,23 +546,29 @@ def _cpu_rows(ops: Iterable[HostOp], deps: Iterable[Deps | None], sources: CpuNo
     """``_cpu_fields`` of each op with its deps, in one loop: the writer's
     fast path maps its encoder over these rows (a call per node less)."""
     events, callee_time, _deps, ops_by_id, dropped = sources
-    event_of, callee_time_of = events.get, callee_time.get
+    if isinstance(ops_by_id, OpsById):
+        op_table, op_lo, op_hi = ops_by_id.table, ops_by_id.lo, ops_by_id.hi
+    else:  # a mapping of a caller's own (tests)
+        op_table, op_lo, op_hi = _NoOps(ops_by_id), -(2**63), 2**63
+    ts_of, dur_of, _tid, lo, hi = events.columns()
+    callee_time_of = callee_time.__getitem__
     for op, op_deps in zip(ops, deps):
         op_id, parent = op.id, op.parent
-        ev = event_of(op_id)
-        if ev is None:
+        ts = ts_of[op_id] if lo <= op_id < hi else NAN
+        if ts != ts:  # NaN: not linked
             start = duration = inclusive = None
         else:
-            dur = ev.dur
-            start, inclusive = round(ev.ts), round(dur)
-            exclusive = dur - callee_time_of(op_id, 0.0)
+            dur = dur_of[op_id]
+            start, inclusive = round(ts), round(dur)
+            exclusive = dur - callee_time_of(op_id)
             duration = round(exclusive if exclusive > 0.0 else 0.0)  # max(0.0, ...), inlined
         if not op_deps:
             kinds = None
         else:  # a hashable key: most nodes have one dependency
             kinds = (op_deps[0][1] if len(op_deps) == 1
                      else tuple([kind for _, kind in op_deps]))
-        kept_parent = parent in ops_by_id and parent not in dropped
+        kept_parent = (op_table[parent] if op_lo <= parent < op_hi else None) is not None \
+            and parent not in dropped
         yield (op_id, op.name, node_type, parent if kept_parent else None, op_deps, start,
                duration, op.inputs, op.outputs,
                is_cpu, op.rf_id, op.tid, op.op_schema or None, inclusive, kinds)
@@ -543,7 +642,7 @@ def _gpu_nodes(gpu_ops: Sequence[LaunchedGpuOp], first_id: int, comm: CommContex
     return nodes, spans
 
 
-def _comm_op(op: HostOp | None, ops_by_id: dict[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
+def _comm_op(op: HostOp | None, ops_by_id: Mapping[int, HostOp]) -> tuple[HostOp | None, HostOp | None]:
     """(the ``nccl:*`` op, its ``record_param_comms`` parent) around a launch."""
     if op is None:
         return None, None
@@ -570,7 +669,7 @@ def _record_param_comms_name(op: HostOp | None) -> str:
 
 
 def _gpu_collective(kernel: str, info: CollectiveInfo | None, launcher: HostOp | None,
-                    ops_by_id: dict[int, HostOp]) -> CollectiveType | str | None:
+                    ops_by_id: Mapping[int, HostOp]) -> CollectiveType | str | None:
     """Kineto collective metadata first, then the launching op, then the
     kernel name; NCCL's SendRecv kernel serves all-to-all and p2p alike."""
     if not is_device_transfer(kernel, info):

@@ -19,17 +19,21 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from itertools import compress
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import compress, filterfalse
+from math import isnan
+from operator import add, attrgetter, eq
+from typing import Any, NamedTuple
 
 import msgspec
 
-from pt2chakra.conversion.step import linked_step, pending_gpu_work, queued_gpu_work, stream_gaps
+from pt2chakra.conversion.step import RecordedStep, pending_gpu_work, queued_gpu_work, stream_gaps
 from pt2chakra.errors import InputError
 from pt2chakra.names import LAUNCH_PREFIXES, SYNC_CALLS, is_observer_node
 from pt2chakra.pytorch.records import (
+    CpuColumns,
     CpuEvent,
     GpuActivity,
     HostOp,
@@ -126,15 +130,161 @@ class LinkedEvent(msgspec.Struct, gc=False):
     tid: int
 
 
+NAN = math.nan
+
+# The linked events are held in columns indexed by host op id when the ids
+# are dense (the observer numbers ops 0, 1, 2, ...): no more slots than
+# DENSE_SLACK per linked op plus DENSE_MIN (1.5 MB of columns for a small
+# trace whatever its ids). Sparser ids (hand-made traces) take a dict per
+# column instead.
+DENSE_SLACK = 4
+DENSE_MIN = 1 << 16
+
+
+def dense_ids(top: int, count: int) -> bool:
+    """Whether ``count`` items with ids in ``0 <= id < top`` are held in
+    arrays by id (``DENSE_SLACK``, ``DENSE_MIN``)."""
+    return top <= DENSE_SLACK * count + DENSE_MIN
+
+
+class _SparseColumn(dict[int, float]):
+    """A column of ``LinkedEvents`` whose op ids are too sparse for an array:
+    ``missing`` (NaN: not linked) for an id it lacks, as the array holds."""
+
+    __slots__ = ("missing",)
+
+    def __init__(self, missing: float = NAN) -> None:
+        super().__init__()
+        self.missing = missing
+
+    def __missing__(self, key: int) -> float:
+        return self.missing
+
+
+class Columns(NamedTuple):
+    """``LinkedEvents``' columns for a loop over ops: ``ts[op_id]`` is NaN
+    for an op not linked; only ids with ``lo <= op_id < hi`` may be read."""
+
+    ts: Any  # array("d") by id, or a _SparseColumn
+    dur: Any  # the same
+    tid: Any  # array("q") by id, or a _SparseColumn
+    lo: int
+    hi: int
+
+
+def empty_columns(top: int, count: int, lowest: int = 0) -> Columns:
+    """Columns with no event linked, for ``count`` ops with ids from
+    ``lowest`` up to ``top`` (excluded): arrays by id when dense
+    (``dense_ids``), else dicts."""
+    if lowest >= 0 and dense_ids(top, count):
+        return Columns(array("d", [NAN]) * top, array("d", [NAN]) * top, array("q", [0]) * top,
+                       0, top)
+    return Columns(_SparseColumn(), _SparseColumn(), _SparseColumn(), -(2**63), 2**63)
+
+
+class LinkedEvents(Mapping[int, LinkedEvent]):
+    """Host op id -> what the conversion reads of its Kineto event
+    (``LinkedEvent``), held as three columns (start, duration, thread)
+    indexed by op id: 24 bytes a host op, where a dict of ``LinkedEvent``s
+    with their floats was about 150 bytes a linked op (the largest structure
+    of a million-op conversion after the host ops). A ``LinkedEvent`` is made
+    when one is asked for; the conversion's loops read the columns
+    (``columns``)."""
+
+    __slots__ = ("_cols", "_count")
+
+    def __init__(self, ids: Sequence[int], ts: Sequence[float], dur: Sequence[float],
+                 tid: Sequence[int], bound: int | None = None) -> None:
+        """The events of ops ``ids`` (distinct), given column by column;
+        ``bound``: above every id that will be looked up (default: the ids')."""
+        top = max(ids, default=-1) + 1 if bound is None else max(bound, max(ids, default=-1) + 1)
+        self._cols = empty_columns(top, len(ids), min(ids, default=0))
+        t, d, k, _lo, _hi = self._cols
+        for op_id, ts_, dur_, tid_ in zip(ids, ts, dur, tid):
+            t[op_id] = ts_
+            d[op_id] = dur_
+            k[op_id] = tid_
+        self._count = len(ids)
+
+    @classmethod
+    def of_columns(cls, columns: Columns, count: int) -> LinkedEvents:
+        """The events already written into ``columns`` (``empty_columns``),
+        ``count`` of them."""
+        events = cls.__new__(cls)
+        events._cols = columns
+        events._count = count
+        return events
+
+    def columns(self) -> Columns:
+        return self._cols
+
+    def zeros(self) -> Any:
+        """A new column of the same form (``columns``), 0.0 at every id."""
+        ts = self._cols.ts
+        return _SparseColumn(0.0) if isinstance(ts, _SparseColumn) else array("d", bytes(8 * len(ts)))
+
+    def int_column(self) -> Any:
+        """A new column of the same form, 0 at every id, for ints."""
+        ts = self._cols.ts
+        return _SparseColumn(0) if isinstance(ts, _SparseColumn) else array("q", bytes(8 * len(ts)))
+
+    def ends(self) -> Any:
+        """A new column of the same form: each linked event's end (start +
+        duration; NaN where not linked)."""
+        ts, dur = self._cols.ts, self._cols.dur
+        if isinstance(ts, _SparseColumn):
+            ends = _SparseColumn()
+            ends.update((i, ts[i] + dur[i]) for i in ts)
+            return ends
+        return array("d", map(add, ts, dur))
+
+    def get(self, op_id: int, default: Any = None) -> Any:
+        ts, dur, tid, lo, hi = self._cols
+        if lo <= op_id < hi:
+            start = ts[op_id]
+            if start == start:  # not NaN: linked
+                return LinkedEvent(start, dur[op_id], tid[op_id])
+        return default
+
+    def __getitem__(self, op_id: int) -> LinkedEvent:
+        found: LinkedEvent | None = self.get(op_id)
+        if found is None:
+            raise KeyError(op_id)
+        return found
+
+    def __contains__(self, op_id: object) -> bool:
+        return isinstance(op_id, int) and self.get(op_id) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        """The linked ops' ids, ascending."""
+        ts = self._cols.ts
+        if isinstance(ts, _SparseColumn):
+            return iter(sorted(ts))
+        return compress(range(len(ts)), map(eq, ts, ts))  # NaN != NaN
+
+    def __len__(self) -> int:
+        return self._count
+
+    def span(self) -> tuple[float, float]:
+        """(earliest start, latest end) of the linked events; needs one."""
+        ts, dur = self._cols.ts, self._cols.dur
+        if isinstance(ts, _SparseColumn):
+            starts: Iterable[float] = ts.values()
+            ends: Iterable[float] = [ts[i] + dur[i] for i in ts]
+        else:
+            starts, ends = filterfalse(isnan, ts), filterfalse(isnan, map(add, ts, dur))
+        return min(starts), max(ends)
+
+
 _ev_ts, _ev_dur, _ev_tid = attrgetter("ts"), attrgetter("dur"), attrgetter("tid")
 
 
-def linked_events(events: dict[int, CpuEvent]) -> dict[int, LinkedEvent]:
-    """Each host op's event (op id -> ``CpuEvent``) as its ``LinkedEvent``,
-    same order; made by C-level maps (a million ops)."""
-    evs = events.values()
-    return dict(zip(events, map(LinkedEvent, map(_ev_ts, evs), map(_ev_dur, evs),
-                                map(_ev_tid, evs))))
+def linked_events(events: dict[int, CpuEvent], bound: int | None = None) -> LinkedEvents:
+    """Each host op's event (op id -> ``CpuEvent``) as ``LinkedEvents``;
+    ``bound`` as there."""
+    evs = list(events.values())
+    return LinkedEvents(list(events), list(map(_ev_ts, evs)), list(map(_ev_dur, evs)),
+                        list(map(_ev_tid, evs)), bound)
 
 
 class LinkedTrace(msgspec.Struct):
@@ -144,7 +294,7 @@ class LinkedTrace(msgspec.Struct):
     # the host ops that are operators (observer containers left out), id order
     ops: list[HostOp]
     # host op id -> the times and thread of its Kineto CPU event
-    cpu_event: dict[int, LinkedEvent]
+    cpu_event: LinkedEvents
     gpu_ops: list[LaunchedGpuOp]
     cpu_syncs: list[CpuSync]
     stream_waits: list[StreamWait]
@@ -183,20 +333,22 @@ def containers(ops: Sequence[HostOp]) -> list[HostOp]:
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
     ops = sorted((op for op in host.ops if not is_observer_node(op.name)), key=_op_id)
+    bound = max(map(_op_id, host.ops), default=-1) + 1
     if kineto is None:
-        return LinkedTrace(host=host, kineto=None, method="none", ops=ops, cpu_event={},
-                           gpu_ops=[], cpu_syncs=[], stream_waits=[], gpu_dropped={})
+        return LinkedTrace(host=host, kineto=None, method="none", ops=ops,
+                           cpu_event=LinkedEvents([], [], [], []), gpu_ops=[], cpu_syncs=[],
+                           stream_waits=[], gpu_dropped={})
     if not ops:
         raise InputError(host.path, "no operators, only the observer's process/thread nodes: "
                          "nothing to link (convert it without --device-trace)")
-    if any(ev.record_function_id >= 0 for ev in kineto.cpu_events):
+    if _has_rf_ids(kineto.cpu_events):
         method = "rf_id"
-        cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path)
+        cpu_event = link_by_rf_id(ops, kineto.cpu_events, host.path, kineto.path, bound)
     else:
         method = "order"
-        cpu_event = linked_events(link_by_order(ops, kineto.cpu_events))
+        cpu_event = linked_events(link_by_order(ops, kineto.cpu_events), bound)
     _check_linked_enough(len(cpu_event), len(ops), host.path, kineto.path)
-    step_start, step_end, _label, _definition, _why = linked_step(cpu_event.values())
+    step_start, step_end, _label, _definition, _why = linked_step(cpu_event)
     gpu_ops, gpu_dropped = link_gpu_activities(kineto, cpu_event, step_start, step_end)
     gpu_ops = with_stand_ins(kineto, gpu_ops, step_start, gpu_only=False, step_end=step_end)
     cpu_syncs = collect_cpu_syncs(kineto, step_start, step_end)
@@ -247,7 +399,8 @@ def check_same_recording(host: HostTrace, kineto: KinetoTrace, rank: int | None 
     real traces). How well op order and names agree is checked while linking
     (``MIN_LINKED_FRACTION``, ``MIN_NAME_AGREEMENT``)."""
     problems = []
-    pids = {ev.pid for ev in kineto.cpu_events}
+    events = kineto.cpu_events
+    pids = set(events.pid) if isinstance(events, CpuColumns) else {ev.pid for ev in events}
     if host.pid and pids and host.pid not in pids:
         quoted = ", ".join(map(str, sorted(pids)[:MAX_QUOTED_PIDS]))
         problems.append(f"its CPU ops ran in pid {quoted}, the host trace {host.path} in pid "
@@ -296,27 +449,103 @@ def check_rank_flag(rank: int | None, kineto: KinetoTrace, force: bool,
 
 
 def link_by_rf_id(ops: Sequence[HostOp], events: Sequence[CpuEvent],
-                  host_path: str = "", kineto_path: str = "") -> dict[int, LinkedEvent]:
-    """Host op id -> its event's ``LinkedEvent``, by the shared rf_id. Each
+                  host_path: str = "", kineto_path: str = "",
+                  bound: int | None = None) -> LinkedEvents:
+    """Host op id -> its event's times and thread, by the shared rf_id. Each
     op's event is looked up first and the rf_id table dropped before the
-    ``LinkedEvent``s are made: at a million ops the table, the result and
-    its records at once were the conversion's peak."""
+    columns are filled: at a million ops the table, the result and the
+    events at once were the conversion's peak. ``bound`` as for
+    ``LinkedEvents``."""
+    if isinstance(events, CpuColumns):
+        return _link_columns_by_rf_id(ops, events, host_path, kineto_path, bound)
     by_rf = {ev.record_function_id: ev for ev in events if ev.record_function_id >= 0}
     # The events looked up by a C-level map (an op without rf_id finds None).
     found = list(map(by_rf.get, map(_op_rf_id, ops)))
     del by_rf
-    linked: dict[int, LinkedEvent] = {}
+    ids: list[int] = []
+    ts: list[float] = []
+    dur: list[float] = []
+    tid: list[int] = []
     agree = 0
     for op, ev in zip(ops, found):
         if ev is not None:
-            linked[op.id] = LinkedEvent(ev.ts, ev.dur, ev.tid)
+            ids.append(op.id)
+            ts.append(ev.ts)
+            dur.append(ev.dur)
+            tid.append(ev.tid)
             agree += ev.name == op.name
-    if linked and agree / len(linked) < MIN_NAME_AGREEMENT:
+    del found
+    _check_names_agree(agree, len(ids), host_path, kineto_path)
+    return LinkedEvents(ids, ts, dur, tid, bound)
+
+
+def _has_rf_ids(events: Sequence[CpuEvent]) -> bool:
+    """Whether any event records its ``Record function id`` (torch >= 2.2)."""
+    if isinstance(events, CpuColumns):
+        return any(map((-1).__lt__, events.rf_id))
+    return any(ev.record_function_id >= 0 for ev in events)
+
+
+def _check_names_agree(agree: int, linked: int, host_path: str, kineto_path: str) -> None:
+    if linked and agree / linked < MIN_NAME_AGREEMENT:
         raise InputError(
             kineto_path,
-            f"Record function ids match {len(linked)} host ops of {host_path} but only "
+            f"Record function ids match {linked} host ops of {host_path} but only "
             f"{agree} names agree; the two traces are from different runs")
-    return linked
+
+
+class _SparseIndex(dict[int, int]):
+    """rf_id -> event index when the ids are too sparse for an array: -1
+    (no event) for an id it lacks, as the array holds."""
+
+    def __missing__(self, key: int) -> int:
+        return -1
+
+
+def _link_columns_by_rf_id(ops: Sequence[HostOp], events: CpuColumns, host_path: str,
+                           kineto_path: str, bound: int | None) -> LinkedEvents:
+    """``link_by_rf_id`` of events held as columns: the rf_id -> event index
+    table is an array by rf_id when the ids are dense (as the profiler
+    numbers them), so that no int object is made per event; a duplicated
+    rf_id keeps its last event, as the dict does."""
+    rfs = events.rf_id
+    top = max(rfs, default=-1) + 1
+    index: Any
+    if dense_ids(top, len(rfs)):
+        index = array("q", [-1]) * top
+    else:
+        index, top = _SparseIndex(), 2**63
+    for j, rf in enumerate(rfs):
+        if rf >= 0:
+            index[rf] = j
+    names, ev_ts, ev_dur, ev_tid = events.name, events.ts, events.dur, events.tid
+    op_top = max(map(_op_id, ops), default=-1) + 1
+    columns = empty_columns(op_top if bound is None else max(bound, op_top), len(ops),
+                            min(map(_op_id, ops), default=0))
+    ts, dur, tid, _lo, _hi = columns  # written straight in: no list of floats on the way
+    count = agree = 0
+    for op in ops:
+        op_rf = op.rf_id
+        if op_rf is None or not 0 <= op_rf < top:
+            continue
+        j = index[op_rf]
+        if j >= 0:
+            op_id = op.id
+            ts[op_id] = ev_ts[j]
+            dur[op_id] = ev_dur[j]
+            tid[op_id] = ev_tid[j]
+            count += 1
+            agree += names[j] == op.name
+    del index
+    _check_names_agree(agree, count, host_path, kineto_path)
+    return LinkedEvents.of_columns(columns, count)
+
+
+def linked_step(events: LinkedEvents) -> RecordedStep:
+    """The step of a host ET linked to its Kineto trace: the span of the
+    Kineto events of the host's ops (the host ET records one step)."""
+    start, end = events.span()
+    return RecordedStep(start, end, "the host trace's ops")
 
 
 # An alignment: (index in the ET thread, index in the Kineto thread) pairs.
@@ -536,7 +765,7 @@ def is_launch(name: str) -> bool:
     return name.startswith(LAUNCH_PREFIXES)
 
 
-def link_gpu_activities(kineto: KinetoTrace, cpu_event: dict[int, LinkedEvent],
+def link_gpu_activities(kineto: KinetoTrace, cpu_event: LinkedEvents,
                         step_start: float, step_end: float,
                         ) -> tuple[list[LaunchedGpuOp], dict[str, int]]:
     """Attach each GPU activity to the host op whose span holds its launch."""
@@ -588,33 +817,33 @@ def with_stand_ins(kineto: KinetoTrace, gpu_ops: list[LaunchedGpuOp], step_start
 
 
 def enclosing_host_ops(runtime_events: Sequence[RuntimeEvent],
-                       cpu_event: dict[int, LinkedEvent]) -> dict[int, int]:
+                       cpu_event: LinkedEvents) -> dict[int, int]:
     """``id(runtime event)`` -> id of the innermost linked host op whose
     Kineto span, on the same thread, holds it. One sweep per thread."""
-    host_of = {id(ev): host_id for host_id, ev in cpu_event.items()}
-    spans: dict[int, list[LinkedEvent]] = defaultdict(list)
-    for ev in cpu_event.values():
-        spans[ev.tid].append(ev)
+    ts, dur, tid, _lo, _hi = cpu_event.columns()
+    spans: dict[int, list[tuple[float, float, int]]] = defaultdict(list)
+    for host_id in cpu_event:  # ascending ids
+        spans[tid[host_id]].append((ts[host_id], dur[host_id], host_id))
     calls: dict[int, list[RuntimeEvent]] = defaultdict(list)
     for rt in runtime_events:
         calls[rt.tid].append(rt)
     result: dict[int, int] = {}
-    for tid, rts in calls.items():
-        evs = sorted(spans.get(tid, ()), key=lambda e: (e.ts, -e.dur))
+    for thread, rts in calls.items():
+        evs = sorted(spans.get(thread, ()), key=lambda e: (e[0], -e[1]))
         rts.sort(key=lambda r: r.ts)
-        stack: list[LinkedEvent] = []
+        stack: list[tuple[float, float, int]] = []
         k = 0
         for rt in rts:
-            while k < len(evs) and evs[k].ts <= rt.ts:
+            while k < len(evs) and evs[k][0] <= rt.ts:
                 ev = evs[k]
-                while stack and stack[-1].ts + stack[-1].dur < ev.ts:
+                while stack and stack[-1][0] + stack[-1][1] < ev[0]:
                     stack.pop()
                 stack.append(ev)
                 k += 1
-            while stack and stack[-1].ts + stack[-1].dur < rt.ts:
+            while stack and stack[-1][0] + stack[-1][1] < rt.ts:
                 stack.pop()
             if stack:
-                result[id(rt)] = host_of[id(stack[-1])]
+                result[id(rt)] = stack[-1][2]
     return result
 
 

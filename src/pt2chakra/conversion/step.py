@@ -26,9 +26,8 @@ CPU record, the idle time is the only trace of what held the stream back.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from operator import add, attrgetter
-from typing import NamedTuple, Protocol
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import GpuActivity, KinetoTrace
@@ -105,8 +104,6 @@ def parse_step_choice(text: str) -> StepChoice:
 
 
 STAND_IN_CATEGORIES = (PENDING_CATEGORY, CPU_GAP_CATEGORY, QUEUED_CATEGORY)
-_EVENT_TS = attrgetter("ts")  # C-level maps: a million events
-_EVENT_DUR = attrgetter("dur")
 
 
 def is_stand_in(act: GpuActivity) -> bool:
@@ -118,25 +115,6 @@ def profiler_steps(kineto: KinetoTrace) -> list[tuple[float, float, str]]:
     """The ``ProfilerStep#N`` annotations as (start, end, name), by start."""
     return sorted((ev.ts, ev.ts + ev.dur, ev.name) for ev in kineto.cpu_events
                   if ev.name.startswith(PROFILER_STEP_PREFIX))
-
-
-class TimedEvent(Protocol):
-    """An event's start and duration (us): a Kineto ``CpuEvent``, or what
-    linking keeps of one (``linker.LinkedEvent``)."""
-
-    @property
-    def ts(self) -> float: ...
-
-    @property
-    def dur(self) -> float: ...
-
-
-def linked_step(events: Collection[TimedEvent]) -> RecordedStep:
-    """The step of a host ET linked to its Kineto trace: the span of the
-    Kineto events of the host's ops (the host ET records one step)."""
-    return RecordedStep(min(map(_EVENT_TS, events)),
-                        max(map(add, map(_EVENT_TS, events), map(_EVENT_DUR, events))),
-                        "the host trace's ops")
 
 
 def kineto_step(kineto: KinetoTrace, choice: StepChoice = STEP_LAST) -> RecordedStep:

@@ -32,6 +32,7 @@ from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.errors import InputError
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
+    CpuColumns,
     CpuEvent,
     GpuActivity,
     KinetoTrace,
@@ -360,8 +361,12 @@ def with_distributed_info(where: str, trace: KinetoTrace,
     return trace
 
 
-def classify(where: str, events: list[KinetoEvent], ignored: Counter[str]) -> KinetoTrace:
+def classify(where: str, events: list[KinetoEvent], ignored: Counter[str],
+             lean: bool = False) -> KinetoTrace:
+    """The trace of ``events``; ``lean``: its CPU events as ``CpuColumns``
+    (what linking reads; ``load_kineto_trace(inputs=False)``)."""
     cpu: list[CpuEvent] = []
+    columns = CpuColumns() if lean else None
     runtime: list[RuntimeEvent] = []
     gpu: list[GpuActivity] = []
     sync: list[SyncEvent] = []
@@ -404,7 +409,10 @@ def classify(where: str, events: list[KinetoEvent], ignored: Counter[str]) -> Ki
         a = e.args or _NO_ARGS
         try:
             if kind is cpu_kind:
-                cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
+                if columns is not None:
+                    _cpu_columns_append(columns, e, ts, dur, a, cat, lists, shared)
+                else:
+                    cpu.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
             elif kind is python_kind:
                 python.append(_cpu_event(e, ts, dur, a, cat, lists, shared))
             elif kind is runtime_kind:
@@ -417,10 +425,11 @@ def classify(where: str, events: list[KinetoEvent], ignored: Counter[str]) -> Ki
             raise _bad_int_arg(where, index, e) from None
     if lists.truncated:
         log.warning("%s: torch truncated these list args to their first items (values are partial): %s", where, ", ".join(sorted(lists.truncated)))
-    return time_ordered(where, cpu, runtime, gpu, sync, python, flows)
+    return time_ordered(where, cpu if columns is None else columns, runtime, gpu, sync, python,
+                        flows)
 
 
-def time_ordered(where: str, cpu: list[CpuEvent], runtime: list[RuntimeEvent],
+def time_ordered(where: str, cpu: list[CpuEvent] | CpuColumns, runtime: list[RuntimeEvent],
                  gpu: list[GpuActivity], sync: list[SyncEvent], python: list[CpuEvent],
                  flows: dict[int, tuple[float, int]]) -> KinetoTrace:
     """The trace of these events, each kind sorted by time (stably: ties keep
@@ -428,7 +437,11 @@ def time_ordered(where: str, cpu: list[CpuEvent], runtime: list[RuntimeEvent],
     the streamed loader, which joins its slices' traces through this too,
     cannot leave one out."""
     by_ts = attrgetter("ts")
-    for group in (cpu, runtime, gpu, sync, python):
+    if isinstance(cpu, CpuColumns):
+        cpu = cpu.by_time()
+    else:
+        cpu.sort(key=by_ts)
+    for group in (runtime, gpu, sync, python):
         group.sort(key=by_ts)
     return KinetoTrace(where, cpu, runtime, gpu, sync, flow_starts=flows, python_events=python)
 
@@ -466,6 +479,20 @@ def _cpu_event(e: KinetoEvent, ts: float, dur: float, a: _Args, cat: str,
                     _or(a.record_function_id, -1), _or(a.seq_num, -1),
                     _or(a.fwd_thread_id, -1), collective,
                     a.input_dims, a.input_type, a.concrete_inputs)
+
+
+def _cpu_columns_append(columns: CpuColumns, e: KinetoEvent, ts: float, dur: float, a: _Args,
+                        cat: str, lists: _ListParser, shared: dict[Any, Any]) -> None:
+    """``_cpu_event`` with ``inputs=False``, into ``columns``: the fields
+    that keeps, from the same args."""
+    name, pid, tid = e.name, e.pid, e.tid
+    if type(pid) is not int:
+        pid = _id_text(pid)
+    if type(tid) is not int:
+        tid = _id_text(tid)
+    columns.append(shared.setdefault(name, name), cat, ts, dur, pid, tid,
+                   _or(a.record_function_id, -1),
+                   None if a.collective_name is None else _collective(a, lists))
 
 
 def _runtime_event(e: KinetoEvent, ts: float, dur: float, a: _Args) -> RuntimeEvent:

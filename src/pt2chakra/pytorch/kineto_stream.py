@@ -33,7 +33,7 @@ from pt2chakra.pytorch.kineto_decode import (
     time_ordered,
     with_distributed_info,
 )
-from pt2chakra.pytorch.records import KinetoTrace
+from pt2chakra.pytorch.records import CpuColumns, KinetoTrace
 
 
 def load_streamed(path: str | PathLike[str], ignored: Counter[str] | None = None, *,
@@ -63,7 +63,8 @@ def _load(where: str, ignored: Counter[str], inputs: bool) -> KinetoTrace:
             raise NotSliceable
 
     def on_slice(events: memoryview) -> None:
-        parts.append(classify(where, decode(where, events, events_type), ignored))
+        parts.append(classify(where, decode(where, events, events_type), ignored,
+                              lean=not inputs))
 
     head, trailer = read_sliced(where, b"traceEvents", check_head, on_slice)
     doc = decode(where, head + b'"traceEvents": []' + trailer, KinetoDoc)
@@ -82,7 +83,10 @@ def _joined(where: str, parts: list[KinetoTrace], ignored: Counter[str]) -> Kine
         if repeated:
             ignored[REPEATED_FLOW_START] += repeated
         flows.update(p.flow_starts)
-    return time_ordered(where, [e for p in parts for e in p.cpu_events],
+    cpu_parts = [p.cpu_events for p in parts]
+    columns = [c for c in cpu_parts if isinstance(c, CpuColumns)]
+    return time_ordered(where, CpuColumns.joined(columns) if len(columns) == len(cpu_parts)
+                        else [e for c in cpu_parts for e in c],
                         [e for p in parts for e in p.runtime_events],
                         [e for p in parts for e in p.gpu_activities],
                         [e for p in parts for e in p.sync_events],

@@ -33,7 +33,9 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
     (``input_dims``, ``input_types``, ``concrete_inputs``) are None, as the
     decoder skips them (see ``_ArgsWithInputs``), and their ``external_id``,
     ``seq_num`` and ``fwd_thread_id`` -1 (a Kineto-only conversion reads
-    them; a million linked events held about 30 MB of them).
+    them; a million linked events held about 30 MB of them), and holds
+    them as columns (``records.CpuColumns``: a ``CpuEvent`` made when one is
+    asked for).
     """
     streamed = kineto_stream.load_streamed(path, ignored, inputs=inputs)  # the profiler's layout, in slices
     if streamed is not None:
@@ -47,6 +49,7 @@ def load_kineto_trace(path: str | PathLike[str], ignored: Counter[str] | None = 
             doc = KinetoDoc(traceEvents=doc)
         if doc.traceEvents is None:
             raise InputError(where, "no top-level field `traceEvents`: not a Kineto / Chrome trace?")
-        trace = classify(where, doc.traceEvents, ignored if ignored is not None else Counter())
+        trace = classify(where, doc.traceEvents, ignored if ignored is not None else Counter(),
+                         lean=not inputs)
         del doc.traceEvents
     return with_distributed_info(where, trace, doc.distributedInfo)

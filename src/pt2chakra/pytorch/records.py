@@ -7,7 +7,11 @@ and the cyclic collector would otherwise dominate run time.
 
 from __future__ import annotations
 
-from typing import Any
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from operator import le
+from typing import Any, overload
 
 import msgspec
 
@@ -179,6 +183,93 @@ class CpuEvent(msgspec.Struct, gc=False):
     concrete_inputs: Any = None  # ``Concrete Inputs``: scalar arguments as text
 
 
+class CpuColumns(Sequence[CpuEvent]):
+    """Kineto CPU events as columns, with what linking them to a host ET
+    reads (``load_kineto_trace(inputs=False)``): name, category, start,
+    duration, pid, tid, record function id and the rare collective; a
+    ``CpuEvent`` (its other fields at their defaults) is made when one is
+    asked for. About 56 bytes an event, where a ``CpuEvent`` with its floats
+    and ints was about 200: at a million ops the events were the largest
+    thing held beside the host ops while linking."""
+
+    __slots__ = ("name", "cat", "ts", "dur", "pid", "tid", "rf_id", "collective")
+
+    def __init__(self) -> None:
+        self.name: list[str] = []
+        self.cat: list[str] = []
+        self.ts = array("d")
+        self.dur = array("d")
+        self.pid = array("q")
+        self.tid = array("q")
+        self.rf_id = array("q")  # -1: not recorded
+        self.collective: dict[int, CollectiveInfo] = {}  # by index, the few that have one
+
+    def append(self, name: str, cat: str, ts: float, dur: float, pid: int, tid: int,
+               rf_id: int, collective: CollectiveInfo | None) -> None:
+        if collective is not None:
+            self.collective[len(self.ts)] = collective
+        self.name.append(name)
+        self.cat.append(cat)
+        self.ts.append(ts)
+        self.dur.append(dur)
+        self.pid.append(pid)
+        self.tid.append(tid)
+        self.rf_id.append(rf_id)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @overload
+    def __getitem__(self, i: int) -> CpuEvent: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[CpuEvent]: ...
+
+    def __getitem__(self, i: int | slice) -> CpuEvent | list[CpuEvent]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return CpuEvent(self.name[i], self.cat[i], self.ts[i], self.dur[i], self.pid[i],
+                        self.tid[i], record_function_id=self.rf_id[i],
+                        collective=self.collective.get(i))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CpuColumns):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def joined(cls, parts: Iterable[CpuColumns]) -> CpuColumns:
+        """The parts' events one after the other."""
+        out = cls()
+        for p in parts:
+            base = len(out)
+            out.collective.update((base + i, c) for i, c in p.collective.items())
+            for k in ("name", "cat", "ts", "dur", "pid", "tid", "rf_id"):
+                getattr(out, k).extend(getattr(p, k))
+        return out
+
+    def by_time(self) -> CpuColumns:
+        """The events sorted by start, stably (ties keep their order); this
+        one when already in order."""
+        ts = self.ts
+        if all(map(le, ts, islice(ts, 1, None))):
+            return self
+        order = sorted(range(len(ts)), key=ts.__getitem__)
+        out = CpuColumns()
+        out.name = list(map(self.name.__getitem__, order))
+        out.cat = list(map(self.cat.__getitem__, order))
+        for k, code in (("ts", "d"), ("dur", "d"), ("pid", "q"), ("tid", "q"), ("rf_id", "q")):
+            setattr(out, k, array(code, map(getattr(self, k).__getitem__, order)))
+        if self.collective:
+            out.collective = {new: self.collective[old] for new, old in enumerate(order)
+                              if old in self.collective}
+        return out
+
+
 class RuntimeEvent(msgspec.Struct, gc=False):
     """A ``cuda_runtime`` / ``cuda_driver`` call (launches, syncs, event records)."""
 
@@ -225,7 +316,8 @@ class SyncEvent(msgspec.Struct, gc=False):
 
 class KinetoTrace(msgspec.Struct, gc=False):
     path: str
-    cpu_events: list[CpuEvent]
+    # a list, or columns when read for linking (``CpuColumns``)
+    cpu_events: Sequence[CpuEvent]
     runtime_events: list[RuntimeEvent]
     gpu_activities: list[GpuActivity]
     sync_events: list[SyncEvent]
