@@ -15,7 +15,7 @@ OUT    := out
 TESTS_READY := $(VENV)/.tests-ready
 
 .PHONY: setup setup-demo demo test test-suite test-fast typecheck lint astra-sim \
-        bench bench-convert bench-sim bench-whatif bench-scale clean
+        bench bench-convert bench-sim bench-whatif bench-scale bench-ref-setup clean
 
 # What the demo runs: the package (and matplotlib, for its --plot), nothing else.
 # setup.py and the C source: the compiled reader is rebuilt when they change.
@@ -87,6 +87,26 @@ lint: setup
 # with mlc-chakra ratios where it runs (samples: see scripts/bench_matrix.py).
 bench: setup
 	$(BIN)/python scripts/bench_matrix.py
+
+# The reference for the ratios (never part of `make test` or CI): mlc-chakra with
+# its dependencies in a venv of its own, and PARAM's et_replay, which its linker
+# imports and PyPI lacks, from a checkout of PARAM (facebookresearch/param on
+# GitHub) at PARAM_SRC. PARAM's et_replay/ folder is laid out as a repository of
+# its own (its pyproject.toml maps the package to a subfolder): it is staged with
+# that file one level up, outside this clone, and installed from there.
+# Details and the linker's caveats: scripts/bench_ref.py.
+REF_VENV  ?= .venv-ref
+PARAM_SRC ?= ../param
+bench-ref-setup:
+	@test -f $(PARAM_SRC)/et_replay/execution_trace.py || { echo "bench-ref-setup: no PARAM checkout at $(PARAM_SRC) (clone facebookresearch/param there, or give PARAM_SRC=DIR)" >&2; exit 2; }
+	$(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/pip install -q --upgrade pip
+	$(REF_VENV)/bin/pip install -q mlc-chakra==1.0.0
+	stage=$$(mktemp -d) && cp -r $(PARAM_SRC)/et_replay "$$stage/" && \
+	    cp $(PARAM_SRC)/et_replay/pyproject.toml "$$stage/" && \
+	    $(REF_VENV)/bin/pip install -q "$$stage"; rc=$$?; rm -rf "$$stage"; exit $$rc
+	$(REF_VENV)/bin/chakra_trace_link --help > /dev/null
+	@echo "mlc-chakra's linker and converter ready in $(REF_VENV): make bench prints both ratios"
 
 bench-convert: setup
 	$(BIN)/python scripts/bench_convert.py --host-trace bench_data/gpt_large_cpu.host_et.json.gz \

@@ -8,10 +8,15 @@ one run cannot hide another's peak, unlike RUSAGE_CHILDREN).
     .venv/bin/python scripts/bench_convert.py --host-trace H.json.gz [--device-trace K.json.gz]
 
 The reference linker (``chakra_trace_link``) needs PARAM's et_replay, which
-PyPI lacks; when it cannot even import, only the reference converter runs, and
-the apples-to-apples pair is pt2chakra host-only vs that converter. Both tools
-get the same uncompressed host ET (the reference reads plain JSON only);
-decompression is not timed. A tool that crashes is reported, not fatal.
+PyPI lacks (``make bench-ref-setup`` installs it from a PARAM checkout into
+``.venv-ref``; see bench_ref.py); when it cannot even import, only the
+reference converter runs, and the apples-to-apples pair is pt2chakra
+host-only vs that converter. Both tools get the same uncompressed host ET
+(the reference reads plain JSON only) and the same uncompressed Kineto trace,
+with the ``ProfilerStep#0`` annotation the reference linker needs
+(bench_ref.kineto_with_step); decompression is not timed. pt2chakra is
+byte-compiled first, as an installed copy is. A tool that crashes is
+reported, not fatal.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ref import LINK_RANK, compile_ours, kineto_with_step, linker_error  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REF_VENV = ROOT / ".venv-ref"
@@ -97,14 +105,6 @@ def plain_json(path: Path, work: Path) -> Path:
     return dst
 
 
-def reference_linker_error(ref_bin: Path, work: Path) -> str | None:
-    """None when ``chakra_trace_link`` imports; else the last line of its complaint."""
-    rc, _, _, tail = run_measured(
-        [str(ref_bin / "chakra_trace_link"), "--help"], work, "linker_probe"
-    )
-    return None if rc == 0 else last_line(tail)
-
-
 def pt2chakra_runs(
     args: argparse.Namespace, host: Path, device: Path | None, work: Path
 ) -> list[Result]:
@@ -131,12 +131,14 @@ def reference_runs(
     results = [measure("mlc-chakra", "host-only", [*conv, str(host)], work, out)]
     if device is None:
         return results, None
-    link_error = reference_linker_error(ref_bin, work)
-    if link_error is not None:
+    link_error = linker_error(ref_bin / "chakra_trace_link")
+    if link_error:
         return results, f"{LINKER_UNAVAILABLE} ({link_error})"
     linked = work / "reference_linked.json"
     link = [
         str(ref_bin / "chakra_trace_link"),
+        "--rank",
+        LINK_RANK,
         "--chakra-host-trace",
         str(host),
         "--chakra-device-trace",
@@ -185,11 +187,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ref_bin = args.ref_venv / "bin"
+    compile_ours()
     with tempfile.TemporaryDirectory(prefix="bench_convert.") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         host = plain_json(args.host_trace.resolve(), work)
-        device = args.device_trace.resolve() if args.device_trace else None
+        device = kineto_with_step(args.device_trace.resolve(), work) if args.device_trace else None
         print(
             f"input: {args.host_trace} ({host.stat().st_size / 2**20:.1f} MiB uncompressed)"
             + (f" + {args.device_trace}" if device else "")

@@ -51,10 +51,14 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
 
 
 def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
-    """``--for astra-sim --cpu MODE``: the export the conversion is written as."""
+    """``--for astra-sim --cpu MODE``: the export the conversion is written as.
+    The export (and the serial chain, the collective model and the set checks
+    it imports) loads only then: a plain ``convert`` does not pay for it."""
+    if args.profile != "astra-sim":
+        return None
     from pt2chakra.astra import AstraSimProfile
 
-    return AstraSimProfile(args.cpu) if args.profile == "astra-sim" else None
+    return AstraSimProfile(args.cpu)
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:

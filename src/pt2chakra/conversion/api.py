@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
-import orjson
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.io import write_et
@@ -389,6 +388,8 @@ def _conversion_report(graph: ChakraGraph, host_trace: str | None, device_trace:
 
 def write_conversion_report(report: ConversionReport, path: str | os.PathLike[str]) -> None:
     """Write the report as JSON, atomically."""
+    import orjson  # here: a convert without --report does not load it
+
     write_atomic(path, orjson.dumps(msgspec.to_builtins(report), option=orjson.OPT_INDENT_2))
 
 
@@ -426,6 +427,8 @@ def write_linked(host_trace: str | os.PathLike[str], device_trace: str | os.Path
     """Link the two traces and write the linked intermediate JSON atomically."""
     check_outputs([host_trace, device_trace], [output])
     linked = link_traces(host_trace, device_trace, force=force)
+    import orjson  # here, as in write_conversion_report
+
     doc = linked_json(linked, os.fspath(host_trace),
                       os.fspath(device_trace) if device_trace is not None else None)
     write_atomic(output, orjson.dumps(doc))

@@ -16,7 +16,6 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import msgspec
-import orjson
 
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
@@ -758,6 +757,8 @@ def _metadata(linked: LinkedTrace, rank: int | None) -> GlobalMetadata:
     if kineto is not None and kineto.world_size:
         attrs.append(("world_size", "int64_val", kineto.world_size))
     if host.process_groups:
+        import orjson  # here: only a distributed trace has process groups to write
+
         attrs.append(("process_groups", "string_val",
                       orjson.dumps([msgspec.to_builtins(pg) for pg in host.process_groups]).decode()))
     if linked.kineto is not None:

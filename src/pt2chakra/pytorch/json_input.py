@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import re
-import tarfile
 from functools import lru_cache
 from os import PathLike
 from typing import Any, TypeVar, overload
@@ -58,6 +57,8 @@ def read_json_bytes(path: PathArg) -> bytes:
 
 def _single_tar_member(where: str, data: bytes) -> bytes:
     """Unpack a ``.tar.gz`` holding exactly one regular file."""
+    import tarfile  # here: only a tar input needs it (~1 ms at every start-up otherwise)
+
     try:
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             files = [m for m in tar.getmembers() if m.isfile()]
