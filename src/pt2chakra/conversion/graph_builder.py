@@ -52,6 +52,7 @@ from pt2chakra.conversion.linker import (
     LaunchedGpuOp,
     LinkedEvents,
     LinkedTrace,
+    ReadByGet,
     containers,
     dense_ids,
     names_passing,
@@ -81,7 +82,7 @@ class _NoOps(dict[int, HostOp | None]):
         return None
 
 
-class OpsById(Mapping[int, HostOp]):
+class OpsById(ReadByGet[HostOp]):
     """Every host op by id: a list indexed by id when the ids are dense (as
     the observer numbers them; 8 bytes a slot, where a dict of a million ops
     was about 40 MB at the conversion's peak), else a dict. A repeated id
@@ -111,15 +112,6 @@ class OpsById(Mapping[int, HostOp]):
             if op is not None:
                 return op
         return default
-
-    def __getitem__(self, op_id: int) -> HostOp:
-        op: HostOp | None = self.get(op_id)
-        if op is None:
-            raise KeyError(op_id)
-        return op
-
-    def __contains__(self, op_id: object) -> bool:
-        return isinstance(op_id, int) and self.get(op_id) is not None
 
     def __iter__(self) -> Iterator[int]:
         table = self.table

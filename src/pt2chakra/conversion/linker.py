@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, filterfalse
 from math import isnan
 from operator import add, attrgetter, eq
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -182,7 +182,26 @@ def empty_columns(top: int, count: int, lowest: int = 0) -> Columns:
     return Columns(_SparseColumn(), _SparseColumn(), _SparseColumn(), -(2**63), 2**63)
 
 
-class LinkedEvents(Mapping[int, LinkedEvent]):
+_V = TypeVar("_V")
+
+
+class ReadByGet(Mapping[int, _V]):
+    """A mapping by op id whose one lookup is its ``get`` (a bounds check and
+    a read of a column or list): item access and membership derive from it."""
+
+    __slots__ = ()
+
+    def __getitem__(self, op_id: int) -> _V:
+        found = self.get(op_id)
+        if found is None:
+            raise KeyError(op_id)
+        return found
+
+    def __contains__(self, op_id: object) -> bool:
+        return isinstance(op_id, int) and self.get(op_id) is not None
+
+
+class LinkedEvents(ReadByGet[LinkedEvent]):
     """Host op id -> what the conversion reads of its Kineto event
     (``LinkedEvent``), held as three columns (start, duration, thread)
     indexed by op id: 24 bytes a host op, where a dict of ``LinkedEvent``s
@@ -245,15 +264,6 @@ class LinkedEvents(Mapping[int, LinkedEvent]):
             if start == start:  # not NaN: linked
                 return LinkedEvent(start, dur[op_id], tid[op_id])
         return default
-
-    def __getitem__(self, op_id: int) -> LinkedEvent:
-        found: LinkedEvent | None = self.get(op_id)
-        if found is None:
-            raise KeyError(op_id)
-        return found
-
-    def __contains__(self, op_id: object) -> bool:
-        return isinstance(op_id, int) and self.get(op_id) is not None
 
     def __iter__(self) -> Iterator[int]:
         """The linked ops' ids, ascending."""
