@@ -2755,6 +2755,19 @@ doubles(PyObject *obj, Py_buffer *view)
     return 0;
 }
 
+/* Two buffers of doubles viewed (``doubles``): 1, or 0 with neither held. */
+static int
+two_doubles(PyObject *a, Py_buffer *va, PyObject *b, Py_buffer *vb)
+{
+    if (!doubles(a, va))
+        return 0;
+    if (!doubles(b, vb)) {
+        PyBuffer_Release(va);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(lane_cover_doc,
 "lane_cover(starts, ends, origin, predicted) -> (busy, gaps) or None\n\n"
 "rank_results._cover's walk over a lane's spans (array('d') starts and ends,\n"
@@ -2776,12 +2789,8 @@ lane_cover(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     }
     if (!PyFloat_CheckExact(argv[2]) || !PyFloat_CheckExact(argv[3]))
         Py_RETURN_NONE;
-    if (!doubles(argv[0], &sv))
+    if (!two_doubles(argv[0], &sv, argv[1], &ev))
         Py_RETURN_NONE;
-    if (!doubles(argv[1], &ev)) {
-        PyBuffer_Release(&sv);
-        Py_RETURN_NONE;
-    }
     st = (const double *)sv.buf;
     en = (const double *)ev.buf;
     n = sv.len / 8;
@@ -2845,12 +2854,8 @@ longest(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     if (count < 0 || count > LONGEST_MAX)
         Py_RETURN_NONE;
-    if (!doubles(argv[1], &sv))
+    if (!two_doubles(argv[1], &sv, argv[2], &ev))
         Py_RETURN_NONE;
-    if (!doubles(argv[2], &ev)) {
-        PyBuffer_Release(&sv);
-        Py_RETURN_NONE;
-    }
     st = (const double *)sv.buf;
     en = (const double *)ev.buf;
     cols = sv.len / 8 < ev.len / 8 ? sv.len / 8 : ev.len / 8;
