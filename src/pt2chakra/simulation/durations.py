@@ -299,9 +299,11 @@ def collective_wakeups(p: PreparedGraph, participants: dict[RendezvousKey, list[
     to end, holds none of them, and the clones all end with the last. The
     replay adds them; the ASTRA-sim job writes them into the collective's
     size. Empty for recorded files."""
-    if not any(w is not None and w.rescaled and w.hop_delay_us > 0 for w in p.scaled):
+    woken = [w for w in p.scaled if w is not None and w.rescaled and w.hop_delay_us > 0]
+    if not woken:
         return {}
-    handoff = recorded_handoff_us(p, participants, shared_clock)
+    handoff = recorded_handoff_us(p, participants, shared_clock) \
+        if any(w.recorded_crowded for w in woken) else None  # else unread: the slice
     out: dict[int, float] = {}
     for members in participants.values():
         cal = calibrations.get(comm_backend(p.nodes[members[0]].name))
