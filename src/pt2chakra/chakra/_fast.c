@@ -16,6 +16,8 @@
  * - shared_io: a host op's inputs/outputs as their IOInfo body (host_decode);
  * - host_ops: host ET nodes as HostOps, where their attrs are the observer's
  *   plain list (host_decode._nested_to_op);
+ * - nested_ops: a slice of a host ET's nodes read from its text straight
+ *   into HostOps, where they are plain (host_decode.decode_nodes, normalise);
  * - replay_plain: the replay of a graph without collectives, sync ops or late
  *   launches (event_loop._Replay.replay);
  * - walk_back: the critical path's walk back from the last node to end
@@ -1244,11 +1246,31 @@ PyDoc_STRVAR(shared_io_doc,
 "(encode.ioinfo_body) followed by its strides, size the body's length; the\n"
 "one equal to it in ``shared`` if any (``shared.setdefault``).");
 
+/* cls(body, size) of the IOInfo body built in ``o`` (its last ``tail``
+ * bytes the strides, after the body), the equal one in ``shared`` if any;
+ * new reference. */
+static PyObject *
+io_made(const Out *o, Py_ssize_t tail, PyObject *cls, PyObject *shared)
+{
+    PyObject *args[2], *made, *result = NULL;
+    args[0] = PyBytes_FromStringAndSize((const char *)o->data, o->len);
+    args[1] = PyLong_FromSsize_t(o->len - tail);
+    if (args[0] != NULL && args[1] != NULL &&
+        (made = PyObject_Vectorcall(cls, args, 2, NULL)) != NULL) {
+        result = PyDict_SetDefault(shared, made, made); /* borrowed */
+        Py_XINCREF(result);
+        Py_DECREF(made);
+    }
+    Py_XDECREF(args[0]);
+    Py_XDECREF(args[1]);
+    return result;
+}
+
 /* io's texts as cls(body, size), the equal one in ``shared`` if any; new reference. */
 static PyObject *
 shared_io_of(PyObject *io, PyObject *cls, PyObject *shared)
 {
-    PyObject *text, *args[2] = {NULL, NULL}, *made = NULL, *result = NULL;
+    PyObject *text, *result = NULL;
     Py_ssize_t len = 0;
     Out o;
     o.data = o.stack;
@@ -1264,19 +1286,8 @@ shared_io_of(PyObject *io, PyObject *cls, PyObject *shared)
         if (!ok)
             goto done;
     }
-    args[0] = PyBytes_FromStringAndSize((const char *)o.data, o.len);
-    args[1] = PyLong_FromSsize_t(o.len - len); /* len: the strides' */
-    if (args[0] == NULL || args[1] == NULL)
-        goto done;
-    made = PyObject_Vectorcall(cls, args, 2, NULL);
-    if (made == NULL)
-        goto done;
-    result = PyDict_SetDefault(shared, made, made); /* borrowed */
-    Py_XINCREF(result);
+    result = io_made(&o, len, cls, shared); /* len: the strides' */
 done:
-    Py_XDECREF(args[0]);
-    Py_XDECREF(args[1]);
-    Py_XDECREF(made);
     if (o.data != o.stack)
         PyMem_Free(o.data);
     return result;
@@ -1310,6 +1321,20 @@ shared_io(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 static const char *const OBSERVER_NAMES[OBSERVER_ATTRS] = {
     "rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema",
     "kernel_backend", "kernel_file", "tensor_range"};
+/* Each attr's text up to its value exactly as torch writes it: matched whole
+ * (one memcmp), else read token by token (the same text, spaced otherwise). */
+static const char *const OBSERVER_HEADS[OBSERVER_ATTRS] = {
+    "{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": ",
+    "{\"name\": \"fw_parent\", \"type\": \"uint64\", \"value\": ",
+    "{\"name\": \"seq_id\", \"type\": \"int64\", \"value\": ",
+    "{\"name\": \"scope\", \"type\": \"uint64\", \"value\": ",
+    "{\"name\": \"tid\", \"type\": \"uint64\", \"value\": ",
+    "{\"name\": \"fw_tid\", \"type\": \"uint64\", \"value\": ",
+    "{\"name\": \"op_schema\", \"type\": \"string\", \"value\": ",
+    "{\"name\": \"kernel_backend\", \"type\": \"string\", \"value\": ",
+    "{\"name\": \"kernel_file\", \"type\": \"string\", \"value\": ",
+    "{\"name\": \"tensor_range\", \"type\": \"string\", \"value\": "};
+static size_t OBSERVER_HEAD_LENS[OBSERVER_ATTRS]; /* filled at import */
 static PyObject *NODE_FIELDS[6]; /* id, name, ctrl_deps, inputs, outputs, attrs */
 enum { NF_ID, NF_NAME, NF_CTRL_DEPS, NF_INPUTS, NF_OUTPUTS, NF_ATTRS };
 
@@ -1359,6 +1384,72 @@ plain_string(cursor *p, cursor end, int ascii, cursor *start, Py_ssize_t *len)
     return 1;
 }
 
+/* A string whose escapes, if any, are the two-character ones (\" \\ \/ \b
+ * \f \n \r \t), no control characters (ASCII only where ``ascii``): its
+ * text as written in [start, start + len), *escaped set where it has any. */
+static inline int
+escaped_string(cursor *p, cursor end, int ascii, cursor *start, Py_ssize_t *len, int *escaped)
+{
+    cursor q;
+    *escaped = 0;
+    if (!expect_char(p, end, '"'))
+        return 0;
+    q = *p;
+    while (q < end && *q != '"') {
+        if (*q == '\\') {
+            if (q + 1 >= end || memchr("\"\\/bfnrt", q[1], 8) == NULL)
+                return 0;
+            *escaped = 1;
+            q += 2;
+            continue;
+        }
+        if (*q < 0x20 || (ascii && *q >= 0x80))
+            return 0;
+        q++;
+    }
+    if (q >= end)
+        return 0;
+    *start = *p;
+    *len = q - *p;
+    *p = q + 1;
+    return 1;
+}
+
+/* Escaped strings up to this long are unescaped on the stack. */
+#define TEXT_STACK 512
+
+/* The str of a string read by escaped_string (UTF-8, strictly); new reference. */
+static PyObject *
+string_text(cursor start, Py_ssize_t len, int escaped)
+{
+    char stack[TEXT_STACK], *buf;
+    Py_ssize_t n = 0;
+    PyObject *text;
+    if (!escaped)
+        return PyUnicode_DecodeUTF8((const char *)start, len, "strict");
+    buf = len <= TEXT_STACK ? stack : PyMem_Malloc((size_t)len);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned char c = start[i];
+        if (c == '\\') {
+            switch (c = start[++i]) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            default: break; /* " \ / stand for themselves */
+            }
+        }
+        buf[n++] = (char)c;
+    }
+    text = PyUnicode_DecodeUTF8(buf, n, "strict");
+    if (buf != stack)
+        PyMem_Free(buf);
+    return text;
+}
+
 /* The string ``want`` exactly, as a plain string. */
 static inline int
 expect_string(cursor *p, cursor end, const char *want)
@@ -1394,18 +1485,24 @@ plain_int(cursor *p, cursor end, int64_t *out)
     return 1;
 }
 
-/* The observer's attrs in [p, end): the six integers and op_schema's text;
- * 0 where they are anything else. */
+/* The observer's attrs list at *p, up to its ']' (*p moved past it): the
+ * six integers and op_schema's text; 0 where they are anything else. */
 static int
-observer_attrs(cursor p, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *schema_len)
+observer_list(cursor *at, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *schema_len,
+              int *schema_escaped)
 {
     int count = 0;
+    cursor p = *at;
     if (!expect_char(&p, end, '['))
         return 0;
     for (;;) {
         cursor text;
         Py_ssize_t len;
-        if (count == OBSERVER_ATTRS || !expect_char(&p, end, '{') ||
+        skip_ws(&p, end);
+        if (count < OBSERVER_ATTRS && (size_t)(end - p) > OBSERVER_HEAD_LENS[count] &&
+            memcmp(p, OBSERVER_HEADS[count], OBSERVER_HEAD_LENS[count]) == 0)
+            p += OBSERVER_HEAD_LENS[count];
+        else if (count == OBSERVER_ATTRS || !expect_char(&p, end, '{') ||
             !expect_string(&p, end, "name") || !expect_char(&p, end, ':') ||
             !expect_string(&p, end, OBSERVER_NAMES[count]) || !expect_char(&p, end, ',') ||
             !expect_string(&p, end, "type") || !expect_char(&p, end, ':') ||
@@ -1417,11 +1514,13 @@ observer_attrs(cursor p, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *
                 return 0;
         }
         else {
-            if (!plain_string(&p, end, 0, &text, &len))
+            int escaped;
+            if (!escaped_string(&p, end, 0, &text, &len, &escaped))
                 return 0;
             if (count == OBSERVER_LIFTED - 1) {
                 *schema = text;
                 *schema_len = len;
+                *schema_escaped = escaped;
             }
             else if (len) /* a kernel or tensor range: an extra, the twin's */
                 return 0;
@@ -1438,9 +1537,19 @@ observer_attrs(cursor p, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *
             return 0;
         break;
     }
+    *at = p;
+    return count == OBSERVER_LIFTED || count == OBSERVER_ATTRS - 1 || count == OBSERVER_ATTRS;
+}
+
+/* The observer's attrs in [p, end), nothing after the list. */
+static int
+observer_attrs(cursor p, cursor end, int64_t *ints, cursor *schema, Py_ssize_t *schema_len,
+               int *schema_escaped)
+{
+    if (!observer_list(&p, end, ints, schema, schema_len, schema_escaped))
+        return 0;
     skip_ws(&p, end);
-    return p == end && (count == OBSERVER_LIFTED || count == OBSERVER_ATTRS - 1 ||
-                        count == OBSERVER_ATTRS);
+    return p == end;
 }
 
 /* ``text`` as the one equal string ``strings`` holds (``share`` adds it). */
@@ -1457,18 +1566,46 @@ shared_string(PyObject *text, PyObject *strings, PyObject *share)
     return PyObject_CallOneArg(share, text);
 }
 
+/* HostOp(id, name, parent, tid, rf_id, fw_parent, seq_id, scope, fw_tid,
+ * op_schema, inputs, outputs, attrs) of ``args``: new references, released
+ * here, 3..8 and 12 left NULL (filled from ``ints`` and with no_extras),
+ * 1 and 9 the name's and op_schema's texts, made the shared strings (the
+ * name first, as the twin does). */
+static PyObject *
+finish_host_op(PyObject **args, const int64_t *ints, PyObject *const *ctx)
+{
+    /* args[3 + k] is ints[INT_ARG[k]]: tid, rf_id, fw_parent, seq_id, scope, fw_tid */
+    static const int INT_ARG[OBSERVER_INT_ATTRS] = {4, 0, 1, 2, 3, 5};
+    PyObject *strings = ctx[3], *share = ctx[4], *no_extras = ctx[5], *text, *result = NULL;
+    for (int j = 1; j <= 9; j += 8) {
+        text = args[j];
+        args[j] = shared_string(text, strings, share);
+        Py_DECREF(text);
+        if (args[j] == NULL)
+            goto done;
+    }
+    for (int k = 0; k < OBSERVER_INT_ATTRS; k++)
+        if ((args[3 + k] = PyLong_FromLongLong(ints[INT_ARG[k]])) == NULL)
+            goto done;
+    args[12] = Py_NewRef(no_extras);
+    result = PyObject_Vectorcall(ctx[2], args, 13, NULL);
+done:
+    for (int k = 0; k < 13; k++)
+        Py_XDECREF(args[k]);
+    return result;
+}
+
 /* One node's HostOp; Py_None (a new reference) where the twin must take it. */
 static PyObject *
 host_op(PyObject *node, PyObject *const *ctx)
 {
-    PyObject *shared = ctx[0], *io_cls = ctx[1], *op_cls = ctx[2], *strings = ctx[3],
-             *share = ctx[4], *no_extras = ctx[5];
-    PyObject *args[13] = {NULL}, *attrs, *text, *result = NULL;
+    PyObject *shared = ctx[0], *io_cls = ctx[1];
+    PyObject *args[13] = {NULL}, *attrs, *text;
     Py_buffer view;
     int64_t ints[OBSERVER_INT_ATTRS];
     cursor schema = NULL;
     Py_ssize_t schema_len = 0;
-    int ok;
+    int ok, escaped = 0;
     attrs = PyObject_GetAttr(node, NODE_FIELDS[NF_ATTRS]);
     if (attrs == NULL)
         return NULL;
@@ -1477,8 +1614,8 @@ host_op(PyObject *node, PyObject *const *ctx)
         return NULL;
     }
     ok = observer_attrs((cursor)view.buf, (cursor)view.buf + view.len, ints, &schema,
-                        &schema_len);
-    text = ok ? PyUnicode_DecodeUTF8((const char *)schema, schema_len, "strict") : NULL;
+                        &schema_len, &escaped);
+    text = ok ? string_text(schema, schema_len, escaped) : NULL;
     PyBuffer_Release(&view);
     Py_DECREF(attrs);
     if (text == NULL) {
@@ -1487,44 +1624,25 @@ host_op(PyObject *node, PyObject *const *ctx)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    /* HostOp(id, name, parent, tid, rf_id, fw_parent, seq_id, scope, fw_tid,
-     * op_schema, inputs, outputs, attrs) */
-    args[9] = text; /* shared after the name, as the twin does */
-    text = PyObject_GetAttr(node, NODE_FIELDS[NF_NAME]);
-    if (text == NULL)
-        goto done;
-    args[1] = shared_string(text, strings, share);
-    Py_DECREF(text);
-    if (args[1] == NULL)
-        goto done;
-    text = args[9];
-    args[9] = shared_string(text, strings, share);
-    Py_DECREF(text);
-    if (args[9] == NULL || (args[0] = PyObject_GetAttr(node, NODE_FIELDS[NF_ID])) == NULL ||
-        (args[2] = PyObject_GetAttr(node, NODE_FIELDS[NF_CTRL_DEPS])) == NULL ||
-        (args[3] = PyLong_FromLongLong(ints[4])) == NULL ||
-        (args[4] = PyLong_FromLongLong(ints[0])) == NULL ||
-        (args[5] = PyLong_FromLongLong(ints[1])) == NULL ||
-        (args[6] = PyLong_FromLongLong(ints[2])) == NULL ||
-        (args[7] = PyLong_FromLongLong(ints[3])) == NULL ||
-        (args[8] = PyLong_FromLongLong(ints[5])) == NULL)
-        goto done;
+    args[9] = text;
+    if ((args[1] = PyObject_GetAttr(node, NODE_FIELDS[NF_NAME])) == NULL ||
+        (args[0] = PyObject_GetAttr(node, NODE_FIELDS[NF_ID])) == NULL ||
+        (args[2] = PyObject_GetAttr(node, NODE_FIELDS[NF_CTRL_DEPS])) == NULL)
+        goto fail;
     for (int k = 0; k < 2; k++) {
         PyObject *io = PyObject_GetAttr(node, NODE_FIELDS[k ? NF_OUTPUTS : NF_INPUTS]);
         if (io == NULL)
-            goto done;
+            goto fail;
         args[10 + k] = shared_io_of(io, io_cls, shared);
         Py_DECREF(io);
         if (args[10 + k] == NULL)
-            goto done;
+            goto fail;
     }
-    args[12] = no_extras;
-    Py_INCREF(no_extras);
-    result = PyObject_Vectorcall(op_cls, args, 13, NULL);
-done:
+    return finish_host_op(args, ints, ctx);
+fail:
     for (int k = 0; k < 13; k++)
         Py_XDECREF(args[k]);
-    return result;
+    return NULL;
 }
 
 PyDoc_STRVAR(host_ops_doc,
@@ -1565,6 +1683,391 @@ host_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             return NULL;
     }
     return PyLong_FromSsize_t(i);
+}
+
+/* ------------------------------------------------------------------------
+ * nested_ops: a slice of a nested-layout host ET's ``nodes`` (a JSON array,
+ * as json_slices hands it out) read straight into HostOps, in one pass over
+ * its text: what msgspec's decode into host_decode._NestedNode and host_ops
+ * do in two (the twin: host_decode.decode_nodes, then normalise). Every
+ * node must be plain: keys among id, name, ctrl_deps, inputs, outputs,
+ * attrs, each once, strings whose escapes are the two-character ones (an
+ * inputs/outputs value's strings ASCII), ids that are plain non-negative
+ * integers, attrs the observer's list (observer_list). Such text is valid
+ * JSON that msgspec reads the same way; anything else, anywhere in the
+ * slice, leaves ``ops`` as it was for the twin, which gives its result or
+ * names the problem.
+ * ------------------------------------------------------------------------ */
+
+#define MAX_NODE_ID ((int64_t)1 << 62) /* host_decode.MAX_ID */
+/* Nesting of an inputs/outputs value read here; deeper ones (none in real
+ * traces) go to msgspec, whose recursion limit names them. */
+#define MAX_JSON_DEPTH 64
+/* Digits of a number's integer or fraction part read here: longer ones go
+ * to msgspec, which decides what they are. */
+#define MAX_NUMBER_DIGITS 40
+#define MAX_EXPONENT_DIGITS 3
+
+typedef struct {
+    cursor start;
+    Py_ssize_t len;
+} Span;
+
+static int skip_value(cursor *p, cursor end, int depth);
+
+/* A string at *p ('"'): ASCII, no control characters, escapes only the
+ * two-character ones. */
+static int
+skip_string(cursor *p, cursor end)
+{
+    cursor q = *p + 1;
+    while (q < end) {
+        unsigned char c = *q++;
+        if (c == '"') {
+            *p = q;
+            return 1;
+        }
+        if (c < 0x20 || c >= 0x80)
+            return 0;
+        if (c == '\\') {
+            if (q >= end || memchr("\"\\/bfnrt", *q, 8) == NULL)
+                return 0;
+            q++;
+        }
+    }
+    return 0;
+}
+
+/* Digits at *p: how many (at most MAX_NUMBER_DIGITS + 1). */
+static inline int
+skip_digits(cursor *p, cursor end, int most)
+{
+    int n = 0;
+    while (*p < end && **p >= '0' && **p <= '9' && n <= most) {
+        (*p)++;
+        n++;
+    }
+    return n;
+}
+
+/* A JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static int
+skip_number(cursor *p, cursor end)
+{
+    cursor q = *p;
+    int n;
+    if (q < end && *q == '-')
+        q++;
+    if (q < end && *q == '0')
+        q++;
+    else if ((n = skip_digits(&q, end, MAX_NUMBER_DIGITS)) == 0 || n > MAX_NUMBER_DIGITS)
+        return 0;
+    if (q < end && *q == '.') {
+        q++;
+        if ((n = skip_digits(&q, end, MAX_NUMBER_DIGITS)) == 0 || n > MAX_NUMBER_DIGITS)
+            return 0;
+    }
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        q++;
+        if (q < end && (*q == '+' || *q == '-'))
+            q++;
+        if ((n = skip_digits(&q, end, MAX_EXPONENT_DIGITS)) == 0 || n > MAX_EXPONENT_DIGITS)
+            return 0;
+    }
+    if (q < end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
+                    *q == '+' || *q == '-'))
+        return 0;
+    *p = q;
+    return 1;
+}
+
+static int
+skip_literal(cursor *p, cursor end, const char *word, size_t len)
+{
+    if ((size_t)(end - *p) < len || memcmp(*p, word, len) != 0)
+        return 0;
+    *p += len;
+    return 1;
+}
+
+/* Any JSON value at *p (no whitespace before it), *p moved past it. */
+static int
+skip_value(cursor *p, cursor end, int depth)
+{
+    unsigned char open, close;
+    if (*p >= end)
+        return 0;
+    switch (**p) {
+    case '"':
+        return skip_string(p, end);
+    case 't':
+        return skip_literal(p, end, "true", 4);
+    case 'f':
+        return skip_literal(p, end, "false", 5);
+    case 'n':
+        return skip_literal(p, end, "null", 4);
+    case '[':
+    case '{':
+        break;
+    default:
+        return skip_number(p, end);
+    }
+    if (depth >= MAX_JSON_DEPTH)
+        return 0;
+    open = **p;
+    close = open == '[' ? ']' : '}';
+    (*p)++;
+    skip_ws(p, end);
+    if (*p < end && **p == close) {
+        (*p)++;
+        return 1;
+    }
+    for (;;) {
+        if (open == '{') {
+            if (*p >= end || **p != '"' || !skip_string(p, end) || !expect_char(p, end, ':'))
+                return 0;
+            skip_ws(p, end);
+        }
+        if (!skip_value(p, end, depth + 1))
+            return 0;
+        skip_ws(p, end);
+        if (*p < end && **p == ',') {
+            (*p)++;
+            skip_ws(p, end);
+            continue;
+        }
+        if (*p < end && **p == close) {
+            (*p)++;
+            return 1;
+        }
+        return 0;
+    }
+}
+
+/* ``key`` (a plain string's text) as its index in ``keys``, or -1. */
+static int
+key_index(cursor key, Py_ssize_t len, const char *const *keys, int count)
+{
+    for (int k = 0; k < count; k++)
+        if ((size_t)len == strlen(keys[k]) && memcmp(key, keys[k], (size_t)len) == 0)
+            return k;
+    return -1;
+}
+
+/* An object's members, each key in ``keys`` at most once: calls
+ * read(k, p, end, data) at each value; the keys seen, as bits, or -1. */
+typedef int (*MemberReader)(int k, cursor *p, cursor end, void *data);
+
+static long
+read_members(cursor *p, cursor end, const char *const *keys, int count, MemberReader read,
+             void *data)
+{
+    long seen = 0;
+    if (!expect_char(p, end, '{'))
+        return -1;
+    skip_ws(p, end);
+    if (*p < end && **p == '}') {
+        (*p)++;
+        return 0;
+    }
+    for (;;) {
+        cursor key;
+        Py_ssize_t len;
+        int k;
+        if (!plain_string(p, end, 1, &key, &len) || !expect_char(p, end, ':') ||
+            (k = key_index(key, len, keys, count)) < 0 || (seen & (1L << k)))
+            return -1;
+        seen |= 1L << k;
+        skip_ws(p, end);
+        if (!read(k, p, end, data))
+            return -1;
+        skip_ws(p, end);
+        if (*p < end && **p == ',') {
+            (*p)++;
+            continue;
+        }
+        if (*p < end && **p == '}') {
+            (*p)++;
+            return seen;
+        }
+        return -1;
+    }
+}
+
+/* host_decode._RawIO's fields, in IOINFO_TEXTS order. */
+static const char *const IO_KEYS[4] = {"values", "shapes", "types", "strides"};
+
+static int
+read_io_member(int k, cursor *p, cursor end, void *data)
+{
+    Span *span = (Span *)data + k;
+    span->start = *p;
+    if (!skip_value(p, end, 0))
+        return 0;
+    span->len = *p - span->start;
+    return 1;
+}
+
+/* The IOInfo body of the four texts (as shared_io_of builds it from
+ * _RawIO), as cls(body, size), the equal one in ``shared`` if any. */
+static PyObject *
+io_of_spans(const Span *spans, PyObject *cls, PyObject *shared)
+{
+    PyObject *result = NULL;
+    int ok = 1;
+    Out o;
+    o.data = o.stack;
+    o.len = 0;
+    o.cap = OUT_STACK;
+    for (int k = 0; k < 3 && ok; k++)
+        if (spans[k].len)
+            ok = out_byte(&o, IOINFO_TAGS[k]) && out_varint(&o, (uint64_t)spans[k].len) &&
+                out_bytes(&o, spans[k].start, spans[k].len);
+    if (ok && spans[3].len)
+        ok = out_bytes(&o, spans[3].start, spans[3].len);
+    if (ok)
+        result = io_made(&o, spans[3].len, cls, shared);
+    if (o.data != o.stack)
+        PyMem_Free(o.data);
+    return result;
+}
+
+/* One node's fields as read from its text. */
+typedef struct {
+    int64_t ids[2]; /* id, ctrl_deps */
+    cursor name, schema;
+    Py_ssize_t name_len, schema_len;
+    int name_escaped, schema_escaped;
+    Span io[2][4]; /* inputs, outputs */
+    int64_t ints[OBSERVER_INT_ATTRS];
+} NodeText;
+
+static const char *const NODE_KEYS[6] = {"id", "name", "ctrl_deps", "inputs", "outputs",
+                                         "attrs"};
+/* The keys a node must have (the twin's required fields, and attrs, without
+ * which an op is not the observer's plain one). */
+#define NODE_KEYS_NEEDED ((1L << NF_ID) | (1L << NF_NAME) | (1L << NF_CTRL_DEPS) | \
+                          (1L << NF_ATTRS))
+
+static int
+read_node_member(int k, cursor *p, cursor end, void *data)
+{
+    NodeText *n = (NodeText *)data;
+    switch (k) {
+    case NF_ID:
+    case NF_CTRL_DEPS: {
+        int64_t *v = &n->ids[k == NF_ID ? 0 : 1];
+        return plain_int(p, end, v) && *v >= 0 && *v <= MAX_NODE_ID;
+    }
+    case NF_NAME:
+        return escaped_string(p, end, 0, &n->name, &n->name_len, &n->name_escaped);
+    case NF_INPUTS:
+    case NF_OUTPUTS:
+        return read_members(p, end, IO_KEYS, 4, read_io_member,
+                            n->io[k == NF_INPUTS ? 0 : 1]) >= 0;
+    default: /* NF_ATTRS */
+        return observer_list(p, end, n->ints, &n->schema, &n->schema_len, &n->schema_escaped);
+    }
+}
+
+/* The node at *p as a HostOp; Py_None (a new reference) where the twin
+ * must read it. */
+static PyObject *
+nested_op(cursor *p, cursor end, PyObject *const *ctx)
+{
+    PyObject *args[13] = {NULL};
+    NodeText n;
+    long seen;
+    memset(&n, 0, sizeof n);
+    seen = read_members(p, end, NODE_KEYS, 6, read_node_member, &n);
+    if (seen < 0 || (seen & NODE_KEYS_NEEDED) != NODE_KEYS_NEEDED)
+        Py_RETURN_NONE;
+    args[1] = string_text(n.name, n.name_len, n.name_escaped);
+    args[9] = args[1] == NULL ? NULL : string_text(n.schema, n.schema_len, n.schema_escaped);
+    if (args[9] == NULL) {
+        Py_XDECREF(args[1]);
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+            return NULL;
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if ((args[0] = PyLong_FromLongLong(n.ids[0])) == NULL ||
+        (args[2] = PyLong_FromLongLong(n.ids[1])) == NULL ||
+        (args[10] = io_of_spans(n.io[0], ctx[1], ctx[0])) == NULL ||
+        (args[11] = io_of_spans(n.io[1], ctx[1], ctx[0])) == NULL) {
+        for (int k = 0; k < 13; k++)
+            Py_XDECREF(args[k]);
+        return NULL;
+    }
+    return finish_host_op(args, n.ints, ctx);
+}
+
+PyDoc_STRVAR(nested_ops_doc,
+"nested_ops(nodes, ops, shared, io_cls, op_cls, strings, share, no_extras) -> int\n\n"
+"Append to ops the HostOp of each node of ``nodes`` (a JSON array's text, the\n"
+"nested layout) while the nodes are plain (see _fast.c); the offset of the\n"
+"first node not taken (its '{', or where the array should go on), -1 when\n"
+"every node was and the array closed, 0 when the text does not open one.");
+
+static PyObject *
+nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops;
+    Py_buffer view;
+    cursor p, end, at;
+    int closed = 0, all = 0; /* all: every node taken, the array closed, nothing after */
+    (void)self;
+    if (argc != 8 || !PyList_Check(argv[1]) || !PyDict_Check(argv[2]) ||
+        !PyDict_Check(argv[5])) {
+        PyErr_SetString(PyExc_TypeError, "nested_ops(nodes, ops: list, shared: dict, io_cls, "
+                        "op_cls, strings: dict, share, no_extras)");
+        return NULL;
+    }
+    ops = argv[1];
+    if (PyObject_GetBuffer(argv[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    at = p = (cursor)view.buf;
+    end = p + view.len;
+    if (expect_char(&p, end, '[')) {
+        skip_ws(&p, end);
+        at = p;
+        closed = p < end && *p == ']'; /* no node */
+        while (!closed) {
+            PyObject *op = nested_op(&p, end, argv + 2);
+            int bad;
+            if (op == NULL) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            if (op == Py_None) {
+                Py_DECREF(op);
+                break;
+            }
+            bad = PyList_Append(ops, op);
+            Py_DECREF(op);
+            if (bad) {
+                PyBuffer_Release(&view);
+                return NULL;
+            }
+            skip_ws(&p, end);
+            if (p < end && *p == ',') {
+                p++;
+                skip_ws(&p, end);
+                at = p;
+                continue;
+            }
+            at = p; /* the array's end, or what the twin will call an error */
+            closed = p < end && *p == ']';
+            break;
+        }
+        if (closed) {
+            p++;
+            skip_ws(&p, end);
+            all = p == end;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(all ? -1 : at - (cursor)view.buf);
 }
 
 /* ------------------------------------------------------------------------
@@ -2906,6 +3409,7 @@ static PyMethodDef methods[] = {
      shared_floats_doc},
     {"shared_io", (PyCFunction)(void (*)(void))shared_io, METH_FASTCALL, shared_io_doc},
     {"host_ops", (PyCFunction)(void (*)(void))host_ops, METH_FASTCALL, host_ops_doc},
+    {"nested_ops", (PyCFunction)(void (*)(void))nested_ops, METH_FASTCALL, nested_ops_doc},
     {"replay_plain", (PyCFunction)(void (*)(void))replay_plain, METH_FASTCALL,
      replay_plain_doc},
     {"walk_back", (PyCFunction)(void (*)(void))walk_back, METH_FASTCALL, walk_back_doc},
@@ -2933,6 +3437,8 @@ PyInit__fast(void)
         if ((IOINFO_TEXTS[k] = PyUnicode_InternFromString(texts[k])) == NULL)
             return NULL;
     static const char *fields[6] = {"id", "name", "ctrl_deps", "inputs", "outputs", "attrs"};
+    for (int k = 0; k < OBSERVER_ATTRS; k++)
+        OBSERVER_HEAD_LENS[k] = strlen(OBSERVER_HEADS[k]);
     for (int k = 0; k < 6; k++)
         if ((NODE_FIELDS[k] = PyUnicode_InternFromString(fields[k])) == NULL)
             return NULL;

@@ -43,6 +43,17 @@ def host_ops(
     no_extras: dict[str, Any],
     /,
 ) -> int: ...
+def nested_ops(
+    nodes: bytes | bytearray | memoryview,
+    ops: list[Any],
+    shared: dict[Any, Any],
+    io_cls: Callable[[bytes, int], Any],
+    op_cls: Callable[..., Any],
+    strings: dict[str, str],
+    share: Callable[[str], str],
+    no_extras: dict[str, Any],
+    /,
+) -> int: ...
 def parents_of(
     deps: list[list[int]],
     keys: list[int],

@@ -42,6 +42,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/pytorch/test_shared_io_fast.py::test_same_io_values"),
     CompiledFunction("host_ops", "pt2chakra.pytorch.host_decode:_nested_to_op",
                      "tests/pytorch/test_host_ops_fast.py::test_any_attrs"),
+    CompiledFunction("nested_ops", "pt2chakra.pytorch.host_decode:slice_ops",
+                     "tests/pytorch/test_host_ops_fast.py::test_any_slice_text"),
     CompiledFunction("replay_plain", "pt2chakra.simulation.event_loop:_Replay.replay",
                      "tests/simulation/test_replay_fast.py::test_same_replay"),
     CompiledFunction("walk_back", "pt2chakra.simulation.critical_path:_walk_back_python",

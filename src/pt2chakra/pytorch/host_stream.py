@@ -28,10 +28,9 @@ from pt2chakra.pytorch.host_decode import (
     SharedIO,
     check_structure,
     decode_doc,
-    decode_nodes,
-    normalise,
     process_groups_of,
     schema_version,
+    slice_ops,
 )
 from pt2chakra.pytorch.json_slices import NOT_STREAMABLE, NotSliceable, read_sliced
 from pt2chakra.pytorch.records import HostOp, HostTrace
@@ -66,9 +65,7 @@ def _load(where: str) -> HostTrace:
     shared: SharedIO = {}
 
     def on_slice(nodes: memoryview) -> None:
-        layout = layouts[0]
-        raw = decode_nodes(where, nodes, "", layout)
-        ops.extend(normalise(where, raw, layout, shared))
+        ops.extend(slice_ops(where, nodes, layouts[0], shared))
 
     head, trailer = read_sliced(where, b"nodes", check_head, on_slice)
     shared.clear()  # each op keeps the values it shares
