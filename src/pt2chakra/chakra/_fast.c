@@ -1566,24 +1566,25 @@ shared_string(PyObject *text, PyObject *strings, PyObject *share)
     return PyObject_CallOneArg(share, text);
 }
 
+/* args[j] (a new reference) as its shared string, in place; 0 on error. */
+static int
+share_arg(PyObject **args, int j, PyObject *const *ctx)
+{
+    PyObject *text = args[j];
+    args[j] = shared_string(text, ctx[3], ctx[4]);
+    Py_DECREF(text);
+    return args[j] != NULL;
+}
+
 /* HostOp(id, name, parent, tid, rf_id, fw_parent, seq_id, scope, fw_tid,
  * op_schema, inputs, outputs, attrs) of ``args``: new references, released
- * here, 3..8 and 12 left NULL (filled from ``ints`` and with no_extras),
- * 1 and 9 the name's and op_schema's texts, made the shared strings (the
- * name first, as the twin does). */
+ * here, 3..8 and 12 left NULL (filled from ``ints`` and with no_extras). */
 static PyObject *
 finish_host_op(PyObject **args, const int64_t *ints, PyObject *const *ctx)
 {
     /* args[3 + k] is ints[INT_ARG[k]]: tid, rf_id, fw_parent, seq_id, scope, fw_tid */
     static const int INT_ARG[OBSERVER_INT_ATTRS] = {4, 0, 1, 2, 3, 5};
-    PyObject *strings = ctx[3], *share = ctx[4], *no_extras = ctx[5], *text, *result = NULL;
-    for (int j = 1; j <= 9; j += 8) {
-        text = args[j];
-        args[j] = shared_string(text, strings, share);
-        Py_DECREF(text);
-        if (args[j] == NULL)
-            goto done;
-    }
+    PyObject *no_extras = ctx[5], *result = NULL;
     for (int k = 0; k < OBSERVER_INT_ATTRS; k++)
         if ((args[3 + k] = PyLong_FromLongLong(ints[INT_ARG[k]])) == NULL)
             goto done;
@@ -1625,7 +1626,9 @@ host_op(PyObject *node, PyObject *const *ctx)
         Py_RETURN_NONE;
     }
     args[9] = text;
+    /* the name shared first, then op_schema, as the twin does */
     if ((args[1] = PyObject_GetAttr(node, NODE_FIELDS[NF_NAME])) == NULL ||
+        !share_arg(args, 1, ctx) || !share_arg(args, 9, ctx) ||
         (args[0] = PyObject_GetAttr(node, NODE_FIELDS[NF_ID])) == NULL ||
         (args[2] = PyObject_GetAttr(node, NODE_FIELDS[NF_CTRL_DEPS])) == NULL)
         goto fail;
@@ -1932,6 +1935,56 @@ io_of_spans(const Span *spans, PyObject *cls, PyObject *shared)
     return result;
 }
 
+/* Names and schemas met in one slice, by their text as written: a node's
+ * repeat an earlier one's (a GPT step has a few hundred distinct of each in
+ * 25k ops), so most take no decode, hash or lookup of a str. A power of 2. */
+#define TEXT_CACHE 512
+
+typedef struct {
+    uint64_t hash;
+    cursor raw; /* in the slice's buffer, valid for the call */
+    Py_ssize_t len;
+    PyObject *text; /* the shared string */
+} TextSlot;
+
+/* A text's slot key from its length and its first and last 8 bytes (the
+ * slot's memcmp decides): hashing every byte cost what the cache saved. */
+static inline uint64_t
+text_key(cursor p, Py_ssize_t len)
+{
+    uint64_t head = 0, tail = 0, key;
+    memcpy(&head, p, (size_t)(len < 8 ? len : 8));
+    if (len > 8)
+        memcpy(&tail, p + len - 8, 8);
+    key = head * 0x9E3779B97F4A7C15ULL ^ (tail + (uint64_t)len) * 0xC2B2AE3D27D4EB4FULL;
+    return key ^ (key >> 29);
+}
+
+/* The shared string (``strings``, ``share``) of a string read by
+ * escaped_string; the cache's where it met the same text. New reference. */
+static PyObject *
+cached_text(TextSlot *cache, cursor raw, Py_ssize_t len, int escaped, PyObject *const *ctx)
+{
+    uint64_t hash = text_key(raw, len);
+    TextSlot *slot = &cache[hash & (TEXT_CACHE - 1)];
+    PyObject *text, *shared;
+    if (slot->text != NULL && slot->hash == hash && slot->len == len &&
+        memcmp(slot->raw, raw, (size_t)len) == 0)
+        return Py_NewRef(slot->text);
+    text = string_text(raw, len, escaped);
+    if (text == NULL)
+        return NULL;
+    shared = shared_string(text, ctx[3], ctx[4]);
+    Py_DECREF(text);
+    if (shared == NULL)
+        return NULL;
+    Py_XSETREF(slot->text, Py_NewRef(shared));
+    slot->hash = hash;
+    slot->raw = raw;
+    slot->len = len;
+    return shared;
+}
+
 /* One node's fields as read from its text. */
 typedef struct {
     int64_t ids[2]; /* id, ctrl_deps */
@@ -1973,7 +2026,7 @@ read_node_member(int k, cursor *p, cursor end, void *data)
 /* The node at *p as a HostOp; Py_None (a new reference) where the twin
  * must read it. */
 static PyObject *
-nested_op(cursor *p, cursor end, PyObject *const *ctx)
+nested_op(cursor *p, cursor end, PyObject *const *ctx, TextSlot *cache)
 {
     PyObject *args[13] = {NULL};
     NodeText n;
@@ -1982,8 +2035,10 @@ nested_op(cursor *p, cursor end, PyObject *const *ctx)
     seen = read_members(p, end, NODE_KEYS, 6, read_node_member, &n);
     if (seen < 0 || (seen & NODE_KEYS_NEEDED) != NODE_KEYS_NEEDED)
         Py_RETURN_NONE;
-    args[1] = string_text(n.name, n.name_len, n.name_escaped);
-    args[9] = args[1] == NULL ? NULL : string_text(n.schema, n.schema_len, n.schema_escaped);
+    /* the name first, then op_schema, as the twin shares them */
+    args[1] = cached_text(cache, n.name, n.name_len, n.name_escaped, ctx);
+    args[9] = args[1] == NULL ? NULL :
+        cached_text(cache, n.schema, n.schema_len, n.schema_escaped, ctx);
     if (args[9] == NULL) {
         Py_XDECREF(args[1]);
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
@@ -2002,6 +2057,13 @@ nested_op(cursor *p, cursor end, PyObject *const *ctx)
     return finish_host_op(args, n.ints, ctx);
 }
 
+static void
+texts_clear(TextSlot *cache)
+{
+    for (int k = 0; k < TEXT_CACHE; k++)
+        Py_CLEAR(cache[k].text);
+}
+
 PyDoc_STRVAR(nested_ops_doc,
 "nested_ops(nodes, ops, shared, io_cls, op_cls, strings, share, no_extras) -> int\n\n"
 "Append to ops the HostOp of each node of ``nodes`` (a JSON array's text, the\n"
@@ -2016,6 +2078,8 @@ nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     Py_buffer view;
     cursor p, end, at;
     int closed = 0, all = 0; /* all: every node taken, the array closed, nothing after */
+    TextSlot cache[TEXT_CACHE];
+    memset(cache, 0, sizeof cache);
     (void)self;
     if (argc != 8 || !PyList_Check(argv[1]) || !PyDict_Check(argv[2]) ||
         !PyDict_Check(argv[5])) {
@@ -2033,10 +2097,11 @@ nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         at = p;
         closed = p < end && *p == ']'; /* no node */
         while (!closed) {
-            PyObject *op = nested_op(&p, end, argv + 2);
+            PyObject *op = nested_op(&p, end, argv + 2, cache);
             int bad;
             if (op == NULL) {
                 PyBuffer_Release(&view);
+                texts_clear(cache);
                 return NULL;
             }
             if (op == Py_None) {
@@ -2047,6 +2112,7 @@ nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_DECREF(op);
             if (bad) {
                 PyBuffer_Release(&view);
+                texts_clear(cache);
                 return NULL;
             }
             skip_ws(&p, end);
@@ -2067,6 +2133,7 @@ nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         }
     }
     PyBuffer_Release(&view);
+    texts_clear(cache);
     return PyLong_FromSsize_t(all ? -1 : at - (cursor)view.buf);
 }
 
