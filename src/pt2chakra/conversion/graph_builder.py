@@ -45,7 +45,7 @@ from pt2chakra.conversion.deps import (
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
-    thread_order_edges,
+    thread_order_columns,
 )
 from pt2chakra.conversion.linker import (
     NAN,
@@ -357,9 +357,7 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
     if any(g.launcher >= 0 for g in gpu_spans):
         late.update(late_launches(_cpu_spans(linked, kept_ops, comm), gpu_spans))
     inter = _inter_thread_edges(linked, kept_ops, comm)  # merged after the thread order
-    channel = comm.channels.get
-    yield thread_order_edges((op.id, op.parent, channel(op.id, op.tid))
-                             for op in sorted(kept_ops, key=_op_id))
+    yield thread_order_columns(kept_ops, comm.channels)
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -378,9 +376,11 @@ def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: C
     """``inter_thread_edges`` of the linked ops (their thread: the op's, or
     its channel), read by id from columns: an op's start and end, and its
     thread, without a span per op (1M spans were the graph's peak)."""
+    events = linked.cpu_event
+    if not events:
+        return []  # nothing linked (host-only): no op has a start or end
     if len(set(map(_op_tid, kept_ops)).union(comm.channels.values())) < 2:
         return []  # one thread: nothing to hand over
-    events = linked.cpu_event
     ts, dur, _tid, lo, hi = events.columns()
     channel = comm.channels.get
     thread = events.int_column()

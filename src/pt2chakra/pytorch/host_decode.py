@@ -481,8 +481,28 @@ def _check_counts(where: str, op: HostOp, extras: dict[str, Any]) -> None:
 
 
 def check_structure(where: str, ops: list[HostOp]) -> None:
-    # id -> the op's own id object: a parent that is an op then shares it
-    # (a million ops kept about 26 MB of equal ints).
+    """The ops' structure (see the module) checked, each parent that is an
+    op made to share that op's id object (a million ops kept about 26 MB of
+    equal ints), the root's self-parent made 0, dangling parents warned of
+    once: the compiled pass (``_fast.check_ops``) where nothing is wrong,
+    else the twin (``_check_ops_python``), which raises the error."""
+    check = getattr(compiled.FAST, "check_ops", None)
+    dangling: list[HostOp] = []
+    later_parent = None if check is None else check(ops, OBSERVER_PREFIX, MAX_ID, dangling)
+    if later_parent is None:
+        later_parent, dangling = _check_ops_python(where, ops)
+    if later_parent:  # ids follow op start, so only then can parents loop
+        _check_parent_cycles(where, ops)
+    if dangling:
+        quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
+        more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
+        log.warning("%s: %d ops name a parent that is not in the trace (op->parent: %s%s); treated as top-level", where, len(dangling), quoted, more)
+
+
+def _check_ops_python(where: str, ops: list[HostOp]) -> tuple[bool, list[HostOp]]:
+    """``check_structure``'s pass over the ops: whether some parent id is
+    above its op's, and the ops whose parent is no op."""
+    # id -> the op's own id object: a parent that is an op then shares it.
     ids = {op.id: op.id for op in ops}
     if len(ids) != len(ops):
         raise InputError(where, f"duplicate op id {_first_duplicate(ops)} in `nodes`")
@@ -508,12 +528,7 @@ def check_structure(where: str, ops: list[HostOp]) -> None:
             _bad_attr(where, op, "rf_id", "an integer", rf_id)
         if type(op.op_schema) is not str:
             _bad_attr(where, op, "op_schema", "a string", op.op_schema)
-    if later_parent:  # ids follow op start, so only then can parents loop
-        _check_parent_cycles(where, ops)
-    if dangling:
-        quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
-        more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
-        log.warning("%s: %d ops name a parent that is not in the trace (op->parent: %s%s); treated as top-level", where, len(dangling), quoted, more)
+    return later_parent, dangling
 
 
 def _bad_attr(where: str, op: HostOp, name: str, expected: str, value: Any) -> None:
