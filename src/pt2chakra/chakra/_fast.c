@@ -3212,27 +3212,23 @@ check_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             Py_RETURN_NONE;
     if (!intmap_init(&ids, n))
         return NULL;
-    /* Every check first, nothing changed: the twin's errors come from the
-     * ops as given. */
+    /* Every check first (one pass: the ids go in as they come), nothing
+     * changed: the twin's errors come from the ops as given. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *op = PyList_GET_ITEM(ops, i);
-        int64_t id;
+        PyObject *op = PyList_GET_ITEM(ops, i), *id_obj, *name, *rf_id, *schema;
+        int64_t id, parent;
         size_t at;
-        if (Py_TYPE(op) != type || !plain_int64(slot_get(op, offset[CO_ID]), &id) ||
-            id == INTMAP_FREE)
+        if (Py_TYPE(op) != type)
+            goto python_path;
+        id_obj = slot_get(op, offset[CO_ID]);
+        if (!plain_int64(id_obj, &id) || id == INTMAP_FREE ||
+            !plain_int64(slot_get(op, offset[CO_PARENT]), &parent))
             goto python_path;
         at = intmap_find(&ids, id);
         if (ids.keys[at] == id) /* a duplicate id */
             goto python_path;
-        if (!intmap_put(&ids, at, id, (int64_t)(intptr_t)slot_get(op, offset[CO_ID])))
+        if (!intmap_put(&ids, at, id, (int64_t)(intptr_t)id_obj))
             goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *op = PyList_GET_ITEM(ops, i), *name, *rf_id, *schema;
-        int64_t id = 0, parent;
-        plain_int64(slot_get(op, offset[CO_ID]), &id);
-        if (!plain_int64(slot_get(op, offset[CO_PARENT]), &parent))
-            goto python_path;
         if (parent == id) {
             name = slot_get(op, offset[CO_NAME]);
             if (name == NULL || !PyUnicode_CheckExact(name) ||

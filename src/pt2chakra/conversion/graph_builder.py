@@ -87,13 +87,15 @@ class OpsById(ReadByGet[HostOp]):
     the observer numbers them; 8 bytes a slot, where a dict of a million ops
     was about 40 MB at the conversion's peak), else a dict. A repeated id
     keeps its last op, as a dict built in order does. Loops over every op
-    read ``table`` within ``lo <= id < hi`` (None: no op)."""
+    read ``table`` within ``lo <= id < hi`` (None: no op); ``max_id``: the
+    highest id (None: no op)."""
 
-    __slots__ = ("table", "lo", "hi", "_count")
+    __slots__ = ("table", "lo", "hi", "max_id", "_count")
 
     def __init__(self, ops: Sequence[HostOp]) -> None:
         ids = list(map(_op_id, ops))
-        top = max(ids, default=-1) + 1
+        self.max_id: int | None = max(ids, default=None)
+        top = (-1 if self.max_id is None else self.max_id) + 1
         self.table: Any
         if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
             self.table = [None] * top
@@ -315,7 +317,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     dropped = _dropped_ids(host.ops, kept_ops)
 
     comm = comm_context(linked, ops_by_id)
-    next_id = max(map(_op_id, host.ops), default=0) + 1
+    next_id = (ops_by_id.max_id or 0) + 1  # the GPU nodes' ids follow every op's
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
     late: dict[int, float] = {}
     deps = DepTable.merged(_edge_groups(linked, kept_ops, comm, gpu_spans, late))
