@@ -103,7 +103,9 @@ def test_ops_in_id_order_take_the_compiled_pass() -> None:
     assert count == 3
     assert list(zip(srcs[:3], dsts[:3], kinds[:3])) == [
         (1, 2, EdgeKind.CALLER), (2, 5, EdgeKind.CALLER), (5, 6, EdgeKind.THREAD_ORDER)]
-    assert _fast().thread_order([HostOp(1, "a", 0, -2**63)], {}, 0, 1, dsts, srcs,
-                                      kinds) is None  # the thread table's mark: the twin's
+    one = [HostOp(1, "a", 0, -2**63)]  # a thread that is the thread table's mark: the twin's
+    assert _fast().thread_order(one, {}, 0, 1, dsts[:1], srcs[:1], kinds[:1]) is None
+    with pytest.raises(TypeError):  # columns of len(ops) items, no other
+        _fast().thread_order(one, {}, 0, 1, dsts, srcs, kinds)
     assert list(EdgeColumns(dsts[:3], srcs[:3], kinds[:3], True)) == [
         (1, 2, EdgeKind.CALLER), (2, 5, EdgeKind.CALLER), (5, 6, EdgeKind.THREAD_ORDER)]

@@ -23,9 +23,9 @@
  * - lane_cover, longest: a lane's busy time and idle gaps
  *   (rank_results._cover) and the critical path's longest nodes
  *   (critical_path._longest_python);
- * - thread_order, check_ops: the converter's thread-order edges as columns
- *   (deps.thread_order_columns) and the host ops' structure check
- *   (host_decode._check_ops_python).
+ * - thread_order, check_ops, op_field: the converter's thread-order edges as
+ *   columns (deps.thread_order_columns), the host ops' structure check
+ *   (host_decode._check_ops_python) and a field of every op (linker.op_field).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -2902,8 +2902,8 @@ done:
 }
 
 /* ------------------------------------------------------------------------
- * thread_order, check_ops: the converter's passes over every HostOp
- * (deps.thread_order_columns, host_decode.check_structure)
+ * thread_order, check_ops, op_field: the converter's passes over every HostOp
+ * (deps.thread_order_columns, host_decode.check_structure, linker.op_field)
  *
  * A HostOp's fields are read and written at their slots: a msgspec Struct
  * holds each field in an object slot its class names by a member
@@ -3042,22 +3042,6 @@ intmap_put(IntMap *m, size_t k, int64_t key, int64_t value)
     return 1;
 }
 
-/* A writable buffer of ``format`` items viewed, at least ``n`` of them: 1,
- * or 0 with TypeError set. */
-static int
-writable_column(PyObject *obj, const char *format, Py_ssize_t itemsize, Py_ssize_t n,
-                Py_buffer *view)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_FORMAT) < 0)
-        return 0;
-    if (view->itemsize == itemsize && view->format != NULL &&
-        strcmp(view->format, format) == 0 && view->len / itemsize >= n)
-        return 1;
-    PyBuffer_Release(view);
-    PyErr_Format(PyExc_TypeError, "a writable array('%s') of at least %zd items", format, n);
-    return 0;
-}
-
 enum { TO_ID, TO_PARENT, TO_TID, TO_FIELDS };
 static const char *const THREAD_ORDER_FIELDS[TO_FIELDS] = {"id", "parent", "tid"};
 
@@ -3065,8 +3049,8 @@ PyDoc_STRVAR(thread_order_doc,
 "thread_order(ops, channels, caller, thread, dsts, srcs, kinds) -> int or None\n\n"
 "deps.thread_order_edges of the ops (a list of one type with id, parent and\n"
 "tid fields, ids strictly ascending; an op's thread: channels.get(id, tid)),\n"
-"written to the columns (array('q') dsts and srcs, array('B') kinds, each at\n"
-"least len(ops) long) in the order found; returns how many. An edge's kind\n"
+"written to the columns (array('q') dsts and srcs, array('B') kinds, each\n"
+"len(ops) long) in the order found; returns how many. An edge's kind\n"
 "is caller where its source is the op's parent, else thread. None (nothing\n"
 "read back) where an op is not that, or an id or thread not a plain int.");
 
@@ -3103,16 +3087,16 @@ thread_order(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     for (int f = 0; f < TO_FIELDS; f++)
         if ((offset[f] = slot_offset(type, THREAD_ORDER_FIELDS[f], 0)) < 0)
             Py_RETURN_NONE;
-    if (!writable_column(argv[4], "q", 8, n, &dv))
-        return NULL;
-    if (!writable_column(argv[5], "q", 8, n, &sv)) {
+    if (!column(argv[4], &dv, "q", 8, n))
+        goto not_columns;
+    if (!column(argv[5], &sv, "q", 8, n)) {
         PyBuffer_Release(&dv);
-        return NULL;
+        goto not_columns;
     }
-    if (!writable_column(argv[6], "B", 1, n, &kv)) {
+    if (!column(argv[6], &kv, "B", 1, n)) {
         PyBuffer_Release(&dv);
         PyBuffer_Release(&sv);
-        return NULL;
+        goto not_columns;
     }
     dst = dv.buf, src = sv.buf, kind = kv.buf;
     if (!intmap_init(&last, 8))
@@ -3159,6 +3143,10 @@ done:
     PyBuffer_Release(&sv);
     PyBuffer_Release(&kv);
     return result;
+not_columns:
+    PyErr_SetString(PyExc_TypeError, "thread_order: dsts, srcs and kinds must be writable "
+                    "array('q'), array('q'), array('B') of len(ops) items");
+    return NULL;
 }
 
 enum { CO_ID, CO_NAME, CO_PARENT, CO_TID, CO_RF_ID, CO_OP_SCHEMA, CO_FIELDS };
@@ -3281,6 +3269,45 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(op_field_doc,
+"op_field(ops, field) -> list or None\n\n"
+"list(map(attrgetter(field), ops)) for a list of ops of one type whose field\n"
+"is an object slot (a msgspec Struct's); None where an op is of another type,\n"
+"the field no such slot or unset in an op.");
+
+static PyObject *
+op_field(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *out;
+    PyTypeObject *type;
+    Py_ssize_t n, offset;
+    const char *field;
+    (void)self;
+    if (argc != 2 || !PyList_Check(argv[0]) || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "op_field(ops: list, field: str)");
+        return NULL;
+    }
+    ops = argv[0];
+    n = PyList_GET_SIZE(ops);
+    if (n == 0)
+        return PyList_New(0);
+    if ((field = PyUnicode_AsUTF8(argv[1])) == NULL)
+        return NULL;
+    type = Py_TYPE(PyList_GET_ITEM(ops, 0));
+    if ((offset = slot_offset(type, field, 0)) < 0)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every op first: nothing made for the twin */
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != type || slot_get(op, offset) == NULL)
+            Py_RETURN_NONE;
+    }
+    if ((out = PyList_New(n)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyList_SET_ITEM(out, i, Py_NewRef(slot_get(PyList_GET_ITEM(ops, i), offset)));
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
@@ -3302,6 +3329,7 @@ static PyMethodDef methods[] = {
     {"thread_order", (PyCFunction)(void (*)(void))thread_order, METH_FASTCALL,
      thread_order_doc},
     {"check_ops", (PyCFunction)(void (*)(void))check_ops, METH_FASTCALL, check_ops_doc},
+    {"op_field", (PyCFunction)(void (*)(void))op_field, METH_FASTCALL, op_field_doc},
     {NULL, NULL, 0, NULL},
 };
 

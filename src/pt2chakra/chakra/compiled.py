@@ -64,6 +64,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/conversion/test_thread_order_fast.py::test_same_columns"),
     CompiledFunction("check_ops", "pt2chakra.pytorch.host_decode:_check_ops_python",
                      "tests/pytorch/test_check_ops_fast.py::test_same_checks"),
+    CompiledFunction("op_field", "pt2chakra.pytorch.records:_op_field_python",
+                     "tests/pytorch/test_op_field_fast.py::test_same_fields"),
 )
 
 

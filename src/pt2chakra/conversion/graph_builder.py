@@ -63,7 +63,7 @@ from pt2chakra.names import (
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
 )
-from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues, op_field
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 from pt2chakra.rules.conventions import (
     COMM_CHANNEL,
@@ -93,7 +93,7 @@ class OpsById(ReadByGet[HostOp]):
     __slots__ = ("table", "lo", "hi", "max_id", "_count")
 
     def __init__(self, ops: Sequence[HostOp]) -> None:
-        ids = list(map(_op_id, ops))
+        ids = op_field(ops, "id")
         self.max_id: int | None = max(ids, default=None)
         top = (-1 if self.max_id is None else self.max_id) + 1
         self.table: Any
