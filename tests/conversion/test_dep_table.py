@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.conversion.dep_table import DepTable
+from pt2chakra.conversion.deps import EdgeColumns
 
 K = EdgeKind
 
@@ -41,6 +42,28 @@ def test_merged_is_the_plain_merge(groups: list[list[tuple[int, int, EdgeKind]]]
     assert table.kind_counts() == Counter(k for deps in expected.values() for _, k in deps)
     ascending = all(src < dst for dst, deps in expected.items() for src, _ in deps)
     assert table.ascending() == ascending
+
+
+@pytest.mark.slow
+@given(_groups, st.lists(st.booleans(), min_size=4, max_size=4))
+def test_groups_as_columns_merge_alike(groups: list[list[tuple[int, int, EdgeKind]]],
+                                       as_columns: list[bool]) -> None:
+    # Columns that ascend above the table go in whole; any others edge by edge.
+    mixed = [EdgeColumns.of(edges) if columns else edges
+             for edges, columns in zip(groups, as_columns)]
+    table = DepTable.merged(iter(mixed))
+    assert dict(table.items()) == _reference(groups) == dict(DepTable.merged(groups).items())
+
+
+def test_ascending_columns_become_the_arrays() -> None:
+    columns = EdgeColumns.of([(1, 2, K.CALLER), (2, 3, K.THREAD_ORDER), (3, 5, K.CALLER)])
+    assert columns.ascending
+    table = DepTable.merged([columns, [(4, 5, K.LAUNCH), (0, 9, K.LAUNCH)],
+                             EdgeColumns.of([(5, 10, K.CALLER)])])
+    assert table._dsts is columns.dsts and list(table._dsts) == [2, 3, 5, 9, 10]
+    assert table[5] == [(3, K.CALLER), (4, K.LAUNCH)] and table[10] == [(5, K.CALLER)]
+    assert not EdgeColumns.of([(2, 2, K.CALLER)]).ascending
+    assert not EdgeColumns.of([(1, 3, K.CALLER), (1, 3, K.CALLER)]).ascending
 
 
 def test_thread_order_edges_are_held_in_the_arrays() -> None:

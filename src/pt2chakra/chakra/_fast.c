@@ -24,7 +24,10 @@
  *   (critical_path._walk_back_python);
  * - lane_cover, longest: a lane's busy time and idle gaps
  *   (rank_results._cover) and the critical path's longest nodes
- *   (critical_path._longest_python).
+ *   (critical_path._longest_python);
+ * - thread_order, check_ops, op_field: the converter's thread-order edges as
+ *   columns (deps.thread_order_columns), the host ops' structure check
+ *   (host_decode._check_ops_python) and a field of every op (linker.op_field).
  *
  * Each only ever takes the common case. Anything it does not handle exactly
  * (an unnamed attribute, a group field, a wire type the lean schema would
@@ -3468,6 +3471,413 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------
+ * thread_order, check_ops, op_field: the converter's passes over every HostOp
+ * (deps.thread_order_columns, host_decode.check_structure, linker.op_field)
+ *
+ * A HostOp's fields are read and written at their slots: a msgspec Struct
+ * holds each field in an object slot its class names by a member
+ * descriptor (a getattr each was about a third of these loops). Ops of
+ * another type, a field that is no such slot, or a value that is not a
+ * plain int (str where a string) go to the Python twin.
+ * ------------------------------------------------------------------------ */
+#include <structmember.h> /* T_OBJECT_EX, READONLY */
+
+/* Where ``type``'s field ``name`` is held: the offset of its object slot,
+ * or -1 where it is not one (writable: settable in place). */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name, int writable)
+{
+    PyObject *d = PyObject_GetAttrString((PyObject *)type, name);
+    Py_ssize_t offset = -1;
+    if (d == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (Py_TYPE(d) == &PyMemberDescr_Type) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(writable && (m->flags & READONLY)))
+            offset = m->offset;
+    }
+    Py_DECREF(d);
+    return offset;
+}
+
+/* The object in ``op``'s slot at ``offset`` (borrowed; NULL: unset). */
+static inline PyObject *
+slot_get(PyObject *op, Py_ssize_t offset)
+{
+    return *(PyObject **)((char *)op + offset);
+}
+
+/* A plain int within int64 as ``*out``: 1, or 0 (not one). */
+static inline int
+plain_int64(PyObject *x, int64_t *out)
+{
+    int overflow = 0;
+    long long v;
+    if (x == NULL || !PyLong_CheckExact(x))
+        return 0;
+    v = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (overflow)
+        return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+/* An int64 -> int64 hash table (open addressing, linear probing): ids to
+ * their objects, threads to their last op. INT64_MIN marks a free slot,
+ * so it is no key (the callers' keys are ids and thread ids, far above). */
+#define INTMAP_FREE INT64_MIN
+#define INTMAP_MIN_BITS 4
+
+typedef struct {
+    int64_t *keys, *values;
+    int bits;
+    Py_ssize_t used;
+} IntMap;
+
+/* 1, or 0 with MemoryError set. */
+static int
+intmap_init(IntMap *m, Py_ssize_t expected)
+{
+    int bits = INTMAP_MIN_BITS;
+    size_t size;
+    while (((Py_ssize_t)1 << bits) < 2 * expected) /* at most half full */
+        bits++;
+    size = (size_t)1 << bits;
+    m->bits = bits;
+    m->used = 0;
+    m->keys = PyMem_Malloc(size * sizeof(int64_t));
+    m->values = PyMem_Malloc(size * sizeof(int64_t));
+    if (m->keys == NULL || m->values == NULL) {
+        PyMem_Free(m->keys);
+        PyMem_Free(m->values);
+        m->keys = m->values = NULL;
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (size_t k = 0; k < size; k++)
+        m->keys[k] = INTMAP_FREE;
+    return 1;
+}
+
+static void
+intmap_free(IntMap *m)
+{
+    PyMem_Free(m->keys);
+    PyMem_Free(m->values);
+    m->keys = m->values = NULL;
+}
+
+static inline size_t
+intmap_home(const IntMap *m, int64_t key)
+{
+    return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ULL) >> (64 - m->bits));
+}
+
+/* The slot of ``key``: where it is, else the free slot it would take
+ * (INTMAP_FREE is never found: it finds a free slot). */
+static inline size_t
+intmap_find(const IntMap *m, int64_t key)
+{
+    size_t mask = ((size_t)1 << m->bits) - 1, k = intmap_home(m, key);
+    while (m->keys[k] != INTMAP_FREE && m->keys[k] != key)
+        k = (k + 1) & mask;
+    return k;
+}
+
+/* Insert ``key`` at free slot ``k`` (from intmap_find), growing the table
+ * past half full; 1, or 0 with MemoryError set. */
+static int
+intmap_put(IntMap *m, size_t k, int64_t key, int64_t value)
+{
+    m->keys[k] = key;
+    m->values[k] = value;
+    if (2 * ++m->used > ((Py_ssize_t)1 << m->bits)) {
+        IntMap bigger;
+        size_t size = (size_t)1 << m->bits;
+        if (!intmap_init(&bigger, m->used))
+            return 0;
+        for (size_t j = 0; j < size; j++)
+            if (m->keys[j] != INTMAP_FREE) {
+                size_t at = intmap_find(&bigger, m->keys[j]);
+                bigger.keys[at] = m->keys[j];
+                bigger.values[at] = m->values[j];
+            }
+        bigger.used = m->used;
+        intmap_free(m);
+        *m = bigger;
+    }
+    return 1;
+}
+
+enum { TO_ID, TO_PARENT, TO_TID, TO_FIELDS };
+static const char *const THREAD_ORDER_FIELDS[TO_FIELDS] = {"id", "parent", "tid"};
+
+PyDoc_STRVAR(thread_order_doc,
+"thread_order(ops, channels, caller, thread, dsts, srcs, kinds) -> int or None\n\n"
+"deps.thread_order_edges of the ops (a list of one type with id, parent and\n"
+"tid fields, ids strictly ascending; an op's thread: channels.get(id, tid)),\n"
+"written to the columns (array('q') dsts and srcs, array('B') kinds, each\n"
+"len(ops) long) in the order found; returns how many. An edge's kind\n"
+"is caller where its source is the op's parent, else thread. None (nothing\n"
+"read back) where an op is not that, or an id or thread not a plain int.");
+
+static PyObject *
+thread_order(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *channels, *result = NULL;
+    Py_ssize_t n, count = 0, offset[TO_FIELDS];
+    Py_buffer dv, sv, kv;
+    long caller, thread;
+    int64_t *dst, *src, previous = INT64_MIN;
+    unsigned char *kind;
+    PyTypeObject *type;
+    IntMap last;
+    (void)self;
+    if (argc != 7 || !PyList_Check(argv[0]) || !PyDict_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "thread_order(ops: list, channels: dict, caller: int, "
+                        "thread: int, dsts, srcs, kinds)");
+        return NULL;
+    }
+    ops = argv[0], channels = argv[1];
+    caller = PyLong_AsLong(argv[2]);
+    thread = PyLong_AsLong(argv[3]);
+    if ((caller == -1 || thread == -1) && PyErr_Occurred())
+        return NULL;
+    if (caller < 0 || caller > UCHAR_MAX || thread < 0 || thread > UCHAR_MAX) {
+        PyErr_SetString(PyExc_ValueError, "thread_order: kinds are 0..255");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(ops);
+    if (n == 0)
+        return PyLong_FromSsize_t(0);
+    type = Py_TYPE(PyList_GET_ITEM(ops, 0));
+    for (int f = 0; f < TO_FIELDS; f++)
+        if ((offset[f] = slot_offset(type, THREAD_ORDER_FIELDS[f], 0)) < 0)
+            Py_RETURN_NONE;
+    if (!column(argv[4], &dv, "q", 8, n))
+        goto not_columns;
+    if (!column(argv[5], &sv, "q", 8, n)) {
+        PyBuffer_Release(&dv);
+        goto not_columns;
+    }
+    if (!column(argv[6], &kv, "B", 1, n)) {
+        PyBuffer_Release(&dv);
+        PyBuffer_Release(&sv);
+        goto not_columns;
+    }
+    dst = dv.buf, src = sv.buf, kind = kv.buf;
+    if (!intmap_init(&last, 8))
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i), *id_obj, *channel;
+        int64_t id, parent, tid;
+        size_t at;
+        if (Py_TYPE(op) != type)
+            goto python_path;
+        id_obj = slot_get(op, offset[TO_ID]);
+        if (!plain_int64(id_obj, &id) || !plain_int64(slot_get(op, offset[TO_PARENT]), &parent) ||
+            !plain_int64(slot_get(op, offset[TO_TID]), &tid) || id <= previous)
+            goto python_path;
+        previous = id;
+        if (PyDict_GET_SIZE(channels)) { /* channels.get(id, tid) */
+            channel = PyDict_GetItemWithError(channels, id_obj);
+            if (channel == NULL && PyErr_Occurred())
+                goto done;
+            if (channel != NULL && !plain_int64(channel, &tid))
+                goto python_path;
+        }
+        if (tid == INTMAP_FREE)
+            goto python_path;
+        at = intmap_find(&last, tid);
+        if (last.keys[at] == tid) {
+            int64_t prev = last.values[at];
+            dst[count] = id;
+            src[count] = prev;
+            kind[count] = (unsigned char)(prev == parent ? caller : thread);
+            count++;
+            last.values[at] = id;
+        }
+        else if (!intmap_put(&last, at, tid, id))
+            goto done;
+    }
+    result = PyLong_FromSsize_t(count);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    intmap_free(&last);
+    PyBuffer_Release(&dv);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&kv);
+    return result;
+not_columns:
+    PyErr_SetString(PyExc_TypeError, "thread_order: dsts, srcs and kinds must be writable "
+                    "array('q'), array('q'), array('B') of len(ops) items");
+    return NULL;
+}
+
+enum { CO_ID, CO_NAME, CO_PARENT, CO_TID, CO_RF_ID, CO_OP_SCHEMA, CO_FIELDS };
+static const char *const CHECK_OPS_FIELDS[CO_FIELDS] = {
+    "id", "name", "parent", "tid", "rf_id", "op_schema"};
+
+/* Whether ``x`` is a plain int in -limit..limit. */
+static inline int
+int_within(PyObject *x, int64_t limit)
+{
+    int64_t v;
+    return plain_int64(x, &v) && -limit <= v && v <= limit;
+}
+
+PyDoc_STRVAR(check_ops_doc,
+"check_ops(ops, prefix, limit, dangling) -> bool or None\n\n"
+"host_decode._check_ops_python where it raises nothing: the ops (a list of\n"
+"one HostOp type) checked, each parent that is an op made that op's id\n"
+"object, an op that is its own parent (its name starting with prefix) given\n"
+"parent 0, the ops whose parent is no op appended to dangling; returns\n"
+"whether some parent id is above its op's. None (nothing changed) where an\n"
+"id repeats, a check fails (the twin raises its error) or a field is not a\n"
+"plain int (or str) within -limit..limit.");
+
+static PyObject *
+check_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *prefix, *dangling, *zero, *result = NULL;
+    Py_ssize_t n, offset[CO_FIELDS];
+    long long limit;
+    PyTypeObject *type;
+    IntMap ids;
+    int later = 0;
+    (void)self;
+    if (argc != 4 || !PyList_Check(argv[0]) || !PyUnicode_Check(argv[1]) ||
+        !PyList_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "check_ops(ops: list, prefix: str, limit: int, "
+                        "dangling: list)");
+        return NULL;
+    }
+    ops = argv[0], prefix = argv[1], dangling = argv[3];
+    limit = PyLong_AsLongLong(argv[2]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    n = PyList_GET_SIZE(ops);
+    if (n == 0)
+        return Py_NewRef(Py_False);
+    type = Py_TYPE(PyList_GET_ITEM(ops, 0));
+    for (int f = 0; f < CO_FIELDS; f++)
+        if ((offset[f] = slot_offset(type, CHECK_OPS_FIELDS[f], f == CO_PARENT)) < 0)
+            Py_RETURN_NONE;
+    if (!intmap_init(&ids, n))
+        return NULL;
+    /* Every check first (one pass: the ids go in as they come), nothing
+     * changed: the twin's errors come from the ops as given. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i), *id_obj, *name, *rf_id, *schema;
+        int64_t id, parent;
+        size_t at;
+        if (Py_TYPE(op) != type)
+            goto python_path;
+        id_obj = slot_get(op, offset[CO_ID]);
+        if (!plain_int64(id_obj, &id) || id == INTMAP_FREE ||
+            !plain_int64(slot_get(op, offset[CO_PARENT]), &parent))
+            goto python_path;
+        at = intmap_find(&ids, id);
+        if (ids.keys[at] == id) /* a duplicate id */
+            goto python_path;
+        if (!intmap_put(&ids, at, id, (int64_t)(intptr_t)id_obj))
+            goto done;
+        if (parent == id) {
+            name = slot_get(op, offset[CO_NAME]);
+            if (name == NULL || !PyUnicode_CheckExact(name) ||
+                PyUnicode_Tailmatch(name, prefix, 0, PY_SSIZE_T_MAX, -1) != 1)
+                goto python_path;
+        }
+        rf_id = slot_get(op, offset[CO_RF_ID]);
+        schema = slot_get(op, offset[CO_OP_SCHEMA]);
+        if (!int_within(slot_get(op, offset[CO_TID]), limit) || rf_id == NULL ||
+            (rf_id != Py_None && !int_within(rf_id, limit)) || schema == NULL ||
+            !PyUnicode_CheckExact(schema))
+            goto python_path;
+    }
+    /* Nothing raises now: share the parents, take the dangling ones. */
+    zero = PyLong_FromLong(0);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i), **slot, *shared;
+        int64_t id = 0, parent = 0; /* both checked above */
+        size_t at;
+        plain_int64(slot_get(op, offset[CO_ID]), &id);
+        slot = (PyObject **)((char *)op + offset[CO_PARENT]);
+        plain_int64(*slot, &parent);
+        if (parent == id)
+            shared = zero;
+        else if (parent == 0)
+            continue;
+        else {
+            at = intmap_find(&ids, parent);
+            if (parent == INTMAP_FREE || ids.keys[at] != parent) { /* no op's id */
+                if (PyList_Append(dangling, op) < 0) {
+                    Py_DECREF(zero);
+                    goto done;
+                }
+                continue;
+            }
+            shared = (PyObject *)(intptr_t)ids.values[at];
+            later |= parent > id;
+        }
+        /* an int in a slot: what setattr does (an int is never tracked by
+         * the cyclic collector, whatever the struct's gc setting) */
+        Py_SETREF(*slot, Py_NewRef(shared));
+    }
+    Py_DECREF(zero);
+    result = Py_NewRef(later ? Py_True : Py_False);
+    goto done;
+python_path:
+    result = Py_NewRef(Py_None);
+done:
+    intmap_free(&ids);
+    return result;
+}
+
+PyDoc_STRVAR(op_field_doc,
+"op_field(ops, field) -> list or None\n\n"
+"list(map(attrgetter(field), ops)) for a list of ops of one type whose field\n"
+"is an object slot (a msgspec Struct's); None where an op is of another type,\n"
+"the field no such slot or unset in an op.");
+
+static PyObject *
+op_field(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *ops, *out;
+    PyTypeObject *type;
+    Py_ssize_t n, offset;
+    const char *field;
+    (void)self;
+    if (argc != 2 || !PyList_Check(argv[0]) || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "op_field(ops: list, field: str)");
+        return NULL;
+    }
+    ops = argv[0];
+    n = PyList_GET_SIZE(ops);
+    if (n == 0)
+        return PyList_New(0);
+    if ((field = PyUnicode_AsUTF8(argv[1])) == NULL)
+        return NULL;
+    type = Py_TYPE(PyList_GET_ITEM(ops, 0));
+    if ((offset = slot_offset(type, field, 0)) < 0)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every op first: nothing made for the twin */
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != type || slot_get(op, offset) == NULL)
+            Py_RETURN_NONE;
+    }
+    if ((out = PyList_New(n)) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyList_SET_ITEM(out, i, Py_NewRef(slot_get(PyList_GET_ITEM(ops, i), offset)));
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"cpu_delays", (PyCFunction)(void (*)(void))cpu_delays, METH_FASTCALL, cpu_delays_doc},
     {"parents_of", (PyCFunction)(void (*)(void))parents_of, METH_FASTCALL, parents_of_doc},
@@ -3487,6 +3897,10 @@ static PyMethodDef methods[] = {
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
     {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},
+    {"thread_order", (PyCFunction)(void (*)(void))thread_order, METH_FASTCALL,
+     thread_order_doc},
+    {"check_ops", (PyCFunction)(void (*)(void))check_ops, METH_FASTCALL, check_ops_doc},
+    {"op_field", (PyCFunction)(void (*)(void))op_field, METH_FASTCALL, op_field_doc},
     {NULL, NULL, 0, NULL},
 };
 

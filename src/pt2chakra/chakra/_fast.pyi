@@ -125,3 +125,15 @@ def longest(
 def cpu_slices(
     ops: list[int], starts: list[int], incl: list[float], base: int, dur: list[float], /,
 ) -> bool | None: ...
+def thread_order(
+    ops: list[Any],  # one type with id, parent and tid fields (a HostOp)
+    channels: dict[int, int],
+    caller: int,
+    thread: int,
+    dsts: array[int],
+    srcs: array[int],
+    kinds: array[int],
+    /,
+) -> int | None: ...
+def check_ops(ops: list[Any], prefix: str, limit: int, dangling: list[Any], /) -> bool | None: ...
+def op_field(ops: list[Any], field: str, /) -> list[Any] | None: ...

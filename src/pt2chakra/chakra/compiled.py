@@ -62,6 +62,12 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/simulation/test_cpu_delays_fast.py::test_same_slices"),
     CompiledFunction("shared_floats", "pt2chakra.simulation.prepared:_shared_floats_python",
                      "tests/simulation/test_shared_floats_fast.py::test_same_floats"),
+    CompiledFunction("thread_order", "pt2chakra.conversion.deps:_thread_order_python",
+                     "tests/conversion/test_thread_order_fast.py::test_same_columns"),
+    CompiledFunction("check_ops", "pt2chakra.pytorch.host_decode:_check_ops_python",
+                     "tests/pytorch/test_check_ops_fast.py::test_same_checks"),
+    CompiledFunction("op_field", "pt2chakra.pytorch.records:_op_field_python",
+                     "tests/pytorch/test_op_field_fast.py::test_same_fields"),
 )
 
 

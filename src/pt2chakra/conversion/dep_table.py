@@ -20,14 +20,13 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from typing import TypeVar
 
 from pt2chakra.chakra.dep_kinds import EdgeKind
-from pt2chakra.conversion.deps import Edge
+from pt2chakra.conversion.deps import KINDS_BY_VALUE, Edge, EdgeColumns
 from pt2chakra.rules.cycles import ids_ascend
 
 # A node's dependencies: (source id, kind of edge), in first-seen order.
 Deps = list[tuple[int, EdgeKind]]
 
-_KINDS: tuple[EdgeKind, ...] = tuple(sorted(EdgeKind))  # by value: _KINDS[int(kind)] is kind
-assert all(int(kind) == value for value, kind in enumerate(_KINDS)), "EdgeKind values 0..n-1"
+_KINDS = KINDS_BY_VALUE
 # An array entry whose destination moved to the dict or was deleted.
 _MOVED = 255
 
@@ -55,13 +54,29 @@ class DepTable(MutableMapping[int, Deps]):
         """The edges of ``groups`` in order, each group dropped once merged
         (``groups`` may make them one at a time): per destination its sources
         in first-seen order, an edge found by several rules keeping its most
-        reliable kind; self-edges are left out."""
+        reliable kind; self-edges are left out. A group of ascending
+        ``EdgeColumns`` above every destination so far goes to the arrays
+        whole (the thread order: an edge a loop step was most of the time)."""
         table = cls()
         dsts, srcs, kinds, rest = table._dsts, table._srcs, table._kinds, table._rest
         add_dst, add_src, add_kind = dsts.append, srcs.append, kinds.append
         crowded: list[int] = []  # destinations that got more than one edge
         last = -1  # the highest destination in the arrays (ids are not negative)
         for edges in groups:
+            if isinstance(edges, EdgeColumns) and edges.ascending and (
+                    not edges.dsts or edges.dsts[0] > last):
+                if not dsts:  # the first: its columns become the table's (no copy)
+                    table._dsts, table._srcs, table._kinds = dsts, srcs, kinds = (
+                        edges.dsts, edges.srcs, edges.kinds)
+                    add_dst, add_src, add_kind = dsts.append, srcs.append, kinds.append
+                else:
+                    dsts.extend(edges.dsts)
+                    srcs.extend(edges.srcs)
+                    kinds.extend(edges.kinds)
+                if dsts:
+                    last = dsts[-1]
+                del edges
+                continue
             for src, dst, kind in edges:
                 if dst > last and src != dst:  # above every array entry: in none, nor in the dict
                     add_dst(dst)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
+from pt2chakra.chakra import compiled
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.rules.conventions import is_late_launch, thread_holds
 
@@ -57,6 +58,79 @@ def iter_thread_order_edges(cpu: Sequence[CpuSpan]) -> Iterator[Edge]:
     """Execution order within each CPU thread (``thread_order_edges``) of
     these spans."""
     return thread_order_edges((s.id, s.parent, s.tid) for s in sorted(cpu, key=_span_id))
+
+
+class ThreadOp(Protocol):
+    """What the thread order reads of an op (a ``HostOp``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def parent(self) -> int: ...
+    @property
+    def tid(self) -> int: ...
+
+
+class EdgeColumns:
+    """Edges as three columns, in the order found: destinations and sources
+    (array('q')) and kinds (array('B'), ``EdgeKind`` values), 17 bytes an
+    edge. ``ascending``: the destinations strictly ascend and no edge is a
+    self-edge, so ``DepTable.merged`` takes the columns whole when they
+    come above every destination so far. Iterating gives ``Edge``s."""
+
+    __slots__ = ("dsts", "srcs", "kinds", "ascending")
+
+    def __init__(self, dsts: array[int], srcs: array[int], kinds: array[int],
+                 ascending: bool) -> None:
+        assert (dsts.typecode, srcs.typecode, kinds.typecode) == ("q", "q", "B")
+        self.dsts, self.srcs, self.kinds, self.ascending = dsts, srcs, kinds, ascending
+
+    @classmethod
+    def of(cls, edges: Iterable[Edge]) -> EdgeColumns:
+        dsts, srcs, kinds = array("q"), array("q"), array("B")
+        ascending, last = True, None
+        for src, dst, kind in edges:
+            ascending = ascending and src != dst and (last is None or dst > last)
+            last = dst
+            dsts.append(dst)
+            srcs.append(src)
+            kinds.append(kind)
+        return cls(dsts, srcs, kinds, ascending)
+
+    def __iter__(self) -> Iterator[Edge]:
+        return zip(self.srcs, self.dsts, map(KINDS_BY_VALUE.__getitem__, self.kinds))
+
+    def __len__(self) -> int:
+        return len(self.dsts)
+
+
+# By value: KINDS_BY_VALUE[int(kind)] is kind (columns hold the values).
+KINDS_BY_VALUE: tuple[EdgeKind, ...] = tuple(sorted(EdgeKind))
+assert all(int(kind) == value for value, kind in enumerate(KINDS_BY_VALUE)), \
+    "EdgeKind values 0..n-1"
+
+
+def thread_order_columns(ops: Sequence[ThreadOp], channels: Mapping[int, int]) -> EdgeColumns:
+    """``thread_order_edges`` of ``ops`` (in any order), an op's thread its
+    channel (``channels``) or else its own: the compiled pass over the
+    ops when they come in id order (as ``link`` leaves them), else the
+    twin (``_thread_order_python``)."""
+    fast = getattr(compiled.fast_path(), "thread_order", None)
+    if fast is not None and isinstance(ops, list) and type(channels) is dict:
+        n = len(ops)
+        dsts, srcs, kinds = array("q", [0]) * n, array("q", [0]) * n, array("B", [0]) * n
+        count = fast(ops, channels, EdgeKind.CALLER, EdgeKind.THREAD_ORDER, dsts, srcs, kinds)
+        if count is not None:
+            del dsts[count:], srcs[count:], kinds[count:]
+            return EdgeColumns(dsts, srcs, kinds, True)
+    return _thread_order_python(ops, channels)
+
+
+def _thread_order_python(ops: Sequence[ThreadOp], channels: Mapping[int, int]) -> EdgeColumns:
+    """``thread_order_columns``' pure-Python twin."""
+    channel = channels.get
+    return EdgeColumns.of(thread_order_edges(
+        (op.id, op.parent, channel(op.id, op.tid)) for op in sorted(ops, key=_span_id)))
 
 
 def thread_order_edges(ops: Iterable[tuple[int, int, int]]) -> Iterator[Edge]:

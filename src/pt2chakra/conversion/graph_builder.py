@@ -45,7 +45,7 @@ from pt2chakra.conversion.deps import (
     launch_edges,
     stream_order_edges,
     stream_wait_edges,
-    thread_order_edges,
+    thread_order_columns,
 )
 from pt2chakra.conversion.linker import (
     NAN,
@@ -63,7 +63,7 @@ from pt2chakra.names import (
     RECORD_PARAM_COMMS,
     is_backend_comm_op,
 )
-from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues
+from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues, op_field
 from pt2chakra.pytorch.transfers import is_device_transfer, own_transfers
 from pt2chakra.rules.conventions import (
     COMM_CHANNEL,
@@ -87,13 +87,15 @@ class OpsById(ReadByGet[HostOp]):
     the observer numbers them; 8 bytes a slot, where a dict of a million ops
     was about 40 MB at the conversion's peak), else a dict. A repeated id
     keeps its last op, as a dict built in order does. Loops over every op
-    read ``table`` within ``lo <= id < hi`` (None: no op)."""
+    read ``table`` within ``lo <= id < hi`` (None: no op); ``max_id``: the
+    highest id (None: no op)."""
 
-    __slots__ = ("table", "lo", "hi", "_count")
+    __slots__ = ("table", "lo", "hi", "max_id", "_count")
 
     def __init__(self, ops: Sequence[HostOp]) -> None:
-        ids = list(map(_op_id, ops))
-        top = max(ids, default=-1) + 1
+        ids = op_field(ops, "id")
+        self.max_id: int | None = max(ids, default=None)
+        top = (-1 if self.max_id is None else self.max_id) + 1
         self.table: Any
         if min(ids, default=0) >= 0 and dense_ids(top, len(ids)):
             self.table = [None] * top
@@ -315,7 +317,7 @@ def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
     dropped = _dropped_ids(host.ops, kept_ops)
 
     comm = comm_context(linked, ops_by_id)
-    next_id = max(map(_op_id, host.ops), default=0) + 1
+    next_id = (ops_by_id.max_id or 0) + 1  # the GPU nodes' ids follow every op's
     gpu_nodes, gpu_spans = _gpu_nodes(linked.gpu_ops, next_id, comm)
     late: dict[int, float] = {}
     deps = DepTable.merged(_edge_groups(linked, kept_ops, comm, gpu_spans, late))
@@ -357,9 +359,7 @@ def _edge_groups(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: CommCont
     if any(g.launcher >= 0 for g in gpu_spans):
         late.update(late_launches(_cpu_spans(linked, kept_ops, comm), gpu_spans))
     inter = _inter_thread_edges(linked, kept_ops, comm)  # merged after the thread order
-    channel = comm.channels.get
-    yield thread_order_edges((op.id, op.parent, channel(op.id, op.tid))
-                             for op in sorted(kept_ops, key=_op_id))
+    yield thread_order_columns(kept_ops, comm.channels)
     yield inter
     del inter
     yield launch_edges(gpu_spans)
@@ -378,9 +378,11 @@ def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: C
     """``inter_thread_edges`` of the linked ops (their thread: the op's, or
     its channel), read by id from columns: an op's start and end, and its
     thread, without a span per op (1M spans were the graph's peak)."""
+    events = linked.cpu_event
+    if not events:
+        return []  # nothing linked (host-only): no op has a start or end
     if len(set(map(_op_tid, kept_ops)).union(comm.channels.values())) < 2:
         return []  # one thread: nothing to hand over
-    events = linked.cpu_event
     ts, dur, _tid, lo, hi = events.columns()
     channel = comm.channels.get
     thread = events.int_column()

@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, filterfalse
 from math import isnan
-from operator import add, attrgetter, eq
+from operator import add, attrgetter, eq, not_
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -41,6 +41,7 @@ from pt2chakra.pytorch.records import (
     KinetoTrace,
     RuntimeEvent,
     SyncEvent,
+    op_field,
 )
 from pt2chakra.rules.conventions import STEP_SPAN
 
@@ -316,9 +317,6 @@ class LinkedTrace(msgspec.Struct):
 
 
 _op_id = attrgetter("id")
-
-
-_op_name = attrgetter("name")
 _op_rf_id = attrgetter("rf_id")
 
 
@@ -327,10 +325,11 @@ def names_passing(ops: Sequence[HostOp], test: Callable[[str], bool]) -> list[bo
     ``test`` is asked once per distinct name, not once per op: ops share few
     names (hundreds on a million-op trace), and a call per op cost about
     0.2 us each time a rule picked ops out of the trace."""
-    names = {name for name in set(map(_op_name, ops)) if test(name)}
-    if not names:
+    names = op_field(ops, "name")
+    passing = {name for name in set(names) if test(name)}
+    if not passing:
         return None
-    return list(map(names.__contains__, map(_op_name, ops)))
+    return list(map(passing.__contains__, names))
 
 
 def containers(ops: Sequence[HostOp]) -> list[HostOp]:
@@ -342,8 +341,10 @@ def containers(ops: Sequence[HostOp]) -> list[HostOp]:
 
 def link(host: HostTrace, kineto: KinetoTrace | None) -> LinkedTrace:
     """Link a host trace with its Kineto trace (or none, for host-only)."""
-    ops = sorted((op for op in host.ops if not is_observer_node(op.name)), key=_op_id)
-    bound = max(map(_op_id, host.ops), default=-1) + 1
+    observer = names_passing(host.ops, is_observer_node)
+    ops = sorted(host.ops if observer is None else compress(host.ops, map(not_, observer)),
+                 key=_op_id)
+    bound = max(op_field(host.ops, "id"), default=-1) + 1
     if kineto is None:
         return LinkedTrace(host=host, kineto=None, method="none", ops=ops,
                            cpu_event=LinkedEvents([], [], [], []), gpu_ops=[], cpu_syncs=[],

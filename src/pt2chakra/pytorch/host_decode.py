@@ -33,7 +33,7 @@ from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.errors import InputError
 from pt2chakra.names import OBSERVER_PREFIX, PROCESS_GROUP_INIT
 from pt2chakra.pytorch.json_input import TOO_DEEP, decode
-from pt2chakra.pytorch.records import HostOp, IOValues, ProcessGroup
+from pt2chakra.pytorch.records import HostOp, IOValues, ProcessGroup, op_field
 
 log = logging.getLogger(__name__)
 
@@ -503,8 +503,28 @@ def _check_counts(where: str, op: HostOp, extras: dict[str, Any]) -> None:
 
 
 def check_structure(where: str, ops: list[HostOp]) -> None:
-    # id -> the op's own id object: a parent that is an op then shares it
-    # (a million ops kept about 26 MB of equal ints).
+    """The ops' structure (see the module) checked, each parent that is an
+    op made to share that op's id object (a million ops kept about 26 MB of
+    equal ints), the root's self-parent made 0, dangling parents warned of
+    once: the compiled pass (``_fast.check_ops``) where nothing is wrong,
+    else the twin (``_check_ops_python``), which raises the error."""
+    check = getattr(compiled.FAST, "check_ops", None)
+    dangling: list[HostOp] = []
+    later_parent = None if check is None else check(ops, OBSERVER_PREFIX, MAX_ID, dangling)
+    if later_parent is None:
+        later_parent, dangling = _check_ops_python(where, ops)
+    if later_parent:  # ids follow op start, so only then can parents loop
+        _check_parent_cycles(where, ops)
+    if dangling:
+        quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
+        more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
+        log.warning("%s: %d ops name a parent that is not in the trace (op->parent: %s%s); treated as top-level", where, len(dangling), quoted, more)
+
+
+def _check_ops_python(where: str, ops: list[HostOp]) -> tuple[bool, list[HostOp]]:
+    """``check_structure``'s pass over the ops: whether some parent id is
+    above its op's, and the ops whose parent is no op."""
+    # id -> the op's own id object: a parent that is an op then shares it.
     ids = {op.id: op.id for op in ops}
     if len(ids) != len(ops):
         raise InputError(where, f"duplicate op id {_first_duplicate(ops)} in `nodes`")
@@ -530,12 +550,7 @@ def check_structure(where: str, ops: list[HostOp]) -> None:
             _bad_attr(where, op, "rf_id", "an integer", rf_id)
         if type(op.op_schema) is not str:
             _bad_attr(where, op, "op_schema", "a string", op.op_schema)
-    if later_parent:  # ids follow op start, so only then can parents loop
-        _check_parent_cycles(where, ops)
-    if dangling:
-        quoted = ", ".join(f"{op.id}->{op.parent}" for op in dangling[:MAX_QUOTED_IDS])
-        more = " ..." if len(dangling) > MAX_QUOTED_IDS else ""
-        log.warning("%s: %d ops name a parent that is not in the trace (op->parent: %s%s); treated as top-level", where, len(dangling), quoted, more)
+    return later_parent, dangling
 
 
 def _bad_attr(where: str, op: HostOp, name: str, expected: str, value: Any) -> None:
@@ -579,8 +594,9 @@ def dangling_parents(ops: list[HostOp], ids: set[int] | None = None) -> list[Hos
 
 def process_groups_of(where: str, ops: list[HostOp]) -> list[ProcessGroup]:
     """Parse the JSON string held by the ``## process_group:init ##`` node."""
-    node = next((op for op in ops if op.name == PROCESS_GROUP_INIT), None)
-    if node is None:
+    try:  # the names read at once, then searched in C: a generator step an op cost more
+        node = ops[op_field(ops, "name").index(PROCESS_GROUP_INIT)]
+    except ValueError:
         return []
     what = f"op {node.id} ({PROCESS_GROUP_INIT})"
     try:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from operator import le
+from operator import attrgetter, le
 from typing import Any, overload
 
 import msgspec
 
+from pt2chakra.chakra import compiled
 from pt2chakra.chakra.encode import ioinfo_body, ioinfo_texts
 
 # --------------------------------------------------------------------------
@@ -111,6 +112,22 @@ class HostOp(msgspec.Struct, gc=False):
     outputs: IOValues = IOValues()
     # Schema-specific extras (pg_name, collective_name, in_msg_nelems, ...).
     attrs: dict[str, Any] = {}
+
+
+def op_field(ops: Sequence[HostOp], field: str) -> list[Any]:
+    """``field`` of every op, in order: read at the ops' slots by the
+    compiled path (an attrgetter call an op was most of a pass over a
+    trace's names or ids), else the twin (``_op_field_python``)."""
+    fast = getattr(compiled.fast_path(), "op_field", None)
+    if fast is not None and type(ops) is list:
+        values = fast(ops, field)
+        if values is not None:
+            return values
+    return _op_field_python(ops, field)
+
+
+def _op_field_python(ops: Sequence[HostOp], field: str) -> list[Any]:
+    return list(map(attrgetter(field), ops))
 
 
 class ProcessGroup(msgspec.Struct, gc=False):
