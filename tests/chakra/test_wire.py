@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.decode import decode_node, from_proto, iter_messages, to_proto
 from pt2chakra.chakra.encode import (
     AttrSpec,
+    FramedNodes,
     NodeWriter,
     encode_metadata,
     encode_node,
@@ -771,3 +773,38 @@ def test_frames_of_batches_mixed_and_long_messages(tmp_path: Path) -> None:
     messages = [encode_metadata(metadata)] + [
         n if isinstance(n, bytes) else encode_node(n) for n in nodes]
     assert path.read_bytes() == b"".join(uvarint(len(m)) + m for m in messages)
+
+
+def test_framed_batches_are_written_in_order_as_they_come(tmp_path: Path) -> None:
+    # FramedNodes among encoded nodes and ChakraNodes: each written as it
+    # comes (not held for a batch), in order, counted by the nodes it holds.
+    from io import BytesIO
+
+    from pt2chakra.chakra.encode import _write_frames, node_count
+
+    def frames(nodes: list[ChakraNode]) -> bytes:
+        return b"".join(uvarint(len(m)) + m for m in map(encode_node, nodes))
+
+    nodes = [ChakraNode(id=i, name=f"n{i % 5}", type=NodeType.COMP_NODE) for i in range(1, 40)]
+    items: list[ChakraNode | bytes | FramedNodes] = [
+        encode_node(nodes[0]), FramedNodes(frames(nodes[1:4]), 3), FramedNodes(b"", 0),
+        FramedNodes(frames(nodes[4:5]), 1), nodes[5], encode_node(nodes[6]),
+        FramedNodes(frames(nodes[7:30]), 23), *nodes[30:35], *map(encode_node, nodes[35:])]
+    assert sum(map(node_count, items)) == len(nodes)
+    out = BytesIO()
+    metadata = GlobalMetadata(version="0.0.4")
+    head = uvarint(len(encode_metadata(metadata))) + encode_metadata(metadata)
+
+    def checked() -> Iterator[ChakraNode | bytes | FramedNodes]:
+        before: object = None
+        for item in items:
+            if isinstance(before, FramedNodes):  # the batch before was written
+                assert out.getvalue().endswith(before.data)
+            yield item
+            before = item
+
+    assert _write_frames(out, metadata, checked()) == len(nodes)
+    assert out.getvalue() == head + frames(nodes)
+    path = tmp_path / "t.et.gz"
+    assert write_et(path, metadata, items) == len(nodes)
+    assert gzip.decompress(path.read_bytes()) == head + frames(nodes)

@@ -1,7 +1,7 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
 from array import array
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
@@ -25,6 +25,12 @@ def encode_node(
     tables: tuple[dict[str, bytes], dict[int, bytes], tuple[Any, ...]],
     fallback: Callable[[Sequence[Any]], bytes],
     values: Sequence[Any],
+    /,
+) -> bytes: ...
+def frame_nodes(
+    tables: tuple[dict[str, bytes], dict[int, bytes], tuple[Any, ...]],
+    fallback: Callable[[Sequence[Any]], bytes],
+    rows: Iterable[Sequence[Any]],
     /,
 ) -> bytes: ...
 def link_children(

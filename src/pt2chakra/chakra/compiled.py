@@ -38,6 +38,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/chakra/test_lean_fast.py::test_any_node_bytes"),
     CompiledFunction("encode_node", "pt2chakra.chakra.encode:NodeWriter.encode_python",
                      "tests/chakra/test_encode_fast.py::test_any_node_tuple"),
+    CompiledFunction("frame_nodes", "pt2chakra.chakra.encode:NodeWriter.frame_python",
+                     "tests/chakra/test_encode_fast.py::test_any_rows_framed"),
     CompiledFunction("shared_io", "pt2chakra.pytorch.host_decode:_nested_to_op",
                      "tests/pytorch/test_shared_io_fast.py::test_same_io_values"),
     CompiledFunction("host_ops", "pt2chakra.pytorch.host_decode:_nested_to_op",

@@ -15,9 +15,9 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, groupby, islice
 from typing import Any, BinaryIO, NamedTuple, Protocol, cast
 
 from pt2chakra.atomic import atomic_output
@@ -439,27 +439,57 @@ def encode_metadata(md: GlobalMetadata) -> bytes:
 # --------------------------------------------------------------------------
 
 
+class FramedNodes(NamedTuple):
+    """Nodes already framed (``varint(len) || message`` each, joined), as a
+    writer with its own fast path hands over a batch (``NodeWriter.framed``):
+    written as they are, with no bytes object or Python step per node."""
+
+    data: bytes
+    n_nodes: int  # how many nodes ``data`` holds
+
+
+# An item of the node stream ``encode_et_file`` writes.
+NodeItem = ChakraNode | bytes | FramedNodes
+
+
+def node_count(item: NodeItem) -> int:
+    """How many nodes an item of a node stream stands for (progress counts them)."""
+    return item.n_nodes if isinstance(item, FramedNodes) else 1
+
+
+# ``isinstance(item, FramedNodes)`` as a C callable (``groupby``'s key: no
+# Python step per node).
+_is_framed = FramedNodes.__instancecheck__
+
+
 def _write_frames(out: BinaryIO | gzip.GzipFile, metadata: GlobalMetadata,
-                  nodes: Iterable[ChakraNode | bytes]) -> int:
-    """Writes metadata then nodes, ``_FRAME_BATCH`` at a time, each batch
-    framed and joined in one write (about 1 MiB)."""
+                  nodes: Iterable[NodeItem]) -> int:
+    """Writes metadata then nodes: ``FramedNodes`` each as it comes, every
+    run of other items ``_FRAME_BATCH`` at a time, each batch framed and
+    joined in one write (about 1 MiB)."""
     first = encode_metadata(metadata)
     out.write(_uvarint(len(first)) + first)
     count = 0
-    items = iter(nodes)
-    while batch := list(islice(items, _FRAME_BATCH)):
-        out.write(_framed(batch))
-        count += len(batch)
+    for framed, run in groupby(nodes, _is_framed):
+        if framed:
+            for item in cast("Iterator[FramedNodes]", run):
+                out.write(item.data)
+                count += item.n_nodes
+            continue
+        items = cast("Iterator[ChakraNode | bytes]", run)
+        while batch := list(islice(items, _FRAME_BATCH)):
+            out.write(_framed(batch))
+            count += len(batch)
     return count
 
 
-def _framed(batch: list[ChakraNode | bytes]) -> bytes:
+def _framed(batch: Sequence[ChakraNode | bytes]) -> bytes:
     """``varint(len) || message`` of each node, joined. Writers with their own
     fast path hand over already-encoded nodes: a batch of them (messages
     under 16 KiB, as nearly all are) is framed by built-ins, with no Python
     step per node."""
     if set(map(type, batch)) == {bytes}:
-        messages = cast("list[bytes]", batch)
+        messages = cast("Sequence[bytes]", batch)
         sizes = list(map(len, messages))
         if max(sizes) < _VARINT_CACHE_SIZE:
             return b"".join(chain.from_iterable(zip(map(_VARINT_CACHE.__getitem__, sizes),
@@ -472,7 +502,7 @@ def _framed(batch: list[ChakraNode | bytes]) -> bytes:
 
 
 def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
-                  nodes: Iterable[ChakraNode | bytes]) -> int:
+                  nodes: Iterable[NodeItem]) -> int:
     if not gzipped:
         return _write_frames(raw, metadata, nodes)
     # filename="" and mtime=0: no temp name or time stamp in the header, so
@@ -484,13 +514,14 @@ def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
 
 
 def encode_et_file(
-    path: str | os.PathLike[str], metadata: GlobalMetadata, nodes: Iterable[ChakraNode | bytes]
+    path: str | os.PathLike[str], metadata: GlobalMetadata, nodes: Iterable[NodeItem]
 ) -> int:
     """Write an ``.et`` file (gzip if the name ends in ``.gz``); returns node count.
 
     Atomic: output goes to a temp file that replaces ``path`` only on success,
     so a failure (bad node, full disk, Ctrl-C) never leaves a truncated trace.
-    Items may be ``ChakraNode``s or already-encoded Node messages.
+    Items may be ``ChakraNode``s, already-encoded Node messages or
+    ``FramedNodes``.
     """
     path = os.fspath(path)
     with atomic_output(path) as raw:
@@ -705,6 +736,21 @@ class NodeWriter:
         # one with a name not yet in ``_names``, to ``encode_python``).
         self.encode: Callable[[Sequence[Any]], bytes] = self.encode_python if fast is None \
             else partial(fast.encode_node, (self._names, _NODE_TYPES, tables), self.encode_python)
+        # Rows' messages framed and joined, in C where built (the same
+        # tables and fallback as ``encode``).
+        self.frame: Callable[[Iterable[Sequence[Any]]], bytes] = (
+            self.frame_python if fast is None
+            else partial(fast.frame_nodes, (self._names, _NODE_TYPES, tables), self.encode_python))
+
+    def framed(self, rows: Iterable[Sequence[Any]]) -> Iterator[FramedNodes]:
+        """``rows`` framed ``_FRAME_BATCH`` at a time, for ``encode_et_file``."""
+        items = iter(rows)
+        while batch := list(islice(items, _FRAME_BATCH)):
+            yield FramedNodes(self.frame(batch), len(batch))
+
+    def frame_python(self, rows: Iterable[Sequence[Any]]) -> bytes:
+        """``frame`` in Python: ``_framed`` of the rows' ``encode_python``."""
+        return _framed(list(map(self.encode_python, rows)))
 
     def encode_python(self, values: Sequence[Any]) -> bytes:
         """One node's message (unframed). Written flat, ``_uvarint`` inlined
