@@ -457,29 +457,35 @@ def node_count(item: NodeItem) -> int:
     return item.n_nodes if isinstance(item, FramedNodes) else 1
 
 
-# ``isinstance(item, FramedNodes)`` as a C callable (``groupby``'s key: no
-# Python step per node).
-_is_framed = FramedNodes.__instancecheck__
-
-
 def _write_frames(out: BinaryIO | gzip.GzipFile, metadata: GlobalMetadata,
                   nodes: Iterable[NodeItem]) -> int:
-    """Writes metadata then nodes: ``FramedNodes`` each as it comes, every
-    run of other items ``_FRAME_BATCH`` at a time, each batch framed and
-    joined in one write (about 1 MiB)."""
+    """Writes metadata then nodes: ``FramedNodes`` each as it comes, other
+    items ``_FRAME_BATCH`` at a time, each batch framed and joined in one
+    write (about 1 MiB). Runs of one type are found in C (``groupby``), so
+    a stream of single nodes still takes no Python step per node."""
     first = encode_metadata(metadata)
     out.write(_uvarint(len(first)) + first)
     count = 0
-    for framed, run in groupby(nodes, _is_framed):
-        if framed:
-            for item in cast("Iterator[FramedNodes]", run):
-                out.write(item.data)
-                count += item.n_nodes
+    batch: list[ChakraNode | bytes] = []  # single nodes not yet written
+    for kind, run in groupby(nodes, type):
+        if kind is FramedNodes:
+            if batch:
+                out.write(_framed(batch))
+                count += len(batch)
+                batch = []
+            for framed in cast("Iterator[FramedNodes]", run):
+                out.write(framed.data)
+                count += framed.n_nodes
             continue
-        items = cast("Iterator[ChakraNode | bytes]", run)
-        while batch := list(islice(items, _FRAME_BATCH)):
+        single = cast("Iterator[ChakraNode | bytes]", run)
+        batch += islice(single, _FRAME_BATCH - len(batch))
+        while len(batch) == _FRAME_BATCH:
             out.write(_framed(batch))
             count += len(batch)
+            batch = list(islice(single, _FRAME_BATCH))
+    if batch:
+        out.write(_framed(batch))
+        count += len(batch)
     return count
 
 
