@@ -808,3 +808,31 @@ def test_framed_batches_are_written_in_order_as_they_come(tmp_path: Path) -> Non
     path = tmp_path / "t.et.gz"
     assert write_et(path, metadata, items) == len(nodes)
     assert gzip.decompress(path.read_bytes()) == head + frames(nodes)
+
+
+def test_varint_tables_and_their_stand_ins(monkeypatch) -> None:
+    # The tables hold every 1- and 2-byte varint and every continued low 14
+    # bits; until built, their stand-ins give the same bytes and errors, and
+    # the last lookup they answer builds both into the module.
+    from pt2chakra.chakra import encode
+
+    size = 1 << 14
+    small, continued = encode._varint_tables()
+    assert list(small) == [encode._build_varint(i) for i in range(size)]
+    assert list(continued) == [encode._build_varint(i + size)[:2] for i in range(size)]
+    monkeypatch.setattr(encode._UnbuiltVarints, "lookups", -4 * size)  # none builds here
+    for table, stand_in in ((small, encode._UnbuiltVarints(continued=False)),
+                            (continued, encode._UnbuiltVarints(continued=True))):
+        assert [stand_in[i] for i in range(-size, size)] == list(table) * 2
+        for bad in (size, -size - 1, 1.5, "1", None):
+            with pytest.raises((IndexError, TypeError)) as expected:
+                table[bad]  # type: ignore[index]
+            with pytest.raises(expected.type, match=f"^{re.escape(str(expected.value))}$"):
+                stand_in[bad]  # type: ignore[index]
+    for name, continued_table in (("_VARINT_CACHE", False), ("_VARINT_CONTINUED", True)):
+        monkeypatch.setattr(encode, name, encode._UnbuiltVarints(continued=continued_table))
+    monkeypatch.setattr(encode._UnbuiltVarints, "lookups", encode._LOOKUPS_BEFORE_BUILDING - 2)
+    assert encode.uvarint(300) == small[300]  # answered one at a time
+    assert not isinstance(encode._VARINT_CACHE, tuple)
+    assert encode.uvarint(1 << 20) == continued[0] + small[1 << 6]  # builds
+    assert encode._VARINT_CACHE == small and encode._VARINT_CONTINUED == continued

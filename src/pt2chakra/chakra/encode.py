@@ -13,6 +13,7 @@ this module also keeps it out of the start-up of every conversion.
 from __future__ import annotations
 
 import gzip
+import operator
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -71,21 +72,74 @@ def _build_varint(value: int) -> bytes:
     return bytes(out)
 
 
-# The two bytes of value i's 2-byte varint, as columns over i = 0.._VARINT_CACHE_SIZE-1:
-# the low 7 bits with the continuation bit (0x80..0xFF over and over), then i >> 7
-# (each 0..0x7F for 128 values in a row). The tables below pair them up in C
-# (map, zip): a Python loop per value costs ~3 ms of every command's start-up,
-# this ~1.5 ms (a loop with a varint built per value cost ~10 ms).
-_LOW_COLUMN = bytes(range(0x80, 0x100)) * (_VARINT_CACHE_SIZE >> 7)
-_HIGH_COLUMN = b"".join(bytes((high,)) * 0x80 for high in range(_VARINT_CACHE_SIZE >> 7))
-_VARINT_CACHE: tuple[bytes, ...] = tuple(map(bytes, zip(range(0x80)))) + tuple(
-    map(bytes, zip(_LOW_COLUMN[0x80:], _HIGH_COLUMN[0x80:]))
-)
-# The low 14 bits of a longer varint: two bytes, both with the continuation bit
-# (the high column's bytes, all under 0x80, with 0x80 added by ``translate``).
-_VARINT_CONTINUED: tuple[bytes, ...] = tuple(
-    map(bytes, zip(_LOW_COLUMN, _HIGH_COLUMN.translate(bytes(range(0x80, 0x100)) * 2)))
-)
+def _varint_tables() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Every 1- and 2-byte varint (``_VARINT_CACHE``), and the low 14 bits of
+    a longer one: two bytes, both with the continuation bit
+    (``_VARINT_CONTINUED``), each by value below ``_VARINT_CACHE_SIZE``.
+
+    Built from the two bytes of value i's 2-byte varint as columns: the low
+    7 bits with the continuation bit (0x80..0xFF over and over), then i >> 7
+    (each 0..0x7F for 128 values in a row; ``translate`` adds 0x80), paired
+    up in C (map, zip): ~4 ms, where a Python loop per value cost ~10."""
+    low = bytes(range(0x80, 0x100)) * (_VARINT_CACHE_SIZE >> 7)
+    high = b"".join(bytes((byte,)) * 0x80 for byte in range(_VARINT_CACHE_SIZE >> 7))
+    small = tuple(map(bytes, zip(range(0x80)))) + tuple(map(bytes, zip(low[0x80:], high[0x80:])))
+    continued = tuple(map(bytes, zip(low, high.translate(bytes(range(0x80, 0x100)) * 2))))
+    return small, continued
+
+
+class _Varints(Protocol):
+    """A varint table: ``_VARINT_CACHE`` or ``_VARINT_CONTINUED``, built or not."""
+
+    def __getitem__(self, value: int, /) -> bytes: ...
+
+
+# Lookups the stand-ins answer (~0.5 us each) before they build the tables:
+# a compiled conversion makes a few hundred (names and attribute values met
+# first; 886 on a 25k-op host trace), a Python path about ten per node (it
+# gets the tables within a few hundred nodes).
+_LOOKUPS_BEFORE_BUILDING = 4096
+# Indexed as a table of that size is, for the same IndexError or TypeError.
+_NO_VARINTS = (None,) * _VARINT_CACHE_SIZE
+
+
+class _UnbuiltVarints:
+    """A varint table until it is built: its 32k bytes objects cost ~4 ms of
+    every import, yet a compiled conversion looks up only a few hundred
+    varints in Python. This answers the first ``_LOOKUPS_BEFORE_BUILDING``
+    one at a time, then builds both tables and puts them in the module in
+    its place: the per-node Python paths read ``_VARINT_CACHE`` and
+    ``_VARINT_CONTINUED`` as module globals, so they index tuples from then
+    on. Answers and errors are the tables' own."""
+
+    lookups = 0  # by both stand-ins together
+
+    def __init__(self, continued: bool) -> None:
+        self._continued = continued
+
+    def __getitem__(self, value: int) -> bytes:
+        _NO_VARINTS[value]  # the table's IndexError or TypeError, if any
+        cls = _UnbuiltVarints
+        cls.lookups += 1
+        if cls.lookups >= _LOOKUPS_BEFORE_BUILDING:
+            return _build_tables()[self._continued][value]
+        value = operator.index(value) % _VARINT_CACHE_SIZE
+        low = (value & 0x7F) | 0x80
+        if self._continued:
+            return bytes((low, (value >> 7) | 0x80))
+        return bytes((value,)) if value < 0x80 else bytes((low, value >> 7))
+
+
+def _build_tables() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Builds the varint tables into the module (see ``_UnbuiltVarints``)."""
+    global _VARINT_CACHE, _VARINT_CONTINUED
+    tables = _varint_tables()
+    _VARINT_CACHE, _VARINT_CONTINUED = tables
+    return tables
+
+
+_VARINT_CACHE: _Varints = _UnbuiltVarints(continued=False)
+_VARINT_CONTINUED: _Varints = _UnbuiltVarints(continued=True)
 
 
 def _tag(field: int, wire_type: int) -> bytes:
@@ -670,11 +724,11 @@ _REPEATED_ATTR_CODE = """
 _INT64_ATTR_CODE = """
     value = values[{index}]
     if value is not None:
-        if SMALL <= value < FOUR_BYTES:
-            high = small[value >> 14]
-            parts += (prefixes_{i}[2 + len(high)], high_bits[value & LOW_BITS], high)
+        if _VARINT_CACHE_SIZE <= value < _FOUR_BYTE_LIMIT:
+            high = _VARINT_CACHE[value >> 14]
+            parts += (prefixes_{i}[2 + len(high)], _VARINT_CONTINUED[value & _LOW_14_BITS], high)
         else:
-            varint = small[value] if 0 <= value < SMALL else int64(value)
+            varint = _VARINT_CACHE[value] if 0 <= value < _VARINT_CACHE_SIZE else _int64(value)
             parts += (prefixes_{i}[len(varint)], varint)"""
 
 
@@ -700,21 +754,20 @@ def _compile_attrs(tables: Sequence[AttrTable], first: int,
     ``encode_node`` is built it takes most nodes, but this is still the path
     of every node it hands back and of every node without a C compiler or
     with ``PT2CHAKRA_PURE_PYTHON``, so it stays. Only positions
-    enter the source; names and encoded forms are bound as constants
+    enter the source; names and encoded forms are bound as closures
     (``fields_<i>``, ``prefixes_<i>``)."""
-    scope: dict[str, Any] = {"small": _VARINT_CACHE, "SMALL": _VARINT_CACHE_SIZE,
-                             "high_bits": _VARINT_CONTINUED, "LOW_BITS": _LOW_14_BITS,
-                             "FOUR_BYTES": _FOUR_BYTE_LIMIT, "int64": _int64}
-    source = ["def encode_attrs(parts, values):", "    pass"]
+    names = [f"fields_{i}" if isinstance(table, _RepeatedAttr) else f"prefixes_{i}"
+             for i, table in enumerate(tables)]
+    source = [f"def make({', '.join(names)}):", "  def encode_attrs(parts, values):", "    pass"]
     for i, table in enumerate(tables):
-        if isinstance(table, _RepeatedAttr):
-            scope[f"fields_{i}"] = table
-            source.append(_REPEATED_ATTR_CODE.format(i=i, index=first + i))
-        else:
-            scope[f"prefixes_{i}"] = table
-            source.append(_INT64_ATTR_CODE.format(i=i, index=first + i))
-    exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), scope)
-    encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = scope["encode_attrs"]
+        code = _REPEATED_ATTR_CODE if isinstance(table, _RepeatedAttr) else _INT64_ATTR_CODE
+        source.append(code.format(i=i, index=first + i))
+    source.append("  return encode_attrs")
+    # The module's globals: the varint tables are read as they are when it
+    # runs (built on first use, see _UnbuiltVarints); the tables as closures.
+    made: dict[str, Any] = {}
+    exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), globals(), made)
+    encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = made["make"](*tables)
     return encode_attrs
 
 
@@ -803,9 +856,9 @@ class NodeWriter:
                 packed = b"".join([_uvarint(source) for source, _ in data_deps])
                 parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
         if start:
-            high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
-            if high is not None:
-                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], high)
+            start_high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
+            if start_high is not None:
+                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], start_high)
             else:
                 parts += (_NODE_START, self._timestamp(start))
         if duration:
@@ -841,12 +894,10 @@ class _NameFields(dict[str, bytes]):
 
 
 # A packed field of one varint of 1..10 bytes: its tag and length.
-_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
-_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
+_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _build_varint(n) for n in range(MAX_VARINT_BYTES + 1))
+_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _build_varint(n) for n in range(MAX_VARINT_BYTES + 1))
 
 
 # Public names for tests and tools.
 uvarint = _uvarint
 
-
-assert all(_VARINT_CACHE[i] == _build_varint(i) for i in (0, 1, 127, 128, 300, _VARINT_CACHE_SIZE - 1))
