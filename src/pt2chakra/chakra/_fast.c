@@ -8,6 +8,8 @@
  *   million-node .et read in about a second instead of six;
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
  * - frame_nodes: that encoder over a batch of nodes, framed (NodeWriter.frame);
+ * - deps_in_order: the writer's walk over the dependency table
+ *   (dep_table.DepTable._in_order_chunk);
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, thread_timing.cpu_delays);
@@ -1019,6 +1021,133 @@ frame_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     return f.bytes;
+}
+
+/* ------------------------------------------------------------------------
+ * deps_in_order: conversion.dep_table.DepTable.in_order over a chunk of ids
+ * ------------------------------------------------------------------------ */
+
+/* dep_table._MOVED: an array entry whose destination moved to the dict. */
+#define DEP_MOVED 255
+
+/* A read-only view of an array.array of ``format`` (``itemsize`` bytes an item). */
+static int
+read_column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+/* The chunk's entries into ``out``: 1, 0 (one C does not read: the Python
+ * walk takes the chunk) or -1 (error). ``*at``: the array position. */
+static int
+deps_chunk(PyObject *out, PyObject *ids, const int64_t *dsts, const int64_t *srcs,
+           const unsigned char *kinds, Py_ssize_t end, PyObject *rest, PyObject *kind_objs,
+           Py_ssize_t *at)
+{
+    Py_ssize_t i = *at, n_kinds = PyTuple_GET_SIZE(kind_objs);
+    int with_rest = PyDict_GET_SIZE(rest) > 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(ids); k++) {
+        PyObject *id = PyList_GET_ITEM(ids, k), *entry;
+        int overflow = 0;
+        long long dst;
+        if (!PyLong_CheckExact(id))
+            return 0;
+        dst = PyLong_AsLongLongAndOverflow(id, &overflow);
+        if (overflow)
+            return 0;
+        if (dst == -1 && PyErr_Occurred())
+            return -1;
+        if (with_rest) {
+            entry = PyDict_GetItemWithError(rest, id);
+            if (entry == NULL && PyErr_Occurred())
+                return -1;
+            if (entry != NULL && entry != Py_None) {
+                if (PyList_Append(out, entry) < 0)
+                    return -1;
+                continue;
+            }
+        }
+        while (i < end && dsts[i] < dst)
+            i++;
+        if (i < end && dsts[i] == dst && kinds[i] != DEP_MOVED) {
+            PyObject *src, *pair, *deps;
+            if (kinds[i] >= n_kinds)
+                return 0;
+            if ((src = PyLong_FromLongLong(srcs[i])) == NULL)
+                return -1;
+            pair = PyTuple_Pack(2, src, PyTuple_GET_ITEM(kind_objs, kinds[i]));
+            Py_DECREF(src);
+            deps = pair ? PyList_New(1) : NULL;
+            if (deps == NULL) {
+                Py_XDECREF(pair);
+                return -1;
+            }
+            PyList_SET_ITEM(deps, 0, pair);
+            entry = deps;
+        }
+        else
+            entry = Py_NewRef(Py_None);
+        if (PyList_Append(out, entry) < 0) {
+            Py_DECREF(entry);
+            return -1;
+        }
+        Py_DECREF(entry);
+    }
+    *at = i;
+    return 1;
+}
+
+PyDoc_STRVAR(deps_in_order_doc,
+"deps_in_order(ids, dsts, srcs, kinds, rest, kind_objs, at) -> (list, at) | None\n\n"
+"DepTable._in_order_chunk in C: the entry (list or None) of each of ids (a list,\n"
+"ascending), from the table's arrays (dsts, srcs: array('q'), kinds:\n"
+"array('B')) walked from position at, or its dict rest; kind_objs: EdgeKind by\n"
+"value. Returns the entries and the position to go on from; None where the\n"
+"arguments are not what C reads (the Python walk takes the chunk).");
+
+static PyObject *
+deps_in_order(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer views[3];
+    PyObject *out, *result = NULL;
+    Py_ssize_t at, end;
+    int opened = 0, got = 0;
+    (void)self;
+    if (argc != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "deps_in_order(ids, dsts, srcs, kinds, rest, kind_objs, at)");
+        return NULL;
+    }
+    at = PyLong_AsSsize_t(argv[6]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyList_Check(argv[0]) || !PyDict_Check(argv[4]) || !PyTuple_Check(argv[5]) || at < 0)
+        Py_RETURN_NONE;
+    opened = read_column(argv[1], &views[0], "q", 8);
+    opened += opened == 1 && read_column(argv[2], &views[1], "q", 8);
+    opened += opened == 2 && read_column(argv[3], &views[2], "B", 1);
+    end = views[0].len / 8;
+    if (opened == 3 && views[1].len / 8 == end && views[2].len == end && at <= end &&
+        (out = PyList_New(0)) != NULL) {
+        got = deps_chunk(out, argv[0], views[0].buf, views[1].buf, views[2].buf, end,
+                         argv[4], argv[5], &at);
+        if (got > 0)
+            result = Py_BuildValue("(Nn)", out, at);
+        else
+            Py_DECREF(out);
+    }
+    for (int k = 0; k < opened; k++)
+        PyBuffer_Release(&views[k]);
+    if (result == NULL && got == 0 && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return result;
 }
 
 /* ------------------------------------------------------------------------
@@ -3028,6 +3157,8 @@ static PyMethodDef methods[] = {
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
     {"frame_nodes", (PyCFunction)(void (*)(void))frame_nodes, METH_FASTCALL, frame_nodes_doc},
+    {"deps_in_order", (PyCFunction)(void (*)(void))deps_in_order, METH_FASTCALL,
+     deps_in_order_doc},
     {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},
     {NULL, NULL, 0, NULL},

@@ -33,6 +33,16 @@ def frame_nodes(
     rows: Iterable[Sequence[Any]],
     /,
 ) -> bytes: ...
+def deps_in_order(
+    ids: list[int],
+    dsts: array[int],
+    srcs: array[int],
+    kinds: array[int],
+    rest: dict[int, Any],
+    kind_objs: tuple[Any, ...],
+    at: int,
+    /,
+) -> tuple[list[Any], int] | None: ...
 def link_children(
     parents: Any, base: int, shift: int, nwait: list[int], /,  # a prepare.Parents
 ) -> tuple[bytes, bytes, bytes] | None: ...

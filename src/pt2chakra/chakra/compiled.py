@@ -40,6 +40,8 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/chakra/test_encode_fast.py::test_any_node_tuple"),
     CompiledFunction("frame_nodes", "pt2chakra.chakra.encode:NodeWriter.frame_python",
                      "tests/chakra/test_encode_fast.py::test_any_rows_framed"),
+    CompiledFunction("deps_in_order", "pt2chakra.conversion.dep_table:DepTable._in_order_chunk",
+                     "tests/conversion/test_dep_table.py::test_same_deps_in_order"),
     CompiledFunction("shared_io", "pt2chakra.pytorch.host_decode:_nested_to_op",
                      "tests/pytorch/test_shared_io_fast.py::test_same_io_values"),
     CompiledFunction("host_ops", "pt2chakra.pytorch.host_decode:_nested_to_op",
