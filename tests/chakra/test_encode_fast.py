@@ -96,3 +96,60 @@ def test_converter_writer_takes_ordinary_cpu_nodes() -> None:
     first, second = writer.encode(node), writer.encode(node)
     assert first == second == python(node)
     assert len(handed) == 1  # the first, whose name the writer had not met
+
+
+# Rows as the converter gives them (tuples), or as the C path hands them on
+# (lists: not a node tuple it reads); now and then one that is no row at all.
+rows = st.one_of(node_tuples(), node_tuples().map(list), st.sampled_from([None, 5, b"x"]))
+
+
+def _framed_outcome(frame: Any, batch: Any) -> tuple[Any, ...]:
+    try:
+        return ("bytes", frame(batch))
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return ("error", type(exc).__name__, str(exc))
+
+
+@pytest.mark.slow  # a long property run
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(rows, max_size=6), min_size=1, max_size=3), st.booleans())
+def test_any_rows_framed(batches: list[list[Any]], as_tuple: bool) -> None:
+    """``frame`` (C: ``frame_nodes``) gives ``frame_python``'s bytes or its
+    error, for rows it encodes, rows it hands to the fallback and rows that
+    raise; batches in turn, so that the tables fill as they would."""
+    fast, python = NodeWriter(WRITER_ATTRS), NodeWriter(WRITER_ATTRS)
+    assert fast.frame != fast.frame_python  # the compiled one
+    for batch in batches:
+        given_rows = tuple(batch) if as_tuple else batch
+        assert _framed_outcome(fast.frame, given_rows) == _framed_outcome(
+            python.frame_python, given_rows)
+    assert _framed_outcome(fast.frame, iter(batches[0])) == _framed_outcome(
+        python.frame_python, iter(batches[0]))
+    assert _framed_outcome(fast.frame, 5) == _framed_outcome(python.frame_python, 5)
+
+
+def test_frame_takes_ordinary_cpu_nodes_in_c() -> None:
+    """The converter's own table: a batch of ordinary CPU nodes is framed in
+    C, each handed back only until its name is known, with the bytes of
+    ``encode_python`` framed."""
+    handed: list[tuple[Any, ...]] = []
+    writer = NodeWriter(CPU_ATTRS)
+    python = writer.encode_python
+
+    def counting(values: tuple[Any, ...]) -> bytes:
+        handed.append(values)
+        return python(values)
+
+    tables = writer.frame.args[0]  # type: ignore[attr-defined]  # the partial's tables
+    fast = compiled.FAST
+    assert fast is not None
+    io = SimpleNamespace(ioinfo=b"\n\x02[]", ioinfo_size=4)
+    long_name = "aten::" + "x" * 3000  # a message past the C encoder's stack buffer
+    batch = [(node_id, "aten::mm" if node_id % 2 == 0 else long_name, NodeType.COMP_NODE, 17,
+              [(node_id - 1, 0)], 1_700_000_000_123, 42, io, io, True, 999, 3,
+              "aten::mm(Tensor self, Tensor mat2) -> Tensor", 50, 0)
+             for node_id in range(20, 2100)]
+    framed = fast.frame_nodes(tables, counting, batch)
+    assert framed == writer.frame_python(batch)
+    assert [values[1] for values in handed] == ["aten::mm", long_name]
+    assert fast.frame_nodes(tables, counting, []) == b""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,6 +23,7 @@ from pt2chakra.chakra import schema as pb
 from pt2chakra.chakra.decode import decode_node, from_proto, iter_messages, to_proto
 from pt2chakra.chakra.encode import (
     AttrSpec,
+    FramedNodes,
     NodeWriter,
     encode_metadata,
     encode_node,
@@ -771,3 +773,66 @@ def test_frames_of_batches_mixed_and_long_messages(tmp_path: Path) -> None:
     messages = [encode_metadata(metadata)] + [
         n if isinstance(n, bytes) else encode_node(n) for n in nodes]
     assert path.read_bytes() == b"".join(uvarint(len(m)) + m for m in messages)
+
+
+def test_framed_batches_are_written_in_order_as_they_come(tmp_path: Path) -> None:
+    # FramedNodes among encoded nodes and ChakraNodes: each written as it
+    # comes (not held for a batch), in order, counted by the nodes it holds.
+    from io import BytesIO
+
+    from pt2chakra.chakra.encode import _write_frames, node_count
+
+    def frames(nodes: list[ChakraNode]) -> bytes:
+        return b"".join(uvarint(len(m)) + m for m in map(encode_node, nodes))
+
+    nodes = [ChakraNode(id=i, name=f"n{i % 5}", type=NodeType.COMP_NODE) for i in range(1, 40)]
+    items: list[ChakraNode | bytes | FramedNodes] = [
+        encode_node(nodes[0]), FramedNodes(frames(nodes[1:4]), 3), FramedNodes(b"", 0),
+        FramedNodes(frames(nodes[4:5]), 1), nodes[5], encode_node(nodes[6]),
+        FramedNodes(frames(nodes[7:30]), 23), *nodes[30:35], *map(encode_node, nodes[35:])]
+    assert sum(map(node_count, items)) == len(nodes)
+    out = BytesIO()
+    metadata = GlobalMetadata(version="0.0.4")
+    head = uvarint(len(encode_metadata(metadata))) + encode_metadata(metadata)
+
+    def checked() -> Iterator[ChakraNode | bytes | FramedNodes]:
+        before: object = None
+        for item in items:
+            if isinstance(before, FramedNodes):  # the batch before was written
+                assert out.getvalue().endswith(before.data)
+            yield item
+            before = item
+
+    assert _write_frames(out, metadata, checked()) == len(nodes)
+    assert out.getvalue() == head + frames(nodes)
+    path = tmp_path / "t.et.gz"
+    assert write_et(path, metadata, items) == len(nodes)
+    assert gzip.decompress(path.read_bytes()) == head + frames(nodes)
+
+
+def test_varint_tables_and_their_stand_ins(monkeypatch) -> None:
+    # The tables hold every 1- and 2-byte varint and every continued low 14
+    # bits; until built, their stand-ins give the same bytes and errors, and
+    # the last lookup they answer builds both into the module.
+    from pt2chakra.chakra import encode
+
+    size = 1 << 14
+    small, continued = encode._varint_tables()
+    assert list(small) == [encode._build_varint(i) for i in range(size)]
+    assert list(continued) == [encode._build_varint(i + size)[:2] for i in range(size)]
+    monkeypatch.setattr(encode._UnbuiltVarints, "lookups", -4 * size)  # none builds here
+    for table, stand_in in ((small, encode._UnbuiltVarints(continued=False)),
+                            (continued, encode._UnbuiltVarints(continued=True))):
+        assert [stand_in[i] for i in range(-size, size)] == list(table) * 2
+        for bad in (size, -size - 1, 1.5, "1", None):
+            with pytest.raises((IndexError, TypeError)) as expected:
+                table[bad]  # type: ignore[index]
+            with pytest.raises(expected.type, match=f"^{re.escape(str(expected.value))}$"):
+                stand_in[bad]  # type: ignore[index]
+    for name, continued_table in (("_VARINT_CACHE", False), ("_VARINT_CONTINUED", True)):
+        monkeypatch.setattr(encode, name, encode._UnbuiltVarints(continued=continued_table))
+    monkeypatch.setattr(encode._UnbuiltVarints, "lookups", encode._LOOKUPS_BEFORE_BUILDING - 2)
+    assert encode.uvarint(300) == small[300]  # answered one at a time
+    assert not isinstance(encode._VARINT_CACHE, tuple)
+    assert encode.uvarint(1 << 20) == continued[0] + small[1 << 6]  # builds
+    assert encode._VARINT_CACHE == small and encode._VARINT_CONTINUED == continued

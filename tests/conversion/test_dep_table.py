@@ -1,13 +1,15 @@
 """DepTable: the merged dependency table behaves as the dict it replaces."""
 
 from collections import Counter
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pt2chakra.chakra import compiled
 from pt2chakra.chakra.dep_kinds import EdgeKind
-from pt2chakra.conversion.dep_table import DepTable
+from pt2chakra.conversion.dep_table import _KINDS, DepTable
 from pt2chakra.conversion.deps import EdgeColumns
 
 K = EdgeKind
@@ -87,3 +89,65 @@ def test_changes_stick_as_in_a_dict() -> None:
     assert dict(table.items()) == {2: [], 3: [(2, K.THREAD_ORDER), (9, K.INTER_THREAD)],
                                    7: [(1, K.LAUNCH)]}
     assert len(table) == 3
+
+
+_ids = st.one_of(st.integers(-3, 33), st.integers(-2**70, 2**70), st.sampled_from([True, 2.0]))
+
+
+def _chunk_outcome(call: Any) -> tuple[Any, ...]:
+    try:
+        return ("value", call())
+    except Exception as exc:  # noqa: BLE001 - the error itself is what is compared
+        return ("error", type(exc).__name__, str(exc))
+
+
+@pytest.mark.slow  # a long property run
+@settings(max_examples=300, deadline=None)
+@given(_groups, st.lists(st.tuples(st.sampled_from(["set", "del", "default"]),
+                                   st.integers(0, 30)), max_size=6),
+       st.lists(_ids, max_size=40), st.integers(0, 45), st.booleans(), st.booleans())
+def test_same_deps_in_order(groups, changes, ids, at, ascending, corrupt) -> None:
+    """``deps_in_order`` (C) gives ``_in_order_chunk``'s entries and position,
+    or hands the chunk back (None) and the Python walk gives them or its
+    error: over tables with entries moved to the dict or deleted, ids in
+    order or not, of any size or type, from any position."""
+    fast = compiled.FAST
+    if fast is None:
+        pytest.skip("the compiled fast path is not built here")
+    table = DepTable.merged(groups)
+    for change, dst in changes:
+        if change == "set":
+            table[dst] = [(dst + 1, K.CALLER)]
+        elif change == "del" and dst in table:
+            del table[dst]
+        else:
+            table.setdefault(dst)
+    if corrupt and len(table._kinds):
+        table._kinds[0] = len(_KINDS)  # no EdgeKind: the Python walk raises
+    if ascending:
+        ids = sorted(ids)
+    at = min(at, len(table._dsts))
+
+    def compiled_walk() -> Any:
+        found = fast.deps_in_order(ids, table._dsts, table._srcs, table._kinds, table._rest,
+                                   _KINDS, at)
+        return found if found is not None else table._in_order_chunk(ids, at)
+
+    assert _chunk_outcome(compiled_walk) == _chunk_outcome(lambda: table._in_order_chunk(ids, at))
+    plain = all(type(i) is int and -2**63 <= i < 2**63 for i in ids) and not corrupt
+    if plain:  # the common case is C's own
+        assert fast.deps_in_order(ids, table._dsts, table._srcs, table._kinds, table._rest,
+                                  _KINDS, at) is not None
+
+
+def test_in_order_goes_on_across_chunks(monkeypatch) -> None:
+    # Chunks of 3: each walk starts where the one before stopped.
+    from pt2chakra.conversion import dep_table
+
+    monkeypatch.setattr(dep_table, "_IN_ORDER_CHUNK", 3)
+    table = DepTable.merged([[(d - 1, d, K.THREAD_ORDER) for d in range(1, 20, 2)],
+                             [(0, 7, K.CALLER)]])
+    expected = [table.get(d) for d in range(22)]
+    assert list(table.in_order(range(22))) == expected
+    monkeypatch.setattr(compiled, "FAST", None)
+    assert list(table.in_order(range(22))) == expected

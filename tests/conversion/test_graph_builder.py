@@ -8,10 +8,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 from builders import cpu_event as cpu
 from builders import gpu_kernel as kernel
 from builders import host_op as op
 from builders import runtime_event as launch
+from helpers import GLOO_SAMPLE, SAMPLE
 
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
@@ -316,3 +318,30 @@ def test_dropped_ids_are_the_host_ops_left_out():
     assert _dropped_ids([root, thread, mm], [mm]) == {1, 2}
     assert _dropped_ids([root, thread, mm], [thread, mm]) == {1}  # not the containers: by id
     assert _dropped_ids([mm], [mm]) == frozenset()
+
+
+@pytest.mark.parametrize("kineto", [True, False], ids=["pair", "host-only"])
+@pytest.mark.parametrize("sample", ["gloo", "gpt"])
+def test_framed_nodes_are_the_encoded_nodes_framed(tmp_path, monkeypatch, sample, kineto):
+    # The writer's batches hold encoded_nodes() framed, in order, special ops
+    # (the gloo sample's transfers and process-group op) and GPU nodes among
+    # them; small batches so that runs split. The file is what they frame.
+    from pt2chakra.chakra import encode
+    from pt2chakra.chakra.encode import FramedNodes, encode_metadata, node_count
+    from pt2chakra.conversion.api import convert_run
+
+    host = f"{GLOO_SAMPLE}.rank0" if sample == "gloo" else str(SAMPLE)
+    monkeypatch.setattr(encode, "_FRAME_BATCH", 5)
+    out = tmp_path / "out.et"
+    graph = convert_run(f"{host}.host_et.json.gz", f"{host}.kineto.json.gz" if kineto else None,
+                        out).graph
+    items = list(graph.framed_nodes())
+    messages = list(graph.encoded_nodes())
+    framed = [item for item in items if isinstance(item, FramedNodes)]
+    assert len(framed) > 2 and all(0 < item.n_nodes <= 5 for item in framed)
+    assert (sample == "gloo") == bool(graph._special_ids())
+    assert sum(map(node_count, items)) == len(messages)
+    assert b"".join(i.data if isinstance(i, FramedNodes) else encode._framed([i])
+                    for i in items) == encode._framed(messages)
+    head = encode_metadata(graph.metadata)
+    assert out.read_bytes() == encode._framed([head, *messages])

@@ -7,6 +7,9 @@
  * - lean_nodes: the simulator's lean node decode (chakra/lean_read.py): a
  *   million-node .et read in about a second instead of six;
  * - encode_node: the converter's CPU-node encoder (encode.NodeWriter);
+ * - frame_nodes: that encoder over a batch of nodes, framed (NodeWriter.frame);
+ * - deps_in_order: the writer's walk over the dependency table
+ *   (dep_table.DepTable._in_order_chunk);
  * - parents_of, link_children, cpu_delays: the simulator's dependency lists,
  *   children arrays and CPU-thread delays (prepare._parents,
  *   prepare._link_children, thread_timing.cpu_delays);
@@ -816,8 +819,14 @@ attr_value(Out *o, PyObject *spec, PyObject *value)
             out_varint(o, u) ? 1 : -1;
     }
     else {
-        PyObject *field = PyObject_GetItem(spec, value);
+        /* A dict subclass's [] is a Python-level call: the dict's own lookup
+         * first, its __missing__ (the table's encoder) only on a miss. */
+        PyObject *field = PyDict_Check(spec) ? PyDict_GetItemWithError(spec, value) : NULL;
         int ok;
+        if (field != NULL)
+            Py_INCREF(field);
+        else if (!PyErr_Occurred())
+            field = PyObject_GetItem(spec, value);
         if (field == NULL) {
             PyErr_Clear(); /* the Python path raises it again, or encodes */
             return 0;
@@ -910,6 +919,239 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         result = NULL;
     if (o.data != o.stack)
         PyMem_Free(o.data);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * frame_nodes: encode.NodeWriter.frame, a batch of node tuples framed
+ * ------------------------------------------------------------------------ */
+
+/* A typical CPU node's framed size, the batch's first guess per row: the
+ * 25k-op benchmark's average is about 370 bytes; the buffer grows past it. */
+#define FRAME_GUESS 512
+
+/* The batch, built in the bytes object returned (grown in place by
+ * _PyBytes_Resize: no copy at the end, no page touched twice). */
+typedef struct {
+    PyObject *bytes;
+    Py_ssize_t len;
+} Frames;
+
+/* One message appended with its length varint in front: 1, or 0 with an error set. */
+static int
+frames_add(Frames *f, const void *message, Py_ssize_t len)
+{
+    Py_ssize_t need = f->len + MAX_VARINT_BYTES + len;
+    unsigned char *at;
+    Py_ssize_t n;
+    if (need > PyBytes_GET_SIZE(f->bytes) && _PyBytes_Resize(&f->bytes, need * 2) < 0)
+        return 0;
+    at = (unsigned char *)PyBytes_AS_STRING(f->bytes) + f->len;
+    n = write_varint(at, (uint64_t)len);
+    memcpy(at + n, message, (size_t)len);
+    f->len += n + len;
+    return 1;
+}
+
+/* One row's frame: encoded here, or by fallback (always where tables is
+ * NULL), then framed: 1, or -1 with a Python error set. */
+static int
+frame_row(Frames *f, Out *node, PyObject *tables, PyObject *fallback, PyObject *row)
+{
+    PyObject *message;
+    int got = 0, ok;
+    node->len = 0;
+    if (tables != NULL && PyTuple_Check(row))
+        got = node_message(node, PyTuple_GET_ITEM(tables, 0), PyTuple_GET_ITEM(tables, 1),
+                           PyTuple_GET_ITEM(tables, 2), row);
+    if (got > 0)
+        return frames_add(f, node->data, node->len) ? 1 : -1;
+    if (got < 0 || PyErr_Occurred())
+        return -1;
+    if ((message = PyObject_CallOneArg(fallback, row)) == NULL)
+        return -1;
+    if (!PyBytes_Check(message)) {
+        PyErr_SetString(PyExc_TypeError, "frame_nodes: fallback must return bytes");
+        ok = -1;
+    }
+    else
+        ok = frames_add(f, PyBytes_AS_STRING(message), PyBytes_GET_SIZE(message)) ? 1 : -1;
+    Py_DECREF(message);
+    return ok;
+}
+
+PyDoc_STRVAR(frame_nodes_doc,
+"frame_nodes(tables, fallback, rows) -> bytes\n\n"
+"NodeWriter.frame in C: encode_node of each of rows (any iterable of node\n"
+"tuples; same tables and fallback), each message after its length varint,\n"
+"joined: a batch written as is, with no bytes object per node.");
+
+static PyObject *
+frame_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    PyObject *tables, *fallback, *rows;
+    Frames f;
+    Out node;
+    int ok = 1;
+    (void)self;
+    if (argc != 3 || !PyTuple_Check(argv[0]) || PyTuple_GET_SIZE(argv[0]) != 3) {
+        PyErr_SetString(PyExc_TypeError, "frame_nodes(tables, fallback, rows)");
+        return NULL;
+    }
+    tables = argv[0], fallback = argv[1];
+    /* list(rows) as the twin's map would iterate it (its error where not iterable) */
+    rows = PyList_Check(argv[2]) || PyTuple_Check(argv[2]) ? Py_NewRef(argv[2])
+        : PySequence_List(argv[2]);
+    if (rows == NULL)
+        return NULL;
+    if (!PyDict_Check(PyTuple_GET_ITEM(tables, 0)) || !PyDict_Check(PyTuple_GET_ITEM(tables, 1)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(tables, 2)))
+        tables = NULL; /* not tables C reads: every row goes to fallback */
+    f.len = 0;
+    f.bytes = PyBytes_FromStringAndSize(NULL, (PySequence_Fast_GET_SIZE(rows) + 1) * FRAME_GUESS);
+    node.data = node.stack, node.len = 0, node.cap = OUT_STACK;
+    /* The size is read again per row and each row held: fallback runs Python code. */
+    ok = f.bytes != NULL;
+    for (Py_ssize_t k = 0; ok > 0 && k < PySequence_Fast_GET_SIZE(rows); k++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, k);
+        Py_INCREF(row);
+        ok = frame_row(&f, &node, tables, fallback, row);
+        Py_DECREF(row);
+    }
+    if (node.data != node.stack)
+        PyMem_Free(node.data);
+    Py_DECREF(rows);
+    if (ok <= 0 || _PyBytes_Resize(&f.bytes, f.len) < 0) {
+        Py_XDECREF(f.bytes);
+        return NULL;
+    }
+    return f.bytes;
+}
+
+/* ------------------------------------------------------------------------
+ * deps_in_order: conversion.dep_table.DepTable.in_order over a chunk of ids
+ * ------------------------------------------------------------------------ */
+
+/* dep_table._MOVED: an array entry whose destination moved to the dict. */
+#define DEP_MOVED 255
+
+/* A read-only view of an array.array of ``format`` (``itemsize`` bytes an item). */
+static int
+read_column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0)
+        return 1;
+    PyBuffer_Release(view);
+    return 0;
+}
+
+/* The chunk's entries into ``out``: 1, 0 (one C does not read: the Python
+ * walk takes the chunk) or -1 (error). ``*at``: the array position. */
+static int
+deps_chunk(PyObject *out, PyObject *ids, const int64_t *dsts, const int64_t *srcs,
+           const unsigned char *kinds, Py_ssize_t end, PyObject *rest, PyObject *kind_objs,
+           Py_ssize_t *at)
+{
+    Py_ssize_t i = *at, n_kinds = PyTuple_GET_SIZE(kind_objs);
+    int with_rest = PyDict_GET_SIZE(rest) > 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(ids); k++) {
+        PyObject *id = PyList_GET_ITEM(ids, k), *entry;
+        int overflow = 0;
+        long long dst;
+        if (!PyLong_CheckExact(id))
+            return 0;
+        dst = PyLong_AsLongLongAndOverflow(id, &overflow);
+        if (overflow)
+            return 0;
+        if (dst == -1 && PyErr_Occurred())
+            return -1;
+        if (with_rest) {
+            entry = PyDict_GetItemWithError(rest, id);
+            if (entry == NULL && PyErr_Occurred())
+                return -1;
+            if (entry != NULL && entry != Py_None) {
+                if (PyList_Append(out, entry) < 0)
+                    return -1;
+                continue;
+            }
+        }
+        while (i < end && dsts[i] < dst)
+            i++;
+        if (i < end && dsts[i] == dst && kinds[i] != DEP_MOVED) {
+            PyObject *src, *pair, *deps;
+            if (kinds[i] >= n_kinds)
+                return 0;
+            if ((src = PyLong_FromLongLong(srcs[i])) == NULL)
+                return -1;
+            pair = PyTuple_Pack(2, src, PyTuple_GET_ITEM(kind_objs, kinds[i]));
+            Py_DECREF(src);
+            deps = pair ? PyList_New(1) : NULL;
+            if (deps == NULL) {
+                Py_XDECREF(pair);
+                return -1;
+            }
+            PyList_SET_ITEM(deps, 0, pair);
+            entry = deps;
+        }
+        else
+            entry = Py_NewRef(Py_None);
+        if (PyList_Append(out, entry) < 0) {
+            Py_DECREF(entry);
+            return -1;
+        }
+        Py_DECREF(entry);
+    }
+    *at = i;
+    return 1;
+}
+
+PyDoc_STRVAR(deps_in_order_doc,
+"deps_in_order(ids, dsts, srcs, kinds, rest, kind_objs, at) -> (list, at) | None\n\n"
+"DepTable._in_order_chunk in C: the entry (list or None) of each of ids (a list,\n"
+"ascending), from the table's arrays (dsts, srcs: array('q'), kinds:\n"
+"array('B')) walked from position at, or its dict rest; kind_objs: EdgeKind by\n"
+"value. Returns the entries and the position to go on from; None where the\n"
+"arguments are not what C reads (the Python walk takes the chunk).");
+
+static PyObject *
+deps_in_order(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
+{
+    Py_buffer views[3];
+    PyObject *out, *result = NULL;
+    Py_ssize_t at, end;
+    int opened = 0, got = 0;
+    (void)self;
+    if (argc != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "deps_in_order(ids, dsts, srcs, kinds, rest, kind_objs, at)");
+        return NULL;
+    }
+    at = PyLong_AsSsize_t(argv[6]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyList_Check(argv[0]) || !PyDict_Check(argv[4]) || !PyTuple_Check(argv[5]) || at < 0)
+        Py_RETURN_NONE;
+    opened = read_column(argv[1], &views[0], "q", 8);
+    opened += opened == 1 && read_column(argv[2], &views[1], "q", 8);
+    opened += opened == 2 && read_column(argv[3], &views[2], "B", 1);
+    end = views[0].len / 8;
+    if (opened == 3 && views[1].len / 8 == end && views[2].len == end && at <= end &&
+        (out = PyList_New(0)) != NULL) {
+        got = deps_chunk(out, argv[0], views[0].buf, views[1].buf, views[2].buf, end,
+                         argv[4], argv[5], &at);
+        if (got > 0)
+            result = Py_BuildValue("(Nn)", out, at);
+        else
+            Py_DECREF(out);
+    }
+    for (int k = 0; k < opened; k++)
+        PyBuffer_Release(&views[k]);
+    if (result == NULL && got == 0 && !PyErr_Occurred())
+        Py_RETURN_NONE;
     return result;
 }
 
@@ -3895,6 +4137,9 @@ static PyMethodDef methods[] = {
     {"link_children", (PyCFunction)(void (*)(void))link_children, METH_FASTCALL,
      link_children_doc},
     {"encode_node", (PyCFunction)(void (*)(void))encode_node, METH_FASTCALL, encode_node_doc},
+    {"frame_nodes", (PyCFunction)(void (*)(void))frame_nodes, METH_FASTCALL, frame_nodes_doc},
+    {"deps_in_order", (PyCFunction)(void (*)(void))deps_in_order, METH_FASTCALL,
+     deps_in_order_doc},
     {"lean_nodes", (PyCFunction)(void (*)(void))lean_nodes, METH_FASTCALL, lean_nodes_doc},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL, scan_frames_doc},
     {"thread_order", (PyCFunction)(void (*)(void))thread_order, METH_FASTCALL,

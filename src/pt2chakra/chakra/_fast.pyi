@@ -1,7 +1,7 @@
 """Types of the compiled fast path (``_fast.c``)."""
 
 from array import array
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import Attr, ChakraNode, NodeType
@@ -27,6 +27,22 @@ def encode_node(
     values: Sequence[Any],
     /,
 ) -> bytes: ...
+def frame_nodes(
+    tables: tuple[dict[str, bytes], dict[int, bytes], tuple[Any, ...]],
+    fallback: Callable[[Sequence[Any]], bytes],
+    rows: Iterable[Sequence[Any]],
+    /,
+) -> bytes: ...
+def deps_in_order(
+    ids: list[int],
+    dsts: array[int],
+    srcs: array[int],
+    kinds: array[int],
+    rest: dict[int, Any],
+    kind_objs: tuple[Any, ...],
+    at: int,
+    /,
+) -> tuple[list[Any], int] | None: ...
 def link_children(
     parents: Any, base: int, shift: int, nwait: list[int], /,  # a prepare.Parents
 ) -> tuple[bytes, bytes, bytes] | None: ...

@@ -13,11 +13,12 @@ this module also keeps it out of the start-up of every conversion.
 from __future__ import annotations
 
 import gzip
+import operator
 import os
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, groupby, islice
 from typing import Any, BinaryIO, NamedTuple, Protocol, cast
 
 from pt2chakra.atomic import atomic_output
@@ -71,21 +72,74 @@ def _build_varint(value: int) -> bytes:
     return bytes(out)
 
 
-# The two bytes of value i's 2-byte varint, as columns over i = 0.._VARINT_CACHE_SIZE-1:
-# the low 7 bits with the continuation bit (0x80..0xFF over and over), then i >> 7
-# (each 0..0x7F for 128 values in a row). The tables below pair them up in C
-# (map, zip): a Python loop per value costs ~3 ms of every command's start-up,
-# this ~1.5 ms (a loop with a varint built per value cost ~10 ms).
-_LOW_COLUMN = bytes(range(0x80, 0x100)) * (_VARINT_CACHE_SIZE >> 7)
-_HIGH_COLUMN = b"".join(bytes((high,)) * 0x80 for high in range(_VARINT_CACHE_SIZE >> 7))
-_VARINT_CACHE: tuple[bytes, ...] = tuple(map(bytes, zip(range(0x80)))) + tuple(
-    map(bytes, zip(_LOW_COLUMN[0x80:], _HIGH_COLUMN[0x80:]))
-)
-# The low 14 bits of a longer varint: two bytes, both with the continuation bit
-# (the high column's bytes, all under 0x80, with 0x80 added by ``translate``).
-_VARINT_CONTINUED: tuple[bytes, ...] = tuple(
-    map(bytes, zip(_LOW_COLUMN, _HIGH_COLUMN.translate(bytes(range(0x80, 0x100)) * 2)))
-)
+def _varint_tables() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Every 1- and 2-byte varint (``_VARINT_CACHE``), and the low 14 bits of
+    a longer one: two bytes, both with the continuation bit
+    (``_VARINT_CONTINUED``), each by value below ``_VARINT_CACHE_SIZE``.
+
+    Built from the two bytes of value i's 2-byte varint as columns: the low
+    7 bits with the continuation bit (0x80..0xFF over and over), then i >> 7
+    (each 0..0x7F for 128 values in a row; ``translate`` adds 0x80), paired
+    up in C (map, zip): ~4 ms, where a Python loop per value cost ~10."""
+    low = bytes(range(0x80, 0x100)) * (_VARINT_CACHE_SIZE >> 7)
+    high = b"".join(bytes((byte,)) * 0x80 for byte in range(_VARINT_CACHE_SIZE >> 7))
+    small = tuple(map(bytes, zip(range(0x80)))) + tuple(map(bytes, zip(low[0x80:], high[0x80:])))
+    continued = tuple(map(bytes, zip(low, high.translate(bytes(range(0x80, 0x100)) * 2))))
+    return small, continued
+
+
+class _Varints(Protocol):
+    """A varint table: ``_VARINT_CACHE`` or ``_VARINT_CONTINUED``, built or not."""
+
+    def __getitem__(self, value: int, /) -> bytes: ...
+
+
+# Lookups the stand-ins answer (~0.5 us each) before they build the tables:
+# a compiled conversion makes a few hundred (names and attribute values met
+# first; 886 on a 25k-op host trace), a Python path about ten per node (it
+# gets the tables within a few hundred nodes).
+_LOOKUPS_BEFORE_BUILDING = 4096
+# Indexed as a table of that size is, for the same IndexError or TypeError.
+_NO_VARINTS = (None,) * _VARINT_CACHE_SIZE
+
+
+class _UnbuiltVarints:
+    """A varint table until it is built: its 32k bytes objects cost ~4 ms of
+    every import, yet a compiled conversion looks up only a few hundred
+    varints in Python. This answers the first ``_LOOKUPS_BEFORE_BUILDING``
+    one at a time, then builds both tables and puts them in the module in
+    its place: the per-node Python paths read ``_VARINT_CACHE`` and
+    ``_VARINT_CONTINUED`` as module globals, so they index tuples from then
+    on. Answers and errors are the tables' own."""
+
+    lookups = 0  # by both stand-ins together
+
+    def __init__(self, continued: bool) -> None:
+        self._continued = continued
+
+    def __getitem__(self, value: int) -> bytes:
+        _NO_VARINTS[value]  # the table's IndexError or TypeError, if any
+        cls = _UnbuiltVarints
+        cls.lookups += 1
+        if cls.lookups >= _LOOKUPS_BEFORE_BUILDING:
+            return _build_tables()[self._continued][value]
+        value = operator.index(value) % _VARINT_CACHE_SIZE
+        low = (value & 0x7F) | 0x80
+        if self._continued:
+            return bytes((low, (value >> 7) | 0x80))
+        return bytes((value,)) if value < 0x80 else bytes((low, value >> 7))
+
+
+def _build_tables() -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """Builds the varint tables into the module (see ``_UnbuiltVarints``)."""
+    global _VARINT_CACHE, _VARINT_CONTINUED
+    tables = _varint_tables()
+    _VARINT_CACHE, _VARINT_CONTINUED = tables
+    return tables
+
+
+_VARINT_CACHE: _Varints = _UnbuiltVarints(continued=False)
+_VARINT_CONTINUED: _Varints = _UnbuiltVarints(continued=True)
 
 
 def _tag(field: int, wire_type: int) -> bytes:
@@ -439,27 +493,63 @@ def encode_metadata(md: GlobalMetadata) -> bytes:
 # --------------------------------------------------------------------------
 
 
+class FramedNodes(NamedTuple):
+    """Nodes already framed (``varint(len) || message`` each, joined), as a
+    writer with its own fast path hands over a batch (``NodeWriter.framed``):
+    written as they are, with no bytes object or Python step per node."""
+
+    data: bytes
+    n_nodes: int  # how many nodes ``data`` holds
+
+
+# An item of the node stream ``encode_et_file`` writes.
+NodeItem = ChakraNode | bytes | FramedNodes
+
+
+def node_count(item: NodeItem) -> int:
+    """How many nodes an item of a node stream stands for (progress counts them)."""
+    return item.n_nodes if isinstance(item, FramedNodes) else 1
+
+
 def _write_frames(out: BinaryIO | gzip.GzipFile, metadata: GlobalMetadata,
-                  nodes: Iterable[ChakraNode | bytes]) -> int:
-    """Writes metadata then nodes, ``_FRAME_BATCH`` at a time, each batch
-    framed and joined in one write (about 1 MiB)."""
+                  nodes: Iterable[NodeItem]) -> int:
+    """Writes metadata then nodes: ``FramedNodes`` each as it comes, other
+    items ``_FRAME_BATCH`` at a time, each batch framed and joined in one
+    write (about 1 MiB). Runs of one type are found in C (``groupby``), so
+    a stream of single nodes still takes no Python step per node."""
     first = encode_metadata(metadata)
     out.write(_uvarint(len(first)) + first)
     count = 0
-    items = iter(nodes)
-    while batch := list(islice(items, _FRAME_BATCH)):
+    batch: list[ChakraNode | bytes] = []  # single nodes not yet written
+    for kind, run in groupby(nodes, type):
+        if kind is FramedNodes:
+            if batch:
+                out.write(_framed(batch))
+                count += len(batch)
+                batch = []
+            for framed in cast("Iterator[FramedNodes]", run):
+                out.write(framed.data)
+                count += framed.n_nodes
+            continue
+        single = cast("Iterator[ChakraNode | bytes]", run)
+        batch += islice(single, _FRAME_BATCH - len(batch))
+        while len(batch) == _FRAME_BATCH:
+            out.write(_framed(batch))
+            count += len(batch)
+            batch = list(islice(single, _FRAME_BATCH))
+    if batch:
         out.write(_framed(batch))
         count += len(batch)
     return count
 
 
-def _framed(batch: list[ChakraNode | bytes]) -> bytes:
+def _framed(batch: Sequence[ChakraNode | bytes]) -> bytes:
     """``varint(len) || message`` of each node, joined. Writers with their own
     fast path hand over already-encoded nodes: a batch of them (messages
     under 16 KiB, as nearly all are) is framed by built-ins, with no Python
     step per node."""
     if set(map(type, batch)) == {bytes}:
-        messages = cast("list[bytes]", batch)
+        messages = cast("Sequence[bytes]", batch)
         sizes = list(map(len, messages))
         if max(sizes) < _VARINT_CACHE_SIZE:
             return b"".join(chain.from_iterable(zip(map(_VARINT_CACHE.__getitem__, sizes),
@@ -472,7 +562,7 @@ def _framed(batch: list[ChakraNode | bytes]) -> bytes:
 
 
 def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
-                  nodes: Iterable[ChakraNode | bytes]) -> int:
+                  nodes: Iterable[NodeItem]) -> int:
     if not gzipped:
         return _write_frames(raw, metadata, nodes)
     # filename="" and mtime=0: no temp name or time stamp in the header, so
@@ -484,13 +574,14 @@ def _write_stream(raw: BinaryIO, gzipped: bool, metadata: GlobalMetadata,
 
 
 def encode_et_file(
-    path: str | os.PathLike[str], metadata: GlobalMetadata, nodes: Iterable[ChakraNode | bytes]
+    path: str | os.PathLike[str], metadata: GlobalMetadata, nodes: Iterable[NodeItem]
 ) -> int:
     """Write an ``.et`` file (gzip if the name ends in ``.gz``); returns node count.
 
     Atomic: output goes to a temp file that replaces ``path`` only on success,
     so a failure (bad node, full disk, Ctrl-C) never leaves a truncated trace.
-    Items may be ``ChakraNode``s or already-encoded Node messages.
+    Items may be ``ChakraNode``s, already-encoded Node messages or
+    ``FramedNodes``.
     """
     path = os.fspath(path)
     with atomic_output(path) as raw:
@@ -633,11 +724,11 @@ _REPEATED_ATTR_CODE = """
 _INT64_ATTR_CODE = """
     value = values[{index}]
     if value is not None:
-        if SMALL <= value < FOUR_BYTES:
-            high = small[value >> 14]
-            parts += (prefixes_{i}[2 + len(high)], high_bits[value & LOW_BITS], high)
+        if _VARINT_CACHE_SIZE <= value < _FOUR_BYTE_LIMIT:
+            high = _VARINT_CACHE[value >> 14]
+            parts += (prefixes_{i}[2 + len(high)], _VARINT_CONTINUED[value & _LOW_14_BITS], high)
         else:
-            varint = small[value] if 0 <= value < SMALL else int64(value)
+            varint = _VARINT_CACHE[value] if 0 <= value < _VARINT_CACHE_SIZE else _int64(value)
             parts += (prefixes_{i}[len(varint)], varint)"""
 
 
@@ -663,21 +754,20 @@ def _compile_attrs(tables: Sequence[AttrTable], first: int,
     ``encode_node`` is built it takes most nodes, but this is still the path
     of every node it hands back and of every node without a C compiler or
     with ``PT2CHAKRA_PURE_PYTHON``, so it stays. Only positions
-    enter the source; names and encoded forms are bound as constants
+    enter the source; names and encoded forms are bound as closures
     (``fields_<i>``, ``prefixes_<i>``)."""
-    scope: dict[str, Any] = {"small": _VARINT_CACHE, "SMALL": _VARINT_CACHE_SIZE,
-                             "high_bits": _VARINT_CONTINUED, "LOW_BITS": _LOW_14_BITS,
-                             "FOUR_BYTES": _FOUR_BYTE_LIMIT, "int64": _int64}
-    source = ["def encode_attrs(parts, values):", "    pass"]
+    names = [f"fields_{i}" if isinstance(table, _RepeatedAttr) else f"prefixes_{i}"
+             for i, table in enumerate(tables)]
+    source = [f"def make({', '.join(names)}):", "  def encode_attrs(parts, values):", "    pass"]
     for i, table in enumerate(tables):
-        if isinstance(table, _RepeatedAttr):
-            scope[f"fields_{i}"] = table
-            source.append(_REPEATED_ATTR_CODE.format(i=i, index=first + i))
-        else:
-            scope[f"prefixes_{i}"] = table
-            source.append(_INT64_ATTR_CODE.format(i=i, index=first + i))
-    exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), scope)
-    encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = scope["encode_attrs"]
+        code = _REPEATED_ATTR_CODE if isinstance(table, _RepeatedAttr) else _INT64_ATTR_CODE
+        source.append(code.format(i=i, index=first + i))
+    source.append("  return encode_attrs")
+    # The module's globals: the varint tables are read as they are when it
+    # runs (built on first use, see _UnbuiltVarints); the tables as closures.
+    made: dict[str, Any] = {}
+    exec(compile("\n".join(source), "<NodeWriter attributes>", "exec"), globals(), made)
+    encode_attrs: Callable[[list[bytes], Sequence[Any]], None] = made["make"](*tables)
     return encode_attrs
 
 
@@ -705,6 +795,21 @@ class NodeWriter:
         # one with a name not yet in ``_names``, to ``encode_python``).
         self.encode: Callable[[Sequence[Any]], bytes] = self.encode_python if fast is None \
             else partial(fast.encode_node, (self._names, _NODE_TYPES, tables), self.encode_python)
+        # Rows' messages framed and joined, in C where built (the same
+        # tables and fallback as ``encode``).
+        self.frame: Callable[[Iterable[Sequence[Any]]], bytes] = (
+            self.frame_python if fast is None
+            else partial(fast.frame_nodes, (self._names, _NODE_TYPES, tables), self.encode_python))
+
+    def framed(self, rows: Iterable[Sequence[Any]]) -> Iterator[FramedNodes]:
+        """``rows`` framed ``_FRAME_BATCH`` at a time, for ``encode_et_file``."""
+        items = iter(rows)
+        while batch := list(islice(items, _FRAME_BATCH)):
+            yield FramedNodes(self.frame(batch), len(batch))
+
+    def frame_python(self, rows: Iterable[Sequence[Any]]) -> bytes:
+        """``frame`` in Python: ``_framed`` of the rows' ``encode_python``."""
+        return _framed(list(map(self.encode_python, rows)))
 
     def encode_python(self, values: Sequence[Any]) -> bytes:
         """One node's message (unframed). Written flat, ``_uvarint`` inlined
@@ -751,9 +856,9 @@ class NodeWriter:
                 packed = b"".join([_uvarint(source) for source, _ in data_deps])
                 parts += (_NODE_DATA_DEPS, _uvarint(len(packed)), packed)
         if start:
-            high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
-            if high is not None:
-                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], high)
+            start_high = self._time_high.get(start >> 14)  # only ever set for start >= 2**14
+            if start_high is not None:
+                parts += (_NODE_START, _VARINT_CONTINUED[start & _LOW_14_BITS], start_high)
             else:
                 parts += (_NODE_START, self._timestamp(start))
         if duration:
@@ -789,12 +894,10 @@ class _NameFields(dict[str, bytes]):
 
 
 # A packed field of one varint of 1..10 bytes: its tag and length.
-_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
-_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _VARINT_CACHE[n] for n in range(MAX_VARINT_BYTES + 1))
+_CTRL_DEPS_OF_SIZE = tuple(_NODE_CTRL_DEPS + _build_varint(n) for n in range(MAX_VARINT_BYTES + 1))
+_DATA_DEPS_OF_SIZE = tuple(_NODE_DATA_DEPS + _build_varint(n) for n in range(MAX_VARINT_BYTES + 1))
 
 
 # Public names for tests and tools.
 uvarint = _uvarint
 
-
-assert all(_VARINT_CACHE[i] == _build_varint(i) for i in (0, 1, 127, 128, 300, _VARINT_CACHE_SIZE - 1))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from pt2chakra.chakra.encode import encode_et_file
+from pt2chakra.chakra.encode import NodeItem, encode_et_file
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 
@@ -31,9 +31,10 @@ def read_et_whole(path: str | os.PathLike[str]) -> tuple[GlobalMetadata, list[Ch
 
 
 def write_et(path: str | os.PathLike[str], metadata: GlobalMetadata,
-             nodes: Iterable[ChakraNode | bytes]) -> int:
+             nodes: Iterable[NodeItem]) -> int:
     """Atomic ``.et`` writer (gzip when the name ends in ``.gz``); returns the
-    node count. Items may be ``ChakraNode``s or already-encoded Node messages."""
+    node count. Items may be ``ChakraNode``s, already-encoded Node messages or
+    ``FramedNodes``."""
     try:
         return encode_et_file(path, metadata, nodes)
     except ValueError as exc:

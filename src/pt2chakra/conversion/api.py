@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
+from pt2chakra.chakra.encode import node_count
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.conversion.graph_builder import ChakraGraph, build_graph
@@ -291,7 +292,8 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
         else:
             total = graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values())
             _write_staged_et(str(output), graph, staged,
-                             stages.counting(graph.encoded_nodes(), total, "writing nodes"))
+                             stages.counting(graph.framed_nodes(), total, "writing nodes",
+                                             node_count))
         report = _conversion_report(graph, None if host_trace is None else str(host_trace),
                                     device_trace, str(output), broken, time.perf_counter() - t0)
         report.step = extra.get("step", "")

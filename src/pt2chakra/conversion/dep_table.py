@@ -17,8 +17,10 @@ from array import array
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping
+from itertools import islice
 from typing import TypeVar
 
+from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import EdgeKind
 from pt2chakra.conversion.deps import KINDS_BY_VALUE, Edge, EdgeColumns
 from pt2chakra.rules.cycles import ids_ascend
@@ -29,6 +31,9 @@ Deps = list[tuple[int, EdgeKind]]
 _KINDS = KINDS_BY_VALUE
 # An array entry whose destination moved to the dict or was deleted.
 _MOVED = 255
+# Destinations ``in_order`` looks up at a time: a list of entries this long
+# is small beside the table, and a call per chunk costs nothing.
+_IN_ORDER_CHUNK = 4096
 
 _D = TypeVar("_D")
 
@@ -141,22 +146,37 @@ class DepTable(MutableMapping[int, Deps]):
 
     def in_order(self, dsts: Iterable[int]) -> Iterator[Deps | None]:
         """``get`` of each of ``dsts``, given in ascending order, in one walk
-        over the arrays (as the writer asks: a lookup per node cost more)."""
+        over the arrays (as the writer asks: a lookup per node cost more),
+        ``_IN_ORDER_CHUNK`` at a time (in C where built)."""
+        fast = fast_path()
+        at = 0  # where the walk is in the arrays
+        items = iter(dsts)
+        while chunk := list(islice(items, _IN_ORDER_CHUNK)):
+            found = None if fast is None else fast.deps_in_order(
+                chunk, self._dsts, self._srcs, self._kinds, self._rest, _KINDS, at)
+            deps, at = found if found is not None else self._in_order_chunk(chunk, at)
+            yield from deps
+
+    def _in_order_chunk(self, dsts: list[int], at: int) -> tuple[list[Deps | None], int]:
+        """``in_order``'s entries of a chunk of ``dsts``, the arrays walked
+        from position ``at``; and the position to go on from."""
         rest = self._rest
         table_dsts, srcs, kinds = self._dsts, self._srcs, self._kinds
-        i, end = 0, len(table_dsts)
+        i, end = at, len(table_dsts)
+        found: list[Deps | None] = []
         for dst in dsts:
             if rest:
-                found = rest.get(dst)
-                if found is not None:
-                    yield found
+                deps = rest.get(dst)
+                if deps is not None:
+                    found.append(deps)
                     continue
             while i < end and table_dsts[i] < dst:
                 i += 1
             if i < end and table_dsts[i] == dst and kinds[i] != _MOVED:
-                yield [(srcs[i], _KINDS[kinds[i]])]
+                found.append([(srcs[i], _KINDS[kinds[i]])])
             else:
-                yield None
+                found.append(None)
+        return found, i
 
     def ascending(self) -> bool:
         """Every edge's source id is below its destination's, so no cycle can

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import compress
+from itertools import compress, count, islice
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -21,6 +21,7 @@ from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR, EDGE_KIND_NAMES, EdgeKind
 from pt2chakra.chakra.encode import (
     NODE_FIELDS,
     AttrSpec,
+    FramedNodes,
     NodeWriter,
     encode_node,
 )
@@ -218,6 +219,34 @@ class ChakraGraph:
                     _cpu_node(op, sources, comm))
         for node in self._gpu_nodes_with_deps():
             yield encode_node(node)
+
+    def framed_nodes(self) -> Iterator[FramedNodes | bytes]:
+        """``encoded_nodes()`` as the converter writes them: runs of
+        ordinary CPU ops framed by the ``NodeWriter`` a batch at a time
+        (``FramedNodes``: no bytes object or Python step per node), the
+        special ones and the GPU nodes one message each, in the same order."""
+        writer = cpu_node_writer()
+        sources, comm = self._sources, self._comm
+        ops = self._cpu_ops
+        rows = _cpu_rows(ops, self.deps.in_order(map(_op_id, ops)), sources,
+                         NodeType.COMP_NODE, True)
+        done = 0
+        for at in self._special_positions():
+            yield from writer.framed(islice(rows, at - done))
+            next(rows)  # the special op's row: its node is made in full instead
+            yield encode_node(_cpu_node(ops[at], sources, comm))
+            done = at + 1
+        yield from writer.framed(rows)
+        for node in self._gpu_nodes_with_deps():
+            yield encode_node(node)
+
+    def _special_positions(self) -> list[int]:
+        """Where the special ops (``_special_ids``) are in ``_cpu_ops``, in
+        order (found without a Python step per op)."""
+        special = self._special_ids()
+        if not special:
+            return []
+        return list(compress(count(), map(special.__contains__, map(_op_id, self._cpu_ops))))
 
     def comm_size_unknown(self) -> int:
         """Communication nodes whose size the trace does not hold
