@@ -505,6 +505,9 @@ def _check_names_agree(agree: int, linked: int, host_path: str, kineto_path: str
             f"{agree} names agree; the two traces are from different runs")
 
 
+_INT32_LIMIT = 2**31
+
+
 class _SparseIndex(dict[int, int]):
     """rf_id -> event index when the ids are too sparse for an array: -1
     (no event) for an id it lacks, as the array holds."""
@@ -523,7 +526,9 @@ def _link_columns_by_rf_id(ops: Sequence[HostOp], events: CpuColumns, host_path:
     top = max(rfs, default=-1) + 1
     index: Any
     if dense_ids(top, len(rfs)):
-        index = array("q", [-1]) * top
+        # event indexes fit 4 bytes below 2**31 events: half the table (4 MB
+        # at a million), held at the conversion's peak
+        index = array("i" if len(rfs) < _INT32_LIMIT else "q", [-1]) * top
     else:
         index, top = _SparseIndex(), 2**63
     for j, rf in enumerate(rfs):
