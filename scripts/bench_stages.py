@@ -95,7 +95,7 @@ def conversion(host: Path, kineto: Path, out: Path) -> dict[str, float]:
     t["convert: link"], linked = cpu(lambda: link(h, k))
     t["convert: graph"], graph = cpu(lambda: build_graph(linked))
     t["convert: encode + write"], _ = cpu(
-        lambda: write_et(str(out), graph.metadata, graph.encoded_nodes()))
+        lambda: write_et(str(out), graph.metadata, graph.framed_nodes()))
     return t
 
 
