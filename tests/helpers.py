@@ -96,6 +96,15 @@ def on_both_paths(run: Callable[[], Any]) -> tuple[Any, Any]:
         compiled.FAST = original
 
 
+def compiled_module() -> Any:
+    """The compiled module, for tests skipped without it."""
+    from pt2chakra.chakra import compiled
+
+    fast = compiled.fast_path()
+    assert fast is not None
+    return fast
+
+
 def gzip_bomb(path: Path, inflated: int) -> Path:
     """Zeros that inflate about 1000x (deflate's ceiling): ``inflated`` bytes."""
     import zlib

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from helpers import on_both_paths
+from helpers import compiled_module, on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,13 +24,6 @@ from pt2chakra.pytorch.records import HostOp
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
-
-
-def _fast() -> Any:
-    """The compiled module (the tests here are skipped without it)."""
-    fast = compiled.fast_path()
-    assert fast is not None
-    return fast
 
 
 class _OtherOp(msgspec.Struct):
@@ -98,14 +91,14 @@ def test_ops_in_id_order_take_the_compiled_pass() -> None:
     n = len(ops)
     from array import array
     dsts, srcs, kinds = array("q", [0]) * n, array("q", [0]) * n, array("B", [0]) * n
-    count = _fast().thread_order(ops, {6: 1}, EdgeKind.CALLER, EdgeKind.THREAD_ORDER,
+    count = compiled_module().thread_order(ops, {6: 1}, EdgeKind.CALLER, EdgeKind.THREAD_ORDER,
                                        dsts, srcs, kinds)
     assert count == 3
     assert list(zip(srcs[:3], dsts[:3], kinds[:3])) == [
         (1, 2, EdgeKind.CALLER), (2, 5, EdgeKind.CALLER), (5, 6, EdgeKind.THREAD_ORDER)]
     one = [HostOp(1, "a", 0, -2**63)]  # a thread that is the thread table's mark: the twin's
-    assert _fast().thread_order(one, {}, 0, 1, dsts[:1], srcs[:1], kinds[:1]) is None
+    assert compiled_module().thread_order(one, {}, 0, 1, dsts[:1], srcs[:1], kinds[:1]) is None
     with pytest.raises(TypeError):  # columns of len(ops) items, no other
-        _fast().thread_order(one, {}, 0, 1, dsts, srcs, kinds)
+        compiled_module().thread_order(one, {}, 0, 1, dsts, srcs, kinds)
     assert list(EdgeColumns(dsts[:3], srcs[:3], kinds[:3], True)) == [
         (1, 2, EdgeKind.CALLER), (2, 5, EdgeKind.CALLER), (5, 6, EdgeKind.THREAD_ORDER)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from helpers import on_both_paths
+from helpers import compiled_module, on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,13 +24,6 @@ from pt2chakra.pytorch.records import HostOp
 
 pytestmark = pytest.mark.skipif(compiled.FAST is None,
                                 reason="the compiled fast path is not built here")
-
-
-def _fast() -> Any:
-    """The compiled module (the tests here are skipped without it)."""
-    fast = compiled.fast_path()
-    assert fast is not None
-    return fast
 
 
 class _OtherOp(msgspec.Struct):
@@ -92,7 +85,7 @@ def _outcome(ops: list[Any], run: Any) -> Any:
 
 def _compiled(ops: list[Any]) -> tuple[Any, list[Any]]:
     dangling: list[Any] = []
-    later = _fast().check_ops(ops, OBSERVER_PREFIX, MAX_ID, dangling)
+    later = compiled_module().check_ops(ops, OBSERVER_PREFIX, MAX_ID, dangling)
     return later, dangling
 
 

@@ -1893,6 +1893,23 @@ fail:
     return NULL;
 }
 
+/* ``op`` (a new reference; NULL: an error, Py_None: the twin's) appended
+ * to ``ops``: 1 appended, 0 the twin's, -1 error. */
+static int
+take_op(PyObject *ops, PyObject *op)
+{
+    int bad;
+    if (op == NULL)
+        return -1;
+    if (op == Py_None) {
+        Py_DECREF(op);
+        return 0;
+    }
+    bad = PyList_Append(ops, op);
+    Py_DECREF(op);
+    return bad ? -1 : 1;
+}
+
 PyDoc_STRVAR(host_ops_doc,
 "host_ops(nodes, start, ops, shared, io_cls, op_cls, strings, share, no_extras) -> int\n\n"
 "Append to ops the HostOp of nodes[start], nodes[start + 1], ... while each\n"
@@ -1917,18 +1934,11 @@ host_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     n = PyList_GET_SIZE(nodes);
     for (; i >= 0 && i < n; i++) {
-        PyObject *op = host_op(PyList_GET_ITEM(nodes, i), argv + 3);
-        int bad;
-        if (op == NULL)
+        int got = take_op(ops, host_op(PyList_GET_ITEM(nodes, i), argv + 3));
+        if (got < 0)
             return NULL;
-        if (op == Py_None) {
-            Py_DECREF(op);
+        if (got == 0)
             break;
-        }
-        bad = PyList_Append(ops, op);
-        Py_DECREF(op);
-        if (bad)
-            return NULL;
     }
     return PyLong_FromSsize_t(i);
 }
@@ -2342,24 +2352,14 @@ nested_ops(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         at = p;
         closed = p < end && *p == ']'; /* no node */
         while (!closed) {
-            PyObject *op = nested_op(&p, end, argv + 2, cache);
-            int bad;
-            if (op == NULL) {
+            int got = take_op(ops, nested_op(&p, end, argv + 2, cache));
+            if (got < 0) {
                 PyBuffer_Release(&view);
                 texts_clear(cache);
                 return NULL;
             }
-            if (op == Py_None) {
-                Py_DECREF(op);
+            if (got == 0)
                 break;
-            }
-            bad = PyList_Append(ops, op);
-            Py_DECREF(op);
-            if (bad) {
-                PyBuffer_Release(&view);
-                texts_clear(cache);
-                return NULL;
-            }
             skip_ws(&p, end);
             if (p < end && *p == ',') {
                 p++;
