@@ -75,9 +75,9 @@ def test_any_node_tuple(nodes: list[tuple[Any, ...]]) -> None:
         assert _outcome(fast.encode, values) == _outcome(python.encode_python, values)
 
 
-def test_converter_writer_takes_ordinary_cpu_nodes() -> None:
-    """The converter's own table: an ordinary CPU node is encoded in C (not
-    handed back), once its name is known, with encode_python's bytes."""
+def _handing_writer() -> tuple[NodeWriter, Any, list[tuple[Any, ...]], Any, Any]:
+    """The converter's writer, its ``encode_python``, the rows handed back to
+    it, a fallback that records them, and the compiled module."""
     handed: list[tuple[Any, ...]] = []
     writer = NodeWriter(CPU_ATTRS)
     python = writer.encode_python
@@ -86,9 +86,16 @@ def test_converter_writer_takes_ordinary_cpu_nodes() -> None:
         handed.append(values)
         return python(values)
 
-    tables = writer.encode.args[0]  # type: ignore[attr-defined]  # the partial's tables
     fast = compiled.FAST
     assert fast is not None
+    return writer, python, handed, counting, fast
+
+
+def test_converter_writer_takes_ordinary_cpu_nodes() -> None:
+    """The converter's own table: an ordinary CPU node is encoded in C (not
+    handed back), once its name is known, with encode_python's bytes."""
+    writer, python, handed, counting, fast = _handing_writer()
+    tables = writer.encode.args[0]  # type: ignore[attr-defined]  # the partial's tables
     writer.encode = lambda values: fast.encode_node(tables, counting, values)
     io = SimpleNamespace(ioinfo=b"\n\x02[]", ioinfo_size=4)
     node = (12345, "aten::mm", NodeType.COMP_NODE, 17, [(12000, 0)], 1_700_000_000_123, 42, io,
@@ -132,17 +139,8 @@ def test_frame_takes_ordinary_cpu_nodes_in_c() -> None:
     """The converter's own table: a batch of ordinary CPU nodes is framed in
     C, each handed back only until its name is known, with the bytes of
     ``encode_python`` framed."""
-    handed: list[tuple[Any, ...]] = []
-    writer = NodeWriter(CPU_ATTRS)
-    python = writer.encode_python
-
-    def counting(values: tuple[Any, ...]) -> bytes:
-        handed.append(values)
-        return python(values)
-
+    writer, python, handed, counting, fast = _handing_writer()
     tables = writer.frame.args[0]  # type: ignore[attr-defined]  # the partial's tables
-    fast = compiled.FAST
-    assert fast is not None
     io = SimpleNamespace(ioinfo=b"\n\x02[]", ioinfo_size=4)
     long_name = "aten::" + "x" * 3000  # a message past the C encoder's stack buffer
     batch = [(node_id, "aten::mm" if node_id % 2 == 0 else long_name, NodeType.COMP_NODE, 17,
