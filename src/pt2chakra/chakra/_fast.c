@@ -885,6 +885,15 @@ node_message(Out *o, PyObject *names, PyObject *types, PyObject *attrs, PyObject
     return 1;
 }
 
+/* Whether ``tables`` (a 3-tuple) holds what node_message reads: the name
+ * and type dicts, the attribute tables' tuple. */
+static int
+node_tables(PyObject *tables)
+{
+    return PyDict_Check(PyTuple_GET_ITEM(tables, 0)) &&
+        PyDict_Check(PyTuple_GET_ITEM(tables, 1)) && PyTuple_Check(PyTuple_GET_ITEM(tables, 2));
+}
+
 PyDoc_STRVAR(encode_node_doc,
 "encode_node(tables, fallback, values) -> bytes\n\n"
 "NodeWriter.encode in C: tables = (name -> name field, node type -> type\n"
@@ -903,8 +912,7 @@ encode_node(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         return NULL;
     }
     tables = argv[0], fallback = argv[1], values = argv[2];
-    if (!PyTuple_Check(values) || !PyDict_Check(PyTuple_GET_ITEM(tables, 0)) ||
-        !PyDict_Check(PyTuple_GET_ITEM(tables, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(tables, 2)))
+    if (!PyTuple_Check(values) || !node_tables(tables))
         return PyObject_CallOneArg(fallback, values);
     o.data = o.stack;
     o.len = 0;
@@ -1004,8 +1012,7 @@ frame_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         : PySequence_List(argv[2]);
     if (rows == NULL)
         return NULL;
-    if (!PyDict_Check(PyTuple_GET_ITEM(tables, 0)) || !PyDict_Check(PyTuple_GET_ITEM(tables, 1)) ||
-        !PyTuple_Check(PyTuple_GET_ITEM(tables, 2)))
+    if (!node_tables(tables))
         tables = NULL; /* not tables C reads: every row goes to fallback */
     f.len = 0;
     f.bytes = PyBytes_FromStringAndSize(NULL, (PySequence_Fast_GET_SIZE(rows) + 1) * FRAME_GUESS);
@@ -1035,18 +1042,29 @@ frame_nodes(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 /* dep_table._MOVED: an array entry whose destination moved to the dict. */
 #define DEP_MOVED 255
 
-/* A read-only view of an array.array of ``format`` (``itemsize`` bytes an item). */
+/* A view (``flags``, PyBUF_FORMAT among them) of an array.array of
+ * ``format`` (``itemsize`` bytes an item) holding ``n`` items (any number
+ * where n < 0); 0, nothing held, where it is not one. */
 static int
-read_column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize)
+typed_view(PyObject *obj, Py_buffer *view, int flags, const char *format, Py_ssize_t itemsize,
+           Py_ssize_t n)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
         return 0;
     }
-    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0)
+    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0 &&
+        (n < 0 || view->len == n * itemsize))
         return 1;
     PyBuffer_Release(view);
     return 0;
+}
+
+/* A read-only view of an array.array of ``format``, any length. */
+static int
+read_column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize)
+{
+    return typed_view(obj, view, PyBUF_FORMAT, format, itemsize, -1);
 }
 
 /* The chunk's entries into ``out``: 1, 0 (one C does not read: the Python
@@ -3187,15 +3205,7 @@ plain_run(Plain *r)
 static int
 column(PyObject *obj, Py_buffer *view, const char *format, Py_ssize_t itemsize, Py_ssize_t n)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (view->itemsize == itemsize && view->format && strcmp(view->format, format) == 0 &&
-        view->len == n * itemsize)
-        return 1;
-    PyBuffer_Release(view);
-    return 0;
+    return typed_view(obj, view, PyBUF_FORMAT | PyBUF_WRITABLE, format, itemsize, n);
 }
 
 /* The run's columns, argv[10] to argv[14]: their typecodes and item sizes
@@ -3556,27 +3566,13 @@ done:
  * critical_path._longest_python)
  * ------------------------------------------------------------------------ */
 
-/* A buffer of ``format`` doubles (8 bytes) viewed: 1, or 0 (not one). */
-static int
-doubles(PyObject *obj, Py_buffer *view)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (view->itemsize == 8 && view->format != NULL && strcmp(view->format, "d") == 0)
-        return 1;
-    PyBuffer_Release(view);
-    return 0;
-}
-
-/* Two buffers of doubles viewed (``doubles``): 1, or 0 with neither held. */
+/* Two buffers of doubles (array('d')) viewed: 1, or 0 with neither held. */
 static int
 two_doubles(PyObject *a, Py_buffer *va, PyObject *b, Py_buffer *vb)
 {
-    if (!doubles(a, va))
+    if (!read_column(a, va, "d", 8))
         return 0;
-    if (!doubles(b, vb)) {
+    if (!read_column(b, vb, "d", 8)) {
         PyBuffer_Release(va);
         return 0;
     }
