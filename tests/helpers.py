@@ -96,6 +96,14 @@ def on_both_paths(run: Callable[[], Any]) -> tuple[Any, Any]:
         compiled.FAST = original
 
 
+def framed_bytes(graph: Any) -> bytes:
+    """What a graph's ``framed_nodes()`` write: every node framed, joined."""
+    from pt2chakra.chakra.encode import FramedNodes, _framed
+
+    return b"".join(item.data if isinstance(item, FramedNodes) else _framed([item])
+                    for item in graph.framed_nodes())
+
+
 def compiled_module() -> Any:
     """The compiled module, for tests skipped without it."""
     from pt2chakra.chakra import compiled

@@ -13,7 +13,7 @@ from builders import cpu_event as cpu
 from builders import gpu_kernel as kernel
 from builders import host_op as op
 from builders import runtime_event as launch
-from helpers import GLOO_SAMPLE, SAMPLE
+from helpers import GLOO_SAMPLE, SAMPLE, framed_bytes
 
 from pt2chakra.chakra.dep_kinds import DEP_KINDS_ATTR
 from pt2chakra.chakra.records import NodeType
@@ -171,7 +171,7 @@ def test_convert_refuses_a_cycle_and_names_it_unless_asked_to_break_it():
 
 
 def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
-    from pt2chakra.chakra.encode import encode_node
+    from pt2chakra.chakra.encode import _framed, encode_node
 
     big = [5, 200, 16383, 16384, 20_000, 2**28 - 1, 2**28, 3 * 10**9]
     ops = [op(1, "[pytorch|profiler|execution_trace|thread]", 0, 1, 0)]
@@ -186,7 +186,7 @@ def test_fast_encoder_matches_generic_for_large_ids_times_and_rf_ids():
     kineto = KinetoTrace(path="k.json", cpu_events=events, runtime_events=[], gpu_activities=[],
                          sync_events=[])
     graph = build_graph(link(host, kineto))
-    assert list(graph.encoded_nodes()) == [encode_node(n) for n in graph.nodes()]
+    assert framed_bytes(graph) == _framed([encode_node(n) for n in graph.nodes()])
 
 
 def test_cpu_fields_follow_the_attribute_table():
@@ -322,12 +322,12 @@ def test_dropped_ids_are_the_host_ops_left_out():
 
 @pytest.mark.parametrize("kineto", [True, False], ids=["pair", "host-only"])
 @pytest.mark.parametrize("sample", ["gloo", "gpt"])
-def test_framed_nodes_are_the_encoded_nodes_framed(tmp_path, monkeypatch, sample, kineto):
-    # The writer's batches hold encoded_nodes() framed, in order, special ops
+def test_framed_nodes_frame_every_node_in_order(tmp_path, monkeypatch, sample, kineto):
+    # The writer's batches hold every node's encode_node framed, in order, special ops
     # (the gloo sample's transfers and process-group op) and GPU nodes among
     # them; small batches so that runs split. The file is what they frame.
     from pt2chakra.chakra import encode
-    from pt2chakra.chakra.encode import FramedNodes, encode_metadata, node_count
+    from pt2chakra.chakra.encode import FramedNodes, encode_metadata, encode_node, node_count
     from pt2chakra.conversion.api import convert_run
 
     host = f"{GLOO_SAMPLE}.rank0" if sample == "gloo" else str(SAMPLE)
@@ -336,12 +336,11 @@ def test_framed_nodes_are_the_encoded_nodes_framed(tmp_path, monkeypatch, sample
     graph = convert_run(f"{host}.host_et.json.gz", f"{host}.kineto.json.gz" if kineto else None,
                         out).graph
     items = list(graph.framed_nodes())
-    messages = list(graph.encoded_nodes())
+    messages = [encode_node(n) for n in graph.nodes()]
     framed = [item for item in items if isinstance(item, FramedNodes)]
     assert len(framed) > 2 and all(0 < item.n_nodes <= 5 for item in framed)
     assert (sample == "gloo") == bool(graph._special_ids())
     assert sum(map(node_count, items)) == len(messages)
-    assert b"".join(i.data if isinstance(i, FramedNodes) else encode._framed([i])
-                    for i in items) == encode._framed(messages)
+    assert framed_bytes(graph) == encode._framed(messages)
     head = encode_metadata(graph.metadata)
     assert out.read_bytes() == encode._framed([head, *messages])

@@ -200,31 +200,13 @@ class ChakraGraph:
         counts.update(NodeType(n.type).name for n in self._gpu_nodes)
         return {k: v for k, v in counts.items() if v}
 
-    def encoded_nodes(self) -> Iterator[bytes]:
-        """The same nodes as ``nodes()``, already encoded. Ordinary CPU ops,
-        the bulk of a trace, skip ``ChakraNode``: their raw fields go straight
-        to a ``NodeWriter`` (byte-identical, tested); the rest take
-        ``encode_node``."""
-        encode_cpu = cpu_node_writer().encode
-        sources, comm = self._sources, self._comm
-        comp = NodeType.COMP_NODE
-        ops = self._cpu_ops
-        special = self._special_ids()
-        rows = _cpu_rows(ops, self.deps.in_order(map(_op_id, ops)), sources, comp, True)
-        if not special:  # the usual case: the encoder mapped over the rows
-            yield from map(encode_cpu, rows)
-        else:
-            for op, row in zip(ops, rows):
-                yield encode_cpu(row) if op.id not in special else encode_node(
-                    _cpu_node(op, sources, comm))
-        for node in self._gpu_nodes_with_deps():
-            yield encode_node(node)
-
     def framed_nodes(self) -> Iterator[FramedNodes | bytes]:
-        """``encoded_nodes()`` as the converter writes them: runs of
-        ordinary CPU ops framed by the ``NodeWriter`` a batch at a time
-        (``FramedNodes``: no bytes object or Python step per node), the
-        special ones and the GPU nodes one message each, in the same order."""
+        """The same nodes as ``nodes()``, encoded as the converter writes
+        them. Ordinary CPU ops, the bulk of a trace, skip ``ChakraNode``:
+        their raw fields go to a ``NodeWriter``, framed a batch at a time
+        (``FramedNodes``: no bytes object or Python step per node;
+        byte-identical, tested); the special ones and the GPU nodes take
+        ``encode_node``, one message each, in the same order."""
         writer = cpu_node_writer()
         sources, comm = self._sources, self._comm
         ops = self._cpu_ops
