@@ -1,6 +1,11 @@
 """Outputs that never hurt what was there: no input overwritten, no half-written
 file, no old output lost.
 
+* By construction: every file this command opened as an input (``files``
+  notes each one it opens) is refused as an output by every way out of
+  this module: ``check_outputs``, ``check_prefix_outputs``, a staged file,
+  an ``atomic_path``, and again at the commit itself. A command that forgets
+  to name an input to its checks still cannot replace it.
 * ``check_outputs`` (one home, every command calls it once before any work):
   no output is one of the inputs (the same file by ``os.path.samefile``,
   links included, or the same path for a file not yet written), no two
@@ -26,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from pt2chakra.errors import InputError, has_control
+from pt2chakra.files import file_identities, opened_input, opened_inputs
 
 Path = str | os.PathLike[str]
 # The name that reads standard input / writes standard output: not a file.
@@ -74,15 +80,14 @@ def _named(exc: OSError, target: str) -> OSError:
 # --------------------------------------------------------------------------
 
 
-def _identities(path: str) -> set[object]:
-    """What makes two names one file: the resolved, case-normalised path
-    (for files not written yet) and the device and inode of an existing file
-    (hard links)."""
-    keys: set[object] = {os.path.normcase(os.path.realpath(path))}
-    with contextlib.suppress(OSError, ValueError):
-        info = os.stat(path)
-        keys.add((info.st_dev, info.st_ino))
-    return keys
+_OVERWRITE = "refusing to overwrite an input file; choose another output path"
+
+
+def refuse_opened_input(output: str) -> None:
+    """An output that is a file this command opened as an input is refused
+    (``files.opened_input``), whoever planned the write."""
+    if opened_input(output) is not None:
+        raise InputError(output, _OVERWRITE)
 
 
 def check_outputs(inputs: Iterable[Path | None], outputs: Iterable[Path | None], *,
@@ -92,9 +97,9 @@ def check_outputs(inputs: Iterable[Path | None], outputs: Iterable[Path | None],
     file, an output that is a folder, or (``folders_exist``) an output whose
     folder does not exist. ``-`` (standard input/output) is not a file."""
     seen: dict[object, str] = {}
-    for item in inputs:
+    for item in [*inputs, *opened_inputs()]:
         if item is not None and os.fspath(item) != STDIO:
-            for key in _identities(os.fspath(item)):
+            for key in file_identities(os.fspath(item)):
                 seen.setdefault(key, "input")
     written: dict[object, str] = {}
     for item in outputs:
@@ -102,10 +107,9 @@ def check_outputs(inputs: Iterable[Path | None], outputs: Iterable[Path | None],
             continue
         out = os.fspath(item)
         refuse_control_names(out)
-        keys = _identities(out)
+        keys = file_identities(out)
         if any(seen.get(k) == "input" for k in keys):
-            raise InputError(out, "refusing to overwrite an input file; choose another "
-                             "output path")
+            raise InputError(out, _OVERWRITE)
         clash = next((written[k] for k in keys if k in written), None)
         if clash is not None:
             raise InputError(out, f"is also another output ({clash}): each output needs its "
@@ -146,7 +150,7 @@ def check_prefix_outputs(inputs: Iterable[Path | None], prefix: Path,
     folder, name = os.path.split(os.path.abspath(prefix))
     place = os.path.normcase(os.path.realpath(folder))
     pattern = re.compile(re.escape(os.path.normcase(name)) + r"\." + f"(?:{tail})")
-    for item in inputs:
+    for item in [*inputs, *opened_inputs()]:
         if item is None or os.fspath(item) == STDIO:
             continue
         real = os.path.realpath(os.fspath(item))
@@ -167,10 +171,12 @@ def atomic_path(path: Path, suffix: str = "") -> Iterator[str]:
     and removed otherwise. For writers that need a file name rather than a
     stream (matplotlib's ``savefig`` goes by the extension: ``suffix``)."""
     target = os.fspath(path)
+    refuse_opened_input(target)
     tmp = temp_path(target) + suffix
     try:
         try:
             yield tmp
+            refuse_opened_input(target)  # an input opened while it was written
             os.replace(tmp, target)
         except OSError as exc:  # a full disk, a directory in the way: name the output
             raise _named(exc, target_of(target)) from exc
@@ -227,6 +233,7 @@ class StagedOutputs:
 
     def stage(self, target: Path) -> str:
         target = os.fspath(target)
+        refuse_opened_input(target)
         old = self._temps.pop(target, None)
         if old is not None:  # staged again: the later content wins
             _unlink_quietly(old)
@@ -264,6 +271,8 @@ class StagedOutputs:
             return list(self._temps)
         moved: list[str] = []
         try:
+            for target in self._temps:  # all checked before the first is moved
+                refuse_opened_input(target)
             for target, tmp in self._temps.items():
                 kept = _keep_old(target)
                 self._done.append((target, kept))

@@ -4,6 +4,10 @@ Compression is told by gzip's magic bytes, not by the name, because traces
 are often renamed (``.json`` holding gzip, ``.gz`` holding plain text).
 Every failure to open or read becomes one ``InputError`` naming the file.
 
+Every file opened here is noted as this command's input (``note_input``,
+``opened_input``): ``atomic`` refuses to replace any of them, whatever
+command planned the write, so an input can never become an output.
+
 Inputs are checked here, once, before anything is read: only regular files
 (a FIFO without a writer would block forever, ``/dev/zero`` never ends) or
 ``-`` for standard input; and no more than ``max_input_size()`` bytes of
@@ -81,6 +85,70 @@ def reset_standard_input() -> None:
     _stdin_read = False
 
 
+# --------------------------------------------------------------------------
+# What this command read: never an output
+# --------------------------------------------------------------------------
+
+# Every input opened since the guard began (``inputs_guarded``): identity ->
+# the name it was opened by. Outside a guard nothing is noted: a library
+# user may read a file and later, deliberately, write it again.
+_opened: dict[object, str] = {}
+_guard_depth = 0
+
+
+def file_identities(path: str) -> set[object]:
+    """What makes two names one file: the resolved, case-normalised path
+    (for files not written yet) and the device and inode of an existing file
+    (hard links). The one rule ``atomic`` compares outputs by."""
+    keys: set[object] = {os.path.normcase(os.path.realpath(path))}
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return keys
+    keys.add((info.st_dev, info.st_ino))
+    return keys
+
+
+@contextmanager
+def inputs_guarded() -> Iterator[None]:
+    """While inside (re-entrant; ``cli.main`` wraps every command), every
+    input opened is noted, and ``atomic`` refuses to replace any of them.
+    The outermost exit forgets them."""
+    global _guard_depth
+    _guard_depth += 1
+    try:
+        yield
+    finally:
+        _guard_depth -= 1
+        if _guard_depth == 0:
+            _opened.clear()
+
+
+def note_input(path: str | os.PathLike[str]) -> None:
+    """``path`` is read by this command (the opener calls this for every
+    file; a reader that must open a file itself calls it too)."""
+    where = os.fspath(path)
+    if _guard_depth and where != STDIN:
+        for key in file_identities(where):
+            _opened.setdefault(key, where)
+
+
+def opened_input(path: str | os.PathLike[str]) -> str | None:
+    """The name of the input that ``path`` is (the same file by any name),
+    or None."""
+    if not _opened:
+        return None
+    for key in file_identities(os.fspath(path)):
+        if key in _opened:
+            return _opened[key]
+    return None
+
+
+def opened_inputs() -> list[str]:
+    """Every input noted so far, by the name it was opened by."""
+    return list(dict.fromkeys(_opened.values()))
+
+
 def max_input_size() -> int:
     return _max_input_bytes
 
@@ -143,6 +211,7 @@ def _open_raw(where: str) -> io.BufferedReader:
         _stdin_read = True
         return cast(io.BufferedReader, sys.stdin.buffer)
     check_regular(where)
+    note_input(where)
     try:
         return open(where, "rb")
     except OSError as exc:

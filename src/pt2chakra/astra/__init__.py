@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         BINARY_ENV,
         NetworkChoice,
         check_job,
+        check_job_outputs,
         format_job_check,
         write_job,
     )
@@ -38,6 +39,7 @@ _EXPORTS = {
     "convert_json": "pt2chakra.astra.export",
     "BINARY_ENV": "pt2chakra.astra.job",
     "NetworkChoice": "pt2chakra.astra.job",
+    "check_job_outputs": "pt2chakra.astra.job",
     "check_job": "pt2chakra.astra.job",
     "format_job_check": "pt2chakra.astra.job",
     "write_job": "pt2chakra.astra.job",
@@ -46,7 +48,7 @@ _EXPORTS = {
 __all__ = [
     "AstraSimOptions", "AstraSimProfile", "AstraSimRules", "BINARY_ENV", "CHECK_TIMEOUT_S",
     "CPU_MODES", "ConsumerReport", "DEFAULT_CPU_MODE", "NetworkChoice", "TOPOLOGIES", "check_job",
-    "convert_json", "format_consumer_report", "format_job_check", "simulate_astra_sim",
+    "check_job_outputs", "convert_json", "format_consumer_report", "format_job_check", "simulate_astra_sim",
     "write_job",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

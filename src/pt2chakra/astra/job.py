@@ -674,6 +674,19 @@ def _comment_name(name: str) -> str:
     return name if quoted == name else printable(quoted)
 
 
+def check_job_outputs(inputs: Sequence[str | os.PathLike[str]],
+                      prefix: str | os.PathLike[str]) -> tuple[str, str]:
+    """Before any work: the job's files (``<prefix>.<rank>.et`` and the fixed
+    files beside them) are none of ``inputs``; returns (folder, job name)."""
+    prefix = os.fspath(prefix)
+    folder, name = os.path.split(prefix)
+    if not name:
+        raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
+    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
+    check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
+    return folder, name
+
+
 def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
               cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
               force: bool = False, predicted_step_us: float | None = None) -> AstraJob:
@@ -684,11 +697,7 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     has no measured step at its scale), kept in ``<prefix>.prediction.json``
     for ``--check``."""
     prefix = os.fspath(prefix)
-    folder, name = os.path.split(prefix)
-    if not name:
-        raise InputError(prefix, "the output needs a name after the folder (DIR/job)")
-    check_prefix_outputs(inputs, prefix, EXPORT_FILES)
-    check_outputs(inputs, [os.path.join(folder, f) for f in JOB_FILES], folders_exist=False)
+    folder, name = check_job_outputs(inputs, prefix)
     system = AstraSystem()
     ranks = open_rank_set(inputs, force)
     with _new_folders(folder or "."), StagedOutputs() as staged:

@@ -115,12 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(command_in(words))
     args = parser.parse_args(words)
-    from pt2chakra.files import DEFAULT_MAX_INPUT_BYTES, reset_standard_input, set_max_input_size
+    from pt2chakra.files import (
+        DEFAULT_MAX_INPUT_BYTES,
+        inputs_guarded,
+        reset_standard_input,
+        set_max_input_size,
+    )
 
     set_max_input_size(args.max_input_size or DEFAULT_MAX_INPUT_BYTES)
     reset_standard_input()
     func: Callable[[argparse.Namespace], int] = args.func
-    with options.session(getattr(args, "verbose", 0)) as release_warnings:
+    with options.session(getattr(args, "verbose", 0)) as release_warnings, inputs_guarded():
         try:
             status = func(args)
         except InputError as exc:

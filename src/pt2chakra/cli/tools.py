@@ -183,6 +183,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         BINARY_ENV,
         NetworkChoice,
         check_job,
+        check_job_outputs,
         format_job_check,
         write_job,
     )
@@ -207,6 +208,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
     if args.world_size is not None:
         from pt2chakra.scaleout import extrapolated_job
 
+        check_job_outputs(args.input, args.output)  # the job is written from scratch copies
         job = extrapolated_job(args.input, args.world_size, args.output,
                                lambda files, predicted: write_job(
                                    files, args.output, cpu=args.cpu, choice=choice,
