@@ -9,6 +9,8 @@ inclusive duration is kept as an attribute.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, count, islice
@@ -312,9 +314,53 @@ def comm_context(linked: LinkedTrace, ops_by_id: Mapping[int, HostOp]) -> CommCo
     only = groups[0] if len(groups) == 1 else None
     size = (only.group_size or len(only.ranks)) if only is not None else 0
     transfers = transfer_ops(linked.ops, linked.gpu_ops, ops_by_id, linked.kineto is None)
-    channels = {i: ev.tid for i in transfers if (ev := linked.cpu_event.get(i)) is not None}
+    channels = transfer_channels(transfers, ops_by_id, linked.cpu_event)
     return CommContext(ops_by_id, transfers, only.pg_name if only is not None else "",
                        size or world, channels)
+
+
+def transfer_channels(transfers: frozenset[int], ops_by_id: Mapping[int, HostOp],
+                      events: LinkedEvents) -> dict[int, int]:
+    """Transfer op id -> its channel: the backend worker thread Kineto saw it
+    run on, where the backend runs them one after another. A send or a
+    receive (gloo's ``send``/``recv``: the pipeline's transfers) instead gets
+    a channel of its own (``own_channel``): it is posted and left in flight,
+    completing when its peer matches it, so the transfers of one thread
+    overlap (four sends in flight while the stage computes) and its host
+    waits on one only where the timing shows it did. On one shared channel
+    each waited for the previous one's recorded end, which is when the
+    host called ``wait()``, not when the bytes moved."""
+    channels: dict[int, int] = {}
+    for i in transfers:
+        ev = events.get(i)
+        if ev is None:
+            continue
+        op = ops_by_id.get(i)
+        p2p = op is not None and coll.collective_from_name(op.name) in (coll.SEND, coll.RECV)
+        channels[i] = own_channel(i) if p2p else ev.tid
+        if p2p and op is not None:
+            _posted_by_call(i, op.parent, events)
+    return channels
+
+
+def _posted_by_call(op_id: int, call: int, events: LinkedEvents) -> None:
+    """A send or receive starts when its call (``c10d::send``/``recv_``)
+    does: gloo posts the buffer first and only then makes the work object
+    whose record Kineto shows, up to milliseconds later (a receive of rank 1
+    ended 3.3 ms before its send's record began). Its linked event is moved
+    to the call's start, its end kept, before any edge is found from it."""
+    ts, dur, _tid, lo, hi = events.columns()
+    if not (lo <= op_id < hi and lo <= call < hi):
+        return
+    own, posted = ts[op_id], ts[call]
+    if posted == posted and own == own and posted < own:  # both linked (not NaN)
+        ts[op_id] = posted
+        dur[op_id] += own - posted
+
+
+def own_channel(op_id: int) -> int:
+    """A channel no other transfer has: negative (no thread id is), by op id."""
+    return -1 - op_id
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:
@@ -404,7 +450,47 @@ def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: C
             ids.append(op_id)
             thread[op_id] = channel(op_id, op.tid)
     ends = events.ends()
-    return inter_thread_edges_of(ids, int, thread.__getitem__, ts.__getitem__, ends.__getitem__)
+    edges = inter_thread_edges_of(ids, int, thread.__getitem__, ts.__getitem__, ends.__getitem__)
+    posted = _posted_transfers(comm)
+    if not posted:
+        return edges
+    kept = [e for e in edges if e[1] not in posted]
+    return kept + _posting_edges(posted, ids, thread, ts, ends)
+
+
+def _posted_transfers(comm: CommContext) -> dict[int, int]:
+    """Send/receive transfer op id -> its call's id (those on a channel of
+    their own: ``transfer_channels``)."""
+    out: dict[int, int] = {}
+    for i, channel in comm.channels.items():
+        op = comm.ops_by_id.get(i)
+        if channel == own_channel(i) and op is not None:
+            out[i] = op.parent
+    return out
+
+
+def _posting_edges(posted: Mapping[int, int], ids: Sequence[int], thread: Any, ts: Any,
+                   ends: Any) -> list[Edge]:
+    """A send or receive is posted by its call, so it follows what its call's
+    thread ran before the call: the op of that thread that last ended by the
+    call's start. The inter-thread rule would pick whatever ended last on
+    any thread, which for a transfer is often the previous transfer, whose
+    recorded end is only when its host got round to waiting on it."""
+    known = set(ids)
+    wanted = {thread[call] for call in posted.values() if call in known}
+    by_thread: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for op_id in ids:
+        if thread[op_id] in wanted:
+            by_thread[thread[op_id]].append((ends[op_id], op_id))
+    for rows in by_thread.values():
+        rows.sort()
+    edges: list[Edge] = []
+    for transfer, call in posted.items():
+        rows = by_thread.get(thread[call], []) if call in known else []
+        k = bisect.bisect_right(rows, (ts[call], math.inf)) - 1
+        if k >= 0:
+            edges.append((rows[k][1], transfer, EdgeKind.INTER_THREAD))
+    return edges
 
 
 def _mark_late_launches(gpu_nodes: list[ChakraNode], late: dict[int, float]) -> None:

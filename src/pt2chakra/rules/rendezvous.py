@@ -18,7 +18,9 @@ The matching rule (:func:`rendezvous_keys`), per process group (``pg_name``):
   by its position among the group's transfers. ``comm_seq`` is not used for
   transfers: PyTorch numbers them per rank, not per pair.
 
-A rendezvous starts when every rank that has the key reached it, and a
+A rendezvous starts when every rank that has the key reached it, except
+that a buffered send (a host backend's, gloo: :func:`is_buffered_send`)
+starts when its own rank reaches it and never waits for its receive; a
 communication node holds its lane (:func:`~pt2chakra.rules.conventions.lane_of`)
 while it waits. So if rank A must finish X before it can reach Y and rank B
 must finish Y before X, both wait forever: :func:`find_deadlock` finds such a
@@ -32,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.rules.conventions import is_int, lane_of
+from pt2chakra.rules.conventions import COMM_CHANNEL, is_int, lane_of
 from pt2chakra.rules.cycles import find_cycle_in
 
 SEQ, ORDER, P2P = "seq", "order", "p2p"
@@ -49,6 +51,7 @@ class CommOp(NamedTuple):
     seq: int | None  # comm_seq
     peer: int | None  # comm_dst of a send, comm_src of a receive
     lane: tuple[Any, ...]  # lane key (lane_of): it is held while waiting
+    buffered: bool = False  # a send that waits on nobody (is_buffered_send)
 
 
 class RendezvousKey(NamedTuple):
@@ -81,11 +84,52 @@ def comm_op(node: ChakraNode, attrs: Mapping[str, Any]) -> CommOp:
     peer = attrs.get("comm_dst" if node.type == NodeType.COMM_SEND_NODE else "comm_src")
     return CommOp(node.id, int(node.type), node.start_time_micros, str(attrs.get("pg_name", "")),
                   seq if is_int(seq) else None, peer if is_int(peer) else None,
-                  lane_of(node.type, attrs).key)
+                  lane_of(node.type, attrs).key, is_buffered_send(node.type, attrs))
 
 
 def is_collective(key: RendezvousKey) -> bool:
     return key.kind != P2P
+
+
+def is_buffered_send(node_type: int, attrs: Mapping[str, Any]) -> bool:
+    """A send a host backend runs (gloo's ``send``: the converter names its
+    channel, ``COMM_CHANNEL``): its bytes go into the peer's connection and
+    it completes without waiting for the receive to be posted, so it never
+    waits on its peer's rank. An NCCL send kernel waits for its peer."""
+    return node_type == NodeType.COMM_SEND_NODE and COMM_CHANNEL in attrs
+
+
+class TransferTimes(NamedTuple):
+    """How long each side of a send/receive pair runs in a replay."""
+
+    send_us: float  # from the send's post (buffered) or the later post
+    recv_us: float  # from the later post
+
+
+def p2p_times(send: tuple[float, float], recv: tuple[float, float],
+              buffered: bool) -> TransferTimes:
+    """Each side's time, from the two sides' recorded (start, end) on one
+    clock. Every recorded end is no earlier than when its host called
+    ``wait()``, so a side that waited late over-states its time (GPipe
+    waits on its four activation sends only after the last forward).
+
+    * The receive: its own end less the later post (the bytes cannot come
+      before both sides posted).
+    * A buffered send (``is_buffered_send``) runs from its own post to its
+      own recorded end: it waits for nobody, and its end is when its host's
+      ``wait()`` returned. That may be well after the receive ended (rank 3
+      of a 4-stage GPipe resumed 15 ms after its last send's bytes had
+      arrived, the thread waking on a crowded machine), and which of a late
+      wait or a slow wake-up held it the trace cannot tell; either way the
+      host resumed then.
+    * A send that waits for its peer (NCCL) ends with its receive: both
+      take the least either record allows."""
+    later_post = max(send[0], recv[0])
+    recv_us = max(0.0, recv[1] - later_post)
+    if buffered:
+        return TransferTimes(max(0.0, send[1] - send[0]), recv_us)
+    both = max(0.0, min(recv[1], send[1]) - later_post)
+    return TransferTimes(both, both)
 
 
 def recorded_order(ops: Sequence[CommOp]) -> list[CommOp]:
@@ -125,8 +169,12 @@ def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object
     """Pairs (a, b) of one rank's communication nodes where b cannot start
     before a completed: a is a nearest communication ancestor of b over
     ``deps`` (destination -> ``[(source, kind)]``), or a precedes b on b's
-    lane. Iterative (Kahn's order); nodes on a cycle of ``deps`` are skipped."""
+    lane. A buffered send (``is_buffered_send``) completes without its peer,
+    so no pair starts at one: what follows it waits for what it waited for
+    (its ancestors pass through it). Iterative (Kahn's order); nodes on a
+    cycle of ``deps`` are skipped."""
     comm = {op.node for op in ops}
+    blocking = {op.node for op in ops if not op.buffered}
     pairs: set[tuple[int, int]] = set()
     known = set(ids)
     indegree = dict.fromkeys(ids, 0)
@@ -146,7 +194,7 @@ def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object
     while ready:
         cur = ready.pop()
         sources = [s for s, _k in deps.get(cur, ()) if s in known and s != cur]
-        sets = [frozenset((s,)) if s in comm else above.get(s, empty) for s in sources]
+        sets = [frozenset((s,)) if s in blocking else above.get(s, empty) for s in sources]
         sets = [s for s in sets if s]
         mine = empty if not sets else sets[0] if len(sets) == 1 else frozenset().union(*sets)
         if cur in comm:
@@ -167,7 +215,8 @@ def comm_order(ids: Sequence[int], deps: Mapping[int, Sequence[tuple[int, object
         lanes[op.lane].append(op)
     for lane_ops in lanes.values():
         ordered = recorded_order(lane_ops)
-        pairs.update((a.node, b.node) for a, b in zip(ordered, ordered[1:]) if a.node != b.node)
+        pairs.update((a.node, b.node) for a, b in zip(ordered, ordered[1:])
+                     if a.node != b.node and not a.buffered)
     return sorted(pairs)
 
 

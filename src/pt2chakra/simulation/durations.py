@@ -14,7 +14,7 @@ import msgspec
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.names import comm_backend
 from pt2chakra.rules.conventions import COMM_CHANNEL
-from pt2chakra.rules.rendezvous import RendezvousKey
+from pt2chakra.rules.rendezvous import P2P, RendezvousKey, is_buffered_send, p2p_times
 from pt2chakra.simulation.calibration import (
     Calibration,
     backend_samples,
@@ -64,7 +64,9 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
     for key, members in participants.items():
         c = cal.get(comm_backend(p.nodes[members[0]].name)) \
             if cal and known_size(p, members) else None
-        if c is None and measured and shared_clock:
+        if c is None and measured and shared_clock and key.kind == P2P and len(members) == 2:
+            each = _transfer_us(p, cfg, members, eager)
+        elif c is None and measured and shared_clock:
             each = _member_us(p, cfg, members, eager)
         else:
             t = _calibrated_us(p, cfg, c, members) + woken.get(members[0], 0.0) if c \
@@ -101,6 +103,30 @@ def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
         else:
             out.append(max(end - last, 0.0) / cfg.bandwidth_scale)
     return out
+
+
+def _transfer_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
+                 eager: set[int] | None = None) -> list[float]:
+    """A matched send/receive pair on ranks that share a clock: each side's
+    time (``p2p_times``); a buffered send (``is_buffered_send``) goes to
+    ``eager`` and runs from its own post, waiting for nobody."""
+    sends = [m for m in members if p.nodes[m].type == NodeType.COMM_SEND_NODE]
+    recvs = [m for m in members if p.nodes[m].type == NodeType.COMM_RECV_NODE]
+    if len(sends) != 1 or len(recvs) != 1:
+        return _member_us(p, cfg, members, eager)
+    send, recv = sends[0], recvs[0]
+    buffered = eager is not None and is_buffered_send(p.nodes[send].type, _attrs(p, send))
+    times = p2p_times((p.start[send], p.start[send] + p.dur[send]),
+                      (p.start[recv], p.start[recv] + p.dur[recv]), buffered)
+    if buffered and eager is not None:
+        eager.add(send)
+    scale = cfg.bandwidth_scale
+    return [(times.send_us if m == send else times.recv_us) / scale for m in members]
+
+
+def _attrs(p: PreparedGraph, i: int) -> dict[str, None]:
+    """A node's attribute names (what ``is_buffered_send`` reads)."""
+    return dict.fromkeys(a[0] for a in p.nodes[i].attrs)
 
 
 def _host_collective(p: PreparedGraph, m: int) -> bool:
