@@ -18,7 +18,8 @@ an export without the binary:
   messages wait for the members that issued it late; the n-th such collective
   a rank issues in a group meets the n-th of every other member; a broadcast
   is timed by its recorded duration; other collective types stop ASTRA-sim;
-- a send meets the receive with the same source, destination and tag.
+- a send transmits at once and ends when its bytes arrive; a receive ends
+  when the bytes of the send with its source, destination and tag arrived.
 
 Its result is what ASTRA-sim prints: per rank ``sys[N] finished, C cycles``.
 """
@@ -215,22 +216,38 @@ class _AstraSimRun:
         del self.meetings[key]
 
     def post(self, r: _Rank, k: int, t: int, node: _Node) -> None:
-        """A send or a receive: both end when the later of the two was issued
-        plus the transfer time."""
-        waiting = self.mail[node.peer]
-        other = "recv" if node.kind == "send" else "send"
-        match = next((w for w in waiting if self.ranks[w[0]].nodes[w[1]].kind == other), None)
-        if match is None:
-            waiting.append((r.rank, k, t))
-            return
-        waiting.remove(match)
+        """A send or a receive, as ASTRA-sim's analytical network runs them:
+        a send transmits at once and ends when its bytes arrive (it waits
+        for no receive); a receive ends when the bytes of the send of its
+        source, destination and tag have arrived, at once if they already
+        had. Each is met in the order issued."""
         src, dst, _tag = node.peer
-        try:
-            done = max(t, match[2]) + send_ns(node.size, src, dst, self.network())
-        except ValueError as exc:
-            raise InputError(r.source, f"node {node.id}: {exc}") from exc
-        self.at(done, r.rank, k)
-        self.at(done, match[0], match[1])
+        if node.kind == "send":
+            try:
+                arrival = t + send_ns(node.size, src, dst, self.network())
+            except ValueError as exc:
+                raise InputError(r.source, f"node {node.id}: {exc}") from exc
+            self.at(arrival, r.rank, k)
+            receive = self._first(node.peer, "recv")
+            if receive is None:
+                self.mail[node.peer].append((r.rank, k, arrival))
+            else:
+                self.at(max(arrival, receive[2]), receive[0], receive[1])
+            return
+        sent = self._first(node.peer, "send")
+        if sent is None:
+            self.mail[node.peer].append((r.rank, k, t))
+        else:
+            self.at(max(t, sent[2]), r.rank, k)
+
+    def _first(self, peer: tuple[int, int, int], kind: str) -> tuple[int, int, int] | None:
+        """The earliest waiting ``kind`` ("send": its bytes' arrival; "recv":
+        its issue) of ``peer``, taken from the mailbox."""
+        waiting = self.mail[peer]
+        match = next((w for w in waiting if self.ranks[w[0]].nodes[w[1]].kind == kind), None)
+        if match is not None:
+            waiting.remove(match)
+        return match
 
     def network(self) -> AstraNetwork:
         net = self.options.network

@@ -60,6 +60,7 @@ from pt2chakra.chakra.records import (
 from pt2chakra.errors import InputError
 from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.checks import SetChecker, refuse_unsound
+from pt2chakra.rules.rendezvous import comm_op, rendezvous_keys
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
@@ -563,6 +564,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
     out_nodes = _astra_sizes(out_nodes, comm_groups(md, world, source or prefix),
                              world or ranks_given)
+    out_nodes = p2p_tags(out_nodes, rank)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
                          "node (host-only trace without collectives?); try cpu='keep'")
@@ -585,6 +587,34 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
             raise OSError(exc.errno, exc.strerror, gpath) from exc
         written.append(gpath)
     return written
+
+
+# ASTRA-sim's tags of a workload's own sends and receives lie below this
+# (Sys::FrontEndSendRecvType: NATIVE [0, 500000000); it takes the rest).
+NATIVE_TAG_LIMIT = 500_000_000
+COMM_TAG_ATTR = "comm_tag"
+
+
+def p2p_tags(nodes: list[ChakraNode], rank: int) -> list[ChakraNode]:
+    """Every send and receive with a ``comm_tag`` (ASTRA-sim stops on one
+    without): its transfer's position among the transfers between its two
+    ranks in its process group (``rendezvous.rendezvous_keys``), so that
+    both sides of a transfer carry one tag and ASTRA-sim, which meets a
+    send with the receive of its source, destination, tag and size, meets
+    the same pairs as our replay. A tag already in the trace is kept."""
+    ops = [comm_op(n, attr_dict(n.attrs)) for n in nodes
+           if n.type in (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)]
+    if not ops:
+        return nodes
+    keys = rendezvous_keys(ops, rank)
+    out = []
+    for node in nodes:
+        key = keys.get(node.id)
+        if key is not None and not any(a[0] == COMM_TAG_ATTR for a in node.attrs):
+            node = msgspec.structs.replace(node, attrs=[
+                *node.attrs, (COMM_TAG_ATTR, "int32_val", key.position % NATIVE_TAG_LIMIT)])
+        out.append(node)
+    return out
 
 
 def _warn_size_unknown(nodes: list[ChakraNode], source: str) -> None:
