@@ -47,6 +47,8 @@ from pathlib import Path
 from pt2chakra.astra.choices import TOPOLOGIES
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.errors import InputError
+from pt2chakra.limits import BANDWIDTH_GBPS, MAX_LATENCY_US, Range, read_number
+from pt2chakra.side_json import read_side_json
 
 IMPLEMENTATIONS = ("ring",)
 OPTIMIZATIONS = ("localBWAware", "baseline")
@@ -186,6 +188,23 @@ class RingPlan:
     sends: int
     message_bytes: int
     reducing_receives: int
+
+
+_BARRIER = int(CollectiveType.BARRIER)
+# ASTRA-sim has no barrier: one runs as the all-reduce of one 4-byte element
+# that NCCL's barrier is (ProcessGroupNCCL::barrier all-reduces a one-element
+# tensor), so every member still waits for the last and pays a round of
+# latency, and ASTRA-sim never stops on a type it lacks.
+BARRIER_AS_BYTES = 4
+
+
+def astra_collective(comm_type: int, size_bytes: int) -> tuple[int, int]:
+    """(comm_type, size in the converter's convention) of the collective
+    ASTRA-sim runs for a recorded one: a barrier as a one-element all-reduce
+    (``BARRIER_AS_BYTES``), every other as recorded."""
+    if comm_type == _BARRIER:
+        return _AR, BARRIER_AS_BYTES
+    return comm_type, size_bytes
 
 
 def astra_comm_size(comm_type: int, size_bytes: int, group_size: int) -> int:
@@ -420,19 +439,29 @@ _SYSTEM_KEYS = {"splits": "preferred-dataset-splits", "active_chunks": "active-c
                 "scheduling_policy": "scheduling-policy"}
 
 
+# The numeric fields of a system.json and their ranges (read with
+# ``limits.read_number``): a collective cut into more chunks than this is no
+# system ASTRA-sim's examples describe (they use 1 to 64); a delay of up to a
+# day; a memory bandwidth within a network's range.
+MAX_SPLITS = 65536
+_SYSTEM_NUMBERS = {"preferred-dataset-splits": Range(1, MAX_SPLITS),
+                   "active-chunks-per-dimension": Range(1, MAX_SPLITS),
+                   "endpoint-delay": Range(MIN_ENDPOINT_DELAY_NS, MAX_LATENCY_US * 1e3),
+                   "local-mem-bw": BANDWIDTH_GBPS}
+
+
 def read_system_file(path: str | os.PathLike[str]) -> AstraSystem:
     """A system.json whose settings the collective model covers (the one
     ``astra_config_texts`` writes); ``InputError`` naming the field otherwise."""
     name = os.fspath(path)
-    try:
-        data = json.loads(Path(name).read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(name, f"not JSON: {exc.msg} (line {exc.lineno})") from exc
+    data = read_side_json(name)
     if not isinstance(data, dict):
         raise InputError(name, "expected a JSON object")
     for key in ("all-reduce-implementation", *_SYSTEM_KEYS.values()):
         if key not in data:
             raise InputError(name, f"field {key} is missing")
+    for key, allowed in _SYSTEM_NUMBERS.items():
+        read_number(data[key], allowed, name, f"field {key}")
     implementation = data["all-reduce-implementation"]
     if not isinstance(implementation, list) or len(implementation) != 1:
         raise InputError(name, "field all-reduce-implementation: expected one dimension")

@@ -36,7 +36,7 @@ import msgspec
 import orjson
 
 from pt2chakra.astra.choices import CPU_MODES, DEFAULT_CPU_MODE
-from pt2chakra.astra.collective_time import astra_comm_size
+from pt2chakra.astra.collective_time import astra_collective, astra_comm_size
 from pt2chakra.astra.serial_chain import comm_issue_times, serial_chain
 from pt2chakra.atomic import (
     RANK_FILES,
@@ -60,7 +60,6 @@ from pt2chakra.chakra.records import (
 from pt2chakra.errors import InputError
 from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.checks import SetChecker, refuse_unsound
-from pt2chakra.rules.rendezvous import comm_op, rendezvous_keys
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     CONSUMER_PROFILE_ATTR,
@@ -76,6 +75,7 @@ from pt2chakra.rules.conventions import (
     size_unknown,
     step_window,
 )
+from pt2chakra.rules.rendezvous import comm_op, rendezvous_keys
 
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
 _OWN_LANE = "node"  # first item of the lane key of a node that is a lane of its own
@@ -617,6 +617,14 @@ def p2p_tags(nodes: list[ChakraNode], rank: int) -> list[ChakraNode]:
     return out
 
 
+def _with_values(attrs: Sequence[Attr], values: Mapping[str, int]) -> list[Attr]:
+    """``attrs`` with these attributes' values replaced (added when absent)."""
+    out: list[Attr] = [(k, t, values[k] if k in values else v) for k, t, v in attrs]
+    have = {k for k, _t, _v in attrs}
+    out += [(k, "int64_val", v) for k, v in values.items() if k not in have]
+    return out
+
+
 def _warn_size_unknown(nodes: list[ChakraNode], source: str) -> None:
     """Say what the export does with communication nodes whose size the trace
     does not hold (``comm_size_unknown``): ASTRA-sim reads only ``comm_size``."""
@@ -640,10 +648,11 @@ def _astra_sizes(nodes: list[ChakraNode], groups: dict[str, list[int]],
             size, ctype = a.get("comm_size"), a.get("comm_type")
             if isinstance(size, int) and isinstance(ctype, int):
                 members = groups.get(str(a.get("pg_name", WHOLE_MACHINE_GROUP)))
-                new = astra_comm_size(ctype, size, len(members) if members else machine)
-                if new != size:
-                    node = msgspec.structs.replace(node, attrs=[
-                        (k, t, new if k == "comm_size" else v) for k, t, v in node.attrs])
+                run, size_of_run = astra_collective(ctype, size)
+                new = astra_comm_size(run, size_of_run, len(members) if members else machine)
+                if new != size or run != ctype:
+                    node = msgspec.structs.replace(node, attrs=_with_values(
+                        node.attrs, {"comm_size": new, "comm_type": run}))
         out.append(node)
     return out
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import shlex
@@ -47,6 +48,7 @@ from pt2chakra.astra.collective_time import (
     SYSTEM_FILE,
     AstraNetwork,
     AstraSystem,
+    astra_collective,
     astra_comm_size,
     astra_config_texts,
     collective_finish_ns,
@@ -55,6 +57,7 @@ from pt2chakra.astra.collective_time import (
     read_network_file,
     read_system_file,
     ring_plan,
+    send_ns,
 )
 from pt2chakra.astra.consumer import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -74,10 +77,21 @@ from pt2chakra.astra.export import (
 )
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
+from pt2chakra.chakra.records import NodeType, attr_dict
 from pt2chakra.errors import InputError, printable
+from pt2chakra.limits import STEP_US, read_number
 from pt2chakra.names import comm_backend
-from pt2chakra.rules.conventions import COMM_NODE_TYPES, StepWindow, error_pct, rank_origins
+from pt2chakra.rules.conventions import (
+    COMM_NODE_TYPES,
+    StepWindow,
+    error_pct,
+    rank_origins,
+    scaled_world,
+)
+from pt2chakra.side_json import read_side_json
 from pt2chakra.simulation import Calibration, RecordedCalibration, calibrate_recorded
+
+log = logging.getLogger(__name__)
 
 RUN_SCRIPT = "run.sh"
 JOB_FILES = (NETWORK_FILE, SYSTEM_FILE, MEMORY_FILE, RUN_SCRIPT)
@@ -128,6 +142,9 @@ class RankComm:
     duration_us: float
     collective: RecordedCollective | None
     meeting: int  # index of the collective among the recording's matched ones (-1: none)
+    # A send or a receive: "send"/"recv" (its pair is its ``meeting``), else "".
+    p2p: str = ""
+    rank: int = -1  # this rank's position (a send's source, a receive's destination)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +219,9 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
         [{} for _ in prepared.rank_nodes]
     for k, members in enumerate(fit.matched.values()):
         first = members[0]
-        c = RecordedCollective(comm_type=prepared.comm_type[first],
-                               size_bytes=max(prepared.comm_bytes[m] for m in members),
+        ctype, size = astra_collective(prepared.comm_type[first],
+                                       max(prepared.comm_bytes[m] for m in members))
+        c = RecordedCollective(comm_type=ctype, size_bytes=size,
                                ranks=tuple(sorted(prepared.rank[m] for m in members)))
         collectives[comm_backend(prepared.nodes[first].name)].append(c)
         if all(m not in prepared.size_unknown for m in members):
@@ -235,8 +253,12 @@ def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedC
                              float(issues.get(p.nodes[i].id, p.nodes[i].start_time_micros)),
                              float(p.nodes[i].duration_micros),
                              meeting[i][1] if i in meeting else None,
-                             meeting[i][0] if i in meeting else -1) for i in comm])
+                             meeting[i][0] if i in meeting else -1,
+                             _P2P_KINDS.get(p.nodes[i].type, ""), len(out)) for i in comm])
     return out
+
+
+_P2P_KINDS = {NodeType.COMM_SEND_NODE: "send", NodeType.COMM_RECV_NODE: "recv"}
 
 
 def network_ends(recorded: RecordedFit, network: AstraNetwork,
@@ -259,6 +281,7 @@ def network_ends(recorded: RecordedFit, network: AstraNetwork,
     free = [-math.inf] * len(recorded.comm)  # when each rank's previous collective ends
     head = [0] * len(recorded.comm)
     waiting: dict[int, dict[int, RankComm]] = defaultdict(dict)
+    arrivals: dict[int, float] = {}  # a send's pair -> when its bytes arrive
     progressed = True
     while progressed:
         progressed = False
@@ -268,11 +291,16 @@ def network_ends(recorded: RecordedFit, network: AstraNetwork,
                 if c.collective is None:  # replayed from its own duration
                     free[rank] = ends[rank][c.node_id] = max(c.start_us, free[rank]) + \
                         c.duration_us
-                    head[rank] += 1
-                    progressed = True
-                    continue
-                waiting[c.meeting][rank] = c
-                break
+                elif c.p2p:
+                    end = _p2p_end(c, free[rank], arrivals, network)
+                    if end is None:
+                        break  # a receive before its send
+                    free[rank] = ends[rank][c.node_id] = end
+                else:
+                    waiting[c.meeting][rank] = c
+                    break
+                head[rank] += 1
+                progressed = True
         for k, members in list(waiting.items()):
             first = next(iter(members.values())).collective
             assert first is not None
@@ -390,6 +418,27 @@ def _astra_ns(c: RecordedCollective, network: AstraNetwork, system: AstraSystem,
                                       ranks=c.ranks).values())
     except ValueError:
         return None
+
+
+def _p2p_end(c: RankComm, free: float, arrivals: dict[int, float],
+             network: AstraNetwork) -> float | None:
+    """A send or receive as ASTRA-sim's analytical network runs it (the
+    consumer model's ``post``): a send, issued when the rank's previous
+    communication ended, ends when its bytes arrive and waits for no
+    receive; a receive ends when its send's bytes have arrived (None: its
+    send is not issued yet)."""
+    issued = max(c.start_us, free)
+    assert c.collective is not None
+    if c.p2p == "send":
+        peer = next((r for r in c.collective.ranks if r != c.rank), c.rank)
+        try:
+            arrival = issued + send_ns(c.collective.size_bytes, c.rank, peer, network) / NS_PER_US
+        except ValueError:
+            arrival = issued + c.duration_us
+        arrivals[c.meeting] = arrival
+        return arrival
+    sent = arrivals.get(c.meeting)
+    return None if sent is None else max(issued, sent)
 
 
 def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[int, float]],
@@ -700,6 +749,8 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     folder, name = check_job_outputs(inputs, prefix)
     system = AstraSystem()
     ranks = open_rank_set(inputs, force)
+    for f in ranks.files:  # the numbers the fit reads from the metadata, naming the file
+        scaled_world(attr_dict(f.metadata.attrs), f.path)
     with _new_folders(folder or "."), StagedOutputs() as staged:
         fit, ends, scales, padding = None, [], [], []
         if len(inputs) >= MIN_NPUS:
@@ -743,14 +794,18 @@ def prediction_path(prefix: str) -> str:
 
 
 def _read_prediction(prefix: str) -> float | None:
-    """Our prediction written beside the job, if any (a missing or bad file:
-    none; the check still runs)."""
-    try:
-        with open(prediction_path(prefix), "rb") as f:
-            value = json.loads(f.read()).get(PREDICTION_KEY)
-    except (OSError, ValueError, AttributeError):
+    """Our prediction written beside the job, if any (a missing file: none;
+    a bad one: none and one warning naming it; the check still runs)."""
+    path = prediction_path(prefix)
+    if not os.path.isfile(path):
         return None
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    try:
+        doc = read_side_json(path)
+        value = doc.get(PREDICTION_KEY) if isinstance(doc, dict) else None
+        return read_number(value, STEP_US, path, f"field {PREDICTION_KEY}")
+    except InputError as exc:
+        log.warning("%s (the check runs without our prediction)", exc)
+        return None
 
 
 # --------------------------------------------------------------------------

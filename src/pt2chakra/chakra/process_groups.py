@@ -5,10 +5,11 @@ the ASTRA-sim export and its consumer model, scale-out).
 ``process_groups`` is a JSON string attribute of the metadata: a list of
 ``{"pg_name": ..., "ranks": [...], "group_size": N}`` records (``pg_size`` is
 read where ``group_size`` is absent or 0; ``ranks`` empty means every rank of a group of that
-size). Anything else in a record is kept out of the typed view. A record
+size; ``pg_desc`` is kept as the record's description). Anything else in a
+record is kept out of the typed view. A record
 whose ranks are not rank numbers (strings, null inside the list, floats,
 objects, negative or beyond ``MAX_RANK``) is refused here, in one line, by
-every command alike.
+every command alike; so is JSON nested deeper than ``side_json.MAX_DEPTH``.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ import msgspec
 
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.errors import InputError
+from pt2chakra.side_json import decode_json
 
 ATTR = "process_groups"
+# What validate calls a problem of them (``rules/checks.py``), and the rank-set
+# front door (``chakra/ranks.py``) too.
+PROCESS_GROUPS_PROBLEM = "process-groups"
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
 MAX_RANK = 2**31 - 1
 # A group of more ranks than this is no recording's (ASTRA-sim's largest
@@ -30,11 +35,13 @@ MAX_GROUP_RANKS = 1 << 20
 
 class ProcessGroupRecord(NamedTuple):
     """One record: its name (ASTRA-sim wants digits), its ranks (empty: not
-    listed), its size (0: not recorded)."""
+    listed), its size (0: not recorded), its description (c10d's
+    ``pg_desc``: ``default_pg``, a device mesh's ``mesh_tp``; "" if none)."""
 
     name: str
     ranks: tuple[int, ...]
     size: int
+    desc: str = ""
 
     def members(self, world_size: int | None = None) -> tuple[int, ...]:
         """The ranks; when none are listed, ``0..size-1`` if the size is the
@@ -59,10 +66,7 @@ def parse_process_groups(raw: str, where: str) -> list[ProcessGroupRecord]:
     """``raw`` (the attribute's JSON) as typed records; ``InputError`` naming
     ``where`` and the record when it is not a list of records, or a record's
     name, ranks or size is not what a process group can have."""
-    try:
-        doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise InputError(where, f"metadata {ATTR} is not JSON") from None
+    doc = decode_json(raw, where, f"metadata {ATTR}")
     if not isinstance(doc, list):
         raise InputError(where, f"metadata {ATTR} is {type(doc).__name__}, expected a list "
                          "of process-group records")
@@ -88,7 +92,9 @@ def parse_process_groups(raw: str, where: str) -> list[ProcessGroupRecord]:
         size = _count(item.get("group_size")) or _count(item.get("pg_size"))
         if size is None:
             raise InputError(where, f"{at}.group_size is not a count of ranks")
-        out.append(ProcessGroupRecord(str(name), tuple(ranks), size))
+        desc = item.get("pg_desc")
+        out.append(ProcessGroupRecord(str(name), tuple(ranks), size,
+                                      desc if isinstance(desc, str) else ""))
     return out
 
 

@@ -14,10 +14,15 @@ ranks lists ``x.10.et`` before ``x.2.et``.
 
 A set is refused (``InputError``, one line naming the file) when it cannot be
 one job: a file with no rank by that rule, a rank twice, one file under two
-names (same content), ranks whose recorded world sizes differ or exceed it, or
-a file recorded by a single process (no rank, world size or process group of
-several ranks) among others. With ``force`` each is one warning and the set is
+names (same content), ranks whose recorded world sizes differ or exceed it, a
+file recorded by a single process (no rank, world size or process group of
+several ranks) among others, malformed process groups (``process_groups``, the
+one parser), or a process group that two files declare with other ranks or
+another size (every rank of one job records its groups by the same names:
+files of different jobs). With ``force`` each is one warning and the set is
 used as given (see ``RankSet.issues`` for what ``validate`` reports instead).
+What the metadata cannot tell (two recordings of one job's configuration) the
+collectives do: ``rules.checks`` compares them across the ranks.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-import msgspec
-
 from pt2chakra.chakra.io import read_et
+from pt2chakra.chakra.process_groups import (
+    PROCESS_GROUPS_PROBLEM,
+    ProcessGroupRecord,
+    read_process_groups,
+)
 from pt2chakra.chakra.records import GlobalMetadata, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.files import STDIN
@@ -87,11 +95,18 @@ class RankFile(NamedTuple):
     metadata: GlobalMetadata
 
 
+# What validate calls a problem of the set (the issues below but malformed
+# process groups, which it reports as ``PROCESS_GROUPS_PROBLEM`` per file).
+RANK_SET_PROBLEM = "rank-set"
+
+
 class RankIssue(NamedTuple):
-    """Why a set may not be one job: the file it is about, and one line."""
+    """Why a set may not be one job: the file it is about, one line, and the
+    kind of problem (validate's check name)."""
 
     path: str
     problem: str
+    check: str = RANK_SET_PROBLEM
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +200,12 @@ def survey(paths: Inputs) -> RankSet:
         owner[rank] = path
         files.append(RankFile(path, rank, how, md))
     issues += _world_issues(files)
+    groups, malformed = _groups_of(files)
+    issues += malformed
     if len(files) > 1:
         recordings = [f.path for f in files if _is_recording(attr_dict(f.metadata.attrs))]
-        issues += _single_process_issues(files) + _copies(recordings)
+        issues += _single_process_issues(files, groups) + _copies(recordings)
+        issues += _disagreeing_groups(files, groups)
     return RankSet(tuple(sorted(files, key=lambda f: f.rank)), tuple(issues))
 
 
@@ -235,31 +253,74 @@ def _world_issues(files: Sequence[RankFile]) -> list[RankIssue]:
     return issues
 
 
-def _single_process_issues(files: Sequence[RankFile]) -> list[RankIssue]:
+Groups = dict[str, list[ProcessGroupRecord]]
+
+
+def _groups_of(files: Sequence[RankFile]) -> tuple[Groups, list[RankIssue]]:
+    """Each file's process groups (by the one parser; standard input's are
+    read later, by its command), and an issue per file whose groups are
+    malformed (kept out of the first)."""
+    groups: Groups = {}
+    issues: list[RankIssue] = []
+    for f in files:
+        if f.metadata is UNREAD:
+            continue
+        try:
+            groups[f.path] = read_process_groups(f.metadata, f.path)
+        except InputError as exc:
+            issues.append(RankIssue(f.path, exc.problem, PROCESS_GROUPS_PROBLEM))
+    return groups, issues
+
+
+def _disagreeing_groups(files: Sequence[RankFile], groups: Groups) -> list[RankIssue]:
+    """A process group that two files declare with other members or another
+    size: every rank of one job records a group by the same name (c10d counts
+    them alike on every rank), so these files are of different jobs. One
+    issue per file, the first group that differs."""
+    first: dict[str, tuple[ProcessGroupRecord, str]] = {}
+    issues: list[RankIssue] = []
+    for f in files:
+        for group in groups.get(f.path, ()):
+            seen, where = first.setdefault(group.name, (group, f.path))
+            if not _same_group(seen, group):
+                issues.append(RankIssue(f.path, f"process group {group.name!r} is "
+                                        f"{_describe_group(group)} here but "
+                                        f"{_describe_group(seen)} in {where}: ranks of "
+                                        "different jobs"))
+                break
+    return issues
+
+
+def _same_group(a: ProcessGroupRecord, b: ProcessGroupRecord) -> bool:
+    """The same members (as listed, or every rank of the size) and size
+    (0: not recorded, agrees with any)."""
+    sizes_agree = not a.size or not b.size or a.size == b.size
+    members_a, members_b = set(a.members()), set(b.members())
+    return sizes_agree and (not members_a or not members_b or members_a == members_b)
+
+
+def _describe_group(group: ProcessGroupRecord) -> str:
+    members = list(group.members())
+    shown = f"ranks {members[:8]}{'...' if len(members) > 8 else ''}" if members else "no ranks"
+    return f"{shown} of {group.size}" if group.size else shown
+
+
+def _single_process_issues(files: Sequence[RankFile], groups: Groups) -> list[RankIssue]:
     """A file this tool wrote from a recording that names no rank, no world
     size and no process group of several ranks was recorded by one process
     alone: it is no rank of a several-rank job, whatever its name says."""
     return [RankIssue(f.path, "recorded by a single process (no rank, world_size or process "
                       "group of several ranks in its metadata): not one rank of a job")
-            for f in files if _recorded_alone(attr_dict(f.metadata.attrs))]
+            for f in files if f.path in groups
+            and _recorded_alone(attr_dict(f.metadata.attrs), groups[f.path])]
 
 
-def _recorded_alone(md: dict[str, Any]) -> bool:
+def _recorded_alone(md: dict[str, Any], groups: Sequence[ProcessGroupRecord]) -> bool:
     if md.get("generator") != OUR_GENERATOR or "link_method" not in md:
         return False
     if "rank" in md or "world_size" in md:
         return False
-    groups = md.get("process_groups")
-    if isinstance(groups, str):
-        try:
-            decoded = msgspec.json.decode(groups)
-        except msgspec.DecodeError:
-            return False
-        for pg in decoded if isinstance(decoded, list) else []:
-            if isinstance(pg, dict) and (len(pg.get("ranks") or []) > 1
-                                         or (pg.get("group_size") or 0) > 1):
-                return False
-    return True
+    return not any(len(g.ranks) > 1 or g.size > 1 for g in groups)
 
 
 def _is_recording(md: dict[str, Any]) -> bool:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-
-import orjson
 
 from pt2chakra.cli import options
+from pt2chakra.cli.json_out import print_json
 
 SEPARATOR = "vs"  # between A's files and B's on the command line
 
@@ -66,7 +64,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     a, b = split_runs(args)
     result = diff(a, b, force=args.force)
     if args.json:
-        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(result.to_json())
     elif not args.quiet:
         print(format_diff(result, top=args.top))
     return 0

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-
-import orjson
 
 from pt2chakra.cli import options
+from pt2chakra.cli.json_out import print_json
 
 EPILOG = """examples:
   pt2chakra extrapolate job.*.et --world-size 1024 -o out/job1024
@@ -28,11 +26,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--world-size", type=options.npus, required=True, metavar="M",
                    help="ranks of the job to write")
     p.add_argument("-o", "--output", required=True, metavar="DIR/PREFIX",
-                   help="writes PREFIX.<rank>.et for ranks 0..M-1")
+                   type=options.output_prefix, help="writes PREFIX.<rank>.et for ranks 0..M-1")
     p.add_argument("--scaling", choices=["weak", "strong"], default="weak",
                    help="weak (per-rank batch fixed, default); strong (a fixed global batch) "
                    "is refused: the trace does not say how per-rank work divides")
     options.add_host_sharing(p)
+    options.add_force(p, "the recorded files are not one sound job (validate finds errors, "
+                      "their collectives differ)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_cmd_extrapolate)
 
@@ -42,12 +42,9 @@ def _cmd_extrapolate(args: argparse.Namespace) -> int:
     from pt2chakra.scaleout import extrapolate
 
     summary = extrapolate(args.traces, args.world_size, args.output, args.scaling,
-                          options.host_sharing(args))
+                          options.host_sharing(args), force=args.force)
     if args.json:
-        import msgspec
-
-        sys.stdout.write(orjson.dumps(msgspec.to_builtins(summary),
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(summary)
     elif not args.quiet:
         print(summary.describe())
     return 0

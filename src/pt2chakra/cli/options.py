@@ -2,8 +2,11 @@
 and for how a failing command ends (one line, no partial output).
 
 Every numeric option goes through one of the ``argparse`` types below, so a
-NaN scale, a negative rank or a billion NPUs is refused before any work with
-argparse's one line (exit 2). ``OneLineParser`` makes every argparse error a
+NaN scale, a negative rank, a billion NPUs or ``0x10`` is refused before any
+work with argparse's one line (exit 2); their text is read, and the ranges
+that files hold too are defined, in ``pt2chakra.limits`` (the metadata and
+side files are read with the same ranges). An output prefix must name files
+(``output_prefix``). ``OneLineParser`` makes every argparse error a
 single line; ``session`` turns SIGTERM and SIGHUP into the same clean exit as
 Ctrl-C (temp files removed by ``pt2chakra.atomic``), and holds back warning
 lines until the command succeeds, so that a failure prints only its error.
@@ -15,6 +18,7 @@ import argparse
 import contextlib
 import logging
 import math
+import os
 import re
 import signal
 import sys
@@ -23,17 +27,21 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from pt2chakra.chakra.wire import I64_MAX
 from pt2chakra.errors import printable
+from pt2chakra.limits import (
+    BANDWIDTH_GBPS,
+    LATENCY_US,
+    SCALE,
+    STEP_MS,
+    Range,
+    integer_in_text,
+    number_in_text,
+)
 
 if TYPE_CHECKING:
     from pt2chakra.scaleout import HostSharing
 
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
 MAX_RANK = 2**31 - 1
-# What-if scales multiply measured durations or bandwidth: beyond a million
-# (or below a millionth) they describe no machine, and float time sums lose
-# the microsecond resolution the report prints.
-MAX_SCALE = 1e6
-MIN_SCALE = 1e-6
 # Generated traces (from-text, microbench): one file per NPU; 65536 NPUs is
 # the largest system ASTRA-sim's examples describe, and every file is held in
 # memory until the set is committed.
@@ -60,13 +68,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
-    """An integer option within [low, high]."""
+    """An integer option within [low, high], in ASCII decimal
+    (``limits.integer_in_text``: ``0x10`` and other scripts' digits are refused)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        value = integer_in_text(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (ASCII decimal "
+                                             "digits)")
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
         return value
@@ -107,18 +116,24 @@ def host_sharing(args: argparse.Namespace) -> HostSharing:
 
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:
-    """A finite float option within [low, high] (``(low, high]`` with ``low_open``)."""
+    """A finite float option within [low, high] (``(low, high]`` with
+    ``low_open``), in ASCII decimal (``limits.number_in_text``)."""
+    return number_option(Range(low, high, low_open))
+
+
+def number_option(allowed: Range) -> Callable[[str], float]:
+    """A number option within ``allowed`` (the range a file's field of the
+    same meaning is read with: ``limits``)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        value = number_in_text(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number (ASCII decimal, "
+                                             "e.g. 1.5 or 2e-3)")
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"{text} is not a finite number")
-        if value < low or value > high or (low_open and value == low):
-            side = "(" if low_open else "["
-            raise argparse.ArgumentTypeError(f"{text} is outside {side}{low:g}, {high:g}]")
+        if not allowed.holds(value):
+            raise argparse.ArgumentTypeError(f"{text} is outside {allowed.describe()}")
         return value
 
     parse.__name__ = "float"
@@ -134,22 +149,16 @@ passes = int_range(1, MAX_PASSES)
 comm_streams = int_range(0, MAX_COMM_STREAMS)
 count = int_range(0, I64_MAX)
 positive_count = int_range(1, I64_MAX)
-scale = float_range(MIN_SCALE, MAX_SCALE)
-# A network's bandwidth in GB/s: below a kilobyte per second (1e-6) or above
-# a petabyte per second nothing real is described, and the ASTRA-sim fit's
-# squared errors overflow a float (1e-160 did).
-MIN_BANDWIDTH_GBPS = 1e-6
-MAX_BANDWIDTH_GBPS = 1e6
-# A latency in us: up to a day.
-MAX_LATENCY_US = 86_400e6
-bandwidth = float_range(MIN_BANDWIDTH_GBPS, MAX_BANDWIDTH_GBPS)
-latency = float_range(0.0, MAX_LATENCY_US)
-real_step = float_range(0.0, 1e9, low_open=True)  # ms: a step of up to ~11 days
+# The ranges of numbers that files hold too (``limits``: one reader for both).
+scale = number_option(SCALE)
+bandwidth = number_option(BANDWIDTH_GBPS)
+latency = number_option(LATENCY_US)
+real_step = number_option(STEP_MS)
 # A child's time limit: a day is longer than any job we run.
 MAX_SECONDS = 86_400.0
 seconds = float_range(0.0, MAX_SECONDS, low_open=True)
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -165,6 +174,19 @@ def byte_size(text: str) -> int:
 
 
 byte_size.__name__ = "size"
+
+
+def output_prefix(text: str) -> str:
+    """``-o DIR/PREFIX`` of a command that writes ``PREFIX.<rank>.et`` (and
+    more): its file-name part may not be empty, ``.`` or ``..`` (``-o out/``
+    would write the hidden files ``out/.0.et``, ``out/.1.et``...)."""
+    if os.path.basename(text) in ("", os.curdir, os.pardir):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder, not the files' prefix: "
+                                         "give DIR/PREFIX (e.g. out/job)")
+    return text
+
+
+output_prefix.__name__ = "prefix"
 
 
 def add_force(p: argparse.ArgumentParser, what: str) -> None:
@@ -292,8 +314,6 @@ def session(verbosity: int) -> Iterator[Callable[[], None]]:
 def quiet_broken_pipe() -> None:
     """The reader of our stdout went away (``| head``): point stdout at
     /dev/null so that the interpreter's final flush cannot complain."""
-    import os
-
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

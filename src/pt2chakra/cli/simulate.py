@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-import orjson
-
 from pt2chakra.cli import options
+from pt2chakra.cli.json_out import json_text, print_json
 
 if TYPE_CHECKING:
     from pt2chakra.simulation import CollectiveRow, SimulationOptions, SimulationRun
@@ -53,7 +52,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--congestion-aware", action="store_true",
                    help="with --consumer astra-sim: ASTRA-sim's congestion-aware backend "
                    "(messages forwarded hop by hop)")
-    p.add_argument("--write-et", metavar="PREFIX",
+    p.add_argument("--write-et", metavar="PREFIX", type=options.output_prefix,
                    help="write the replay (of the one what-if setting given) as PREFIX.<rank>.et, "
                    "to compare with a measured run: pt2chakra diff")
     p.add_argument("--world-size", type=options.npus, metavar="M",
@@ -107,9 +106,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="your step time without the profiler (ms, e.g. from the training log): "
                    "fit the figure so that the replay gives it (implies --without-profiler)")
     p.add_argument("--profiler-overhead", metavar="FIGURE",
-                   help="the profiler's cost per recorded CPU op, e.g. 32.95us/op (printed by "
-                   "a fit, or by pt2chakra microbench --profiler-overhead; implies "
-                   "--without-profiler)")
+                   help="the profiler's cost per recorded CPU op, e.g. 8.73us/op (printed by "
+                   "a fit, or by pt2chakra microbench --profiler-overhead, on the kind of host "
+                   "that recorded the trace: a GPU host's 32.95us/op is more than the bundled "
+                   "CPU sample's ops take; implies --without-profiler)")
 
 
 def options_from(args: argparse.Namespace) -> SimulationOptions:
@@ -160,20 +160,27 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.simulation import write_predicted_et
 
             written = write_predicted_et(run, options_from(args), args.write_et, staged)
+        shown = _shown(args, run)  # made before the outputs are committed
         staged.commit()
-    result = run.result
     if args.write_et and not args.quiet:
         print(f"replay written: {', '.join(written)}", file=sys.stderr)
+    sys.stdout.write(shown)
+    return 0
+
+
+def _shown(args: argparse.Namespace, run: SimulationRun) -> str:
+    """What ``simulate`` prints: the JSON (``--json``), the text report, or
+    nothing (``-q``)."""
     if args.json:
         from pt2chakra.simulation import result_json
 
-        sys.stdout.write(orjson.dumps(result_json(result, _collectives(run)),
-                                      option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif not args.quiet:
-        from pt2chakra.simulation import format_text_report
+        return json_text(result_json(run.result, _collectives(run)))
+    if args.quiet:
+        return ""
+    from pt2chakra.simulation import format_text_report
 
-        print(format_text_report(result, lanes=not args.no_lanes, collectives=_collectives(run)))
-    return 0
+    return format_text_report(run.result, lanes=not args.no_lanes,
+                              collectives=_collectives(run)) + "\n"
 
 
 def _cmd_world_size(args: argparse.Namespace) -> int:
@@ -193,20 +200,19 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
     )
 
     given, recorded = recorded_figure(args.traces, options_from(args))
-    scaled = scaled_graphs(args.traces, args.world_size, hosts=options.host_sharing(args))
+    scaled = scaled_graphs(args.traces, args.world_size, hosts=options.host_sharing(args),
+                           force=args.force)
     opts = scaled_out_options(scaled.graphs, given)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
     run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)
     options.keep_until_exit(run)
     shown = step_breakdown(scaled.plan, run, opts)
     if args.json:
-        import msgspec
-
         from pt2chakra.simulation import result_json
 
         doc = result_json(run.result, _collectives(run))
-        doc["scale_out"] = msgspec.to_builtins(shown)
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        doc["scale_out"] = shown
+        print_json(doc)
     elif not args.quiet:
         from pt2chakra.simulation import format_text_report
 
@@ -249,8 +255,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
         infer_waits=not args.no_infer_waits)
     report = simulate_astra_sim(args.traces, options)
     if args.json:
-        sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
-                         + "\n")
+        print_json(report.to_json())
     elif not args.quiet:
         print(format_consumer_report(report))
     return 0

@@ -13,13 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 
-import orjson
-
 from pt2chakra.astra import CHECK_TIMEOUT_S, CPU_MODES, DEFAULT_CPU_MODE, TOPOLOGIES
 from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
+from pt2chakra.cli.json_out import json_text, print_json
 from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
 from pt2chakra.errors import InputError
+from pt2chakra.limits import integer_in_text
 
 EXIT_PROBLEMS = 1
 
@@ -42,17 +42,13 @@ def _os_errors_as_input_errors(func: Callable[[argparse.Namespace], int],
     return wrapper
 
 
-def _print_json(doc: object) -> None:
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from pt2chakra.tools.inspect import inspect
 
     for path in args.input:
         report = inspect(path, top=args.top)
         if args.json:
-            _print_json(report.to_json())
+            print_json(report.to_json())
         else:
             print(report.text())
     return 0
@@ -63,7 +59,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     report = validate(args.input, profile=args.profile)
     if args.json:
-        _print_json(report.to_json())
+        print_json(report.to_json())
     else:
         lines = report.lines()
         if args.quiet:
@@ -109,12 +105,13 @@ def _cmd_timeline(args: argparse.Namespace) -> int:
 def _parse_range(text: str | None, what: str) -> tuple[int, int] | None:
     if text is None:
         return None
-    try:
-        low, high = text.split(":", 1)
-        return int(low) if low else 0, int(high) if high else (1 << 64)
-    except ValueError:
-        raise InputError(text, f"{what} must be LOW:HIGH (integers, either side may be "
-                         "empty)") from None
+    low, colon, high = text.partition(":")
+    first = integer_in_text(low) if low else 0
+    last = integer_in_text(high) if high else 1 << 64
+    if not colon or first is None or last is None:
+        raise InputError(text, f"{what} must be LOW:HIGH (integers in ASCII decimal, either "
+                         "side may be empty)")
+    return first, last
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:
@@ -170,9 +167,9 @@ def _cmd_profiler_overhead(args: argparse.Namespace) -> int:
         from pt2chakra.atomic import atomic_output
 
         with atomic_output(args.output) as out:
-            out.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+            out.write(json_text(cost.to_json()).encode())
     if args.json:
-        sys.stdout.write(orjson.dumps(cost.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        print_json(cost.to_json())
     elif not args.quiet:
         print("\n".join(cost.lines()))
     return 0
@@ -213,7 +210,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
                                lambda files, predicted: write_job(
                                    files, args.output, cpu=args.cpu, choice=choice,
                                    force=args.force, predicted_step_us=predicted),
-                               hosts=options.host_sharing(args))
+                               hosts=options.host_sharing(args), force=args.force)
     else:
         if args.ranks_per_host is not None or args.cores_per_host is not None:
             raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
@@ -313,7 +310,8 @@ def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                        "HYBRID_DLRM[_ENHANCED], MICRO workloads -> <prefix>.<npu>.et.")
     p.add_argument("input", help="workload .txt")
     p.add_argument("--npus", type=options.npus, required=True, help="number of NPUs (files)")
-    p.add_argument("-o", "--output", required=True, help="output prefix")
+    p.add_argument("-o", "--output", required=True, type=options.output_prefix,
+                   help="output prefix")
     p.add_argument("--passes", type=options.passes, default=1, help="training passes (default 1)")
     p.add_argument("--for", dest="profile", choices=["astra-sim"],
                    help="accepted for symmetry: from-text output already suits ASTRA-sim")
@@ -332,7 +330,8 @@ def _add_microbench(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("--steps", type=options.steps, default=1, help="chain length (default 1)")
     p.add_argument("--compute", type=options.non_negative_int64, default=0,
                    help="us of compute before each collective (0: none)")
-    p.add_argument("-o", "--output", help="output prefix (with --profiler-overhead: a JSON file "
+    p.add_argument("-o", "--output", type=options.output_prefix,
+                   help="output prefix (with --profiler-overhead: a JSON file "
                    "for the figure)")
     p.add_argument("--profiler-overhead", action="store_true",
                    help="instead: time ops of several kinds with and without the profiler "
@@ -357,7 +356,8 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                        "--check DIR/job runs the job beside the consumer model and the "
                        "measured step.")
     p.add_argument("input", nargs="*", help=".et file(s), one per rank")
-    p.add_argument("-o", "--output", help="output prefix DIR/job (DIR is created)")
+    p.add_argument("-o", "--output", type=options.output_prefix,
+                   help="output prefix DIR/job (DIR is created)")
     p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
                    help="serial (default): one serial compute chain per rank, CPU time as gaps; "
                    "drop: gaps per stream; keep: CPU nodes kept; drop-no-gaps: CPU time lost")

@@ -30,6 +30,7 @@ import msgspec
 
 from pt2chakra.chakra.wire import I64_MAX, I64_MIN
 from pt2chakra.errors import InputError
+from pt2chakra.limits import MAX_INT_DIGITS
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
     CpuColumns,
@@ -89,11 +90,10 @@ _INT_RE = re.compile(r"-?\d+")
 # A string that is one integer: decimal (leading zeros allowed: "007"), hex
 # as ROCm writes streams ("0x1f"), or a float with no fraction ("12.0").
 _NUMERIC_TEXT = re.compile(r"\s*([+-]?)(?:0[xX]([0-9a-fA-F]+)|([0-9]+)(?:\.0*)?)\s*")
-# Digits an integer text may have (leading zeros aside): int64 has 19, so
-# anything longer is out of range. Python refuses to convert more than 4300
-# digits (ValueError), and converting is quadratic before that: the length is
-# checked first.
-MAX_INT_DIGITS = 20
+# Digits an integer text may have (leading zeros aside): ``limits.MAX_INT_DIGITS``,
+# the bound of every integer read from text. Python refuses to convert more
+# than 4300 digits (ValueError), and converting is quadratic before that: the
+# length is checked first.
 # The last start of a repeated ``ac2g`` flow id is kept; the ones it replaced
 # are counted as not used under this key, so every event is accounted for.
 REPEATED_FLOW_START = "ac2g:ph=s:repeated id"

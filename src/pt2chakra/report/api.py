@@ -14,7 +14,7 @@ import msgspec
 from pt2chakra.atomic import StagedOutputs, check_outputs, write_atomic
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.errors import InputError
-from pt2chakra.files import read_input
+from pt2chakra.side_json import read_side_json
 from pt2chakra.simulation import timing_notes
 
 from .gather import ReportData, ReportOptions, build_report
@@ -67,12 +67,8 @@ def check_output(output: str | os.PathLike[str], inputs: Sequence[str | os.PathL
 
 def read_conversion_report(path: str | os.PathLike[str]) -> ConversionReport:
     """A ``convert --report`` JSON file; ``InputError`` naming it otherwise."""
-    name = os.fspath(path)
-    try:
-        return msgspec.json.decode(read_input(name), type=ConversionReport)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InputError(name, f"not a conversion report (pt2chakra convert --report): {exc}",
-                         ) from exc
+    return read_side_json(path, ConversionReport,
+                          "a conversion report (pt2chakra convert --report)")
 
 
 def write_page(data: ReportData, output: str | os.PathLike[str],

@@ -24,8 +24,12 @@ import msgspec
 
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, UNRECORDED_KIND, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
-from pt2chakra.chakra.ranks import ranks_in_memory, survey
+from pt2chakra.chakra.process_groups import (
+    PROCESS_GROUPS_PROBLEM,
+    ProcessGroupRecord,
+    read_process_groups,
+)
+from pt2chakra.chakra.ranks import RANK_SET_PROBLEM, ranks_in_memory, survey
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import InputError
 from pt2chakra.names import looks_collective
@@ -36,6 +40,7 @@ from pt2chakra.rules.conventions import (
     is_gpu,
     is_int,
     is_serial_profile,
+    scaled_world,
     size_unknown,
 )
 from pt2chakra.rules.cycles import describe_cycle, find_cycle_in, ids_ascend
@@ -312,6 +317,7 @@ def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterabl
     if want_order and not cycle and len(scan.seen) == len(scan.ids) and scan.comms:
         order = comm_order(scan.ids, scan.deps, [comm.op for comm in scan.comms])
     pgs = _process_groups(metadata, c)
+    _metadata_numbers(metadata, c)
     facts = _FileFacts(path, rank, scan.comms, pgs, order)
     return c.finish(), facts
 
@@ -440,6 +446,25 @@ def _process_groups(metadata: GlobalMetadata, c: _Collector) -> list[ProcessGrou
     return []
 
 
+def _metadata_numbers(metadata: GlobalMetadata, c: _Collector) -> None:
+    """The numbers a replay reads from the metadata (a scaled-out file's CPU
+    stretch and hop delay, ``conventions.scaled_world``) finite and within
+    their ranges: an error, as the replay and the ASTRA-sim export refuse
+    them."""
+    problem = _metadata_number_problem(metadata, c.path)
+    if problem is not None:
+        c.add("error", METADATA_NUMBER_CHECK, problem,
+              "pt2chakra extrapolate writes them; write them again from the recording")
+
+
+def _metadata_number_problem(metadata: GlobalMetadata, path: str) -> str | None:
+    try:
+        scaled_world(attr_dict(metadata.attrs), path)
+    except InputError as exc:
+        return exc.problem
+    return None
+
+
 def _comm_facts(path: str, rank: int, metadata: GlobalMetadata,
                 nodes: Sequence[ChakraNode]) -> _FileFacts:
     """What the cross-rank checks read of one file in memory: its rank and
@@ -469,8 +494,37 @@ def cross_rank_problems(loaded: Sequence[tuple[str, GlobalMetadata, Sequence[Cha
         ranks = ranks_in_memory([(path, metadata) for path, metadata, _nodes in loaded])
     facts = [_comm_facts(path, rank, metadata, nodes)
              for rank, (path, metadata, nodes) in zip(ranks, loaded)]
+    return _across_ranks(facts)
+
+
+def _across_ranks(facts: Sequence[_FileFacts]) -> list[Problem]:
+    """``cross_rank_problems`` of the files' communication facts."""
+    if len(facts) < 2:
+        return []
     keys = _keys_of(facts)
     return _check_collectives(facts, keys) + _check_transfers(facts, keys)
+
+
+def refuse_unsound_files(paths: Sequence[str], ranks: Sequence[int], force: bool) -> None:
+    """What a replay refuses of a set of rank files (``simulate``: each file's
+    errors that stop a replay, ``check_before_replay``; then the collectives
+    that differ across the ranks, ``cross_rank_problems``: ranks of different
+    recordings, or of a broken one), for a command that builds something
+    else from them (``extrapolate``, ``simulate``/``astra-sim --world-size``)
+    before it writes or replays anything. The files are read one at a time;
+    only each one's communication nodes are kept. ``ranks``: each file's
+    (its ``RankSet``'s). ``InputError`` naming the first error, unless
+    ``force`` (then one warning)."""
+    problems: list[Problem] = []
+    facts: list[_FileFacts] = []
+    for path, rank in zip(paths, ranks):
+        metadata, node_iter = read_et(path)
+        nodes = list(node_iter)
+        problems += [p for p in check_before_replay(path, rank, metadata, nodes)
+                     if blocks_replay(p)]
+        facts.append(_comm_facts(path, rank, metadata, nodes))
+        del nodes
+    refuse_unsound(problems + _across_ranks(facts), force)
 
 
 def collective_mismatch(paths: Sequence[str]) -> str | None:
@@ -727,8 +781,8 @@ def check_files(paths: Sequence[str | os.PathLike[str]], rules: ProfileRules | N
     set no one job (a rank twice, a copy, world sizes) is an error here."""
     ranks = survey(paths)
     files = ranks.paths
-    problems = [Problem(issue.path, "error", "rank-set", issue.problem,
-                        RANK_SET_HINT) for issue in ranks.issues]
+    problems = [Problem(issue.path, "error", issue.check, issue.problem, RANK_SET_HINT)
+                for issue in ranks.issues if issue.check == RANK_SET_PROBLEM]  # the rest: per file
     facts: list[_FileFacts] = []
     for path, rank in zip(files, ranks.ranks):
         found, fact = _check_file(path, rank, rules, want_order=len(files) > 1)
@@ -775,12 +829,15 @@ def check_loaded(path: str, rank: int, metadata: GlobalMetadata,
 # and other tools' traces rely on that.)
 # Malformed process groups too: every command refuses them alike (the export
 # could not write its groups file, the set check could not read membership).
-PROCESS_GROUPS_CHECK = "process-groups"
+PROCESS_GROUPS_CHECK = PROCESS_GROUPS_PROBLEM
+# Numbers the replay reads from the metadata, out of their range (a CPU
+# stretch of 1e308 overflowed the ASTRA-sim export and replayed as inf us).
+METADATA_NUMBER_CHECK = "metadata-number"
 # And a communication node without a size that its trace does not declare
 # unknown (``COMM_SIZE_UNKNOWN_ATTR``): a replay would time it as free.
 COMM_SIZE_CHECK = "comm-size-missing"
 REPLAY_BLOCKING = frozenset({"cycle", "dangling-dep", "duplicate-id", PROCESS_GROUPS_CHECK,
-                             COMM_SIZE_CHECK})
+                             COMM_SIZE_CHECK, METADATA_NUMBER_CHECK})
 
 
 def blocks_replay(problem: Problem) -> bool:
@@ -793,7 +850,8 @@ def check_before_replay(path: str, rank: int, metadata: GlobalMetadata,
     problems, or none at all when a linear scan proves that no
     ``REPLAY_BLOCKING`` error can be there (the whole check costs several
     seconds on a million nodes; the replay ignores everything else)."""
-    if _surely_replayable(nodes) and _sizes_known(nodes) and _groups_readable(metadata, path):
+    if _surely_replayable(nodes) and _sizes_known(nodes) and _groups_readable(metadata, path) \
+            and _metadata_number_problem(metadata, path) is None:
         return []
     return check_loaded(path, rank, metadata, nodes)
 

@@ -16,6 +16,7 @@ from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.limits import LATENCY_US, SCALE, read_number
 
 
 def is_gpu(attrs: Mapping[str, Any]) -> bool:
@@ -313,18 +314,25 @@ class ScaledWorld(NamedTuple):
         return self.world_size != self.recorded
 
 
-def scaled_world(metadata_attrs: Mapping[str, Any]) -> ScaledWorld | None:
-    """The world of a scaled-out file (None: a recorded file)."""
+# The ranges of a scaled-out file's numbers (``limits.read_number``): the CPU
+# stretch is a factor on recorded time like a what-if scale (hosts.py gives at
+# most ranks per host over cores, 65536); the hand-off delay is a latency.
+SCALEOUT_NUMBERS = {SCALEOUT_CPU_STRETCH_ATTR: SCALE, SCALEOUT_HOP_DELAY_ATTR: LATENCY_US}
+
+
+def scaled_world(metadata_attrs: Mapping[str, Any], where: str = "metadata",
+                 ) -> ScaledWorld | None:
+    """The world of a scaled-out file (None: a recorded file). Its stretch and
+    hop delay, when present, are read within ``SCALEOUT_NUMBERS``' ranges:
+    ``InputError`` naming ``where`` (the file) and the attribute otherwise
+    (``rules.checks`` reports it, naming the file, before any replay)."""
     recorded = metadata_attrs.get(SCALEOUT_RECORDED_WORLD_ATTR)
     world = metadata_attrs.get("world_size")
     if not (is_int(recorded) and is_int(world) and recorded > 0 and world > 0):
         return None
-    stretch = metadata_attrs.get(SCALEOUT_CPU_STRETCH_ATTR)
-    if not (isinstance(stretch, float) and 0 < stretch < float("inf")):
-        stretch = 1.0
-    hop = metadata_attrs.get(SCALEOUT_HOP_DELAY_ATTR)
-    if not (isinstance(hop, float) and 0 <= hop < float("inf")):
-        hop = 0.0
+    stretch, hop = (read_number(metadata_attrs[name], allowed, where, f"metadata {name}")
+                    if name in metadata_attrs else default
+                    for (name, allowed), default in zip(SCALEOUT_NUMBERS.items(), (1.0, 0.0)))
     crowded = metadata_attrs.get(SCALEOUT_RECORDED_CROWDED_ATTR) is True
     return ScaledWorld(world, recorded, stretch, hop, crowded)
 

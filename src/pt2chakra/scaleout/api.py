@@ -25,6 +25,7 @@ from pt2chakra.chakra.encode import encode_node
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
+from pt2chakra.rules.checks import refuse_unsound_files
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
@@ -90,15 +91,31 @@ def _scaled_rank(p: ScalePlan, source: int) -> tuple[GlobalMetadata, list[Chakra
     return metadata, new_nodes, counts
 
 
+def sound_plan(paths: Sequence[str | os.PathLike[str]], world_size: int, scaling: str = "weak",
+               force: bool = False) -> ScalePlan:
+    """The plan of every scale-out command (``extrapolate``, ``simulate
+    --world-size``, ``astra-sim --world-size``): the recorded files opened
+    through the rank-set front door and what the trace cannot tell refused
+    (``plan``), then the recorded ranks checked as one sound job, as
+    ``simulate`` checks a set (``rules.checks.refuse_unsound_files``: ranks of
+    two recordings, malformed process groups), before anything is written or
+    replayed. ``force``: proceed past the second with warnings."""
+    p = plan([os.fspath(x) for x in paths], world_size, scaling)
+    recorded = sorted(p.paths)
+    refuse_unsound_files([p.paths[r] for r in recorded], recorded, force)
+    return p
+
+
 def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
                 prefix: str | os.PathLike[str], scaling: str = "weak",
-                hosts: HostSharing = NO_SHARING) -> ExtrapolateSummary:
+                hosts: HostSharing = NO_SHARING, force: bool = False) -> ExtrapolateSummary:
     """Write ``<prefix>.<rank>.et`` for ranks 0..world_size-1 (all or
-    nothing); refuses in one ``InputError`` what the trace cannot tell.
+    nothing); refuses in one ``InputError`` what the trace cannot tell, and a
+    recorded set that is not one sound job (``sound_plan``, unless ``force``).
     ``hosts``: the ranks' hosts (the recorded and the new job's alike)."""
     prefix = os.fspath(prefix)
     names = [os.fspath(x) for x in paths]
-    p = plan(names, world_size, scaling)
+    p = sound_plan(names, world_size, scaling, force)
     folder = os.path.dirname(prefix) or "."
     if not os.path.isdir(folder):
         raise InputError(prefix, f"folder {folder!r} does not exist")
@@ -134,26 +151,28 @@ _Job = TypeVar("_Job")
 def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
                      prefix: str | os.PathLike[str],
                      write: Callable[[list[str], float], _Job],
-                     hosts: HostSharing = NO_SHARING) -> _Job:
+                     hosts: HostSharing = NO_SHARING, force: bool = False) -> _Job:
     """``astra-sim --world-size``: the M-rank files in a scratch folder beside
     the output (removed after), handed to ``write`` (the job writer) with our
-    prediction of the M-rank step (``simulate --world-size``)."""
-    predicted = predicted_step_us(paths, world_size, hosts)
+    prediction of the M-rank step (``simulate --world-size``). The recorded
+    set is checked first (``sound_plan``): nothing is written for a set that
+    is not one sound job, unless ``force``."""
+    predicted = predicted_step_us(paths, world_size, hosts, force)
     folder = Path(os.fspath(prefix)).parent
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".scaleout-", dir=folder) as scratch:
-        extrapolate(paths, world_size, os.path.join(scratch, "rank"), hosts=hosts)
+        extrapolate(paths, world_size, os.path.join(scratch, "rank"), hosts=hosts, force=force)
         return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)],
                      predicted)
 
 
 def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int,
-                      hosts: HostSharing = NO_SHARING) -> float:
+                      hosts: HostSharing = NO_SHARING, force: bool = False) -> float:
     """``simulate --world-size``'s step with its defaults (the calibrated network)."""
     from pt2chakra.simulation import SimulationOptions, scaled_out_options, simulate_graphs_run
 
-    scaled = scaled_graphs(paths, world_size, hosts=hosts)
-    options = scaled_out_options(scaled.graphs, SimulationOptions())
+    scaled = scaled_graphs(paths, world_size, hosts=hosts, force=force)
+    options = scaled_out_options(scaled.graphs, SimulationOptions(force=force))
     return simulate_graphs_run(scaled.sources, scaled.graphs, options).result.predicted_step_us
 
 
@@ -169,10 +188,11 @@ class ScaledGraphs(msgspec.Struct):
 
 
 def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
-                  scaling: str = "weak", hosts: HostSharing = NO_SHARING) -> ScaledGraphs:
-    """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs)."""
-    names = [os.fspath(x) for x in paths]
-    p = plan(names, world_size, scaling)
+                  scaling: str = "weak", hosts: HostSharing = NO_SHARING,
+                  force: bool = False) -> ScaledGraphs:
+    """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs);
+    the recorded set checked first (``sound_plan``, unless ``force``)."""
+    p = sound_plan(paths, world_size, scaling, force)
     graphs = []
     labels = []
     for r in range(min(p.recorded, world_size)):

@@ -24,6 +24,7 @@ writes one), or from the trace alone (``estimate``: marked as an estimate).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -32,8 +33,12 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from pt2chakra.errors import InputError
+from pt2chakra.limits import STEP_S, read_number
+from pt2chakra.side_json import read_side_json
 from pt2chakra.simulation.prepared import CPU_OP, PreparedGraph
 from pt2chakra.simulation.results import ProfilerOverhead
+
+log = logging.getLogger(__name__)
 
 OPTION = "--profiler-overhead"
 REAL_STEP_OPTION = "--real-step"
@@ -218,18 +223,12 @@ def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
 
 
 def meta_real_step_us(meta: str) -> float:
-    """The real step (us) a ``META_NAME`` file stores; one line naming it
-    when it is not readable or the field is not a positive number."""
-    try:
-        with open(meta, "rb") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise InputError(meta, f"not readable JSON: {exc}") from None
+    """The real step (us) a ``META_NAME`` file stores (``side_json``, with its
+    nesting limit); one line naming it when it is not readable JSON or the
+    field is not a number of seconds in ``limits.STEP_S``."""
+    doc = read_side_json(meta)
     value = doc.get(META_STEP_FIELD) if isinstance(doc, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not 0 < value < math.inf:
-        raise InputError(meta, f"field {META_STEP_FIELD!r} must be a positive number of seconds")
-    return float(value) * 1e6
+    return read_number(value, STEP_S, meta, f"field {META_STEP_FIELD!r} (seconds)") * 1e6
 
 
 def write_meta(path: str, step_s: Sequence[float], extra: dict[str, object]) -> None:
@@ -317,6 +316,8 @@ def resolve(p: PreparedGraph, predict: Callable[[float], float], traces: Sequenc
 def _fitted(p: PreparedGraph, predict: Callable[[float], float], real_us: float, source: str,
             profiled: float, n: int) -> ProfilerOverhead:
     got = fit(predict, real_us, largest_figure(p))
+    if not got.reachable:  # the prediction is not the real step: say so, not only in the report
+        log.warning("%s: missed: %s", source, got.note)
     return _result(p, got.figure_us, "fit", source, profiled, n, real_us=real_us,
                    low=got.low_us, high=got.high_us, reachable=got.reachable, note=got.note)
 
