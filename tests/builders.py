@@ -555,3 +555,216 @@ def kineto_trace(cpu: Sequence[CpuEvent], runtime: Sequence[RuntimeEvent] = (),
                  gpu: Sequence[GpuActivity] = (), sync: Sequence[SyncEvent] = ()) -> KinetoTrace:
     return KinetoTrace(path="k.json", cpu_events=list(cpu), runtime_events=list(runtime),
                        gpu_activities=list(gpu), sync_events=list(sync))
+
+
+# --------------------------------------------------------------------------
+# Parallel layouts: one rank of a tiny job as PyTorch records each layout
+# (the real recordings' op names and callers, rules/layout.py's evidence)
+# --------------------------------------------------------------------------
+
+LAYOUT_KINDS = ("ddp", "ddp_orphan", "fsdp2", "fsdp2_norm", "tp", "tp_dp", "pp", "pp_dp", "ep",
+                "mixed")
+# The sizes of a tiny layout job's payloads (bytes): an activation, a bucket,
+# a parameter block, a micro-batch's hand-off.
+LAYOUT_ACTIVATION, LAYOUT_BUCKET, LAYOUT_BLOCK, LAYOUT_HANDOFF = 4096, 8192, 16384, 2048
+
+
+class LayoutTrace:
+    """One rank's nodes, built caller first (ids ascending, as recorded)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[ChakraNode] = []
+
+    def op(self, name: str, parent: int | None = None,
+           inputs: tuple[str, str, str] | None = None) -> int:
+        nid = len(self.nodes) + 1
+        self.nodes.append(node(nid, name=name, start=10 * nid, dur=5,
+                               ctrl=[] if parent is None else [parent], attrs=cpu_attrs(),
+                               inputs=inputs))
+        return nid
+
+    def comm(self, name: str, ctype: CollectiveType | None, size: int, pg: str | None,
+             parent: int | None = None, deps: Sequence[int] = (), peer: int | None = None) -> int:
+        """A backend op (the transfer); ``ctype`` None: a send or receive by its name."""
+        nid = len(self.nodes) + 1
+        attrs: list[Attr] = [IS_CPU, ("tid", "int64_val", 1), ("comm_size", "int64_val", size)]
+        if pg is not None:
+            attrs.append(("pg_name", "string_val", pg))
+        node_type = NodeType.COMM_COLL_NODE
+        if ctype is None:
+            send = name.endswith("send")
+            node_type = NodeType.COMM_SEND_NODE if send else NodeType.COMM_RECV_NODE
+            if peer is not None:
+                attrs.append(("comm_dst" if send else "comm_src", "int32_val", peer))
+        else:
+            attrs.insert(0, ("comm_type", "int64_val", int(ctype)))
+        self.nodes.append(node(nid, deps, name=name, node_type=node_type, start=10 * nid, dur=5,
+                               ctrl=[] if parent is None else [parent], attrs=attrs))
+        return nid
+
+    # The layouts' pieces.
+
+    def bucket(self, pg: str | None, orphan: bool = False) -> None:
+        """DDP's reducer: a bucket all-reduced from backward (``orphan``: the
+        gloo op recorded under no caller, after the backward op, as on rank 0
+        of the bundled pair)."""
+        grad = self.op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad")
+        if orphan:
+            self.comm("gloo:all_reduce", CollectiveType.ALL_REDUCE, LAYOUT_BUCKET, pg, deps=[grad])
+            return
+        call = self.op("c10d::allreduce_", grad)
+        self.comm("gloo:all_reduce", CollectiveType.ALL_REDUCE, LAYOUT_BUCKET, pg, parent=call)
+
+    def broadcast(self, pg: str | None) -> None:
+        call = self.op("c10d::broadcast_")
+        self.comm("gloo:broadcast", CollectiveType.BROADCAST, 4, pg, parent=call)
+
+    def fsdp(self, pg: str | None, layer: int = 0) -> None:
+        """FSDP2: a block gathered in forward, its gradient reduced under the
+        annotation (gloo's all-reduce for the reduce-scatter, on a copy)."""
+        mark = self.op(f"FSDP::all_gather ({layer})")
+        call = self.op("c10d::_allgather_base_", mark)
+        self.comm("gloo:all_gather", CollectiveType.ALL_GATHER, LAYOUT_BLOCK, pg, parent=call)
+        reduce = self.op(f"FSDP::post_backward_reduce ({layer})")
+        call = self.op("c10d::_reduce_scatter_base_", reduce)
+        self.comm("gloo:all_reduce", CollectiveType.ALL_REDUCE, LAYOUT_BLOCK, pg, parent=reduce,
+                  deps=[call])
+
+    def functional(self, parent: int, group: str, size: int = LAYOUT_ACTIVATION) -> int:
+        """``_c10d_functional::all_reduce(input, "sum", group_name)`` and its c10d call."""
+        values = json.dumps([[1, 2, 0, size // 4, 4, "cpu"], "sum", group])
+        call = self.op("_c10d_functional::all_reduce", parent,
+                       (values, f"[[{size // 4}],[],[]]", '["Tensor(float)","String","String"]'))
+        self.op("c10d::allreduce_", call)
+        return call
+
+    def tp_forward(self, group: str, pg: str | None, size: int = LAYOUT_ACTIVATION) -> None:
+        """A rowwise layer's output made whole: DTensor's Redistribute, the
+        gloo op under the functional collective's wrapper."""
+        redistribute = self.op("Redistribute")
+        call = self.functional(redistribute, group, size)
+        wrap = self.op("_c10d_functional::_wrap_tensor_autograd", redistribute)
+        self.comm("gloo:all_reduce", CollectiveType.ALL_REDUCE, size, pg, parent=wrap,
+                  deps=[call])
+
+    def tp_backward(self, group: str, pg: str | None) -> None:
+        """A colwise layer's input gradient reduced in backward; the gloo op
+        under ``wait_tensor``, depending on no c10d call."""
+        engine = self.op("autograd::engine::evaluate_function: _FromTorchTensorBackward")
+        backward = self.op("_FromTorchTensorBackward", engine)
+        self.functional(backward, group)
+        wait = self.op("_c10d_functional::wait_tensor", backward)
+        self.comm("gloo:all_reduce", CollectiveType.ALL_REDUCE, LAYOUT_ACTIVATION, pg,
+                  parent=wait)
+
+    def sharded_addmm(self, degree: int) -> None:
+        """DTensor's dispatch of a colwise addmm: the op on global shapes, its
+        ``PythonSubclass``, the op again on the local shard."""
+        def shapes(out: int) -> tuple[str, str, str]:
+            return ("[]", f"[[{out}],[256,512],[512,{out}],[],[]]",
+                    '["Tensor(float)","Tensor(float)","Tensor(float)","Int","Int"]')
+        whole = self.op("aten::addmm", inputs=shapes(2048))
+        dispatch = self.op("PythonSubclass", whole)
+        self.op("aten::addmm", dispatch, shapes(2048 // degree))
+        replicated = self.op("aten::gelu", inputs=("[]", "[[256,512]]", '["Tensor(float)"]'))
+        dispatch = self.op("PythonSubclass", replicated)
+        self.op("aten::gelu", dispatch, ("[]", "[[256,512]]", '["Tensor(float)"]'))
+
+    def stage(self, stage: int, stages: int, pg: str | None, micro: int = 2) -> None:
+        """A GPipe stage: activations received from the one before and sent on,
+        gradients back the other way (peers are group ranks)."""
+        for m in range(micro):
+            forward = self.op(f"Forward {m}")
+            if stage > 0:
+                self.comm("gloo:recv", None, LAYOUT_HANDOFF, pg,
+                          self.op("c10d::recv_", forward), peer=stage - 1)
+            if stage < stages - 1:
+                self.comm("gloo:send", None, LAYOUT_HANDOFF, pg,
+                          self.op("c10d::send", forward), peer=stage + 1)
+        for m in range(micro):
+            backward = self.op(f"Backward {m}")
+            if stage < stages - 1:
+                self.comm("gloo:recv", None, LAYOUT_HANDOFF, pg,
+                          self.op("c10d::recv_", backward), peer=stage + 1)
+            if stage > 0:
+                self.comm("gloo:send", None, LAYOUT_HANDOFF, pg,
+                          self.op("c10d::send", backward), peer=stage - 1)
+
+
+def _layout_groups(world: int, extra: Sequence[tuple[str, str, list[int]]]) -> str:
+    groups: list[dict[str, Any]] = [{"pg_name": "0", "pg_desc": "default_pg", "ranks": [],
+                                     "group_size": world}]
+    groups += [{"pg_name": name, "pg_desc": desc, "ranks": ranks, "group_size": len(ranks)}
+               for name, desc, ranks in extra]
+    return json.dumps(groups, separators=(",", ":"))
+
+
+def _mesh_groups(rank: int, inner: str) -> list[tuple[str, str, list[int]]]:
+    """A (2, 2) device mesh ("dp", ``inner``) on 4 ranks: dp groups '1'
+    {0, 2} and '2' {1, 3}, inner groups '3' {0, 1} and '4' {2, 3}; this rank's two."""
+    dp = ("1", "mesh_dp", [0, 2]) if rank % 2 == 0 else ("2", "mesh_dp", [1, 3])
+    low = ("3", f"mesh_{inner}", [0, 1]) if rank < 2 else ("4", f"mesh_{inner}", [2, 3])
+    return [dp, low]
+
+
+def layout_rank(kind: str, rank: int, world: int) -> tuple[GlobalMetadata, list[ChakraNode]]:
+    """One rank of a tiny job of ``kind`` (``LAYOUT_KINDS``): the layout's
+    collectives as the real recordings hold them. ``tp_dp`` and ``pp_dp``
+    are 4-rank (2, 2) meshes whose gloo ops name no group (a job of several
+    groups over gloo records none), as real ones."""
+    t = LayoutTrace()
+    extra: list[tuple[str, str, list[int]]] = []
+    if kind in ("ddp", "ddp_orphan"):
+        t.broadcast("0")
+        t.bucket("0", orphan=kind == "ddp_orphan")
+        t.bucket("0", orphan=kind == "ddp_orphan")
+    elif kind in ("fsdp2", "fsdp2_norm"):
+        t.fsdp("0", 0)
+        t.fsdp("0", 1)
+        if kind == "fsdp2_norm":  # clip_grad_norm_ on DTensor parameters: a scalar
+            t.tp_forward("0", "0", size=4)
+    elif kind == "tp":  # a 1-D mesh over the whole world: the default group
+        t.sharded_addmm(world)
+        t.tp_forward("0", "0")
+        t.tp_forward("0", "0")
+        t.tp_backward("0", "0")
+        t.tp_backward("0", "0")
+    elif kind == "tp_dp":
+        extra = _mesh_groups(rank, "tp")
+        tp_group = extra[1][0]
+        t.fsdp(None, 0)
+        t.sharded_addmm(2)
+        t.tp_forward(tp_group, None)
+        t.tp_backward(tp_group, None)
+        t.fsdp(None, 1)
+    elif kind == "pp":
+        t.stage(rank, world, "0")
+    elif kind == "pp_dp":
+        extra = _mesh_groups(rank, "pp")
+        t.fsdp(None, 0)
+        t.stage(rank // 2, 2, None)
+    elif kind == "ep":
+        call = t.op("c10d::alltoall_base_")
+        t.comm("gloo:all_to_all", CollectiveType.ALL_TO_ALL, LAYOUT_ACTIVATION, "0", parent=call)
+    elif kind == "mixed":
+        t.tp_forward("0", "0")
+        t.bucket("0")
+    else:
+        raise ValueError(kind)
+    md = GlobalMetadata(version="0.0.4", attrs=[
+        ("rank", "int64_val", rank), ("world_size", "int64_val", world),
+        ("process_groups", "string_val", _layout_groups(world, extra)),
+        ("step_start_micros", "int64_val", 0), ("step_end_micros", "int64_val", 10_000)])
+    return md, t.nodes
+
+
+def write_layout_job(folder: Path, kind: str, world: int) -> list[Path]:
+    """Every rank of a tiny ``kind`` job as ``folder/<kind>.<rank>.et``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rank in range(world):
+        md, nodes = layout_rank(kind, rank, world)
+        path = folder / f"{kind}.{rank}.et"
+        write_et(path, md, nodes)
+        paths.append(path)
+    return paths

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders import comp_node, comm_node, write_rank
+from builders import comm_node, comp_node, write_rank
 from rel_setup import run_quietly
 
-from pt2chakra.astra.collective_time import BARRIER_AS_BYTES
+from pt2chakra.astra.collective_time import BARRIER_AS_BYTES, read_network_file
 from pt2chakra.astra.consumer import ConsumerOptions, run_as_astra_sim
-from pt2chakra.astra.job import read_network_file
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 
@@ -28,7 +27,8 @@ def test_a_barrier_is_written_as_a_one_element_all_reduce(tmp_path: Path) -> Non
     ranks = [_barrier_rank(tmp_path / f"r{r}.et", r) for r in (0, 1)]
     rc, _out, err = run_quietly("astra-sim", *ranks, "-o", tmp_path / "job" / "j", "-q")
     assert rc == 0, err
-    graphs = [read_et(str(tmp_path / "job" / f"j.{r}.et")) for r in (0, 1)]
+    graphs = [(md, list(nodes)) for md, nodes in
+              (read_et(str(tmp_path / "job" / f"j.{r}.et")) for r in (0, 1))]
     comm = [n for _md, nodes in graphs for n in nodes if n.type == NodeType.COMM_COLL_NODE]
     assert len(comm) == 2
     for n in comm:

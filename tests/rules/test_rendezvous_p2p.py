@@ -17,12 +17,14 @@ from pt2chakra.chakra.records import Attr, ChakraNode, NodeType, attr_dict
 from pt2chakra.rules.conventions import COMM_CHANNEL
 from pt2chakra.rules.rendezvous import (
     RankComms,
-    comm_op as read_comm_op,
     comm_order,
     find_deadlock,
     is_buffered_send,
     p2p_times,
     rendezvous_keys,
+)
+from pt2chakra.rules.rendezvous import (
+    comm_op as read_comm_op,
 )
 
 SEND, RECV = NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE

@@ -38,7 +38,7 @@ def test_inspect_counts_match_the_file(converted, name):  # noqa: F811
     json.dumps(doc)  # JSON-able
     assert list(doc) == ["file", "metadata", "nodes", "nodes_by_type", "cpu_nodes", "gpu_nodes",
                          "collectives", "dependencies", "lanes", "time_span_micros",
-                         "top_ops_by_duration"]
+                         "top_ops_by_duration", "layout"]
     assert doc["nodes"] == info.nodes and doc["time_span_micros"]["start"] == (
         info.time_span_micros.start)
 

@@ -2,13 +2,16 @@
 recorded rank each new rank is cloned from, and every refusal of what the
 trace cannot tell.
 
-The job must be data-parallel replicas only: every collective on a group
-that every recorded rank uses (the world), no point-to-point transfer
-(pipeline parallel), no all-to-all (expert parallel), no group that only
-some ranks use (tensor parallel, or the shard and replica groups of hybrid
-sharding, whose growth with M the trace does not say). A group counts as the
-world when all N rank files hold collectives on it: each rank reaches only
-its own groups' collectives, so that is proof, not a guess.
+The job must be data-parallel replicas only: by the layout read from the
+trace (``rules/layout.py``, the one home of that rule), no tensor-parallel
+group (activation collectives: DTensor, functional collectives), no pipeline
+(sends and receives) and no expert exchange (all-to-all), each refused in one
+line naming the layout and its evidence, both dimensions where data parallel
+is one of two; then every collective on a group that every recorded rank
+uses (the world), no group that only some ranks use (the shard and replica
+groups of hybrid sharding, whose growth with M the trace does not say). A
+group counts as the world when all N rank files hold collectives on it: each
+rank reaches only its own groups' collectives, so that is proof, not a guess.
 """
 
 from __future__ import annotations
@@ -16,30 +19,27 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
-
-import msgspec
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from pt2chakra.chakra.io import read_et
-from pt2chakra.chakra.ranks import open_rank_set, rank_of
-from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.chakra.process_groups import ProcessGroupRecord
+from pt2chakra.chakra.ranks import open_rank_set
+from pt2chakra.chakra.records import NodeType, attr_dict
 from pt2chakra.errors import InputError
-from pt2chakra.scaleout.rules import (
-    EXPERT_PARALLEL_TYPES,
-    POINT_TO_POINT,
-    SizeRule,
-    comm_type_of,
-    issuing_calls,
-    size_rule,
+from pt2chakra.rules.layout import (
+    FSDP1_MARK,
+    FSDP2_MARK,
+    Layout,
+    LayoutReader,
+    RankLayout,
+    Role,
+    job_layout,
 )
+from pt2chakra.scaleout.rules import SizeRule, comm_type_of, issuing_calls, size_rule
 
 # The largest target world size: the generated-trace limit of the CLI (--npus).
 MAX_WORLD_SIZE = 65536
-# Names a sharded job's annotations carry: FSDP2's ``FSDP::...`` record
-# functions, FSDP1's ``FullyShardedDataParallel`` module and its hooks.
-FSDP2_MARK = "FSDP::"
-FSDP1_MARK = "FullyShardedDataParallel"
 
 # Job kinds.
 DDP, FSDP1, FSDP2, SHARDED = "data parallel (replicated)", "FSDP1", "FSDP2", "sharded (ZeRO/FSDP)"
@@ -61,10 +61,11 @@ class RankFacts(NamedTuple):
     path: str
     rank: int
     world_size: int  # metadata world_size (0 when absent)
-    groups: dict[str, dict[str, Any]]  # pg_name -> its declared record
+    groups: dict[str, ProcessGroupRecord]  # pg_name -> its declared record
     comms: list[CommFact]
     step_us: float | None
     fsdp_marks: frozenset[str]
+    layout: RankLayout  # its part of the job's layout (rules/layout.py)
 
 
 class ScalePlan(NamedTuple):
@@ -77,36 +78,25 @@ class ScalePlan(NamedTuple):
     representative: int  # the rank clones beyond the recorded ones come from
     job_kind: str
     rules: dict[str, int]  # "<collective> <rule>" -> count on the representative
+    layout: str = ""  # the recorded job's layout in one line (rules/layout.py)
 
     def targets_of(self, source: int) -> list[int]:
         return [r for r, s in enumerate(self.sources) if s == source]
 
 
-def process_groups(metadata: GlobalMetadata, nodes: Iterable[ChakraNode] = ()) -> list[Any]:
-    """The process-group records the file declares: the metadata's
-    ``process_groups`` JSON, else the ``process_group:init`` node's."""
-    raw = attr_dict(metadata.attrs).get("process_groups")
-    if isinstance(raw, str):
-        try:
-            groups = msgspec.json.decode(raw)
-            if isinstance(groups, list):
-                return groups
-        except msgspec.DecodeError:
-            pass
-    return []
-
-
 def rank_facts(path: str) -> RankFacts:
-    """Read one recorded rank file for planning."""
+    """Read one recorded rank file for planning (its layout in the same pass)."""
     metadata, node_iter = read_et(path)
     nodes = list(node_iter)
     md = attr_dict(metadata.attrs)
-    rank, world = rank_of(metadata, path), md.get("world_size")
+    reader = LayoutReader(metadata, path)
+    for n in nodes:
+        reader.add(n)
+    layout = reader.result()
+    rank, world = layout.rank, md.get("world_size")
     if rank is None:
         raise InputError(path, "no rank in its metadata or name: extrapolate needs every "
                          "recorded rank's file as convert writes it")
-    groups = {str(g.get("pg_name")): g for g in process_groups(metadata)
-              if isinstance(g, dict) and "pg_name" in g}
     calls = issuing_calls(nodes)
     comms = []
     for n in nodes:
@@ -120,26 +110,37 @@ def rank_facts(path: str) -> RankFacts:
                               size_rule(ctype, call)))
     start, end = md.get("step_start_micros"), md.get("step_end_micros")
     step = float(end - start) if type(start) is int and type(end) is int else None
-    marks = frozenset(m for m in (FSDP2_MARK, FSDP1_MARK) if any(m in n.name for n in nodes))
-    return RankFacts(path, rank, world if type(world) is int else 0, groups, comms, step, marks)
+    return RankFacts(path, rank, world if type(world) is int else 0,
+                     {g.name: g for g in layout.declared}, comms, step, layout.marks, layout)
 
 
-def _refuse_parallelism(facts: Sequence[RankFacts]) -> None:
-    """Point-to-point (pipeline parallel) and all-to-all (expert parallel)."""
-    for f in facts:
-        for c in f.comms:
-            if c.node_type in POINT_TO_POINT:
-                raise InputError(f.path, "point-to-point transfers (pipeline parallel): the "
-                                 "pipeline degree at M ranks is not in the trace; only "
-                                 "data-parallel jobs scale out")
-            if c.comm_type in EXPERT_PARALLEL_TYPES:
-                raise InputError(f.path, "all-to-all (expert or sequence parallel): its degree at "
-                                 "M ranks is not in the trace; only data-parallel jobs scale out")
+# Why a layout other than data parallel alone does not scale out.
+_NOT_IN_TRACE = {
+    Role.PIPELINE: "the pipeline degree at M ranks is not in the trace",
+    Role.TENSOR: "its tensor-parallel degree at M ranks is not in the trace, and its ranks "
+                 "are no data-parallel replicas",
+    Role.EXPERT: "its degree at M ranks is not in the trace",
+    Role.MIXED: "which of the roles grows to reach M ranks is not in the trace",
+}
+
+
+def _refuse_layout(facts: Sequence[RankFacts]) -> Layout:
+    """Anything but data parallel, named by its layout and evidence; with a
+    data-parallel dimension beside it, both dimensions (growing only that
+    one would need the other groups rebuilt, which the rewrite does not do)."""
+    layout = job_layout([f.layout for f in facts], len(facts))
+    roles = layout.non_data_roles()
+    if not roles:
+        return layout
+    first = layout.groups_of(roles[0])[0]
+    where = next((f.path for f in facts if f.rank in first.users), facts[0].path)
+    why = ("growing only its data-parallel dimension is not supported"
+           if layout.groups_of(Role.DATA) else _NOT_IN_TRACE[roles[0]])
+    raise InputError(where, f"{layout.describe()}: {why}; only data-parallel jobs scale out")
 
 
 def _group_size(facts: Sequence[RankFacts], pg: str, users: int) -> int:
-    declared = [f.groups[pg].get("group_size") for f in facts if pg in f.groups]
-    sizes = [s for s in declared if type(s) is int and s > 0]
+    sizes = [f.groups[pg].size for f in facts if pg in f.groups and f.groups[pg].size > 0]
     return max(sizes) if sizes else users
 
 
@@ -219,7 +220,7 @@ def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "w
         if f.world_size and f.world_size != n:
             raise InputError(f.path, f"world_size {f.world_size} in its metadata but {n} rank "
                              "files given: give every recorded rank")
-    _refuse_parallelism(facts)
+    layout = _refuse_layout(facts)
     if not any(f.comms for f in facts) and n > 1:
         raise InputError(facts[0].path, "no collective: nothing says the ranks are "
                          "data-parallel replicas")
@@ -229,7 +230,8 @@ def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "w
     rules: Counter[str] = Counter()
     for c in facts[rep].comms:
         rules[f"{_type_name(c.comm_type)} ({c.call or 'call unknown'}): {c.rule.value}"] += 1
-    return ScalePlan(n, target, {f.rank: f.path for f in facts}, sources, rep, kind, dict(rules))
+    return ScalePlan(n, target, {f.rank: f.path for f in facts}, sources, rep, kind, dict(rules),
+                     layout.describe())
 
 
 def _type_name(comm_type: int) -> str:

@@ -24,8 +24,8 @@ is an all-reduce of the block, so it is timed as one (2(M-1)/M of the block
 per link), while its size rule is the call's (block fixed).
 
 What cannot be scaled from the trace alone is refused by the caller
-(``plan.py``): point-to-point transfers (pipeline parallel) and all-to-all
-(expert parallel).
+(``plan.py``, by the layout ``rules/layout.py`` reads): tensor, pipeline
+and expert parallel groups.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
 from pt2chakra.names import C10D_FUNCTIONAL_PREFIXES, C10D_PREFIX, RECORD_PARAM_COMMS
+from pt2chakra.rules.layout import SHARDED_CALLS  # the sharded calls' one home
 
 
 class SizeRule(enum.Enum):
@@ -46,13 +47,6 @@ class SizeRule(enum.Enum):
     PER_RANK = "grows as M / N"  # one fixed piece per rank
 
 
-# c10d calls whose tensor is a sharded block (FSDP1 flat parameters, FSDP2
-# per-parameter shards, ZeRO): the block is the model's, the shard is 1/M.
-SHARDED_CALLS = frozenset({
-    "_allgather_base_", "all_gather_into_tensor", "_reduce_scatter_base_",
-    "reduce_scatter_tensor", "allgather_into_tensor_coalesced_",
-    "reduce_scatter_tensor_coalesced_",
-})
 # List-form calls of per-rank data: one piece per rank.
 PER_RANK_CALLS = frozenset({"allgather_", "allgather_coalesced_", "gather_", "scatter_",
                             "all_gather", "gather", "scatter"})
@@ -61,9 +55,6 @@ _GATHERING = frozenset({int(CollectiveType.ALL_GATHER), int(CollectiveType.GATHE
                         int(CollectiveType.SCATTER)})
 _REDUCE_SCATTER = frozenset({int(CollectiveType.REDUCE_SCATTER),
                              int(CollectiveType.REDUCE_SCATTER_BLOCK)})
-# Types no data-parallel replica runs: their sizes say nothing about M.
-EXPERT_PARALLEL_TYPES = frozenset({int(CollectiveType.ALL_TO_ALL)})
-POINT_TO_POINT = frozenset({int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)})
 
 
 def call_name(name: str) -> str:

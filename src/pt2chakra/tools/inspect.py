@@ -13,8 +13,14 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.errors import printable
 from pt2chakra.rules.conventions import COMM_NODE_TYPES, CPU_LANE, STREAM_LANE, Lane, lane_of
+from pt2chakra.rules.layout import Layout, LayoutReader, job_layout
 
 TOP_OPS = 10
+# Sharded ops named on the text summary's line (all of them in --json).
+SHARDED_OPS_SHOWN = 6
+# The layout's lines hold group names and descriptions from the trace: cut
+# there, past what a two-dimension layout takes (about 300 characters).
+DESCRIBE_CHARS = 400
 
 
 class MetadataSummary(msgspec.Struct):
@@ -63,6 +69,7 @@ class InspectReport(msgspec.Struct):
     lanes: LaneSummary
     time_span_micros: TimeSpan
     top_ops_by_duration: list[OpTime]
+    layout: Layout  # this rank's view of the job's layout (rules/layout.py)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able data (what ``inspect --json`` prints)."""
@@ -150,7 +157,8 @@ class _Tally:
         entry[0] += node.duration_micros
         entry[1] += 1
 
-    def report(self, path: str, metadata: GlobalMetadata, top: int) -> InspectReport:
+    def report(self, path: str, metadata: GlobalMetadata, top: int, layout: Layout,
+               ) -> InspectReport:
         tops = sorted(self.op_time.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
         first, last = self.first, self.last
         return InspectReport(
@@ -172,6 +180,7 @@ class _Tally:
                 duration=(last - first) if first is not None and last is not None else None),
             top_ops_by_duration=[OpTime(name=n, total_micros=t, count=c)
                                  for n, (t, c) in tops],
+            layout=layout,
         )
 
 
@@ -180,9 +189,11 @@ def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> InspectReport:
     path = os.fspath(path)
     metadata, nodes = read_et(path)
     tally = _Tally()
+    groups = LayoutReader(metadata, path)
     for node in nodes:
         tally.add(node)
-    return tally.report(path, metadata, top)
+        groups.add(node)
+    return tally.report(path, metadata, top, job_layout([groups.result()]))
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -201,6 +212,7 @@ def format_inspect(info: InspectReport) -> str:
     if info.collectives:
         lines.append("  collectives: " + ", ".join(
             f"{k} {v.count} ({v.bytes} B)" for k, v in info.collectives.items()))
+    lines += _layout_lines(info.layout)
     deps = info.dependencies
     lines.append("  data deps: " + (", ".join(f"{k} {v}" for k, v in deps.data_by_kind.items())
                                     or "none") + f"; ctrl deps: {deps.ctrl}")
@@ -211,6 +223,21 @@ def format_inspect(info: InspectReport) -> str:
         lines.append("  streams: " + ", ".join(f"{k} ({v})" for k, v in lanes.streams.items()))
     lines += _span_and_top_lines(info)
     return "\n".join(lines)
+
+
+def _layout_lines(layout: Layout) -> list[str]:
+    """Each process group's role, the layout they make, the ops run on shards."""
+    if not layout.groups:
+        return []
+    lines = [f"  process groups: {_short(layout.describe(), DESCRIBE_CHARS)}"]
+    lines += [f"    {_short(g.describe(), DESCRIBE_CHARS)}" for g in layout.groups]
+    ops = layout.sharded_ops
+    if ops:
+        shown = ", ".join(f"{_short(o.name, 40)} x{o.count} (1/{o.degree})"
+                          for o in ops[:SHARDED_OPS_SHOWN])
+        more = f", {len(ops) - SHARDED_OPS_SHOWN} more" if len(ops) > SHARDED_OPS_SHOWN else ""
+        lines.append(f"  sharded ops (run on a DTensor's local shard): {shown}{more}")
+    return lines
 
 
 def _span_and_top_lines(info: InspectReport) -> list[str]:
