@@ -26,7 +26,6 @@ PACKAGE = "pt2chakra"
 # pt2chakra/__init__.py: on top, as its typed names come from every stage).
 TIERS: dict[str, int] = {
     "errors": 0, "files": 0, "atomic": 0, "children": 0, "lazy": 0, "version": 0, "names": 0,
-    "limits": 0, "side_json": 0,
     "pytorch": 1, "chakra": 1,
     "rules": 2,
     "conversion": 3, "simulation": 3,

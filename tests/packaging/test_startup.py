@@ -17,12 +17,12 @@ from pt2chakra.cli import COMMANDS, CommandParsers, build_parser, command_in
 
 # What may be loaded: the facade, its lazy-name helper and version, the command line's
 # frame and options with the integer ranges they check (chakra/wire.py: constants,
-# no imports) and the number ranges and reader they share with files (limits.py:
-# math and re), the one error type, and the command's own module with
+# no imports) and the one error type with the number ranges and reader they share
+# with files (errors.py: math and re), and the command's own module with
 # the choices it lists (the ASTRA-sim modes, not the export).
 BARE = {"pt2chakra", "pt2chakra.lazy", "pt2chakra.version"}
 HELP = BARE | {"pt2chakra.cli", "pt2chakra.cli.options", "pt2chakra.errors", "pt2chakra.chakra",
-               "pt2chakra.chakra.wire", "pt2chakra.limits"}
+               "pt2chakra.chakra.wire"}
 CONVERT_HELP = HELP | {"pt2chakra.cli.convert", "pt2chakra.astra", "pt2chakra.astra.choices"}
 # What a plain convert (no --for, --report, --simulate, --html, no tar input)
 # must not load: the ASTRA-sim export and what it brings (its serial chain,

@@ -1,6 +1,6 @@
 """Issue 44, items 4 and 5: numbers read from a trace's metadata and from
 the files beside it go through the bounded reader of the command line
-(``limits.read_number``: finite, in range, one line naming the file and the
+(``errors.read_number``: finite, in range, one line naming the file and the
 field), and JSON beside the traces through one reader with a nesting limit
 (``side_json``). A scaled-out file's ``scaleout_cpu_stretch`` of 1e308 made
 ``astra-sim`` overflow and ``simulate`` print inf us; a deeply nested
@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from rel_setup import make_inputs, run_quietly, snapshot
 
 from pt2chakra.chakra.records import GlobalMetadata
-from pt2chakra.limits import LATENCY_US, SCALE, STEP_S, Range, read_number
+from pt2chakra.errors import LATENCY_US, SCALE, STEP_S, Range, read_number
+from pt2chakra.files import MAX_DEPTH
 from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_HOP_DELAY_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
 )
-from pt2chakra.side_json import MAX_DEPTH
 
 RANGES = {SCALEOUT_CPU_STRETCH_ATTR: SCALE, SCALEOUT_HOP_DELAY_ATTR: LATENCY_US}
 MEMBERS = {float: "double_val", int: "int64_val", str: "string_val", bool: "bool_val"}

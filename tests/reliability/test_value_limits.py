@@ -33,7 +33,7 @@ from rel_setup import make_inputs, run_quietly
 
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.conversion.many_ranks import MAX_RANKS
-from pt2chakra.limits import MAX_INT_DIGITS
+from pt2chakra.errors import MAX_INT_DIGITS
 from pt2chakra.simulation.op_scale import MAX_MATCHED_NAME_CHARS
 
 BIG = st.integers(MAX_INT_DIGITS + 1, 6000).map(lambda n: "9" * n)

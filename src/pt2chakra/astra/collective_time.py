@@ -46,9 +46,8 @@ from pathlib import Path
 
 from pt2chakra.astra.choices import TOPOLOGIES
 from pt2chakra.chakra.records import CollectiveType
-from pt2chakra.errors import InputError
-from pt2chakra.limits import BANDWIDTH_GBPS, MAX_LATENCY_US, Range, read_number
-from pt2chakra.side_json import read_side_json
+from pt2chakra.errors import BANDWIDTH_GBPS, MAX_LATENCY_US, InputError, Range, read_number
+from pt2chakra.files import read_side_json
 
 IMPLEMENTATIONS = ("ring",)
 OPTIMIZATIONS = ("localBWAware", "baseline")
@@ -440,7 +439,7 @@ _SYSTEM_KEYS = {"splits": "preferred-dataset-splits", "active_chunks": "active-c
 
 
 # The numeric fields of a system.json and their ranges (read with
-# ``limits.read_number``): a collective cut into more chunks than this is no
+# ``errors.read_number``): a collective cut into more chunks than this is no
 # system ASTRA-sim's examples describe (they use 1 to 64); a delay of up to a
 # day; a memory bandwidth within a network's range.
 MAX_SPLITS = 65536

@@ -78,8 +78,8 @@ from pt2chakra.astra.export import (
 from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs, write_atomic
 from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set
 from pt2chakra.chakra.records import NodeType, attr_dict
-from pt2chakra.errors import InputError, printable
-from pt2chakra.limits import STEP_US, read_number
+from pt2chakra.errors import STEP_US, InputError, printable, read_number
+from pt2chakra.files import read_side_json
 from pt2chakra.names import comm_backend
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
@@ -88,7 +88,6 @@ from pt2chakra.rules.conventions import (
     rank_origins,
     scaled_world,
 )
-from pt2chakra.side_json import read_side_json
 from pt2chakra.simulation import Calibration, RecordedCalibration, calibrate_recorded
 
 log = logging.getLogger(__name__)

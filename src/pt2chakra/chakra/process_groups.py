@@ -20,7 +20,7 @@ import msgspec
 
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.errors import InputError
-from pt2chakra.side_json import decode_json
+from pt2chakra.files import decode_json
 
 ATTR = "process_groups"
 # What validate calls a problem of them (``rules/checks.py``), and the rank-set

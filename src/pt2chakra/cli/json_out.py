@@ -8,7 +8,7 @@ value of no JSON kind prints as its ``str``. A number that is not finite
 (NaN, an infinite time) prints as ``null``: JSON has no such number, and a
 reader told "no value" is not misled, where a refusal here would come after
 the work is done (numbers from the inputs are bounded before it starts,
-``pt2chakra.limits``). Text is UTF-8 JSON, indented by two spaces, one
+``pt2chakra.errors``). Text is UTF-8 JSON, indented by two spaces, one
 newline at the end.
 
     text = json_text(result.to_json())   # before committing outputs, where it can

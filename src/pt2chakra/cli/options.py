@@ -4,7 +4,7 @@ and for how a failing command ends (one line, no partial output).
 Every numeric option goes through one of the ``argparse`` types below, so a
 NaN scale, a negative rank, a billion NPUs or ``0x10`` is refused before any
 work with argparse's one line (exit 2); their text is read, and the ranges
-that files hold too are defined, in ``pt2chakra.limits`` (the metadata and
+that files hold too are defined, in ``pt2chakra.errors`` (the metadata and
 side files are read with the same ranges). An output prefix must name files
 (``output_prefix``). ``OneLineParser`` makes every argparse error a
 single line; ``session`` turns SIGTERM and SIGHUP into the same clean exit as
@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from pt2chakra.chakra.wire import I64_MAX
-from pt2chakra.errors import printable
-from pt2chakra.limits import (
+from pt2chakra.errors import (
     BANDWIDTH_GBPS,
     LATENCY_US,
     SCALE,
@@ -35,6 +34,7 @@ from pt2chakra.limits import (
     Range,
     integer_in_text,
     number_in_text,
+    printable,
 )
 
 if TYPE_CHECKING:

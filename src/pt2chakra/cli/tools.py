@@ -18,8 +18,7 @@ from pt2chakra.atomic import target_of
 from pt2chakra.cli import options
 from pt2chakra.cli.json_out import json_text, print_json
 from pt2chakra.collect.profiler_cost import DEFAULT_CALLS, DEFAULT_REPEATS
-from pt2chakra.errors import InputError
-from pt2chakra.limits import integer_in_text
+from pt2chakra.errors import InputError, integer_in_text
 
 EXIT_PROBLEMS = 1
 

@@ -29,8 +29,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pt2chakra.chakra.wire import I64_MAX, I64_MIN
-from pt2chakra.errors import InputError
-from pt2chakra.limits import MAX_INT_DIGITS
+from pt2chakra.errors import MAX_INT_DIGITS, InputError
 from pt2chakra.pytorch.records import (
     CollectiveInfo,
     CpuColumns,

@@ -14,7 +14,7 @@ import msgspec
 from pt2chakra.atomic import StagedOutputs, check_outputs, write_atomic
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.errors import InputError
-from pt2chakra.side_json import read_side_json
+from pt2chakra.files import read_side_json
 from pt2chakra.simulation import timing_notes
 
 from .gather import ReportData, ReportOptions, build_report

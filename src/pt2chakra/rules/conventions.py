@@ -16,7 +16,7 @@ from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.limits import LATENCY_US, SCALE, read_number
+from pt2chakra.errors import LATENCY_US, SCALE, read_number
 
 
 def is_gpu(attrs: Mapping[str, Any]) -> bool:
@@ -314,7 +314,7 @@ class ScaledWorld(NamedTuple):
         return self.world_size != self.recorded
 
 
-# The ranges of a scaled-out file's numbers (``limits.read_number``): the CPU
+# The ranges of a scaled-out file's numbers (``errors.read_number``): the CPU
 # stretch is a factor on recorded time like a what-if scale (hosts.py gives at
 # most ranks per host over cores, 65536); the hand-off delay is a latency.
 SCALEOUT_NUMBERS = {SCALEOUT_CPU_STRETCH_ATTR: SCALE, SCALEOUT_HOP_DELAY_ATTR: LATENCY_US}

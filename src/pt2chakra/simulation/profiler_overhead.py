@@ -32,9 +32,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from pt2chakra.errors import InputError
-from pt2chakra.limits import STEP_S, read_number
-from pt2chakra.side_json import read_side_json
+from pt2chakra.errors import STEP_S, InputError, read_number
+from pt2chakra.files import read_side_json
 from pt2chakra.simulation.prepared import CPU_OP, PreparedGraph
 from pt2chakra.simulation.results import ProfilerOverhead
 
