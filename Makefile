@@ -15,7 +15,7 @@ OUT    := out
 TESTS_READY := $(VENV)/.tests-ready
 
 .PHONY: setup setup-demo demo test test-suite test-fast typecheck lint astra-sim \
-        bench bench-convert bench-sim bench-whatif bench-scale bench-ref-setup clean
+        bench bench-convert bench-sim bench-whatif bench-scale bench-layout bench-ref-setup clean
 
 # What the demo runs: the package (and matplotlib, for its --plot), nothing else.
 # setup.py and the C source: the compiled reader is rebuilt when they change.
@@ -125,6 +125,14 @@ bench-whatif: setup
 # ip, tc and torch; skips in one line otherwise). docs/SCALE_OUT_BENCH.md.
 bench-scale: setup
 	$(BIN)/python scripts/bench_scale.py
+
+# Parallel layouts checked against measurements: TP, PP (GPipe, 1F1B), TP x DP and
+# PP x DP of a small transformer over gloo, each rank in its own network namespace
+# (the bed of bench-scale; needs root, ip, tc and torch; skips in one line
+# otherwise), replayed by simulate and, where built, ASTRA-sim. docs/LAYOUT_BENCH.md.
+bench-layout: setup
+	ASTRA_SIM_BIN="$${ASTRA_SIM_BIN:-$$($(PYTHON) scripts/astra_sim_cache.py --find 2>/dev/null)}" \
+	    $(BIN)/python scripts/bench_layout.py
 
 clean:
 	rm -rf $(OUT) .pytest_cache .hypothesis

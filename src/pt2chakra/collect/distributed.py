@@ -1,13 +1,15 @@
-"""Record a multi-rank CPU sample: data parallel over gloo, one process per rank.
+"""Record a multi-rank CPU job over gloo, one process per rank.
 
 Each rank records its own host ET + Kineto pair with ``record_training_step``
 (``<name>.rank<N>.host_et.json.gz`` / ``.kineto.json.gz``), so a gloo
 collective appears in both files exactly as a user's torch.distributed job
-writes it. The model is replicated (DDP) or sharded (FSDP2 ``fully_shard``
-per block and on the whole model). ``collect_gloo_ddp`` spawns every rank on
-localhost; ``collect_one_rank`` runs one rank of a job whose other ranks a
-launcher starts elsewhere (e.g. each in its own network namespace).
-torch is imported lazily (in the spawned processes too).
+writes it. Here the data-parallel MLP: replicated (DDP) or sharded (FSDP2
+``fully_shard`` per block and on the whole model); ``collect/layouts.py``
+adds tensor and pipeline parallel jobs, run by the same rank entry point.
+``collect_gloo`` spawns every rank on localhost; ``collect_one_rank`` runs
+one rank of a job whose other ranks a launcher starts elsewhere (e.g. each
+in its own network namespace). torch is imported lazily (in the spawned
+processes too).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pt2chakra.collect.record import (
     DEFAULT_TIMED,
@@ -76,10 +78,41 @@ class DdpConfig:
                              f"got {self.parallel!r}")
 
     def step_names(self, name: str, rank: int) -> list[str]:
-        """One recording per step: ``NAME.rankN`` alone, else ``NAME.stepS.rankN``."""
-        if self.steps == 1:
-            return [f"{name}.rank{rank}"]
-        return [f"{name}.step{s}.rank{rank}" for s in range(self.steps)]
+        return step_names(name, rank, self.steps)
+
+    def make_step(self, rank: int) -> Callable[[], None]:
+        return _dp_step(self, rank)
+
+    def meta(self) -> dict[str, object]:
+        return {"parallel": self.parallel, "config": asdict(self)}
+
+
+class RankJob(Protocol):
+    """What the rank entry point needs of a job's config (``DdpConfig``,
+    ``layouts.LayoutConfig``); a config is pickled into every spawned rank."""
+
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def warmup(self) -> int: ...
+    @property
+    def timed(self) -> int: ...
+
+    def step_names(self, name: str, rank: int) -> list[str]:
+        """This rank's recording names, one per recorded step."""
+
+    def make_step(self, rank: int) -> Callable[[], None]:
+        """Build this rank's model (its process group joined) and return one training step."""
+
+    def meta(self) -> dict[str, object]:
+        """What ``meta.json`` says about the job besides its timed steps."""
+
+
+def step_names(name: str, rank: int, steps: int) -> list[str]:
+    """One recording per step: ``NAME.rankN`` alone, else ``NAME.stepS.rankN``."""
+    if steps == 1:
+        return [f"{name}.rank{rank}"]
+    return [f"{name}.step{s}.rank{rank}" for s in range(steps)]
 
 
 def rank_paths(out_dir: Path, name: str, rank: int) -> tuple[Path, Path]:
@@ -87,7 +120,7 @@ def rank_paths(out_dir: Path, name: str, rank: int) -> tuple[Path, Path]:
     return Path(f"{base}{HOST_ET_SUFFIX}"), Path(f"{base}{KINETO_SUFFIX}")
 
 
-def recording_paths(out_dir: Path, name: str, cfg: DdpConfig) -> list[tuple[Path, Path]]:
+def recording_paths(out_dir: Path, name: str, cfg: RankJob) -> list[tuple[Path, Path]]:
     """Every (host ET, Kineto) pair a collection writes: step by step, rank by rank."""
     per_rank = [cfg.step_names(name, r) for r in range(cfg.world_size)]
     return [(Path(f"{out_dir / n}{HOST_ET_SUFFIX}"), Path(f"{out_dir / n}{KINETO_SUFFIX}"))
@@ -104,7 +137,12 @@ class Rendezvous:
 
 def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
                      name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
-    """Record ``cfg.steps`` steps per rank over gloo, every rank spawned here on
+    """The data-parallel MLP, every rank spawned here (``collect_gloo``)."""
+    return collect_gloo(out_dir, cfg, name)
+
+
+def collect_gloo(out_dir: Path | str, cfg: RankJob, name: str) -> list[tuple[Path, Path]]:
+    """Record ``cfg``'s steps per rank over gloo, every rank spawned here on
     localhost; returns each recording's (host ET, Kineto), step by step, rank by rank."""
     out = _prepared(out_dir)
     from torch.multiprocessing.spawn import spawn
@@ -114,7 +152,7 @@ def collect_gloo_ddp(out_dir: Path | str, cfg: DdpConfig = DdpConfig(),
     return recording_paths(out, name, cfg)
 
 
-def collect_one_rank(out_dir: Path | str, cfg: DdpConfig, rank: int, meet: Rendezvous,
+def collect_one_rank(out_dir: Path | str, cfg: RankJob, rank: int, meet: Rendezvous,
                      name: str = "gloo_ddp") -> list[tuple[Path, Path]]:
     """Run and record rank ``rank`` of ``cfg.world_size`` in this process (a
     launcher starts the others, all meeting at ``meet``); returns this rank's
@@ -134,7 +172,7 @@ def _prepared(out_dir: Path | str) -> Path:
     except ImportError:
         raise InputError("collect", "needs torch: pip install 'pt2chakra[collect]'") from None
     if not dist.is_available() or not dist.is_gloo_available():
-        raise InputError("collect --ddp", "this torch build has no gloo backend")
+        raise InputError("collect", "this torch build has no gloo backend")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out
@@ -146,7 +184,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _real_step(dist: Any, times: list[float], cfg: DdpConfig, rank: int, out_dir: str,
+def _real_step(dist: Any, times: list[float], cfg: RankJob, rank: int, out_dir: str,
                name: str) -> None:
     """Rank 0 writes the timed steps beside the traces: each step's time is
     the slowest rank's (the job's step), as in the h200 traces' meta.json."""
@@ -157,12 +195,11 @@ def _real_step(dist: Any, times: list[float], cfg: DdpConfig, rank: int, out_dir
     if rank == 0:
         ranks = [t for t in every if t]
         write_real_step(out_dir, [max(col) for col in zip(*ranks)],
-                        {"job": name, "world_size": cfg.world_size, "parallel": cfg.parallel,
-                         "ranks": [{"rank": r, "timed_s": t} for r, t in enumerate(ranks)],
-                         "config": asdict(cfg)})
+                        {"job": name, "world_size": cfg.world_size, **cfg.meta(),
+                         "ranks": [{"rank": r, "timed_s": t} for r, t in enumerate(ranks)]})
 
 
-def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezvous) -> None:
+def _rank_main(rank: int, cfg: RankJob, out_dir: str, name: str, meet: Rendezvous) -> None:
     """One rank: join the group, build the model, record one step."""
     from datetime import timedelta
 
@@ -175,7 +212,7 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezv
     dist.init_process_group("gloo", rank=rank, world_size=cfg.world_size,
                             timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
     try:
-        step = (_fsdp2_step if cfg.parallel == FSDP2 else _ddp_step)(cfg, rank)
+        step = cfg.make_step(rank)
         dist.barrier()
         _real_step(dist, time_steps(step, cfg.warmup, cfg.timed), cfg, rank, out_dir, name)
         for step_name in cfg.step_names(name, rank):
@@ -186,22 +223,23 @@ def _rank_main(rank: int, cfg: DdpConfig, out_dir: str, name: str, meet: Rendezv
         dist.destroy_process_group()
 
 
-def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
-    """A small MLP under DDP, one broadcast of a flag and one all_gather of
-    the loss per step: the collectives a CPU training loop typically runs.
-    With ``cfg.accumulate`` K > 1, K forward/backward passes per step, the
-    first K-1 under ``no_sync`` (DDP all-reduces the gradients once)."""
-    from contextlib import nullcontext
-
+def _dp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
+    """A small MLP, replicated (DDP) or sharded (FSDP2), one broadcast of a
+    flag and one all_gather of the loss per step: the collectives a CPU
+    training loop typically runs. DDP: small buckets, so several all-reduces
+    overlap backward. FSDP2: ``fully_shard`` on each block (a Linear and its
+    ReLU), then on the whole model, so each step all-gathers every block's
+    parameters (forward, and again in backward) and reduce-scatters its
+    gradients, prefetched under the neighbouring blocks' compute. With
+    ``cfg.accumulate`` K > 1, K forward/backward passes per step, the
+    gradients synchronised on the last one only."""
     import torch as t
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
     t.manual_seed(SEED)
-    layers: list[t.nn.Module] = []
-    for _ in range(cfg.layers):
-        layers += [t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU()]
-    model = DistributedDataParallel(t.nn.Sequential(*layers), bucket_cap_mb=cfg.bucket_mb)
+    blocks = [t.nn.Sequential(t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU())
+              for _ in range(cfg.layers)]
+    model, sync = _data_parallel(t.nn.Sequential(*blocks), cfg)
     opt = t.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     gen = t.Generator().manual_seed(SEED + rank)
     x = t.randn(cfg.batch, cfg.hidden, generator=gen)
@@ -213,8 +251,7 @@ def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
         dist.broadcast(flag, src=0)
         opt.zero_grad(set_to_none=True)
         for micro in range(cfg.accumulate):
-            last = micro == cfg.accumulate - 1
-            with nullcontext() if last else model.no_sync():
+            with sync(micro == cfg.accumulate - 1):
                 loss = t.nn.functional.mse_loss(model(x), y)
                 loss.backward()
         opt.step()
@@ -223,38 +260,25 @@ def _ddp_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
     return step
 
 
-def _fsdp2_step(cfg: DdpConfig, rank: int) -> Callable[[], None]:
-    """The same MLP sharded with FSDP2: ``fully_shard`` on each block (a
-    Linear and its ReLU), then on the whole model, so each step all-gathers
-    every block's parameters (forward, and again in backward) and
-    reduce-scatters its gradients, prefetched under the neighbouring blocks'
-    compute; the same broadcast and loss all_gather as the DDP step."""
-    import torch as t
-    import torch.distributed as dist
+def _data_parallel(model: Any, cfg: DdpConfig) -> tuple[Any, Callable[[bool], Any]]:
+    """``model`` wrapped as ``cfg.parallel`` says, and the context a backward
+    runs in: ``sync(False)`` holds its gradients back (accumulation)."""
+    from contextlib import contextmanager, nullcontext
+
+    if cfg.parallel == DDP:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(model, bucket_cap_mb=cfg.bucket_mb)
+        return ddp, lambda last: nullcontext() if last else ddp.no_sync()
     from torch.distributed.fsdp import fully_shard
 
-    t.manual_seed(SEED)
-    blocks = [t.nn.Sequential(t.nn.Linear(cfg.hidden, cfg.hidden), t.nn.ReLU())
-              for _ in range(cfg.layers)]
-    model = t.nn.Sequential(*blocks)
-    for block in blocks:
+    for block in model:
         fully_shard(block)
     fully_shard(model)
-    opt = t.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    gen = t.Generator().manual_seed(SEED + rank)
-    x = t.randn(cfg.batch, cfg.hidden, generator=gen)
-    y = t.randn(cfg.batch, cfg.hidden, generator=gen)
-    flag = t.zeros(1)
-    losses = [t.zeros(1) for _ in range(cfg.world_size)]
 
-    def step() -> None:
-        dist.broadcast(flag, src=0)
-        opt.zero_grad(set_to_none=True)
-        for micro in range(cfg.accumulate):
-            model.set_requires_gradient_sync(micro == cfg.accumulate - 1)  # type: ignore[operator]
-            loss = t.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-        opt.step()
-        dist.all_gather(losses, loss.detach().reshape(1))
+    @contextmanager
+    def sync(last: bool) -> Any:
+        model.set_requires_gradient_sync(last)
+        yield
 
-    return step
+    return model, sync
