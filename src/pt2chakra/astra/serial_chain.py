@@ -54,7 +54,7 @@ from pt2chakra.rules.conventions import (
     lane_of,
     thread_holds,
 )
-from pt2chakra.rules.rendezvous import is_buffered_send
+from pt2chakra.rules.rendezvous import sends_buffered
 from pt2chakra.simulation import (
     CPU_WAKE_TOL_US,
     INFER_MIN_US,
@@ -400,7 +400,7 @@ class HostTimeline:
         # A buffered send's recorded end is when its host called wait(),
         # not a completion it waited for (rendezvous.is_buffered_send).
         self.ends = CollectiveEnds((c.start_time_micros, _end(c), c.id)
-                                   for c in comm if c.duration_micros and not _buffered(c))
+                                   for c in comm if c.duration_micros and not sends_buffered(c))
         self.attrs = {n.id: attr_dict(n.attrs) for n in nodes
                       if n.id in removed and n.type != NodeType.METADATA_NODE}
         self.cpu = [n for n in nodes if n.id in self.attrs and not is_gpu(self.attrs[n.id])
@@ -504,16 +504,12 @@ def _recorded_waits(threads: Sequence[Sequence[TimedHostOp]],
         for op in ops:
             ends = [(_end(nodes[d]), d) for d in nodes[op.key].data_deps
                     if d in nodes and nodes[d].type in COMM_NODE_TYPES
-                    and not _buffered(nodes[d])]
+                    and not sends_buffered(nodes[d])]
             inside = [(end, d) for end, d in ends if cursor < end <= op.start]
             if inside and cursor > -math.inf:
                 waits.append(HostWait(op.key, max(inside)[1], cursor))
             cursor = max(cursor, op.held_end)
     return waits
-
-
-def _buffered(node: ChakraNode) -> bool:
-    return is_buffered_send(node.type, attr_dict(node.attrs))
 
 
 def _end(node: ChakraNode) -> int:

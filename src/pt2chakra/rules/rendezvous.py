@@ -99,6 +99,18 @@ def is_buffered_send(node_type: int, attrs: Mapping[str, Any]) -> bool:
     return node_type == NodeType.COMM_SEND_NODE and COMM_CHANNEL in attrs
 
 
+def on_host_channel(node: ChakraNode) -> bool:
+    """A communication node a host backend runs (the converter names its
+    channel, ``COMM_CHANNEL``), read from a node whose attributes are not in
+    a dict (the replay's lean nodes, an export's)."""
+    return any(a[0] == COMM_CHANNEL for a in node.attrs)
+
+
+def sends_buffered(node: ChakraNode) -> bool:
+    """``is_buffered_send`` of a node (``on_host_channel``)."""
+    return node.type == NodeType.COMM_SEND_NODE and on_host_channel(node)
+
+
 class TransferTimes(NamedTuple):
     """How long each side of a send/receive pair runs in a replay."""
 

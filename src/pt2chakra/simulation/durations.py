@@ -13,8 +13,13 @@ import msgspec
 
 from pt2chakra.chakra.records import NodeType
 from pt2chakra.names import comm_backend
-from pt2chakra.rules.conventions import COMM_CHANNEL
-from pt2chakra.rules.rendezvous import P2P, RendezvousKey, is_buffered_send, p2p_times
+from pt2chakra.rules.rendezvous import (
+    P2P,
+    RendezvousKey,
+    on_host_channel,
+    p2p_times,
+    sends_buffered,
+)
 from pt2chakra.simulation.calibration import (
     Calibration,
     backend_samples,
@@ -108,14 +113,14 @@ def _member_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
 def _transfer_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
                  eager: set[int] | None = None) -> list[float]:
     """A matched send/receive pair on ranks that share a clock: each side's
-    time (``p2p_times``); a buffered send (``is_buffered_send``) goes to
+    time (``p2p_times``); a buffered send (``sends_buffered``) goes to
     ``eager`` and runs from its own post, waiting for nobody."""
     sends = [m for m in members if p.nodes[m].type == NodeType.COMM_SEND_NODE]
     recvs = [m for m in members if p.nodes[m].type == NodeType.COMM_RECV_NODE]
     if len(sends) != 1 or len(recvs) != 1:
         return _member_us(p, cfg, members, eager)
     send, recv = sends[0], recvs[0]
-    buffered = eager is not None and is_buffered_send(p.nodes[send].type, _attrs(p, send))
+    buffered = eager is not None and sends_buffered(p.nodes[send])
     times = p2p_times((p.start[send], p.start[send] + p.dur[send]),
                       (p.start[recv], p.start[recv] + p.dur[recv]), buffered)
     if buffered and eager is not None:
@@ -124,19 +129,13 @@ def _transfer_us(p: PreparedGraph, cfg: SimConfig, members: list[int],
     return [(times.send_us if m == send else times.recv_us) / scale for m in members]
 
 
-def _attrs(p: PreparedGraph, i: int) -> dict[str, None]:
-    """A node's attribute names (what ``is_buffered_send`` reads)."""
-    return dict.fromkeys(a[0] for a in p.nodes[i].attrs)
-
-
 def _host_collective(p: PreparedGraph, m: int) -> bool:
     """A collective run on one of the backend's host worker threads (the
     converter names it: ``COMM_CHANNEL``, gloo), whose sends are buffered:
     only such a participant may finish without waiting for the others (an
     NCCL kernel or a matched send / receive waits)."""
     node = p.nodes[m]
-    return node.type == NodeType.COMM_COLL_NODE and \
-        any(a[0] == COMM_CHANNEL for a in node.attrs)
+    return node.type == NodeType.COMM_COLL_NODE and on_host_channel(node)
 
 
 def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]:

@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
-from pt2chakra.rules.rendezvous import is_buffered_send
+from pt2chakra.rules.rendezvous import sends_buffered
 from pt2chakra.simulation.prepared import (
     COMM,
     CPU_OP,
@@ -191,7 +191,7 @@ def infer_host_comm_waits(p: PreparedGraph, base: int, end: int, parents: Parent
     collectives = CollectiveEnds(
         (node[i].start_time_micros, node[i].start_time_micros + node[i].duration_micros, i)
         for i in range(base, end) if p.cat[i] == COMM and node[i].duration_micros
-        and not is_buffered_send(node[i].type, dict.fromkeys(a[0] for a in node[i].attrs)))
+        and not sends_buffered(node[i]))
     threads = ([TimedHostOp(x, node[x].start_time_micros, node[x].start_time_micros + p.dur[x],
                             _comm_parents_end(p, parents[x - base]),
                             _released(p, x, parents[x - base])) for x in ops]
