@@ -36,7 +36,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_machine as machine  # noqa: E402
-from bench_scale import ASTRA_BIN_ENV, Spread, astra_step_us, err_pct  # noqa: E402
+from bench_scale import (  # noqa: E402
+    ASTRA_BIN_ENV,
+    Spread,
+    astra_step_us,
+    err_pct,
+    real_step_us,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PT2CHAKRA = [sys.executable, "-m", "pt2chakra"]
@@ -83,7 +89,6 @@ MAX_OTHER_CORES = 0.5  # see bench_scale.MAX_OTHER_CORES
 QUIET_PATIENCE_S = 30.0
 RETRIES = 1  # the whole bench stays under ~15 min on the 2-core machine
 RUN_NOTE = "run.json"
-META = "meta.json"
 
 
 @dataclass
@@ -209,13 +214,6 @@ def replay(ets: list[str], work: Path) -> Step:
         step.without_profiler_us = float(json.loads(real.stdout)["predicted_step_us"])
     step.astra_us = astra_step_us(ets, work / "job")
     return step
-
-
-def real_step_us(run_dir: Path) -> float | None:
-    """The real (unprofiled) step ``collect`` stored: each timed step the
-    slowest rank's, their median."""
-    meta = run_dir / META
-    return float(json.loads(meta.read_text())["step_median_s"]) * 1e6 if meta.is_file() else None
 
 
 def evaluate(job: Job, run_dir: Path, work: Path) -> Row:

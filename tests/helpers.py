@@ -9,15 +9,29 @@ and never copy them into the repo.
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module (the scripts are no package),
+    registered under ``name``: its dataclasses look their module up there,
+    and a script that imports another by name gets this one."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 TRACES = (ROOT / ".." / "shared" / "traces").resolve()
 SAMPLE = ROOT / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
 GLOO_SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"

@@ -4,27 +4,17 @@ kept folder."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, load_script
 
+from pt2chakra.simulation import META_NAME
 
-def _script(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_layout = _script("bench_layout")
+bench_layout = load_script("bench_layout")
 bench_machine = bench_layout.machine  # the module bench_layout itself uses
 SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 
@@ -112,7 +102,7 @@ def test_reuse_prints_the_table_from_a_kept_folder_without_root(tmp_path, monkey
         for kind in ("host_et", "kineto"):
             shutil.copy(f"{SAMPLE}.rank{r}.{kind}.json.gz", run / f"l.rank{r}.{kind}.json.gz")
     (run / bench_layout.RUN_NOTE).write_text(json.dumps({"steps": 1, "other_cores": 0.1}))
-    (run / bench_layout.META).write_text(json.dumps({"step_median_s": 0.05, "step_s": [0.05]}))
+    (run / META_NAME).write_text(json.dumps({"step_median_s": 0.05, "step_s": [0.05]}))
     assert bench_layout.main(["--reuse", "--out", str(tmp_path), "--jobs", "tp2", "tp4"]) == 0
     out = capsys.readouterr().out
     assert f"tp4: no recording in {tmp_path / 'tp4'}" in out

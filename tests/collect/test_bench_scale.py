@@ -3,24 +3,12 @@ one-line skip, the table math, and the ranks' command lines."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, load_script
 
-
-def _script(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_scale = _script("bench_scale")
+bench_scale = load_script("bench_scale")
 bench_machine = bench_scale.machine  # the module bench_scale itself uses
 
 

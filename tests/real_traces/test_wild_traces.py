@@ -9,28 +9,15 @@ elsewhere; the manifest's own checks always run."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import load_script
 
-
-def _harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("wild_traces", ROOT / "scripts" / "wild_traces.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-wild = _harness()
+wild = load_script("wild_traces")
 ENTRIES: list[dict[str, Any]] = wild.load_manifest()
 KNOWN_KINDS = {"rocm", "mi2xx", "mi3xx", "training", "inference", "multi_rank", "nccl", "rccl",
                "old_torch1", "cuda12", "gpu_only", "host_et_pair", "mtia", "v100", "a100",

@@ -14,7 +14,6 @@ is a tiny bash stand-in, with HOME, XDG_CACHE_HOME and TMPDIR in ``tmp_path``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import signal
@@ -23,11 +22,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import NamedTuple
 
 import pytest
-from helpers import ROOT, assert_one_line_failure
+from helpers import ROOT, assert_one_line_failure, load_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -325,14 +323,6 @@ def test_a_build_without_binaries_is_one_line_and_caches_nothing(stage):
     assert not stage.folder.exists() and _left_behind(stage) == []
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("astra_sim_cache", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 SUMS_PIECES = [f"{DIGEST}  {TARBALL}", f"{DIGEST} *{TARBALL}", f"{DIGEST} {TARBALL}",
                f"{'f' * 64}  {TARBALL}", f"{DIGEST}  astra-sim-x.tar.gz", DIGEST[:40], "*", " ",
                "\r", "\n", "\t", "\x00", "# comment", "astra-sim-", ".tar.gz"]
@@ -345,7 +335,7 @@ SUMS_PIECES = [f"{DIGEST}  {TARBALL}", f"{DIGEST} *{TARBALL}", f"{DIGEST} {TARBA
 def test_any_sha256sums_is_a_path_or_one_line(stage, monkeypatch, capsys, pieces, raw):
     """``--find`` in this process, on SHA256SUMS made of pieces of valid lines and
     arbitrary bytes: exit 1 (valid, not built) or 2 with one line, never an exception."""
-    script = _load()
+    script = load_script("astra_sim_cache")
     monkeypatch.setattr(script, "SOURCE_DIR", stage.shared / "astra-sim-src")
     monkeypatch.setattr(script, "SUMS_FILE", stage.sums)
     monkeypatch.setattr(script, "BUILD_SCRIPT", stage.shared / "scripts" / "build_astra_sim.sh")

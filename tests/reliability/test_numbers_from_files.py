@@ -2,7 +2,7 @@
 the files beside it go through the bounded reader of the command line
 (``errors.read_number``: finite, in range, one line naming the file and the
 field), and JSON beside the traces through one reader with a nesting limit
-(``side_json``). A scaled-out file's ``scaleout_cpu_stretch`` of 1e308 made
+(``files.read_side_json``). A scaled-out file's ``scaleout_cpu_stretch`` of 1e308 made
 ``astra-sim`` overflow and ``simulate`` print inf us; a deeply nested
 ``meta.json`` was a RecursionError."""
 
@@ -119,7 +119,7 @@ def gpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_meta_json_is_read_bounded(gpt: Path, tmp_path: Path, meta: str) -> None:
     """``simulate --without-profiler`` reads the real step of a meta.json
     beside the trace: nested too deep, not JSON, or a step out of
-    ``limits.STEP_S``: one line naming it."""
+    ``errors.STEP_S``: one line naming it."""
     trace = tmp_path / "gpt.et"
     trace.write_bytes(gpt.read_bytes())
     (tmp_path / "meta.json").write_text(meta)
@@ -140,7 +140,7 @@ def test_meta_json_in_range_is_used(gpt: Path, tmp_path: Path) -> None:
 
 def test_side_files_nested_too_deep_are_one_line(gpt: Path, tmp_path: Path) -> None:
     """A conversion report (``report --conversion-report``) and the
-    metadata's process groups, nested past ``side_json.MAX_DEPTH``."""
+    metadata's process groups, nested past ``files.MAX_DEPTH``."""
     deep = tmp_path / "deep.json"
     deep.write_text(_nested(MAX_DEPTH + 1))
     rc, _out, err = run_quietly("report", gpt, "-o", tmp_path / "r.html",

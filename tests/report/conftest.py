@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from builders import dp_layer, metadata
-from helpers import PAIRS, ROOT, SAMPLE
+from helpers import PAIRS, SAMPLE, load_script
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
@@ -42,12 +41,7 @@ def dlrm_ets(traces: Path, tmp_path_factory: pytest.TempPathFactory,
 @pytest.fixture(scope="session")
 def page_check() -> ModuleType:
     """scripts/check_html_report.py (headless Chromium checks)."""
-    spec = importlib.util.spec_from_file_location(
-        "check_html_report", ROOT / "scripts" / "check_html_report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("check_html_report")
 
 
 def _synthetic_rank(rank: int, steps: int) -> tuple[GlobalMetadata, list[ChakraNode]]:

@@ -9,7 +9,7 @@ size; ``pg_desc`` is kept as the record's description). Anything else in a
 record is kept out of the typed view. A record
 whose ranks are not rank numbers (strings, null inside the list, floats,
 objects, negative or beyond ``MAX_RANK``) is refused here, in one line, by
-every command alike; so is JSON nested deeper than ``side_json.MAX_DEPTH``.
+every command alike; so is JSON nested deeper than ``files.MAX_DEPTH``.
 """
 
 from __future__ import annotations

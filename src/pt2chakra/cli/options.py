@@ -69,7 +69,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def int_range(low: int, high: int) -> Callable[[str], int]:
     """An integer option within [low, high], in ASCII decimal
-    (``limits.integer_in_text``: ``0x10`` and other scripts' digits are refused)."""
+    (``errors.integer_in_text``: ``0x10`` and other scripts' digits are refused)."""
 
     def parse(text: str) -> int:
         value = integer_in_text(text)
@@ -117,13 +117,13 @@ def host_sharing(args: argparse.Namespace) -> HostSharing:
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:
     """A finite float option within [low, high] (``(low, high]`` with
-    ``low_open``), in ASCII decimal (``limits.number_in_text``)."""
+    ``low_open``), in ASCII decimal (``errors.number_in_text``)."""
     return number_option(Range(low, high, low_open))
 
 
 def number_option(allowed: Range) -> Callable[[str], float]:
     """A number option within ``allowed`` (the range a file's field of the
-    same meaning is read with: ``limits``)."""
+    same meaning is read with: ``errors``)."""
 
     def parse(text: str) -> float:
         value = number_in_text(text)
@@ -149,7 +149,7 @@ passes = int_range(1, MAX_PASSES)
 comm_streams = int_range(0, MAX_COMM_STREAMS)
 count = int_range(0, I64_MAX)
 positive_count = int_range(1, I64_MAX)
-# The ranges of numbers that files hold too (``limits``: one reader for both).
+# The ranges of numbers that files hold too (``errors``: one reader for both).
 scale = number_option(SCALE)
 bandwidth = number_option(BANDWIDTH_GBPS)
 latency = number_option(LATENCY_US)

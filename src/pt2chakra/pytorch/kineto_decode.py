@@ -89,7 +89,7 @@ _INT_RE = re.compile(r"-?\d+")
 # A string that is one integer: decimal (leading zeros allowed: "007"), hex
 # as ROCm writes streams ("0x1f"), or a float with no fraction ("12.0").
 _NUMERIC_TEXT = re.compile(r"\s*([+-]?)(?:0[xX]([0-9a-fA-F]+)|([0-9]+)(?:\.0*)?)\s*")
-# Digits an integer text may have (leading zeros aside): ``limits.MAX_INT_DIGITS``,
+# Digits an integer text may have (leading zeros aside): ``errors.MAX_INT_DIGITS``,
 # the bound of every integer read from text. Python refuses to convert more
 # than 4300 digits (ValueError), and converting is quadratic before that: the
 # length is checked first.

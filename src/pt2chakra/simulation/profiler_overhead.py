@@ -222,9 +222,9 @@ def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
 
 
 def meta_real_step_us(meta: str) -> float:
-    """The real step (us) a ``META_NAME`` file stores (``side_json``, with its
+    """The real step (us) a ``META_NAME`` file stores (``files.read_side_json``, with its
     nesting limit); one line naming it when it is not readable JSON or the
-    field is not a number of seconds in ``limits.STEP_S``."""
+    field is not a number of seconds in ``errors.STEP_S``."""
     doc = read_side_json(meta)
     value = doc.get(META_STEP_FIELD) if isinstance(doc, dict) else None
     return read_number(value, STEP_S, meta, f"field {META_STEP_FIELD!r} (seconds)") * 1e6
