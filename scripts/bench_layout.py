@@ -130,12 +130,7 @@ def record_run(job: Job, out: Path, args: argparse.Namespace) -> float:
     cmds = [machine.rank_command(r, collect_command(job, r, out, args.steps), args.nice)
             for r in range(job.world_size)]
     shutil.rmtree(out, ignore_errors=True)  # an earlier bench's traces and .et: not this run's
-    meter = machine.OthersMeter().start()
-    with machine.bed(job.world_size, args.rate):
-        codes = machine.run_ranks(cmds, out / "logs", RECORD_TIMEOUT_S)
-    other = meter.cores()
-    if any(codes):
-        raise RuntimeError(f"{job.label}: ranks exited {codes}; logs in {out / 'logs'}")
+    other = machine.record_on_bed(cmds, args.rate, out / "logs", RECORD_TIMEOUT_S, job.label)
     (out / RUN_NOTE).write_text(json.dumps({"job": job.label, "options": list(job.options),
                                             "world_size": job.world_size,
                                             "rate_mbit": args.rate, "steps": args.steps,

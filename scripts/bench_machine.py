@@ -137,6 +137,20 @@ def run_ranks(commands: list[list[str]], log_dir: Path, timeout_s: float) -> lis
     return [p.returncode for p in procs]
 
 
+def record_on_bed(commands: list[list[str]], rate_mbit: float, log_dir: Path, timeout_s: float,
+                  label: str) -> float:
+    """Run one recording's ranks (``commands``, one per rank, from
+    ``rank_command``) on a bed of that many ranks at ``rate_mbit``; returns
+    the cores other processes used meanwhile. Raises on a failed rank."""
+    meter = OthersMeter().start()
+    with bed(len(commands), rate_mbit):
+        codes = run_ranks(commands, log_dir, timeout_s)
+    other = meter.cores()
+    if any(codes):
+        raise RuntimeError(f"{label}: ranks exited {codes}; logs in {log_dir}")
+    return other
+
+
 def busy_seconds() -> float:
     """Busy CPU time of the whole machine so far (all but idle and iowait)."""
     with open("/proc/stat") as f:

@@ -207,12 +207,8 @@ def record_run(mode: str, world_size: int, out: Path, steps: int, rate_mbit: flo
     processes used meanwhile. Raises on a failed rank."""
     cmds = [machine.rank_command(r, collect_command(mode, world_size, r, out, steps), niceness)
             for r in range(world_size)]
-    meter = machine.OthersMeter().start()
-    with machine.bed(world_size, rate_mbit):
-        codes = machine.run_ranks(cmds, out / "logs", RECORD_TIMEOUT_S)
-    other = meter.cores()
-    if any(codes):
-        raise RuntimeError(f"{mode} x{world_size}: ranks exited {codes}; logs in {out / 'logs'}")
+    other = machine.record_on_bed(cmds, rate_mbit, out / "logs", RECORD_TIMEOUT_S,
+                                  f"{mode} x{world_size}")
     (out / RUN_NOTE).write_text(json.dumps({"mode": mode, "world_size": world_size,
                                             "rate_mbit": rate_mbit, "steps": steps,
                                             "hidden": HIDDEN, "layers": LAYERS,
