@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -758,13 +758,21 @@ def layout_rank(kind: str, rank: int, world: int) -> tuple[GlobalMetadata, list[
     return md, t.nodes
 
 
-def write_layout_job(folder: Path, kind: str, world: int) -> list[Path]:
-    """Every rank of a tiny ``kind`` job as ``folder/<kind>.<rank>.et``."""
+def write_job_ranks(folder: Path, kind: str, world: int,
+                    graph: Callable[[str, int, int], tuple[GlobalMetadata, list[ChakraNode]]],
+                    ) -> list[Path]:
+    """Every rank of a small ``kind`` job, ``graph(kind, rank, world)``, as
+    ``folder/<kind>.<rank>.et`` (the folder made)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for rank in range(world):
-        md, nodes = layout_rank(kind, rank, world)
+        md, nodes = graph(kind, rank, world)
         path = folder / f"{kind}.{rank}.et"
         write_et(path, md, nodes)
         paths.append(path)
     return paths
+
+
+def write_layout_job(folder: Path, kind: str, world: int) -> list[Path]:
+    """Every rank of a tiny ``kind`` job (``layout_rank``)."""
+    return write_job_ranks(folder, kind, world, layout_rank)

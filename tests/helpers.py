@@ -33,6 +33,20 @@ def load_script(name: str) -> ModuleType:
     spec.loader.exec_module(module)
     return module
 TRACES = (ROOT / ".." / "shared" / "traces").resolve()
+
+
+def layout_recording(job: str) -> list[Path]:
+    """The converted ranks (``<job>.<rank>.et``) of a parallel-layout
+    recording (``collect --tp/--pp``) under ``$PT2CHAKRA_LAYOUT_RECORDINGS``,
+    else ``../shared/traces/layouts``; the test skips, naming the folder,
+    when there is none."""
+    import os
+
+    folder = Path(os.environ.get("PT2CHAKRA_LAYOUT_RECORDINGS", TRACES / "layouts"))
+    files = sorted((folder / job).glob(f"{job}.*.et"))
+    if not files:
+        pytest.skip(f"no recording of {job} under {folder}")
+    return files
 SAMPLE = ROOT / "samples" / "gpt_tiny_cpu" / "gpt_tiny_cpu"
 GLOO_SAMPLE = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"
 

@@ -7,12 +7,11 @@ they are at hand (``PT2CHAKRA_LAYOUT_RECORDINGS``, else ../shared/traces/layouts
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from builders import LayoutTrace, layout_rank, write_layout_job
-from helpers import TRACES
+from helpers import layout_recording
 
 from pt2chakra.chakra.records import CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.errors import InputError
@@ -29,7 +28,6 @@ from pt2chakra.rules.layout import (
     read_layout,
 )
 
-RECORDINGS = Path(os.environ.get("PT2CHAKRA_LAYOUT_RECORDINGS", TRACES / "layouts"))
 AR, AG, A2A = int(CollectiveType.ALL_REDUCE), int(CollectiveType.ALL_GATHER), int(
     CollectiveType.ALL_TO_ALL)
 COLL, SEND = int(NodeType.COMM_COLL_NODE), int(NodeType.COMM_SEND_NODE)
@@ -208,9 +206,7 @@ REAL = {
 @pytest.mark.slow
 @pytest.mark.parametrize("job", sorted(REAL))
 def test_real_recordings(job: str) -> None:
-    files = sorted((RECORDINGS / job).glob(f"{job}.*.et"))
-    if not files:
-        pytest.skip(f"no recording of {job} under {RECORDINGS}")
+    files = layout_recording(job)
     layout = read_layout(files)
     assert layout.describe().startswith(REAL[job]), layout.describe()
     if "xdp2" in job:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from builders import IS_CPU, IS_GPU, node
+from builders import IS_CPU, IS_GPU, node, write_job_ranks
 from helpers import convert_gloo_pair
 
-from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, CollectiveType, GlobalMetadata, NodeType
 
 
@@ -119,14 +118,6 @@ def built_job(tmp_path: Path) -> Callable[[str, int], list[Path]]:
     """Write a small job of ``kind`` on ``world`` ranks; returns its files."""
 
     def write(kind: str, world: int) -> list[Path]:
-        folder = tmp_path / kind
-        folder.mkdir(exist_ok=True)
-        out = []
-        for rank in range(world):
-            md, nodes = rank_graph(kind, rank, world)
-            path = folder / f"{kind}.{rank}.et"
-            write_et(path, md, nodes)
-            out.append(path)
-        return out
+        return write_job_ranks(tmp_path / kind, kind, world, rank_graph)
 
     return write

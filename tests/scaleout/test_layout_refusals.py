@@ -8,17 +8,14 @@ plan, with their layout in the plan."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from builders import write_layout_job
-from helpers import TRACES, assert_one_line_failure, run_cli
+from helpers import assert_one_line_failure, layout_recording, run_cli
 
 from pt2chakra.errors import InputError
 from pt2chakra.scaleout.plan import DDP, FSDP2, plan
-
-RECORDINGS = Path(os.environ.get("PT2CHAKRA_LAYOUT_RECORDINGS", TRACES / "layouts"))
 
 REFUSED = [
     ("tp", 2, ["tensor parallel 2 over process group '0' (default_pg)",
@@ -94,9 +91,7 @@ REAL = {
 @pytest.mark.slow
 @pytest.mark.parametrize("job", sorted(REAL))
 def test_real_recordings_are_refused(job: str) -> None:
-    files = sorted((RECORDINGS / job).glob(f"{job}.*.et"))
-    if not files:
-        pytest.skip(f"no recording of {job} under {RECORDINGS}")
+    files = layout_recording(job)
     with pytest.raises(InputError) as err:
         plan(files, 8)
     text = str(err.value)
