@@ -289,6 +289,8 @@ class CommContext(NamedTuple):
     group_size: int
     # Transfer op id -> the worker thread Kineto saw it run on (its channel).
     channels: dict[int, int] = {}
+    # A send or receive transfer op id -> its call (``posted_transfers``).
+    posted: dict[int, int] = {}
 
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
@@ -314,32 +316,41 @@ def comm_context(linked: LinkedTrace, ops_by_id: Mapping[int, HostOp]) -> CommCo
     only = groups[0] if len(groups) == 1 else None
     size = (only.group_size or len(only.ranks)) if only is not None else 0
     transfers = transfer_ops(linked.ops, linked.gpu_ops, ops_by_id, linked.kineto is None)
-    channels = transfer_channels(transfers, ops_by_id, linked.cpu_event)
+    posted = posted_transfers(transfers, ops_by_id)
+    for transfer, call in posted.items():
+        _posted_by_call(transfer, call, linked.cpu_event)
+    channels = transfer_channels(transfers, posted, linked.cpu_event)
     return CommContext(ops_by_id, transfers, only.pg_name if only is not None else "",
-                       size or world, channels)
+                       size or world, channels, posted)
 
 
-def transfer_channels(transfers: frozenset[int], ops_by_id: Mapping[int, HostOp],
+def posted_transfers(transfers: frozenset[int], ops_by_id: Mapping[int, HostOp],
+                     ) -> dict[int, int]:
+    """Send or receive transfer op id (gloo's ``send``/``recv``: a pipeline's
+    transfers) -> the call that posted it (``c10d::send``/``recv_``)."""
+    out: dict[int, int] = {}
+    for i in transfers:
+        op = ops_by_id.get(i)
+        if op is not None and coll.collective_from_name(op.name) in (coll.SEND, coll.RECV):
+            out[i] = op.parent
+    return out
+
+
+def transfer_channels(transfers: frozenset[int], posted: Mapping[int, int],
                       events: LinkedEvents) -> dict[int, int]:
     """Transfer op id -> its channel: the backend worker thread Kineto saw it
     run on, where the backend runs them one after another. A send or a
-    receive (gloo's ``send``/``recv``: the pipeline's transfers) instead gets
-    a channel of its own (``own_channel``): it is posted and left in flight,
-    completing when its peer matches it, so the transfers of one thread
-    overlap (four sends in flight while the stage computes) and its host
-    waits on one only where the timing shows it did. On one shared channel
-    each waited for the previous one's recorded end, which is when the
-    host called ``wait()``, not when the bytes moved."""
+    receive (``posted``) instead gets a channel of its own (``own_channel``):
+    it is posted and left in flight, completing when its peer matches it, so
+    the transfers of one thread overlap (four sends in flight while the
+    stage computes) and its host waits on one only where the timing shows it
+    did. On one shared channel each waited for the previous one's recorded
+    end, which is when the host called ``wait()``, not when the bytes moved."""
     channels: dict[int, int] = {}
     for i in transfers:
         ev = events.get(i)
-        if ev is None:
-            continue
-        op = ops_by_id.get(i)
-        p2p = op is not None and coll.collective_from_name(op.name) in (coll.SEND, coll.RECV)
-        channels[i] = own_channel(i) if p2p else ev.tid
-        if p2p and op is not None:
-            _posted_by_call(i, op.parent, events)
+        if ev is not None:
+            channels[i] = own_channel(i) if i in posted else ev.tid
     return channels
 
 
@@ -451,22 +462,11 @@ def _inter_thread_edges(linked: LinkedTrace, kept_ops: Sequence[HostOp], comm: C
             thread[op_id] = channel(op_id, op.tid)
     ends = events.ends()
     edges = inter_thread_edges_of(ids, int, thread.__getitem__, ts.__getitem__, ends.__getitem__)
-    posted = _posted_transfers(comm)
+    posted = {t: call for t, call in comm.posted.items() if t in comm.channels}  # linked
     if not posted:
         return edges
     kept = [e for e in edges if e[1] not in posted]
     return kept + _posting_edges(posted, ids, thread, ts, ends)
-
-
-def _posted_transfers(comm: CommContext) -> dict[int, int]:
-    """Send/receive transfer op id -> its call's id (those on a channel of
-    their own: ``transfer_channels``)."""
-    out: dict[int, int] = {}
-    for i, channel in comm.channels.items():
-        op = comm.ops_by_id.get(i)
-        if channel == own_channel(i) and op is not None:
-            out[i] = op.parent
-    return out
 
 
 def _posting_edges(posted: Mapping[int, int], ids: Sequence[int], thread: Any, ts: Any,
