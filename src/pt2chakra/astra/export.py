@@ -75,6 +75,7 @@ from pt2chakra.rules.conventions import (
     size_unknown,
     step_window,
 )
+from pt2chakra.rules.group_resolution import Named
 from pt2chakra.rules.rendezvous import comm_op, rendezvous_keys
 
 MIN_NPUS = 2  # the analytical backend refuses a 1-NPU network
@@ -526,6 +527,11 @@ class RankPlacement(NamedTuple):
     network_ends: Mapping[int, float] = {}
     link_scales: Mapping[int, float] = {}
     wakeups: WakeupPadding = NO_PADDING
+    # node id -> the group (and peer) the rank set resolved for a node its
+    # trace leaves unnamed (``group_resolution.resolved_names``)
+    named: Mapping[int, Named] = {}
+    # every rank's process groups (the job's groups file); None: this rank's
+    job_groups: Mapping[str, list[int]] | None = None
 
 
 def _padded(nodes: list[ChakraNode], padding: WakeupPadding) -> list[ChakraNode]:
@@ -546,6 +552,25 @@ def _padded(nodes: list[ChakraNode], padding: WakeupPadding) -> list[ChakraNode]
     return out
 
 
+def _named(nodes: list[ChakraNode], named: Mapping[int, Named]) -> list[ChakraNode]:
+    """The nodes whose group the rank set resolved, with it written in
+    (``pg_name``; a transfer's peer as a rank of the job), so that
+    ASTRA-sim meets them in the communicator groups the job ran them in."""
+    if not named:
+        return nodes
+    out = []
+    for n in nodes:
+        found = named.get(n.id)
+        if found is not None:
+            values: dict[str, int | str] = {"pg_name": found.pg}
+            if found.peer is not None:
+                values["comm_dst" if n.type == NodeType.COMM_SEND_NODE else "comm_src"] = \
+                    found.peer
+            n = msgspec.structs.replace(n, attrs=_with_values(n.attrs, values))
+        out.append(n)
+    return out
+
+
 def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: str, rank: int,
                cpu: str, staged: StagedOutputs, placed: RankPlacement | None = None,
                ranks_given: int = 1, source: str | None = None) -> list[str]:
@@ -559,11 +584,13 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window,
                                   placed.network_ends, placed.link_scales)
     out_nodes = _padded(host_stretched(out_nodes, metadata), placed.wakeups)
+    out_nodes = _named(out_nodes, placed.named)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = attr_dict(md.attrs).get("world_size")
     world = world if isinstance(world, int) and not isinstance(world, bool) else None
-    out_nodes = _astra_sizes(out_nodes, comm_groups(md, world, source or prefix),
-                             world or ranks_given)
+    all_groups = dict(placed.job_groups) if placed.job_groups is not None \
+        else comm_groups(md, world, source or prefix)
+    out_nodes = _astra_sizes(out_nodes, all_groups, world or ranks_given)
     out_nodes = p2p_tags(out_nodes, rank)
     if not out_nodes:
         raise InputError(prefix, "nothing left for ASTRA-sim: every node is a CPU or METADATA "
@@ -579,7 +606,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from exc
     written = [path]
-    groups = groups_file(comm_groups(md, world, source or prefix), source or prefix)
+    groups = groups_file(all_groups, source or prefix)
     if groups:
         try:
             write_atomic(staged.stage(gpath), orjson.dumps(groups, option=orjson.OPT_INDENT_2))
@@ -617,11 +644,12 @@ def p2p_tags(nodes: list[ChakraNode], rank: int) -> list[ChakraNode]:
     return out
 
 
-def _with_values(attrs: Sequence[Attr], values: Mapping[str, int]) -> list[Attr]:
+def _with_values(attrs: Sequence[Attr], values: Mapping[str, int | str]) -> list[Attr]:
     """``attrs`` with these attributes' values replaced (added when absent)."""
     out: list[Attr] = [(k, t, values[k] if k in values else v) for k, t, v in attrs]
     have = {k for k, _t, _v in attrs}
-    out += [(k, "int64_val", v) for k, v in values.items() if k not in have]
+    out += [(k, "string_val" if isinstance(v, str) else "int64_val", v)
+            for k, v in values.items() if k not in have]
     return out
 
 
@@ -698,9 +726,12 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     # Collectives that differ or are crossed between ranks: ASTRA-sim would
     # wait forever on the job (refused unless ``force``, as validate's errors).
     refuse_unsound(checker.finish(), force)
+    named = checker.resolved_names()
+    job_groups = _job_groups(paths, len(paths))
     placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
                                 link_scales[k] if k < len(link_scales) else {},
-                                wakeups[k] if k < len(wakeups) else NO_PADDING)
+                                wakeups[k] if k < len(wakeups) else NO_PADDING,
+                                named[k], job_groups)
                   for k, (w, o) in enumerate(zip(windows, _origins(windows)))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)
@@ -708,6 +739,20 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
         written = _write_ranks(paths, ranks.ranks, placements, prefix, cpu, own)
         own.commit()
     return written
+
+
+def _job_groups(paths: Sequence[str], ranks_given: int) -> dict[str, list[int]]:
+    """Every rank's process groups: where nodes were given groups their own
+    rank's trace does not list alone (a 2-D mesh), the groups file must hold
+    the groups of all ranks, not the last one's."""
+    out: dict[str, list[int]] = {}
+    for path in paths:
+        md, _nodes = read_et(path)
+        world = attr_dict(md.attrs).get("world_size")
+        world = world if isinstance(world, int) and not isinstance(world, bool) else ranks_given
+        for name, members in comm_groups(md, world, path).items():
+            out.setdefault(name, members)
+    return out
 
 
 def _write_ranks(paths: list[str], ranks: list[int], placements: list[RankPlacement],

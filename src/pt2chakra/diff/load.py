@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.lean_read import read_et_apart
+from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import NodeType, attr_dict
 from pt2chakra.errors import InputError
@@ -39,12 +40,15 @@ from pt2chakra.rules.conventions import (
     run_measured_step,
     step_window_from,
 )
-from pt2chakra.rules.rendezvous import RendezvousKey, comm_op, rendezvous_keys
+from pt2chakra.rules.group_resolution import RankOps, rank_set_keys
+from pt2chakra.rules.rendezvous import RendezvousKey, comm_op
 from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",
-                        "comm_seq", "comm_src", "comm_dst", "data_dep_kinds", INCLUSIVE_ATTR})
+                        "comm_seq", "comm_src", "comm_dst", "data_dep_kinds", INCLUSIVE_ATTR,
+                        # what the rank set reads to tell an unnamed node's group
+                        "comm_type", "comm_size"})
 # How collectives of one run are matched across ranks: by rendezvous key, the
 # alignment every consumer uses (conventions.rank_origins: shared clock or not).
 ALIGN = "auto"
@@ -122,7 +126,9 @@ def load_run(label: str, paths: Sequence[str | os.PathLike[str]], force: bool = 
     if not paths:
         raise InputError(label, "no .et file given")
     rank_set = open_rank_set(paths, force)
-    ranks = [_load_rank(path, rank) for path, rank in zip(rank_set.paths, rank_set.ranks)]
+    loaded = [_load_rank(path, rank) for path, rank in zip(rank_set.paths, rank_set.ranks)]
+    ranks = [trace for trace, _comms in loaded]
+    _key_comms(loaded)
     origins, align = rank_origins([r.window for r in ranks], ALIGN)
     for r, origin in zip(ranks, origins):
         r.origin = origin
@@ -163,7 +169,23 @@ def _dep_kinds(classes: list[_NodeClass], data_deps: list[list[int]]) -> list[li
     return list(map(decoded.__getitem__, keys))
 
 
-def _load_rank(path: str, rank: int) -> RankTrace:
+class _RankComm(NamedTuple):
+    """A rank's communication before it is keyed (keys need every rank's:
+    ``group_resolution.rank_set_keys``) and each node's index."""
+
+    ops: RankOps
+    position: dict[int, int]  # node id -> index in the rank's columns
+
+
+def _key_comms(loaded: Sequence[tuple[RankTrace, _RankComm]]) -> None:
+    """Each rank's communication keyed by the shared matching rule, the
+    groups of unnamed nodes resolved across the run's ranks."""
+    for (trace, comms), keys in zip(loaded, rank_set_keys([c.ops for _t, c in loaded])):
+        for node_id, key in keys.items():
+            trace.comm_key[comms.position[node_id]] = key
+
+
+def _load_rank(path: str, rank: int) -> tuple[RankTrace, _RankComm]:
     metadata, all_nodes = read_et_apart(path, DIFF_ATTRS, INCLUSIVE_ATTR)
     md = attr_dict(metadata.attrs)
     trace = RankTrace(rank, path)
@@ -198,12 +220,12 @@ def _load_rank(path: str, rank: int) -> RankTrace:
                   for deps, kinds in zip(data_deps, _dep_kinds(classes, data_deps))]
     comm_ops = [(i, comm_op(nodes[i], classes[i].attrs))
                 for i, node_type in enumerate(node_types) if node_type in COMM_NODE_TYPES]
-    by_node = {op.node: i for i, op in comm_ops}
-    for node_id, key in rendezvous_keys([op for _i, op in comm_ops], trace.rank).items():
-        trace.comm_key[by_node[node_id]] = key
+    comms = _RankComm(RankOps(trace.rank, read_process_groups(metadata, path),
+                              [op for _i, op in comm_ops]),
+                      {op.node: i for i, op in comm_ops})
     window = step_window_from(md, starts, durations, inclusive)
     if window is None or window.end <= window.start:
         raise InputError(path, "no measured step (step_start_micros / step_end_micros, or "
                          "timed nodes)")
     trace.window = window
-    return trace
+    return trace, comms

@@ -44,6 +44,7 @@ from pt2chakra.rules.conventions import (
     size_unknown,
 )
 from pt2chakra.rules.cycles import describe_cycle, find_cycle_in, ids_ascend
+from pt2chakra.rules.group_resolution import Named, RankOps, rank_set_keys, resolved_names
 from pt2chakra.rules.rendezvous import (
     SEQ,
     CommOp,
@@ -54,7 +55,6 @@ from pt2chakra.rules.rendezvous import (
     describe_deadlock,
     find_deadlock,
     is_collective,
-    rendezvous_keys,
 )
 
 log = logging.getLogger(__name__)
@@ -605,8 +605,14 @@ def _describe_comm(item: tuple[RendezvousKey, _Comm] | None) -> str:
 
 
 def _keys_of(facts: Sequence[_FileFacts]) -> list[dict[int, RendezvousKey]]:
-    """Per file: node id -> rendezvous key (the shared matching rule)."""
-    return [rendezvous_keys([comm.op for comm in f.comms], f.rank) for f in facts]
+    """Per file: node id -> rendezvous key (the shared matching rule, unnamed
+    groups resolved across the files)."""
+    return rank_set_keys(_rank_ops(facts))
+
+
+def _rank_ops(facts: Sequence[_FileFacts]) -> list[RankOps]:
+    """The files' communication as the matching rule reads a rank set."""
+    return [RankOps(f.rank, f.process_groups, [comm.op for comm in f.comms]) for f in facts]
 
 
 def _check_alignment(facts: Sequence[_FileFacts]) -> list[Problem]:
@@ -814,6 +820,11 @@ class SetChecker:
 
     def finish(self) -> list[Problem]:
         return _check_alignment(self._facts) if len(self._facts) > 1 else []
+
+    def resolved_names(self) -> list[dict[int, Named]]:
+        """Per file added: the groups (and peers) of its unnamed nodes that
+        the set resolved (``group_resolution.resolved_names``)."""
+        return resolved_names(_rank_ops(self._facts))
 
 
 def check_loaded(path: str, rank: int, metadata: GlobalMetadata,

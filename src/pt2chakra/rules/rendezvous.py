@@ -6,7 +6,9 @@ them without waiting on each other forever.
 that one calls sound the other can replay, and a pair that deadlocks in
 NCCL is refused by both.
 
-The matching rule (:func:`rendezvous_keys`), per process group (``pg_name``):
+The matching rule (:func:`rendezvous_keys`), per process group (``pg_name``;
+where a gloo trace names none on a rank of several groups, the rank set
+tells which: ``group_resolution.rank_set_keys``):
 
 * a collective (``COMM_COLL_NODE``) is matched by its ``comm_seq`` when it
   has one, else by its position among the group's collectives in the rank's
@@ -52,6 +54,9 @@ class CommOp(NamedTuple):
     peer: int | None  # comm_dst of a send, comm_src of a receive
     lane: tuple[Any, ...]  # lane key (lane_of): it is held while waiting
     buffered: bool = False  # a send that waits on nobody (is_buffered_send)
+    ctype: int = -1  # comm_type (-1: none)
+    size: int = -1  # comm_size in bytes (-1: none)
+    end: float = 0.0  # recorded end (start + duration; 0 when untimed)
 
 
 class RendezvousKey(NamedTuple):
@@ -82,9 +87,12 @@ def comm_op(node: ChakraNode, attrs: Mapping[str, Any]) -> CommOp:
     of a receive) and its lane; values of another type count as absent."""
     seq = attrs.get("comm_seq")
     peer = attrs.get("comm_dst" if node.type == NodeType.COMM_SEND_NODE else "comm_src")
+    ctype, size = attrs.get("comm_type"), attrs.get("comm_size")
     return CommOp(node.id, int(node.type), node.start_time_micros, str(attrs.get("pg_name", "")),
                   seq if is_int(seq) else None, peer if is_int(peer) else None,
-                  lane_of(node.type, attrs).key, is_buffered_send(node.type, attrs))
+                  lane_of(node.type, attrs).key, is_buffered_send(node.type, attrs),
+                  ctype if is_int(ctype) else -1, size if is_int(size) else -1,
+                  float(node.start_time_micros + node.duration_micros))
 
 
 def is_collective(key: RendezvousKey) -> bool:

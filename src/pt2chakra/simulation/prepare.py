@@ -19,12 +19,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, compress, repeat
 from operator import and_, attrgetter, eq, itemgetter, or_
-from typing import Any
+from typing import Any, NamedTuple
 
 from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.lean_read import LeanNodes
-from pt2chakra.chakra.process_groups import read_process_groups
+from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
 from pt2chakra.chakra.ranks import ranks_in_memory
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
@@ -45,6 +45,7 @@ from pt2chakra.rules.conventions import (
     scaled_world,
     step_window_from,
 )
+from pt2chakra.rules.group_resolution import RankOps, rank_set_keys
 from pt2chakra.rules.rendezvous import (
     CommOp,
     RankComms,
@@ -52,7 +53,6 @@ from pt2chakra.rules.rendezvous import (
     comm_order,
     describe_deadlock,
     find_deadlock,
-    rendezvous_keys,
 )
 from pt2chakra.simulation.inferred_waits import (
     infer_host_comm_waits,
@@ -148,15 +148,17 @@ def prepare_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]]
     if ranks is None:
         ranks = ranks_in_memory([(src, md) for src, (md, _nodes) in zip(sources, graphs)])
     p = PreparedGraph()
+    pending: list[_RankComm] = []
     for rank, (md, nodes) in enumerate(graphs):
         bad: set[str] = set()
         p.sources.append(sources[rank])
         p.rank_label.append(ranks[rank])
-        _prepare_rank(p, rank, md, nodes, comm_streams, infer_waits, bad)
+        _prepare_rank(p, rank, md, nodes, comm_streams, pending, infer_waits, bad)
         if bad:
             log.warning("%s: ignored attribute%s of an unexpected type (treated as absent): %s",
                         sources[rank], "s" if len(bad) > 1 else "", ", ".join(sorted(bad)))
     p.child_start.append(len(p.child))  # the end of the last node's children
+    _key_comms(p, pending)
     if len(graphs) > 1:
         steps = find_deadlock(p.rank_comms)
         if steps and refuse_deadlock:  # the replay would end with nodes that never ran
@@ -167,11 +169,21 @@ def prepare_graphs(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]]
     return p
 
 
-def _comm_keys(p: PreparedGraph, rank: int, base: int, by_start: list[int], attrs_of: list[Attrs],
-               parents: Parents) -> list[int]:
-    """Key each communication node by the shared matching rule
-    (``rendezvous_keys``) and note the rank's order between them for the
-    deadlock check; returns the communication nodes in recorded order."""
+class _RankComm(NamedTuple):
+    """One rank's communication before it is keyed: keys need every rank's
+    (``group_resolution.rank_set_keys``)."""
+
+    ops: RankOps
+    nodes: list[int]  # its communication nodes, in recorded order
+    order: list[tuple[int, int]]  # rendezvous.comm_order
+
+
+def _comm_ops(p: PreparedGraph, rank: int, base: int, by_start: list[int], attrs_of: list[Attrs],
+              parents: Parents, groups: list[ProcessGroupRecord],
+              pending: list[_RankComm]) -> list[int]:
+    """Read each communication node as the matching rule does (``comm_op``)
+    and note the rank's order between them for the deadlock check; returns
+    the communication nodes in recorded order."""
     ops: list[CommOp] = []
     comm_by_order: list[int] = []
     for i in by_start:
@@ -186,20 +198,28 @@ def _comm_keys(p: PreparedGraph, rank: int, base: int, by_start: list[int], attr
         comm_by_order.append(i)
     if not ops:
         return comm_by_order
-    keys = rendezvous_keys(ops, p.rank_label[rank])
-    for i in comm_by_order:
-        p.comm_key[i] = keys[p.nodes[i].id]
     end = base + len(parents)
     ids = [p.nodes[i].id for i in range(base, end)]
     deps = {p.nodes[base + k].id: [(p.nodes[src].id, kind) for src, kind in plist]
             for k, plist in enumerate(parents) if plist}
-    p.rank_comms.append(RankComms(p.rank_label[rank], p.sources[rank], keys,
-                                  comm_order(ids, deps, ops)))
+    pending.append(_RankComm(RankOps(rank, groups, ops), comm_by_order,
+                             comm_order(ids, deps, ops)))
     return comm_by_order
 
 
+def _key_comms(p: PreparedGraph, pending: Sequence[_RankComm]) -> None:
+    """Key every rank's communication nodes by the shared matching rule, the
+    groups of unnamed ones resolved across the ranks."""
+    labelled = [c.ops._replace(rank=p.rank_label[c.ops.rank]) for c in pending]
+    for c, keys in zip(pending, rank_set_keys(labelled)):
+        for i in c.nodes:
+            p.comm_key[i] = keys[p.nodes[i].id]
+        p.rank_comms.append(RankComms(p.rank_label[c.ops.rank], p.sources[c.ops.rank], keys,
+                                      c.order))
+
+
 def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequence[ChakraNode],
-                  comm_streams: int, infer_waits: bool = True,
+                  comm_streams: int, pending: list[_RankComm], infer_waits: bool = True,
                   bad: set[str] | None = None) -> None:
     """Append one rank to ``p``: its nodes, their order, dependencies,
     replayed CPU durations and delays, sync ops and children lists."""
@@ -210,13 +230,13 @@ def _prepare_rank(p: PreparedGraph, rank: int, md: GlobalMetadata, nodes: Sequen
     end = len(p.nodes)
     p.rank_nodes.append(range(base, end))
     t0 = _add_step(p, rank, mda, incl)
-    p.pg_sizes.append({g.name: g.size or len(g.ranks)
-                       for g in read_process_groups(md, p.sources[rank])})
+    groups = read_process_groups(md, p.sources[rank])
+    p.pg_sizes.append({g.name: g.size or len(g.ranks) for g in groups})
     by_start = _recorded_order(p, base, end)
     ascending = non_decreasing(ids)  # as converters hand ids out: read by two steps below
     parents, gpu_syncs = _parents(nodes, base, ids, sets, ascending)
     del ids
-    comm_by_order = _comm_keys(p, rank, base, by_start, attrs_of, parents)
+    comm_by_order = _comm_ops(p, rank, base, by_start, attrs_of, parents, groups, pending)
     # Device ops without a recorded dependency, before respreading adds stream order.
     orphans = [] if only_cpu_ops(p, base, end) else \
         [i for i in range(base, end) if p.cat[i] != CPU_OP and not parents[i - base]]
