@@ -69,6 +69,7 @@ JOBS = (
     Job("pp4-gpipe", ("--pp", "4", "--schedule", "gpipe"), 4),
     Job("pp4-1f1b", ("--pp", "4", "--schedule", "1f1b"), 4),
     Job("tp2xdp2", ("--tp", "2", "--dp", "2"), 4),
+    Job("pp2xdp2-gpipe", ("--pp", "2", "--dp", "2", "--schedule", "gpipe"), 4),
     Job("pp2xdp2-1f1b", ("--pp", "2", "--dp", "2", "--schedule", "1f1b"), 4),
 )
 # Each rank's link, both directions. At 1 Gbit/s TP2's eight 512 KB

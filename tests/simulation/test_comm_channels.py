@@ -43,3 +43,24 @@ def test_collectives_reached_in_opposite_orders_run_on_their_channels(tmp_path: 
     assert [r.unfinished for r in result.ranks] == [0, 0]
     labels = sorted(lane.lane for lane in result.ranks[0].lanes if "comm" in lane.lane)
     assert labels == [f"gpu comm 0 channel {c}" for c in CHANNELS]
+
+
+def test_transfers_in_flight_have_lanes_of_their_own_shown_as_one() -> None:
+    """Each posted send/receive replays on its own lane (its own channel)
+    but is listed with its group's other transfers: a pipeline posts
+    hundreds, and a line each would bury the report."""
+    from array import array
+
+    from pt2chakra.chakra.records import NodeType
+    from pt2chakra.rules.conventions import COMM_CHANNEL, lane_of, own_transfer_channel
+    from pt2chakra.simulation.rank_results import _merged
+
+    a, b = (lane_of(NodeType.COMM_SEND_NODE, {"device": 0, "pg_name": "1",
+                                              COMM_CHANNEL: own_transfer_channel(i)})
+            for i in (7, 8))
+    assert a.key != b.key and a.label == b.label == "comm 1 transfers"
+    shared = lane_of(NodeType.COMM_SEND_NODE, {"device": 0, "pg_name": "1", COMM_CHANNEL: 4242})
+    assert shared.label == "comm 1 channel 4242"
+    starts, ends = _merged({1: (array("d", [10.0]), array("d", [30.0])),
+                            2: (array("d", [0.0, 20.0]), array("d", [5.0, 40.0]))}, [1, 2])
+    assert list(starts) == [0.0, 10.0, 20.0] and list(ends) == [5.0, 30.0, 40.0]

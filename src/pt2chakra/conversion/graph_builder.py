@@ -75,6 +75,7 @@ from pt2chakra.rules.conventions import (
     LAUNCH_TIME_ATTR,
     STEP_DEFINITION_ATTR,
     STEP_SPAN,
+    own_transfer_channel,
 )
 
 
@@ -340,7 +341,7 @@ def transfer_channels(transfers: frozenset[int], posted: Mapping[int, int],
                       events: LinkedEvents) -> dict[int, int]:
     """Transfer op id -> its channel: the backend worker thread Kineto saw it
     run on, where the backend runs them one after another. A send or a
-    receive (``posted``) instead gets a channel of its own (``own_channel``):
+    receive (``posted``) instead gets a channel of its own (``own_transfer_channel``):
     it is posted and left in flight, completing when its peer matches it, so
     the transfers of one thread overlap (four sends in flight while the
     stage computes) and its host waits on one only where the timing shows it
@@ -350,7 +351,7 @@ def transfer_channels(transfers: frozenset[int], posted: Mapping[int, int],
     for i in transfers:
         ev = events.get(i)
         if ev is not None:
-            channels[i] = own_channel(i) if i in posted else ev.tid
+            channels[i] = own_transfer_channel(i) if i in posted else ev.tid
     return channels
 
 
@@ -367,11 +368,6 @@ def _posted_by_call(op_id: int, call: int, events: LinkedEvents) -> None:
     if posted == posted and own == own and posted < own:  # both linked (not NaN)
         ts[op_id] = posted
         dur[op_id] += own - posted
-
-
-def own_channel(op_id: int) -> int:
-    """A channel no other transfer has: negative (no thread id is), by op id."""
-    return -1 - op_id
 
 
 def build_graph(linked: LinkedTrace, rank: int | None = None) -> ChakraGraph:

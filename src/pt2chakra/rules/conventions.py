@@ -39,6 +39,19 @@ CPU_LANE, STREAM_LANE, COMM_LANE, DEVICE_LANE = "cpu", "stream", "comm", "device
 COMM_CHANNEL = "comm_channel"
 
 
+def own_transfer_channel(op_id: int) -> int:
+    """The channel of a send or receive that is posted and left in flight
+    (the converter gives each one its own): negative, as no thread id is."""
+    return -1 - op_id
+
+
+def is_own_transfer_channel(channel: Any) -> bool:
+    """Whether a channel is one transfer's own (``own_transfer_channel``):
+    a lane of its own for the replay, one line with its group's others
+    where lanes are shown (a pipeline posts hundreds)."""
+    return is_int(channel) and channel < 0
+
+
 class Lane(NamedTuple):
     """Where a node runs within its rank; a replay runs one node at a time
     per lane, and a communication node holds its lane while it waits for its
@@ -61,6 +74,8 @@ def lane_of(node_type: int, attrs: Mapping[str, Any]) -> Lane:
     if node_type in COMM_NODE_TYPES:
         pg = str(attrs.get("pg_name", ""))
         channel = attrs.get(COMM_CHANNEL)
+        if is_own_transfer_channel(channel):  # one transfer in flight
+            return Lane(COMM_LANE, ("comm", pg, channel), f"comm {pg} transfers".replace("  ", " "))
         if channel is not None:  # transfers of one group that run side by side
             return Lane(COMM_LANE, ("comm", pg, channel), f"comm {pg} channel {channel}")
         return Lane(COMM_LANE, ("comm", pg), f"comm {pg}".strip())

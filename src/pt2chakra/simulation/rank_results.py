@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import operator
 from array import array
+from collections.abc import Sequence
 from itertools import compress, repeat
 
 from pt2chakra.chakra.compiled import fast_path
@@ -107,16 +108,27 @@ def _thread_ends(run: ReplayRun, last: dict[int, float]) -> list[float]:
 def _lane_stats(p: PreparedGraph, by_lane: dict[int, Spans],
                 origin: float, predicted: float) -> list[LaneStats]:
     """Busy and idle time of each lane of the rank over its predicted step,
-    CPU threads and GPU streams by name."""
-    lanes = []
+    CPU threads and GPU streams by name; lanes of one name (a group's
+    transfers in flight, each on a lane of its own) as one, busy where any is."""
+    named: dict[tuple[str, str], list[int]] = {}
     for lane in sorted(by_lane, key=lambda x: (p.lane_names[x][1], p.lane_names[x][2])):
         _r, kind, label = p.lane_names[lane]
-        starts, ends = by_lane[lane]
+        named.setdefault((kind, label), []).append(lane)
+    lanes = []
+    for (kind, label), members in named.items():
+        starts, ends = by_lane[members[0]] if len(members) == 1 else _merged(by_lane, members)
         busy, gaps = _cover(starts, ends, origin, predicted)
         lanes.append(LaneStats(lane=f"{kind} {label}", busy_us=busy,
                                idle_us=max(0.0, predicted - busy), nodes=len(starts),
                                idle_gaps=gaps))
     return lanes
+
+
+def _merged(by_lane: dict[int, Spans], members: Sequence[int]) -> Spans:
+    """The spans of several lanes as one lane's, in start order."""
+    spans = sorted((s, e) for lane in members for s, e in zip(*by_lane[lane]))
+    return (array(TIME_TYPECODE, (s for s, _e in spans)),
+            array(TIME_TYPECODE, (e for _s, e in spans)))
 
 
 def _cover(starts: array[float], ends: array[float], origin: float, predicted: float,
