@@ -39,7 +39,7 @@ def lazy_exports(package: str, names: Collection[str]) -> Callable[[str], object
             if clashes:
                 raise ImportError(f"{package} exports {', '.join(clashes)}, also its submodules: "
                                   "importing one would rebind the name to the module")
-            sources.update(type_checking_imports(init))
+            sources.update(type_checking_imports(init.read_text(encoding="utf-8")))
         if name not in sources:
             raise AttributeError(f"{package}.{name} is in __all__ but no TYPE_CHECKING "
                                  "import of its __init__ names it")
@@ -51,13 +51,13 @@ def lazy_exports(package: str, names: Collection[str]) -> Callable[[str], object
     return __getattr__
 
 
-def type_checking_imports(init: Path) -> dict[str, tuple[str, str]]:
-    """Name bound -> (module, attribute) of each ``from M import A [as N]`` in
-    the top-level ``if TYPE_CHECKING:`` blocks of the file ``init``."""
+def type_checking_imports(source: str) -> dict[str, tuple[str, str]]:
+    """Name bound -> (module, attribute) of each ``from M import A [as N]``
+    (absolute) in the top-level ``if TYPE_CHECKING:`` blocks of ``source``."""
     import ast  # only on a lazy lookup: a bare ``import pt2chakra`` stays cheap
 
     found: dict[str, tuple[str, str]] = {}
-    for block in ast.parse(init.read_text(encoding="utf-8"), str(init)).body:
+    for block in ast.parse(source).body:
         if not (isinstance(block, ast.If) and isinstance(block.test, ast.Name)
                 and block.test.id == "TYPE_CHECKING"):
             continue

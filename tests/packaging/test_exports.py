@@ -23,24 +23,22 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, SAMPLE
 
-from pt2chakra.lazy import submodule_names
+from pt2chakra.lazy import submodule_names, type_checking_imports
 
 PACKAGE_DIR = ROOT / "src" / "pt2chakra"
 INITS = sorted(PACKAGE_DIR.rglob("__init__.py"))
 
 
-def _type_checking_blocks(tree: ast.Module, negated: bool) -> list[ast.If]:
-    """The top-level ``if TYPE_CHECKING:`` (``negated``: ``if not ...``) blocks."""
-    def is_flag(test: ast.expr) -> bool:
-        return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
-
+def _hidden_blocks(tree: ast.Module) -> list[ast.If]:
+    """The top-level ``if not TYPE_CHECKING:`` blocks (what type checkers skip)."""
     return [node for node in tree.body if isinstance(node, ast.If)
-            and (isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
-                 and is_flag(node.test.operand) if negated else is_flag(node.test))]
+            and isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)
+            and isinstance(node.test.operand, ast.Name) and node.test.operand.id == "TYPE_CHECKING"]
 
 
 def _bound_at_run_time(tree: ast.Module) -> set[str]:
-    """Names the module binds outside its ``if TYPE_CHECKING:`` blocks."""
+    """Names the module binds at its top level, which type checkers see too
+    (not those of its ``if`` blocks)."""
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -65,14 +63,12 @@ def export_problems(source: str, submodules: set[str]) -> list[str]:
     exported = {ast.literal_eval(e) for e in lists[0].value.elts}
     problems = [f"{name!r} is exported and is also a submodule: importing the submodule "
                 "replaces it" for name in sorted(exported & submodules)]
-    lazy = {(alias.asname or alias.name)
-            for block in _type_checking_blocks(tree, negated=False)
-            for node in block.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    lazy = set(type_checking_imports(source))
     problems += [f"{name!r} is imported for type checkers but not in __all__"
                  for name in sorted(lazy - exported)]
     problems += [f"{name!r} is in __all__ but neither defined nor a TYPE_CHECKING import"
                  for name in sorted(exported - lazy - _bound_at_run_time(tree))]
-    hidden = [node for block in _type_checking_blocks(tree, negated=True) for node in block.body
+    hidden = [node for block in _hidden_blocks(tree) for node in block.body
               if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__getattr__"]
     if "__getattr__" in _bound_at_run_time(tree):
         problems.append("__getattr__ is visible to type checkers: bind it under "
@@ -175,8 +171,8 @@ steps = [read_facade, import_everything]
 for step in steps if {order!r} == "facade-first" else steps[::-1]:
     step()
 wrong = []
-for name, (module, attribute) in type_checking_imports(__import__("pathlib").Path(
-        pt2chakra.__file__)).items():
+for name, (module, attribute) in type_checking_imports(
+        open(pt2chakra.__file__, encoding="utf-8").read()).items():
     value = getattr(pt2chakra, name)
     if isinstance(value, types.ModuleType) or value is not getattr(
             importlib.import_module(module), attribute):
