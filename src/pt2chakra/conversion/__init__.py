@@ -27,24 +27,11 @@ if TYPE_CHECKING:
     )
     from pt2chakra.conversion.step import StepChoice, parse_step_choice
 
-_EXPORTS = {
-    "ConversionReport": "pt2chakra.conversion.api",
-    "ConversionRun": "pt2chakra.conversion.api",
-    "OutputProfile": "pt2chakra.conversion.api",
-    "convert": "pt2chakra.conversion.api",
-    "convert_run": "pt2chakra.conversion.api",
-    "link_traces": "pt2chakra.conversion.api",
-    "write_linked": "pt2chakra.conversion.api",
-    "RankOptions": "pt2chakra.conversion.many_ranks",
-    "RankTemplates": "pt2chakra.conversion.many_ranks",
-    "convert_ranks": "pt2chakra.conversion.many_ranks",
-    "parse_ranks": "pt2chakra.conversion.many_ranks",
-    "StepChoice": "pt2chakra.conversion.step",
-    "parse_step_choice": "pt2chakra.conversion.step",
-}
 __all__ = [
     "ConversionReport", "ConversionRun", "OutputProfile", "RankOptions", "RankTemplates",
     "StepChoice", "convert", "convert_ranks", "convert_run", "link_traces", "parse_ranks",
     "parse_step_choice", "write_linked",
 ]
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if not TYPE_CHECKING:  # hidden from mypy: a misspelt name is an error there, not Any
+    __getattr__ = lazy_exports(__name__, __all__)

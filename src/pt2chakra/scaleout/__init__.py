@@ -13,14 +13,9 @@ if TYPE_CHECKING:
     from pt2chakra.scaleout.breakdown import breakdown as step_breakdown
     from pt2chakra.scaleout.hosts import HostSharing
 
-_EXPORTS = {
-    "extrapolate": "pt2chakra.scaleout.api",
-    "extrapolated_job": "pt2chakra.scaleout.api",
-    "scaled_graphs": "pt2chakra.scaleout.api",
-    "step_breakdown": "pt2chakra.scaleout.breakdown:breakdown",
-    "HostSharing": "pt2chakra.scaleout.hosts",
-}
 __all__ = [
     "HostSharing", "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
 ]
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if not TYPE_CHECKING:  # hidden from mypy: a misspelt name is an error there, not Any
+    __getattr__ = lazy_exports(__name__, __all__)
