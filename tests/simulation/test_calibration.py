@@ -158,3 +158,59 @@ def test_calibrate_is_refused_for_the_astra_sim_consumer(gloo_ets: list[str]) ->
 def test_calibrate_on_the_command_line(gloo_ets: list[str]) -> None:
     proc = run_cli("simulate", *gloo_ets, "--calibrate", "--bandwidth-scale", "0.5", "1")
     assert proc.returncode == 0 and "network model: gloo: calibrated ring" in proc.stdout
+
+
+def test_one_large_collective_is_bytes_over_a_bandwidth() -> None:
+    """One bucket holding every gradient (33.65 MB in 1.49 s on 2 ranks):
+    the recording cannot tell bytes from a fixed cost, and the link's
+    physics says it is bytes; its time grows with the ring's bytes per
+    link instead of staying a cost that does not grow with the ranks."""
+    size, took = 33_650_000, 1.49e6
+    cal = fit([CommSample(AR, size, 2, took)], assumed_latency_us=20.0)
+    assert cal is not None and cal.overhead_us == 0 and cal.latency_us == 20.0
+    steps, factor = cost_factors(AR, 2)
+    assert cal.bandwidth_gbps == pytest.approx(factor * size / (took - steps * 20.0) / 1e3)
+    assert cal.time_us(AR, size, 2) == pytest.approx(took)
+    # 2(M-1)/M of the bucket crosses each link: 1.5x at 4 ranks, 1.75x at 8
+    assert cal.time_us(AR, size, 4) == pytest.approx(1.5 * (took - 40) + 6 * 20, rel=1e-6)
+    assert cal.time_us(AR, size, 8) > cal.time_us(AR, size, 4)
+    assert any("latency" in a for a in cal.assumed) and "assumed:" in cal.describe()
+
+
+def test_buckets_of_nearly_one_size_are_not_split_into_a_fixed_cost() -> None:
+    """Three 4 MB buckets (3.9, 4.0, 4.1 MB): their sizes cannot tell a
+    fixed cost from bytes, so the bytes carry their time."""
+    cal = fit([CommSample(AR, s, 2, s / 23.0) for s in (3_900_000, 4_000_000, 4_100_000)],
+              assumed_latency_us=20.0)
+    assert cal is not None and cal.overhead_us == 0 and not math.isinf(cal.bandwidth_gbps)
+    assert cal.time_us(AR, 4_000_000, 8) > 1.5 * cal.time_us(AR, 4_000_000, 2)
+
+
+def test_well_spread_sizes_are_fitted_with_nothing_assumed() -> None:
+    cal = fit(_samples(200.0, 10.0, 2.0))
+    assert cal is not None and cal.assumed == ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=st.lists(st.integers(1 << 18, 64 << 20), min_size=1, max_size=4),
+       mbit=st.floats(20.0, 10_000.0), spread=st.floats(1.0, 8.0),
+       noise=st.lists(st.floats(0.9, 1.1), min_size=1, max_size=4))
+def test_a_bandwidth_bound_job_never_gets_faster_with_more_ranks(
+        sizes: list[int], mbit: float, spread: float, noise: list[float]) -> None:
+    """Over random recordings of a job bound by its link (its all-reduces
+    of sizes within a factor 8, on a link of 20 Mbit/s to 10 Gbit/s, at 2
+    ranks): the time of each at M ranks never falls as M grows, and at 8
+    ranks it grows as the ring's bytes per link do (1.75x; 1.3x allowing
+    the noise), not kept as a cost that does not grow."""
+    gbps = mbit / 8 / 1e3
+    base = min(sizes)
+    recorded = [int(base * (1 + (spread - 1) * k / max(1, len(sizes) - 1)))
+                for k in range(len(sizes))]
+    samples = [CommSample(AR, s, 2, s / (gbps * 1e3) * noise[k % len(noise)])
+               for k, s in enumerate(recorded)]
+    cal = fit(samples, assumed_latency_us=20.0)
+    assert cal is not None
+    for s in recorded:
+        times = [cal.time_us(AR, s, m) for m in (2, 3, 4, 6, 8, 16)]
+        assert times == sorted(times)
+        assert times[4] >= 1.3 * 0.9 * s / (gbps * 1e3)

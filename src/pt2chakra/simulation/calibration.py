@@ -29,6 +29,17 @@ The fit minimises the squared error relative to each collective's class
 count alike, and within a class the fit aims at the mean, not below it as a
 per-sample relative error would) with every parameter non-negative: an
 exact active-set search over the three parameters.
+
+A fit is only as good as what the recording can tell. Bytes are told from
+a fixed cost only by collectives whose bytes on the link differ (by
+``BYTES_SPREAD_TO_FIT``): one bucket holding every gradient, or three of one
+size, cannot. There the link's physics fills the gap: when the bytes over
+the time are a rate a link can have (``SLOWEST_LINK_GBPS``), the time is
+bytes over a bandwidth (fitted) after a latency per step (assumed,
+``ASSUMED_LATENCY_US``) and no fixed cost (assumed), so a large transfer's
+time grows with the ranks as its ring's bytes do instead of becoming a
+cost that does not; otherwise (4-byte broadcasts) it stays a fixed cost.
+``Calibration.assumed`` names what was assumed, and from what.
 """
 
 from __future__ import annotations
@@ -50,6 +61,22 @@ MIN_SAMPLE_US = 1.0
 # is left at zero rather than fitted to noise.
 SINGULAR_PIVOT = 1e-12
 PARAMETERS = 3  # overhead, latency per step, seconds per byte
+OVERHEAD, LATENCY, PER_BYTE = range(PARAMETERS)
+# The byte term is fitted only when some collective put this many times the
+# bytes on its link of another: below it, a recording's noise (a few % per
+# collective) moves the split between bytes and a fixed cost by more than
+# the fixed cost is (three 4 MB buckets put the whole 1.7 s into it).
+BYTES_SPREAD_TO_FIT = 2.0
+# No link a job runs on is slower than 10 Mbit/s Ethernet (1.25 MB/s): a
+# collective whose bytes over its time are a slower rate was not bound by
+# its bytes (4-byte broadcasts of 100 us), and its time stays a fixed cost.
+SLOWEST_LINK_GBPS = 10e6 / 8 / 1e9
+# One message's latency per algorithm step where the recording cannot tell
+# it: a TCP message one way on a Linux LAN (gloo: netperf's TCP_RR round
+# trip on 10 GbE is ~40 us), an NCCL step over NVLink or InfiniBand (a few
+# us; nccl-tests' small all-reduce over 8 ranks' 14 steps takes ~30-60 us).
+ASSUMED_LATENCY_US = {"gloo": 20.0}
+ASSUMED_LATENCY_OTHER_US = 3.0
 Row = tuple[tuple[float, float, float], float, float]  # (columns, duration, its class mean)
 
 
@@ -73,6 +100,9 @@ class Calibration:
     algorithm: str
     samples: int
     rel_error: float  # root-mean-square relative residual of the fit
+    # The terms the recording could not pin down, each with its assumed
+    # value and why (empty: all three fitted)
+    assumed: tuple[str, ...] = ()
 
     def time_us(self, comm_type: int, size_bytes: int, n: int, bandwidth_scale: float = 1.0,
                 bandwidth_gbps: float | None = None, latency_us: float | None = None) -> float:
@@ -90,7 +120,8 @@ class Calibration:
             f"bandwidth {self.bandwidth_gbps:.3g} GB/s"
         return (f"calibrated {self.algorithm}: overhead {self.overhead_us:.3g} us, latency "
                 f"{self.latency_us:.3g} us/step, {bw} ({self.samples} collectives, "
-                f"rms error {self.rel_error:.0%})")
+                f"rms error {self.rel_error:.0%})"
+                + (f"; assumed: {'; '.join(self.assumed)}" if self.assumed else ""))
 
 
 def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
@@ -114,9 +145,12 @@ def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
     return share
 
 
-def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration | None:
+def fit(samples: Iterable[CommSample], algorithm: str = "ring",
+        assumed_latency_us: float = ASSUMED_LATENCY_OTHER_US) -> Calibration | None:
     """Fit overhead, latency per step and bandwidth to ``samples`` (None when
-    none is usable)."""
+    none is usable); where their bytes on the link do not differ enough to
+    tell bytes from a fixed cost, the link's physics fills the gap (see the
+    module doc), with ``assumed_latency_us`` per step."""
     usable = [s for s in samples if s.duration_us >= MIN_SAMPLE_US]
     if not usable:
         return None
@@ -124,6 +158,8 @@ def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration |
     for s, scale in zip(usable, _class_means(usable)):
         steps, factor = cost_factors(s.comm_type, s.ranks, algorithm, s.size_bytes)
         rows.append(((1.0, steps, factor * s.size_bytes), s.duration_us, scale))
+    if not _bytes_identified(rows) and _bytes_bound(rows, assumed_latency_us):
+        return _fit_bytes_only(rows, algorithm, assumed_latency_us)
     best: tuple[float, tuple[float, ...]] | None = None
     for active in _subsets():
         params = _weighted_lsq(rows, active)
@@ -139,6 +175,42 @@ def fit(samples: Iterable[CommSample], algorithm: str = "ring") -> Calibration |
                        bandwidth_gbps=1e-3 / per_byte if per_byte > 0 else math.inf,
                        algorithm=algorithm, samples=len(rows),
                        rel_error=math.sqrt(err / len(rows)))
+
+
+def _bytes_identified(rows: Sequence[Row]) -> bool:
+    """Whether the samples' bytes on the link differ enough to be told from
+    a fixed cost (``BYTES_SPREAD_TO_FIT``)."""
+    link = [x[PER_BYTE] for x, _t, _w in rows]
+    return max(link) >= BYTES_SPREAD_TO_FIT * min(link)
+
+
+def _bytes_bound(rows: Sequence[Row], latency_us: float) -> bool:
+    """Whether the largest collective's bytes over its time, after its
+    assumed latency, are a rate a link can have (``SLOWEST_LINK_GBPS``)."""
+    x, _t, mean = max(rows, key=lambda r: r[0][PER_BYTE])
+    wire_us = mean - x[LATENCY] * latency_us
+    return x[PER_BYTE] > 0 and wire_us > 0 and x[PER_BYTE] / (wire_us * 1e3) >= SLOWEST_LINK_GBPS
+
+
+def _fit_bytes_only(rows: Sequence[Row], algorithm: str, latency_us: float) -> Calibration:
+    """Bytes over a bandwidth (fitted, relative to each class as ``fit``),
+    after ``latency_us`` per step (assumed), no fixed cost (assumed)."""
+    num = den = 0.0
+    for x, t, w in rows:
+        a = x[PER_BYTE] / w
+        num += a * (t - x[LATENCY] * latency_us) / w
+        den += a * a
+    per_byte = max(num / den, 0.0) if den > 0 else 0.0
+    params = (0.0, latency_us, per_byte)
+    spread = "one size" if len({x[PER_BYTE] for x, _t, _w in rows}) == 1 else \
+        f"sizes within {BYTES_SPREAD_TO_FIT:g}x"
+    return Calibration(
+        overhead_us=0.0, latency_us=latency_us,
+        bandwidth_gbps=1e-3 / per_byte if per_byte > 0 else math.inf, algorithm=algorithm,
+        samples=len(rows), rel_error=math.sqrt(_rel_sq_error(list(rows), params) / len(rows)),
+        assumed=(f"latency {latency_us:g} us/step (a message's, ASSUMED_LATENCY_US: the "
+                 f"recording cannot tell it)",
+                 f"overhead 0 (bytes cannot be told from a fixed cost: {spread})"))
 
 
 def _class_means(samples: list[CommSample]) -> list[float]:
@@ -225,5 +297,7 @@ def fit_backends(samples: dict[str, list[CommSample]], algorithm: str = "ring",
     """One calibration per backend that has usable samples; ``per_backend``
     names another algorithm for some backends (gloo's own, when scaling out)."""
     chosen = per_backend or {}
-    fitted = {b: fit(s, chosen.get(b, algorithm)) for b, s in samples.items()}
+    fitted = {b: fit(s, chosen.get(b, algorithm),
+                     ASSUMED_LATENCY_US.get(b, ASSUMED_LATENCY_OTHER_US))
+              for b, s in samples.items()}
     return {b: c for b, c in fitted.items() if c is not None}
