@@ -21,12 +21,12 @@ from pt2chakra.tools.validate import validate
 
 def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F811
     files = [converted[f"dlrm_rank{r}"] for r in range(8)]
-    assert not validate(files, profile="astra-sim").sound
+    assert not validate(files, consumer="astra-sim").sound
     prefix = tmp_path / "dlrm"
     proc = run_cli("astra-sim", *files, "-o", prefix, "--cpu", "drop")
     assert proc.returncode == 0, proc.stderr
     outs = [tmp_path / f"dlrm.{r}.et" for r in range(8)]
-    report = validate(outs, profile="astra-sim")
+    report = validate(outs, consumer="astra-sim")
     assert report.sound and not report.problems, report.lines()
     for src, out in zip(files, outs):
         before = list(read_et(src)[1])
@@ -88,13 +88,13 @@ def test_metadata_node_facts_recovered_when_metadata_lacks_them():
 def test_keep_mode_and_from_json_profile(converted, tmp_path):  # noqa: F811
     src = converted["dlrm_rank0"]
     written = convert_files([src], tmp_path / "k", cpu="keep")
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert any("CPU node" in p.message for p in report.errors)
     doc = tmp_path / "h.json"
     jsonize(src, doc)
-    proc = run_cli("from-json", doc, "--for", "astra-sim", "--rank", "3", "-o", tmp_path / "j")
+    proc = run_cli("from-json", doc, "--consumer", "astra-sim", "--rank", "3", "-o", tmp_path / "j")
     assert proc.returncode == 0, proc.stderr
-    assert validate([tmp_path / "j.3.et"], profile="astra-sim").sound
+    assert validate([tmp_path / "j.3.et"], consumer="astra-sim").sound
 
 
 def test_unwritable_output_is_one_line(converted, tmp_path):  # noqa: F811
@@ -186,7 +186,7 @@ def test_cpu_gap_before_a_kernel_becomes_a_gpu_side_delay(gap_us):
 def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F811
     """(A 1-rank trace is refused: see test_serial_chain.)"""
     written = convert_files([converted["dlrm_rank0"]], tmp_path / "lin", cpu="drop")
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert report.sound and not [p for p in report.problems if p.severity == "error"]
     nodes = list(read_et(written[0])[1])
     assert any(n.name == CPU_GAP_CATEGORY for n in nodes)
