@@ -52,6 +52,8 @@ HISTORY = re.compile(r"\b(?:issues?|PR|pull requests?)\s*#?\d+|\(#\d+\)|\brounds
                      re.IGNORECASE)
 # Commits that are not ours: the ASTRA-sim commit the project builds and pins.
 NOT_OUR_HISTORY = {"518bd513"}
+# Flags of other programs that the docs name on their own: pytest's.
+OTHER_PROGRAMS_FLAGS = {"--durations"}
 # A command-line flag: two dashes, a letter, letters, digits and dashes.
 FLAG = re.compile(r"(?<![\w-])--[a-zA-Z][\w-]*")
 # Inline code in prose (one or two backticks), and in docstrings (two).
@@ -211,6 +213,30 @@ def test_every_flag_the_docs_give_a_command_exists() -> None:
     assert not unknown, "flags the docs name that the command does not show:\n" + "\n".join(unknown)
 
 
+def script_flags() -> set[str]:
+    """The flags the scripts under scripts/ define (each as a string literal)."""
+    return {flag for script in (ROOT / "scripts").glob("*.py")
+            for flag in re.findall(r"[\"'](--[a-zA-Z][\w-]*)[\"']", script.read_text())}
+
+
+def flags_named_alone(spans: list[str]) -> set[str]:
+    """The flags of code spans that start with one (``--cpu serial``): no
+    command says whose, so they must be some command's or some script's."""
+    return {flag for span in spans if span.lstrip().startswith("--") for flag in FLAG.findall(span)}
+
+
+def test_every_flag_named_alone_is_one_of_ours() -> None:
+    known = set().union(*shown_flags(build_parser("*")).values()) | script_flags()
+    named = [(page, flag) for page in pages()
+             for flag in flags_named_alone(code_spans(page.read_text()))]
+    named += [(module, flag) for module in sorted((ROOT / "src" / "pt2chakra").rglob("*.py"))
+              for flag in flags_named_alone([m["code"] for m in INLINE.finditer(module.read_text())])]
+    assert len(named) > 50, "the docs' flags were not found"
+    unknown = sorted({f"{where.relative_to(ROOT)}: {flag}" for where, flag in named
+                      if flag not in known | OTHER_PROGRAMS_FLAGS})
+    assert not unknown, "flags no command shows and no script defines:\n" + "\n".join(unknown)
+
+
 def test_the_flag_reader_finds_command_lines_and_a_misspelt_flag() -> None:
     commands = {"convert", "simulate", "astra-sim"}
     assert named_flags("pt2chakra -v convert --host-trace h.json --consumr astra-sim  # --x",
@@ -222,6 +248,9 @@ def test_the_flag_reader_finds_command_lines_and_a_misspelt_flag() -> None:
     assert named_flags("git diff --stat; the report --html", commands) == []
     text = "```sh\npt2chakra convert \\\n  --host-trace h\n```\n| `convert [--cpu a\\|b]` |\n"
     assert code_spans(text) == ["pt2chakra convert    --host-trace h", "convert [--cpu a/b]"]
+    assert flags_named_alone(["--profile astra-sim", "the --cpu mode", " --rank R"]) == \
+        {"--profile", "--rank"}
+    assert "--reuse" in script_flags() and "--profile" not in script_flags()
     shown = shown_flags(build_parser("*"))
     assert "--for" not in shown["validate"] and "--consumer" in shown["validate"]
     assert "--consumr" not in shown["convert"] and "--max-input-size" in shown["convert"]

@@ -209,7 +209,7 @@ OLD_CONSUMER_FLAG = "--for"
 
 def add_consumer(p: argparse.ArgumentParser, help: str) -> None:
     """``--consumer NAME`` (one of ``OTHER_CONSUMERS``, default none: ours),
-    and its old spelling ``--for`` hidden from ``--help``."""
+    and its old spelling, ``OLD_CONSUMER_FLAG``, hidden from ``--help``."""
     p.add_argument("--consumer", choices=OTHER_CONSUMERS, help=help)
     p.add_argument(OLD_CONSUMER_FLAG, dest="consumer", choices=OTHER_CONSUMERS,
                    default=argparse.SUPPRESS, help=argparse.SUPPRESS)
