@@ -1,4 +1,4 @@
-"""The --for astra-sim profile: no METADATA or CPU nodes, process groups in
+"""The --consumer astra-sim export: no METADATA or CPU nodes, process groups in
 the metadata, <prefix>.<rank>.et, communicator-group JSON, order kept."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ import json
 
 import pytest
 from builders import IS_CPU, IS_GPU, cpu_attrs, gpu_attrs, metadata, node
-from helpers import assert_one_line_failure, run_cli
+from helpers import GLOO_SAMPLE, assert_one_line_failure, run_cli
 
+from pt2chakra.astra import AstraSimProfile
 from pt2chakra.astra.export import convert_files, profile, write_astra_sim
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.conversion import convert
 from pt2chakra.errors import InputError
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
@@ -211,3 +213,16 @@ def test_dropped_chains_hand_down_the_latest_kernel_per_stream_and_cut_cycles():
     assert k5.data_deps == [2]  # K1 is implied by stream order; K2 once
     assert attr_dict(k5.attrs).get("data_dep_kinds") is None
     assert attr_dict(md.attrs)["consumer_profile"] == "astra-sim (cpu=drop-no-gaps)"
+
+
+def test_convert_still_reads_the_old_profile_keyword(tmp_path):
+    """``profile=``, the name ``consumer=`` replaced, writes the same export
+    (with a DeprecationWarning); both at once is refused."""
+    host, kineto = f"{GLOO_SAMPLE}.rank0.host_et.json.gz", f"{GLOO_SAMPLE}.rank0.kineto.json.gz"
+    convert(host, kineto, tmp_path / "new", consumer=AstraSimProfile())
+    with pytest.warns(DeprecationWarning, match="profile= is now consumer="):
+        convert(host, kineto, tmp_path / "old", profile=AstraSimProfile())
+    assert (tmp_path / "old.0.et").read_bytes() == (tmp_path / "new.0.et").read_bytes()
+    with pytest.raises(TypeError, match="consumer= only"):
+        convert(host, kineto, tmp_path / "both", consumer=AstraSimProfile(),
+                profile=AstraSimProfile())
