@@ -84,7 +84,7 @@ def convert_all(out: Path) -> None:
             _run("inspect", linked, "--json", stdout=out / f"{name}.inspect.json")
             if not name.startswith("dlrm") and name != "gpt_tiny_cpu":  # CPU-only: nothing for ASTRA-sim
                 _run("convert", "--host-trace", host, "--device-trace", kineto,
-                     "--for", "astra-sim", "-o", out / f"{name}.astra",
+                     "--consumer", "astra-sim", "-o", out / f"{name}.astra",
                      refusal=out / f"{name}.astra.refused")  # 1-rank traces are refused
     for name, host in HOST_ONLY.items():
         print(f"  {name}", flush=True)

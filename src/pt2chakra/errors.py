@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
+import warnings
+from typing import NamedTuple, TypeVar
+
+_T = TypeVar("_T")
 
 
 class InputError(Exception):
@@ -21,6 +24,19 @@ class InputError(Exception):
         super().__init__(printable(f"{path}: {problem}"))
         self.path = path
         self.problem = problem
+
+
+def renamed_keyword(new: _T | None, old: _T | None, where: str, new_name: str,
+                    old_name: str) -> _T | None:
+    """The value of an API keyword that was renamed: the new one, or the old
+    one still read (with a ``DeprecationWarning``) so that callers written
+    for the old name keep working; both at once is a caller's mistake."""
+    if old is None:
+        return new
+    if new is not None:
+        raise TypeError(f"{where}: give {new_name}= only ({old_name}= is its old name)")
+    warnings.warn(f"{where}: {old_name}= is now {new_name}=", DeprecationWarning, stacklevel=3)
+    return old
 
 
 # Characters a terminal acts on (C0 and C1 controls, DEL) and the line and

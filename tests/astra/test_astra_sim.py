@@ -1,4 +1,4 @@
-"""The --for astra-sim profile: no METADATA or CPU nodes, process groups in
+"""The --consumer astra-sim export: no METADATA or CPU nodes, process groups in
 the metadata, <prefix>.<rank>.et, communicator-group JSON, order kept."""
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ import json
 
 import pytest
 from builders import IS_CPU, IS_GPU, cpu_attrs, gpu_attrs, metadata, node
-from helpers import assert_one_line_failure, run_cli
+from helpers import GLOO_SAMPLE, assert_one_line_failure, run_cli
 
+from pt2chakra.astra import AstraSimProfile
 from pt2chakra.astra.export import convert_files, profile, write_astra_sim
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.json_form import jsonize
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata, NodeType, attr_dict
+from pt2chakra.conversion import convert
 from pt2chakra.errors import InputError
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
@@ -21,12 +23,12 @@ from pt2chakra.tools.validate import validate
 
 def test_dlrm_ranks_pass_astra_sim_validation(converted, tmp_path):  # noqa: F811
     files = [converted[f"dlrm_rank{r}"] for r in range(8)]
-    assert not validate(files, profile="astra-sim").sound
+    assert not validate(files, consumer="astra-sim").sound
     prefix = tmp_path / "dlrm"
     proc = run_cli("astra-sim", *files, "-o", prefix, "--cpu", "drop")
     assert proc.returncode == 0, proc.stderr
     outs = [tmp_path / f"dlrm.{r}.et" for r in range(8)]
-    report = validate(outs, profile="astra-sim")
+    report = validate(outs, consumer="astra-sim")
     assert report.sound and not report.problems, report.lines()
     for src, out in zip(files, outs):
         before = list(read_et(src)[1])
@@ -88,13 +90,13 @@ def test_metadata_node_facts_recovered_when_metadata_lacks_them():
 def test_keep_mode_and_from_json_profile(converted, tmp_path):  # noqa: F811
     src = converted["dlrm_rank0"]
     written = convert_files([src], tmp_path / "k", cpu="keep")
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert any("CPU node" in p.message for p in report.errors)
     doc = tmp_path / "h.json"
     jsonize(src, doc)
-    proc = run_cli("from-json", doc, "--for", "astra-sim", "--rank", "3", "-o", tmp_path / "j")
+    proc = run_cli("from-json", doc, "--consumer", "astra-sim", "--rank", "3", "-o", tmp_path / "j")
     assert proc.returncode == 0, proc.stderr
-    assert validate([tmp_path / "j.3.et"], profile="astra-sim").sound
+    assert validate([tmp_path / "j.3.et"], consumer="astra-sim").sound
 
 
 def test_unwritable_output_is_one_line(converted, tmp_path):  # noqa: F811
@@ -186,7 +188,7 @@ def test_cpu_gap_before_a_kernel_becomes_a_gpu_side_delay(gap_us):
 def test_drop_with_gaps_validates_for_astra_sim(converted, tmp_path):  # noqa: F811
     """(A 1-rank trace is refused: see test_serial_chain.)"""
     written = convert_files([converted["dlrm_rank0"]], tmp_path / "lin", cpu="drop")
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert report.sound and not [p for p in report.problems if p.severity == "error"]
     nodes = list(read_et(written[0])[1])
     assert any(n.name == CPU_GAP_CATEGORY for n in nodes)
@@ -211,3 +213,16 @@ def test_dropped_chains_hand_down_the_latest_kernel_per_stream_and_cut_cycles():
     assert k5.data_deps == [2]  # K1 is implied by stream order; K2 once
     assert attr_dict(k5.attrs).get("data_dep_kinds") is None
     assert attr_dict(md.attrs)["consumer_profile"] == "astra-sim (cpu=drop-no-gaps)"
+
+
+def test_convert_still_reads_the_old_profile_keyword(tmp_path):
+    """``profile=``, the name ``consumer=`` replaced, writes the same export
+    (with a DeprecationWarning); both at once is refused."""
+    host, kineto = f"{GLOO_SAMPLE}.rank0.host_et.json.gz", f"{GLOO_SAMPLE}.rank0.kineto.json.gz"
+    convert(host, kineto, tmp_path / "new", consumer=AstraSimProfile())
+    with pytest.warns(DeprecationWarning, match="profile= is now consumer="):
+        convert(host, kineto, tmp_path / "old", profile=AstraSimProfile())
+    assert (tmp_path / "old.0.et").read_bytes() == (tmp_path / "new.0.et").read_bytes()
+    with pytest.raises(TypeError, match="consumer= only"):
+        convert(host, kineto, tmp_path / "both", consumer=AstraSimProfile(),
+                profile=AstraSimProfile())

@@ -173,7 +173,7 @@ def test_network_what_if_moves_only_what_waits_for_the_network():
 def test_dlrm_serial_export_replays_to_the_measured_step(converted, tmp_path):  # noqa: F811
     files = [converted[f"dlrm_rank{r}"] for r in range(8)]
     written = [p for p in convert_files(files, tmp_path / "dlrm") if p.endswith(".et")]
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert report.sound and not report.problems, report.lines()
     net = AstraNetwork("Ring", 8, 50.0, 500.0)
     serial = consume(written, net).result

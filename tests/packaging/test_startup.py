@@ -24,7 +24,7 @@ BARE = {"pt2chakra", "pt2chakra.lazy", "pt2chakra.version"}
 HELP = BARE | {"pt2chakra.cli", "pt2chakra.cli.options", "pt2chakra.errors", "pt2chakra.chakra",
                "pt2chakra.chakra.wire"}
 CONVERT_HELP = HELP | {"pt2chakra.cli.convert", "pt2chakra.astra", "pt2chakra.astra.choices"}
-# What a plain convert (no --for, --report, --simulate, --html, no tar input)
+# What a plain convert (no --consumer, --report, --simulate, --html, no tar input)
 # must not load: the ASTRA-sim export and what it brings (its serial chain,
 # collective model, set checks), the replay, the report page, and the standard
 # or third-party modules only those options need (orjson writes reports and

@@ -249,7 +249,7 @@ def test_missing_output_folder(tmp_path):
 
 def test_convert_for_astra_sim_writes_rank_files(traces, tmp_path):
     host, kineto = pair_paths(traces, "dlrm_8gpu/rank2")
-    report = convert(host, kineto, tmp_path / "dlrm", profile=AstraSimProfile())
+    report = convert(host, kineto, tmp_path / "dlrm", consumer=AstraSimProfile())
     assert report.accounted()
     nodes = list(read_et(str(tmp_path / "dlrm.2.et"))[1])
     assert nodes and all(n.type != NodeType.METADATA_NODE for n in nodes)

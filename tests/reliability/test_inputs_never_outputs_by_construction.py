@@ -202,7 +202,7 @@ CASES: dict[str, Case] = {c.command + ":" + c.dest + (":" + n if n else ""): c f
     ("", Case("jsonize", "output", ("r0",), lambda i, o: ["jsonize", i[0], "-o", o])),
     ("", Case("from-json", "output", ("json",), lambda i, o: ["from-json", i[0], "-o", o])),
     ("astra", Case("from-json", "output", ("json",), lambda i, o: [
-        "from-json", i[0], "--for", "astra-sim", "--rank", "0", "-o", o], prefix=True)),
+        "from-json", i[0], "--consumer", "astra-sim", "--rank", "0", "-o", o], prefix=True)),
     ("", Case("timeline", "output", ("r0", "r1"), lambda i, o: ["timeline", *i, "-o", o])),
     ("", Case("graph", "output", ("r0",), lambda i, o: ["graph", i[0], "-o", o],
                   suffix=".dot")),

@@ -231,7 +231,7 @@ def _convert_rank_negative(d: Path, s: Path) -> Call:
 
 @case("int64", "--rank")
 def _from_json_rank_huge(d: Path, s: Path) -> Call:
-    return _call("from-json", d / "x.json", "--for", "astra-sim", "-o", d / "out", "--rank", BIG)
+    return _call("from-json", d / "x.json", "--consumer", "astra-sim", "-o", d / "out", "--rank", BIG)
 
 
 @case("int64", "--size")
@@ -596,7 +596,7 @@ def _from_json_bad_crc(d: Path, s: Path) -> Call:
 def _from_json_astra_sim_bad_crc(d: Path, s: Path) -> Call:
     (d / "x.json").write_bytes(_bad_crc(b'{"metadata": {"version": "0.0.4", "attrs": []}, '
                                         b'"nodes": []}'))
-    return _call("from-json", d / "x.json", "--for", "astra-sim", "-o", d / "out")
+    return _call("from-json", d / "x.json", "--consumer", "astra-sim", "-o", d / "out")
 
 
 @case("gzip", "w.txt", "gzip")
@@ -758,7 +758,7 @@ def _report_under_a_file(d: Path, s: Path) -> Call:
 @case("outputs", "report.json", must_not_exist=("out.0.et", "out.comm_groups.json"))
 def _astra_sim_report_is_a_folder(d: Path, s: Path) -> Call:
     (d / "report.json").mkdir()
-    return _call("convert", "--host-trace", _host(d), "--for", "astra-sim", "--rank", 0,
+    return _call("convert", "--host-trace", _host(d), "--consumer", "astra-sim", "--rank", 0,
                  "-o", d / "out", "--report", d / "report.json")
 
 

@@ -125,7 +125,7 @@ def test_convert_html(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert '<section id="conversion">' in html.read_text()
     bad = tmp_path / "a.et"
-    assert_one_line_failure(run_cli(*args[:-1], str(bad), "--for", "astra-sim", "--html",
+    assert_one_line_failure(run_cli(*args[:-1], str(bad), "--consumer", "astra-sim", "--html",
                                     str(tmp_path / "b.html")), "--html")
     assert not bad.exists()
 

@@ -12,6 +12,7 @@ from helpers import ALL, assert_one_line_failure, run_cli
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import NodeType
+from pt2chakra.cli import main
 from pt2chakra.rules.checks import Problem
 from pt2chakra.tools.inspect import inspect
 from pt2chakra.tools.validate import validate
@@ -85,11 +86,11 @@ def test_validate_reference_output_warns_not_fails(reference):  # noqa: F811
 
 
 def test_validate_astra_sim_profile_flags_metadata_and_cpu_nodes(converted, reference):  # noqa: F811
-    report = validate([converted["chakra_pg_host"]], profile="astra-sim")
+    report = validate([converted["chakra_pg_host"]], consumer="astra-sim")
     assert not report.sound
     messages = " ".join(p.message for p in report.errors)
     assert "METADATA_NODE" in messages and "CPU node" in messages
-    proc = run_cli("validate", "--for", "astra-sim", reference["chakra_pg_host"])
+    proc = run_cli("validate", "--consumer", "astra-sim", reference["chakra_pg_host"])
     assert proc.returncode == 1
 
 
@@ -191,3 +192,24 @@ def test_malformed_et_gives_one_line_error(converted, tmp_path, command, damage)
     assert_one_line_failure(proc, str(bad))
     assert proc.returncode == 2
     assert not list(tmp_path.glob("o.*")) and not list(tmp_path.glob(".o.*"))
+
+
+def test_the_old_consumer_spellings_still_work(tmp_path, capsys):
+    """``--for`` and ``profile=``, the names ``--consumer`` and ``consumer=``
+    replaced, still run old command lines and callers (hidden from --help)."""
+    path = write_nodes(tmp_path / "t.0.et", [node(1, dur=1)])  # one rank: not for ASTRA-sim
+    new = validate([path], consumer="astra-sim")
+    assert new.consumer == "astra-sim" and any(p.check == "astra-sim" for p in new.problems)
+    with pytest.warns(DeprecationWarning, match="profile= is now consumer="):
+        assert validate([path], profile="astra-sim") == new
+    with pytest.raises(TypeError, match="consumer= only"):
+        validate([path], consumer="astra-sim", profile="astra-sim")
+    outputs = []
+    for flag in ("--consumer", "--for"):
+        assert main(["validate", flag, "astra-sim", "--json", str(path)]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] == outputs[1] and outputs[0]["consumer"] == outputs[0]["profile"] == "astra-sim"
+    with pytest.raises(SystemExit):
+        main(["validate", "--help"])
+    shown = capsys.readouterr().out
+    assert "--consumer" in shown and "--for" not in shown

@@ -42,7 +42,7 @@ def test_output_equal_to_an_input_is_refused(tmp_path, case):
         "astra-sim": (["astra-sim", et, "-o", tmp_path / "s"], et),
         "astra-sim-other-rank": (["astra-sim", _small(tmp_path, "x.et", rank=1), et,
                                   "-o", tmp_path / "s"], et),
-        "from-json-astra-sim": (["from-json", js, "--for", "astra-sim", "-o",
+        "from-json-astra-sim": (["from-json", js, "--consumer", "astra-sim", "-o",
                                  tmp_path / "s.json", "--rank", "0"], None),
         "from-text": (["from-text", txt, "--npus", "2", "-o", tmp_path / "w"], txt),
     }[case]

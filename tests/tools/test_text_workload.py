@@ -69,7 +69,7 @@ def test_from_text_validates_and_has_the_collectives(tmp_path, kind, passes):
     path = _workload(tmp_path, WORKLOADS[kind])
     written = from_text(path, 4, tmp_path / "out", passes=passes)
     assert written == [str(tmp_path / f"out.{i}.et") for i in range(4)]
-    report = validate(written, profile="astra-sim")
+    report = validate(written, consumer="astra-sim")
     assert report.sound and not report.problems, report.lines()
     assert Counter(_colls(written[0])) == _expected(kind, passes)
 
@@ -121,7 +121,7 @@ def test_microbench(tmp_path, collective):
                    "--steps", "3", "--compute", "50", "-o", tmp_path / "mb")
     assert proc.returncode == 0, proc.stderr
     files = [tmp_path / f"mb.{i}.et" for i in range(4)]
-    assert validate(files, profile="astra-sim").sound
+    assert validate(files, consumer="astra-sim").sound
     cols = _colls(files[2])
     assert len(cols) == 3 and {s for _, s in cols} == {1048576}
     nodes = list(read_et(files[0])[1])

@@ -1,4 +1,4 @@
-"""The ``--for astra-sim`` profile: rewrite a trace into what today's
+"""The ``--consumer astra-sim`` export: rewrite a trace into what today's
 ASTRA-sim (analytical backend, HEAD of 2026-03) replays to completion.
 
 - No ``METADATA_NODE`` (it stops with "Invalid node_type"): the process-group
@@ -439,7 +439,7 @@ def output_paths(prefix: str, rank: int) -> list[str]:
 
 
 class AstraSimProfile(msgspec.Struct, frozen=True):
-    """``convert --for astra-sim``: the conversion written as this export
+    """``convert --consumer astra-sim``: the conversion written as this export
     (a ``conversion.api.OutputProfile``); ``cpu``: one of ``CPU_MODES``."""
 
     cpu: str = DEFAULT_CPU_MODE

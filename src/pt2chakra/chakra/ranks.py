@@ -8,7 +8,7 @@ validate, diff, timeline, the ASTRA-sim export, job and consumer).
 
 The rule for a file's rank (``rank_of``): the ``rank`` its metadata records,
 else the ``<rank>`` of a ``<prefix>.<rank>.et`` name (what ASTRA-sim reads and
-what ``convert --ranks`` and ``--for astra-sim`` write), else, for a file given
+what ``convert --ranks`` and ``--consumer astra-sim`` write), else, for a file given
 alone, 0. The order of the arguments never decides: a shell glob over eleven
 ranks lists ``x.10.et`` before ``x.2.et``.
 

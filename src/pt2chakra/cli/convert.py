@@ -50,11 +50,11 @@ def _add_trace_args(p: argparse.ArgumentParser, host_required: bool = True) -> N
                    help="Kineto trace of the same step (.json or .json.gz); omit for host-only")
 
 
-def _output_profile(args: argparse.Namespace) -> AstraSimProfile | None:
-    """``--for astra-sim --cpu MODE``: the export the conversion is written as.
+def _consumer_output(args: argparse.Namespace) -> AstraSimProfile | None:
+    """``--consumer astra-sim --cpu MODE``: the export the conversion is written as.
     The export (and the serial chain, the collective model and the set checks
     it imports) loads only then: a plain ``convert`` does not pay for it."""
-    if args.profile != "astra-sim":
+    if args.consumer != "astra-sim":
         return None
     from pt2chakra.astra import AstraSimProfile
 
@@ -78,14 +78,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     with StagedOutputs() as staged:  # .et, report and page: together or not at all
         run = convert_run(args.host_trace, args.device_trace, args.output, rank=args.rank,
                           break_cycles=args.break_cycles, progress=args.progress,
-                          profile=_output_profile(args), report_path=args.report,
+                          consumer=_consumer_output(args), report_path=args.report,
                           repair=args.repair, force=args.force, step=_step(args),
                           staged=staged)
         options.keep_until_exit(run)  # its million objects: not freed one by one before exit
         report = run.report
         if not args.quiet:
             lines.append(report.summary())
-        if args.simulate and args.profile is None:
+        if args.simulate and args.consumer is None:
             lines.append(_simulation_lines([args.output]))
         if args.html:
             from pt2chakra.report import write_report
@@ -126,8 +126,8 @@ def _check_html(args: argparse.Namespace) -> None:
     """Refuse an unusable ``--html`` before the conversion starts."""
     from pt2chakra.report import check_output
 
-    if args.profile is not None:
-        raise InputError(args.html, "--html reports on the .et; it does not go with --for")
+    if args.consumer is not None:
+        raise InputError(args.html, "--html reports on the .et; it does not go with --consumer")
     check_output(args.html, [args.host_trace, args.device_trace], [args.output, args.report])
 
 
@@ -140,7 +140,7 @@ def _cmd_convert_ranks(args: argparse.Namespace) -> int:
         parse_ranks,
     )
 
-    for option, value in (("--rank", args.rank), ("--for", args.profile),
+    for option, value in (("--rank", args.rank), ("--consumer", args.consumer),
                           ("--html", args.html)):
         if value is not None:
             raise InputError(option, "does not combine with --ranks")
@@ -202,11 +202,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--simulate", action="store_true", help="simulate the result and report")
     p.add_argument("--html", metavar="OUT.html",
                    help="also write the HTML report of the result (see pt2chakra report)")
-    p.add_argument("--for", dest="profile", choices=["astra-sim"],
-                   help="write for a consumer: astra-sim = no METADATA nodes, "
-                        "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
+    options.add_consumer(p, "write for a consumer: astra-sim = no METADATA nodes, "
+                         "OUTPUT is a prefix for OUTPUT.<rank>.et + OUTPUT.comm_groups.json")
     p.add_argument("--cpu", choices=list(CPU_MODES), default=DEFAULT_CPU_MODE,
-                   help="with --for astra-sim: serial (default): one serial compute chain, CPU "
+                   help="with --consumer astra-sim: serial (default): one serial compute chain, CPU "
                         "time as gaps; drop: gaps per stream; keep: CPU nodes kept; "
                         "drop-no-gaps: CPU time lost")
     p.add_argument("--progress", action="store_true", default=None,

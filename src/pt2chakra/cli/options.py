@@ -194,6 +194,27 @@ def add_force(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"proceed (with a warning) when {what}")
 
 
+# Who a trace is written, checked or replayed for: pt2chakra's own replay
+# (first: the default) or a simulator with rules of its own. One name,
+# ``--consumer``, on every command that takes one.
+CONSUMERS = ("pt2chakra", "astra-sim")
+OWN_CONSUMER = CONSUMERS[0]
+# The consumers with a form or rules of their own (convert, validate,
+# from-json, from-text: ours is what they do without one).
+OTHER_CONSUMERS = CONSUMERS[1:]
+# The spelling ``--consumer`` replaced on convert, validate, from-json and
+# from-text: still read, so that old command lines run, but not shown.
+OLD_CONSUMER_FLAG = "--for"
+
+
+def add_consumer(p: argparse.ArgumentParser, help: str) -> None:
+    """``--consumer NAME`` (one of ``OTHER_CONSUMERS``, default none: ours),
+    and its old spelling, ``OLD_CONSUMER_FLAG``, hidden from ``--help``."""
+    p.add_argument("--consumer", choices=OTHER_CONSUMERS, help=help)
+    p.add_argument(OLD_CONSUMER_FLAG, dest="consumer", choices=OTHER_CONSUMERS,
+                   default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
 # --------------------------------------------------------------------------
 # How a command ends
 # --------------------------------------------------------------------------

@@ -24,8 +24,6 @@ EPILOG = """examples:
   pt2chakra simulate --consumer astra-sim job.*.et --topology FullyConnected --bandwidth 150
 """
 
-CONSUMERS = ("pt2chakra", "astra-sim")
-
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``simulate`` to the ``pt2chakra`` parser."""
@@ -42,7 +40,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="draw the per-lane timeline with the critical path (.png/.svg/.pdf)")
     add_model_args(p)
     p.add_argument("--no-lanes", action="store_true", help="leave per-lane lines out of the text")
-    p.add_argument("--consumer", choices=CONSUMERS, default="pt2chakra",
+    p.add_argument("--consumer", choices=options.CONSUMERS, default=options.OWN_CONSUMER,
                    help="whose rules to replay by: ours (default), or ASTRA-sim's (one compute "
                    "and one communication node at a time per NPU, all ranks at 0, its "
                    "network model): what ASTRA-sim will print for an astra-sim export")

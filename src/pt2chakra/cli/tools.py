@@ -56,7 +56,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from pt2chakra.tools.validate import validate
 
-    report = validate(args.input, profile=args.profile)
+    report = validate(args.input, consumer=args.consumer)
     if args.json:
         print_json(report.to_json())
     else:
@@ -79,7 +79,7 @@ def _cmd_jsonize(args: argparse.Namespace) -> int:
 def _cmd_from_json(args: argparse.Namespace) -> int:
     from pt2chakra.chakra.json_form import from_json
 
-    if args.profile == "astra-sim":
+    if args.consumer == "astra-sim":
         from pt2chakra.astra import convert_json
 
         written = convert_json(args.input, args.output, rank=args.rank)
@@ -129,7 +129,7 @@ def _cmd_from_text(args: argparse.Namespace) -> int:
     from pt2chakra.tools.text_workload import from_text
 
     written = from_text(args.input, args.npus, args.output, passes=args.passes,
-                        profile=args.profile)
+                        consumer=args.consumer)
     if not args.quiet:
         print(f"{len(written)} files: {written[0]} .. {written[-1]}")
     return 0
@@ -247,8 +247,7 @@ def _add_validate(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                        "(warnings allowed), 1 when errors are found, 2 on unreadable input.")
     p.add_argument("input", nargs="+", help=".et file(s); several = one per rank")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--for", dest="profile", choices=["astra-sim"],
-                   help="also check what this consumer needs")
+    options.add_consumer(p, "also check what this consumer needs")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_validate))
 
 
@@ -268,10 +267,10 @@ def _add_from_json(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                        description="Inverse of jsonize; byte-identical for pt2chakra's files.")
     p.add_argument("input", help="JSON written by jsonize")
     p.add_argument("-o", "--output", required=True,
-                   help="output .et (with --for astra-sim: the <prefix>)")
-    p.add_argument("--for", dest="profile", choices=["astra-sim"],
-                   help="write <prefix>.<rank>.et for this consumer")
-    p.add_argument("--rank", type=options.rank, help="rank for --for astra-sim (default: metadata or 0)")
+                   help="output .et (with --consumer astra-sim: the <prefix>)")
+    options.add_consumer(p, "write <prefix>.<rank>.et for this consumer")
+    p.add_argument("--rank", type=options.rank,
+                   help="rank for --consumer astra-sim (default: metadata or 0)")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_json))
 
 
@@ -312,8 +311,7 @@ def _add_from_text(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("-o", "--output", required=True, type=options.output_prefix,
                    help="output prefix")
     p.add_argument("--passes", type=options.passes, default=1, help="training passes (default 1)")
-    p.add_argument("--for", dest="profile", choices=["astra-sim"],
-                   help="accepted for symmetry: from-text output already suits ASTRA-sim")
+    options.add_consumer(p, "accepted for symmetry: from-text output already suits ASTRA-sim")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_from_text))
 
 

@@ -31,7 +31,7 @@ from pt2chakra.conversion.linker import (
 )
 from pt2chakra.conversion.progress import Stages
 from pt2chakra.conversion.step import STEP_LAST, StepChoice
-from pt2chakra.errors import InputError
+from pt2chakra.errors import InputError, renamed_keyword
 from pt2chakra.files import gc_paused
 from pt2chakra.pytorch.host_trace import load_host_trace
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
@@ -183,9 +183,9 @@ class ConversionRun(NamedTuple):
 
 class OutputProfile(Protocol):
     """A consumer's own form of a conversion, written instead of the one
-    ``.et`` (``convert --for astra-sim``: ``astra.export.AstraSimProfile``).
+    ``.et`` (``convert --consumer astra-sim``: ``astra.export.AstraSimProfile``).
     A protocol, so that conversion needs no consumer: the consumer's package
-    sits above this one and hands its profile in."""
+    sits above this one and hands its form in."""
 
     @property
     def output_files(self) -> str:
@@ -201,31 +201,36 @@ class OutputProfile(Protocol):
 def convert(host_trace: str | os.PathLike[str] | None, device_trace: str | os.PathLike[str] | None,
             output: str | os.PathLike[str], *, rank: int | None = None,
             break_cycles: bool = False, progress: bool | None = None,
-            profile: OutputProfile | None = None,
+            consumer: OutputProfile | None = None,
             report_path: str | os.PathLike[str] | None = None,
             repair: bool = False, force: bool = False,
-            step: StepChoice = STEP_LAST) -> ConversionReport:
+            step: StepChoice = STEP_LAST,
+            profile: OutputProfile | None = None) -> ConversionReport:
     """``convert_run``'s report."""
     return convert_run(host_trace, device_trace, output, rank=rank, break_cycles=break_cycles,
-                       progress=progress, profile=profile, report_path=report_path,
-                       repair=repair, force=force, step=step).report
+                       progress=progress, report_path=report_path, repair=repair, force=force,
+                       step=step,
+                       consumer=renamed_keyword(consumer, profile, "convert", "consumer",
+                                                "profile")).report
 
 
 def convert_run(host_trace: str | os.PathLike[str] | None,
                 device_trace: str | os.PathLike[str] | None,
                 output: str | os.PathLike[str], *, rank: int | None = None,
                 break_cycles: bool = False, progress: bool | None = None,
-                profile: OutputProfile | None = None,
+                consumer: OutputProfile | None = None,
                 report_path: str | os.PathLike[str] | None = None,
                 repair: bool = False, force: bool = False,
                 step: StepChoice = STEP_LAST,
                 staged: StagedOutputs | None = None,
-                named_rank: int | None = None) -> ConversionRun:
+                named_rank: int | None = None,
+                profile: OutputProfile | None = None) -> ConversionRun:
     """Link (when a Kineto trace is given) and convert to a Chakra ``.et``.
 
-    ``profile``: a consumer's form of the output instead of one ``.et`` (e.g.
+    ``consumer``: a consumer's form of the output instead of one ``.et`` (e.g.
     ``astra.export.AstraSimProfile()``: ``output`` is then a prefix for
-    ``<prefix>.<rank>.et``, see ``OutputProfile``). Raises ``InputError``
+    ``<prefix>.<rank>.et``, see ``OutputProfile``; ``profile``: its old name,
+    still read). Raises ``InputError``
     for bad input and ``CycleError`` when the graph has a cycle (unless
     ``break_cycles``); no output file is left behind then. ``report_path``:
     also write the report there as JSON (checked before the work starts; the
@@ -250,8 +255,9 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
     if host_trace is not None and step != STEP_LAST:
         raise InputError("--step", "chooses among a Kineto trace's steps when it is converted "
                          "alone; a host ET records one step, the one converted")
-    _check_outputs(host_trace, device_trace, output, report_path, profile)
-    args = (host_trace, device_trace, output, rank, break_cycles, progress, profile,
+    consumer = renamed_keyword(consumer, profile, "convert_run", "consumer", "profile")
+    _check_outputs(host_trace, device_trace, output, report_path, consumer)
+    args = (host_trace, device_trace, output, rank, break_cycles, progress, consumer,
             report_path, repair, force, step, named_rank)
     if staged is not None:
         return _convert_staged(*args, staged)
@@ -262,7 +268,7 @@ def convert_run(host_trace: str | os.PathLike[str] | None,
 def _convert_staged(host_trace: str | os.PathLike[str] | None,
                     device_trace: str | os.PathLike[str] | None,
                     output: str | os.PathLike[str], rank: int | None, break_cycles: bool,
-                    progress: bool | None, profile: OutputProfile | None,
+                    progress: bool | None, consumer: OutputProfile | None,
                     report_path: str | os.PathLike[str] | None, repair: bool, force: bool,
                     step: StepChoice, named_rank: int | None,
                     staged: StagedOutputs) -> ConversionRun:
@@ -286,8 +292,8 @@ def _convert_staged(host_trace: str | os.PathLike[str] | None,
         _account_outside(graph, extra)
         broken = _ensure_acyclic(graph, str(output), break_cycles)
         stages.step("graph built and checked")
-        if profile is not None:
-            profile.write(graph.metadata, graph.nodes(), output, rank=rank,
+        if consumer is not None:
+            consumer.write(graph.metadata, graph.nodes(), output, rank=rank,
                           inputs=[host_trace, device_trace], staged=staged)
         else:
             total = graph.host_ops_kept + graph.gpu_kept + sum(graph.stand_ins.values())
@@ -347,15 +353,15 @@ def _check_outputs(host_trace: str | os.PathLike[str] | None,
                    device_trace: str | os.PathLike[str] | None,
                    output: str | os.PathLike[str],
                    report_path: str | os.PathLike[str] | None,
-                   profile: OutputProfile | None = None,
+                   consumer: OutputProfile | None = None,
                    ) -> None:
     """Refuse, before any work, outputs that would replace an input or land
     in a folder that does not exist (``atomic.check_outputs``)."""
     inputs = [host_trace, device_trace]
-    if profile is None:
+    if consumer is None:
         check_outputs(inputs, [output, report_path])
     else:  # a prefix: the consumer's files are named after the rank
-        check_prefix_outputs(inputs, output, profile.output_files)
+        check_prefix_outputs(inputs, output, consumer.output_files)
         check_outputs(inputs, [report_path])
 
 

@@ -1,8 +1,8 @@
 """The checks behind ``pt2chakra validate``, as a library: is an ``.et`` (or a
 set of per-rank files) sound for replay? The exporter and the simulator refuse
 unsound input with them (``refuse_unsound``), so they live here, below both;
-``tools/validate.py`` only adds consumer profiles and formats the command's
-output. A consumer's own rules (``ProfileRules``, e.g. ``astra.rules``) plug in
+``tools/validate.py`` only names the consumers and formats the command's
+output. A consumer's own rules (``ConsumerRules``, e.g. ``astra.rules``) plug in
 without this module knowing the consumer.
 
 Errors make a trace unsound (exit 1); warnings name known weaknesses that a
@@ -91,7 +91,7 @@ class Problem(msgspec.Struct, omit_defaults=True):
 
 
 class Finding(NamedTuple):
-    """One problem a ``ProfileRules`` finds; the checks add the file's name."""
+    """One problem a ``ConsumerRules`` finds; the checks add the file's name."""
 
     severity: str  # "error" | "warning"
     check: str
@@ -100,9 +100,9 @@ class Finding(NamedTuple):
     node: int | None = None
 
 
-class ProfileRules(Protocol):
-    """What a consumer (``--profile``) adds to the checks: its own rules per
-    node, per file name, and over the set of files."""
+class ConsumerRules(Protocol):
+    """What a consumer (``validate --consumer``) adds to the checks: its own
+    rules per node, per file name, and over the set of files."""
 
     name: str
 
@@ -113,9 +113,12 @@ class ProfileRules(Protocol):
     def set_findings(self, files: Sequence[str], ranks: Sequence[int]) -> Iterable[Finding]: ...
 
 
+ProfileRules = ConsumerRules  # the old name, still importable
+
+
 class ValidationReport(msgspec.Struct):
     files: list[str]
-    profile: str | None
+    consumer: str | None
     problems: list[Problem]
 
     @property
@@ -131,7 +134,9 @@ class ValidationReport(msgspec.Struct):
         return not self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return {"files": self.files, "profile": self.profile, "sound": self.sound,
+        # "profile": the consumer's old key, kept for readers of older output.
+        return {"files": self.files, "consumer": self.consumer, "profile": self.consumer,
+                "sound": self.sound,
                 "errors": len(self.errors), "warnings": len(self.warnings),
                 "problems": [msgspec.to_builtins(p) for p in self.problems]}
 
@@ -224,7 +229,7 @@ def _check_attrs(node: ChakraNode, c: _Collector) -> dict[str, Any]:
 
 
 def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
-                rules: ProfileRules | None) -> None:
+                rules: ConsumerRules | None) -> None:
     if node.type == NodeType.INVALID_NODE:
         c.add("error", "node-type", "node type is INVALID_NODE",
               "give every node a real type (COMP_NODE, COMM_COLL_NODE, ...)", node.id)
@@ -266,7 +271,7 @@ def _check_node(node: ChakraNode, attrs: dict[str, Any], c: _Collector,
             c.add(f.severity, f.check, f.message, f.hint, f.node)
 
 
-def _check_file(path: str, rank: int, rules: ProfileRules | None, want_order: bool = False,
+def _check_file(path: str, rank: int, rules: ConsumerRules | None, want_order: bool = False,
                 ) -> tuple[list[Problem], _FileFacts]:
     metadata, nodes = read_et(path)
     return _check_loaded(path, rank, metadata, nodes, rules, want_order)
@@ -297,7 +302,7 @@ def _warn_size_unknown(c: _Collector) -> None:
 
 
 def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterable[ChakraNode],
-                  rules: ProfileRules | None, want_order: bool = False,
+                  rules: ConsumerRules | None, want_order: bool = False,
                   ) -> tuple[list[Problem], _FileFacts]:
     c = _Collector(path)
     if not metadata.version:
@@ -322,7 +327,7 @@ def _check_loaded(path: str, rank: int, metadata: GlobalMetadata, nodes: Iterabl
     return c.finish(), facts
 
 
-def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, rules: ProfileRules | None,
+def _scan_nodes(nodes: Iterable[ChakraNode], c: _Collector, rules: ConsumerRules | None,
                 ) -> _Scan:
     """Per-node checks, and the facts the file-wide checks need."""
     scan = _Scan(streams=defaultdict(list))
@@ -779,7 +784,7 @@ RANK_SET_HINT = ("a file's rank is its metadata's rank, else N in a <prefix>.N.e
                  "one file per rank of one job")
 
 
-def check_files(paths: Sequence[str | os.PathLike[str]], rules: ProfileRules | None = None,
+def check_files(paths: Sequence[str | os.PathLike[str]], rules: ConsumerRules | None = None,
                 ) -> ValidationReport:
     """Check one or more ``.et`` files (several = one per rank of one run),
     with a consumer's ``rules`` when given (``tools.validate`` names them).

@@ -33,7 +33,7 @@ from pt2chakra.chakra.records import (
     NodeType,
 )
 from pt2chakra.chakra.wire import I64_MAX
-from pt2chakra.errors import InputError
+from pt2chakra.errors import InputError, renamed_keyword
 from pt2chakra.files import gunzip, is_gzip, read_input
 
 TEXT_COMM_TYPES = {
@@ -290,9 +290,12 @@ def write_npus(metadata: GlobalMetadata, nodes: list[ChakraNode], npus: int,
 
 
 def from_text(path: str | os.PathLike[str], npus: int, prefix: str | os.PathLike[str],
-              passes: int = 1, profile: str | None = None) -> list[str]:
-    """Write ``<prefix>.<npu>.et`` for every NPU; returns the paths."""
-    del profile  # the output already has no METADATA or CPU nodes
+              passes: int = 1, consumer: str | None = None, *,
+              profile: str | None = None) -> list[str]:
+    """Write ``<prefix>.<npu>.et`` for every NPU; returns the paths.
+    ``consumer`` (``profile``: its old name) changes nothing: the output
+    already has no METADATA or CPU nodes, as ASTRA-sim needs."""
+    renamed_keyword(consumer, profile, "from_text", "consumer", "profile")
     _check_npus(npus, os.fspath(prefix), [os.fspath(path)])
     metadata, nodes = build(path, passes)
     return write_npus(metadata, nodes, npus, os.fspath(prefix))
