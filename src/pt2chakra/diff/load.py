@@ -24,6 +24,7 @@ from pt2chakra.chakra.lean_read import read_et_apart
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import NodeType, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.arrivals import Arrival, arrivals_of
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
@@ -40,7 +41,6 @@ from pt2chakra.rules.conventions import (
     step_window_from,
 )
 from pt2chakra.rules.rendezvous import RendezvousKey, comm_op, rendezvous_keys
-from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",

@@ -9,18 +9,25 @@ from typing import TYPE_CHECKING
 from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from pt2chakra.scaleout.api import extrapolate, extrapolated_job, scaled_graphs
-    from pt2chakra.scaleout.breakdown import breakdown as step_breakdown
+    from pt2chakra.scaleout.api import (
+        WorldSizeRun,
+        extrapolate,
+        extrapolated_job,
+        scaled_graphs,
+        simulate_world_size,
+    )
     from pt2chakra.scaleout.hosts import HostSharing
 
 _EXPORTS = {
     "extrapolate": "pt2chakra.scaleout.api",
     "extrapolated_job": "pt2chakra.scaleout.api",
     "scaled_graphs": "pt2chakra.scaleout.api",
-    "step_breakdown": "pt2chakra.scaleout.breakdown:breakdown",
+    "simulate_world_size": "pt2chakra.scaleout.api",
+    "WorldSizeRun": "pt2chakra.scaleout.api",
     "HostSharing": "pt2chakra.scaleout.hosts",
 }
 __all__ = [
-    "HostSharing", "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
+    "HostSharing", "WorldSizeRun", "extrapolate", "extrapolated_job", "scaled_graphs",
+    "simulate_world_size",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
