@@ -238,7 +238,7 @@ def real_step_us(run_dir: Path) -> float | None:
 def convert_step(hosts: list[Path]) -> Recording:
     """Convert one recorded step (each rank, once) and replay it."""
     from pt2chakra import convert
-    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation import simulate
 
     ets = []
     for r, host in enumerate(hosts):
@@ -345,7 +345,7 @@ def predicted_steps(src: Recording, dst_size: int, work: Path,
                     hosts: Sequence[str] = ()) -> dict[str, float | None]:
     """The predictions of ``dst_size`` ranks from one source recording, on
     the bed's hosts (``hosts``: the host-sharing options)."""
-    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation import simulate
 
     out: dict[str, float | None] = {"extrap+sim": None, "sim --world-size": None,
                                     "ASTRA-sim": None, WITHOUT_PROFILER: None}

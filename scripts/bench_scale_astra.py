@@ -29,7 +29,7 @@ import bench_scale as bench  # noqa: E402
 
 from pt2chakra.astra.job import BINARY_ENV, check_job, write_job  # noqa: E402
 from pt2chakra.rules.conventions import error_pct  # noqa: E402
-from pt2chakra.simulation.api import simulate  # noqa: E402
+from pt2chakra.simulation import simulate  # noqa: E402
 
 NS_PER_US = 1000.0
 

@@ -37,7 +37,6 @@ from pt2chakra.pytorch.json_input import decode
 from pt2chakra.pytorch.kineto_decode import event_types
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.simulation.critical_path import critical_path_of
-from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.engine import read_lean
 from pt2chakra.simulation.event_loop import run_replay
 from pt2chakra.simulation.prepare import prepare_graphs
@@ -105,7 +104,7 @@ def simulation(et: Path) -> dict[str, float]:
     t["simulate read floor: bytes"], _ = cpu(et.read_bytes)
     t["simulate: read"], g = cpu(lambda: read_lean(str(et)))
     cfg = SimConfig()
-    t["simulate: prepare"], p = cpu(lambda: prepare_graphs([g], [str(et)], link_streams(cfg)))
+    t["simulate: prepare"], p = cpu(lambda: prepare_graphs([g], [str(et)], cfg.link_streams()))
     t["simulate: replay"], (run, _align, _model) = cpu(lambda: run_replay(p, cfg))
     t["simulate: rank results"], _ = cpu(lambda: rank_results(p, run))
     t["simulate: critical path"], _ = cpu(lambda: critical_path_of(p, run))

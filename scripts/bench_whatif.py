@@ -262,7 +262,7 @@ def reuse(folder: Path, settings: list[Setting], runs: int, max_other: float,
 def convert_step(hosts: list[Path]) -> Recording:
     """Convert one recorded step (each rank; once) and read what it measured."""
     from pt2chakra import convert
-    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation import simulate
 
     ets = []
     for host in hosts:
@@ -356,7 +356,7 @@ def _usable_step(hosts: list[Path]) -> Recording | None:
 def predict(src: Measured, bandwidth_scale: float, cpu_scale: float,
             calibrate: bool, cpu_scale_ops: str | None = None) -> list[float]:
     """The predicted step of every recording of ``src`` under the what-if."""
-    from pt2chakra.simulation.api import SimulationOptions, simulate
+    from pt2chakra.simulation import SimulationOptions, simulate
 
     out = []
     for rec in src.recordings:

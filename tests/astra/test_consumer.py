@@ -139,3 +139,22 @@ def test_crossed_sends_of_1f1b_do_not_hang():
     ranks = [[p2p(1, SEND, size, 0, 1, 1), p2p(2, RECV, size, 1, 0, 0, (1,))],
              [p2p(1, SEND, size, 1, 0, 0), p2p(2, RECV, size, 0, 1, 1, (1,))]]
     assert all(t > 0 for t in finish(ranks))
+
+
+def test_replay_settings_defined_once() -> None:
+    """Both replays' options take the shared settings from ReplaySettings
+    (none redefined), checked by its one rule: a bad scale given to the
+    ASTRA-sim API is refused as our own replay refuses it."""
+    from pt2chakra.astra import AstraSimOptions, simulate_astra_sim
+    from pt2chakra.simulation import ReplaySettings, SimulationOptions, simulate
+
+    shared = set(ReplaySettings.__struct_fields__)
+    for kind in (AstraSimOptions, SimulationOptions):
+        assert issubclass(kind, ReplaySettings)
+        assert not shared & set(kind.__dict__.get("__annotations__", {})), kind
+    assert set(AstraSimOptions.__struct_fields__) - shared == {"topology", "congestion_aware"}
+    refused = "--compute-scale: scales must be positive"
+    with pytest.raises(InputError, match=refused):
+        simulate_astra_sim(["x.0.et"], AstraSimOptions(compute_scale=[0.0]))
+    with pytest.raises(InputError, match=refused):
+        simulate(["x.0.et"], SimulationOptions(compute_scale=[0.0]))

@@ -25,7 +25,7 @@ from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
-from pt2chakra.simulation.api import SimulationOptions, scaled_out_options, simulate_graphs_run
+from pt2chakra.simulation import SimulationOptions, simulate_graphs_run
 
 AGREEMENT_PCT = 3.0  # issue 27: ASTRA-sim within 3 % of simulate on the extrapolated job
 
@@ -41,7 +41,7 @@ BED = HostSharing(ranks_per_host=8, cores_per_host=2)
 
 def _ours(recorded: list[Path], m: int, hosts: HostSharing = NO_SHARING) -> float:
     scaled = scaled_graphs(recorded, m, hosts=hosts)
-    opts = scaled_out_options(scaled.graphs, SimulationOptions())
+    opts = SimulationOptions().scaled_out(scaled.graphs)
     return simulate_graphs_run(scaled.sources, scaled.graphs, opts).result.predicted_step_us
 
 

@@ -25,7 +25,7 @@ from pt2chakra.chakra.ranks import (
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.diff.load import load_run
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.tools.validate import validate
 
 STEP = (0, 200)

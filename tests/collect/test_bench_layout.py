@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import ROOT, load_script
 
-from pt2chakra.simulation import META_NAME
+from pt2chakra.simulation.profiler_overhead import META_NAME
 
 bench_layout = load_script("bench_layout")
 bench_machine = bench_layout.machine  # the module bench_layout itself uses

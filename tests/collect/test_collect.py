@@ -43,7 +43,7 @@ def test_collect_stores_the_real_step_that_simulate_finds(tmp_path):
     import json
 
     from pt2chakra.cli import main
-    from pt2chakra.simulation.api import SimulationOptions, simulate
+    from pt2chakra.simulation import SimulationOptions, simulate
     from pt2chakra.simulation.profiler_overhead import META_NAME, META_STEP_FIELD
 
     rc = main(["collect", "--out-dir", str(tmp_path), "--layers", "1", "--d-model", "16",

@@ -17,7 +17,7 @@ from pt2chakra.chakra.records import CollectiveType, NodeType, attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.names import is_backend_comm_op
 from pt2chakra.rules.conventions import COMM_CHANNEL
-from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 
 pytestmark = pytest.mark.slow  # processes of their own, or a browser, or torch

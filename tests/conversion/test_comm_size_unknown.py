@@ -20,7 +20,7 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.rules.conventions import COMM_SIZE_UNKNOWN_ATTR
-from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.tools.validate import validate
 
 _x = partial(trace_event, pid=1, tid=1)

@@ -14,7 +14,7 @@ from builders import trace_event
 
 from pt2chakra.conversion.api import convert
 from pt2chakra.conversion.step import QUEUED_LAG_US, QUEUED_NAME
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 
 _x = partial(trace_event, pid=1, tid=1)
 LAG = 3 * QUEUED_LAG_US

@@ -26,7 +26,7 @@ from pt2chakra.conversion.step import kineto_step as step_window
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import CpuEvent, KinetoTrace
 from pt2chakra.rules.conventions import COMM_NODE_TYPES, is_gpu
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.tools.validate import validate
 
 pytestmark = pytest.mark.slow  # real traces, converted and replayed

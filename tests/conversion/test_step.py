@@ -27,7 +27,7 @@ from pt2chakra.conversion.step import (
 from pt2chakra.pytorch.kineto_trace import load_kineto_trace
 from pt2chakra.pytorch.records import GpuActivity
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.tools.validate import validate
 
 MAX_ERROR_PCT = 5.0

@@ -14,8 +14,11 @@ from helpers import assert_one_line_failure, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pt2chakra.chakra.io import read_et_whole
 from pt2chakra.diff import DiffResult, diff
 from pt2chakra.errors import InputError
+from pt2chakra.rules.conventions import PREDICTED_SETTING_ATTR
+from pt2chakra.simulation import SimulationOptions, simulate, simulate_run
 
 # The acceptance bound: the parts add up to the difference within 1 %.
 SUM_TOLERANCE = 0.01
@@ -95,6 +98,34 @@ def test_replay_against_its_source(gloo_ranks: list[Path], tmp_path: Path) -> No
     first = run_cli("simulate", *gloo_ranks, "--bandwidth-scale", "0.25", "--json")
     predicted = json.loads(first.stdout)["what_if"][0]["predicted_step_us"]
     assert json.loads(again.stdout)["measured_step_us"] == pytest.approx(predicted, rel=0.01)
+
+
+def test_write_et_from_the_api(gloo_ranks: list[Path], tmp_path: Path) -> None:
+    """``SimulationOptions.write_et`` (the API of ``simulate --write-et``)
+    writes the files the CLI writes, byte for byte, readable, with the
+    setting and the predicted step; a set of settings is refused before the
+    replay, nothing written."""
+    options = SimulationOptions(bandwidth_scale=[0.25], write_et=str(tmp_path / "api"))
+    run = simulate_run(gloo_ranks, options)
+    assert run.written == (f"{tmp_path}/api.0.et", f"{tmp_path}/api.1.et")
+    proc = run_cli("simulate", *gloo_ranks, "--bandwidth-scale", "0.25", "--write-et",
+                   tmp_path / "cli", "-q")
+    assert proc.returncode == 0, proc.stderr
+    for rank, path in enumerate(run.written):
+        assert Path(path).read_bytes() == (tmp_path / f"cli.{rank}.et").read_bytes()
+        metadata, nodes = read_et_whole(path)
+        recorded = read_et_whole(gloo_ranks[rank])[1]
+        assert [n.id for n in nodes] == [n.id for n in recorded]
+        attrs = dict((name, value) for name, _kind, value in metadata.attrs)
+        assert "bandwidth x0.25" in str(attrs[PREDICTED_SETTING_ATTR])
+    # re-simulating the written replay predicts what the replay predicted
+    again = simulate(run.written)
+    assert again.measured_step_us == pytest.approx(run.result.what_if[0].predicted_step_us,
+                                                   rel=0.01)
+    with pytest.raises(InputError, match="--write-et writes one setting"):
+        simulate_run(gloo_ranks, SimulationOptions(bandwidth_scale=[0.25, 1],
+                                                   write_et=str(tmp_path / "two")))
+    assert not list(tmp_path.glob("two*"))
 
 
 def test_different_jobs_are_refused(gloo_ranks: list[Path], gpt_tiny: Path) -> None:

@@ -13,7 +13,7 @@ from helpers import ROOT
 
 from pt2chakra.conversion.api import convert
 from pt2chakra.diff import DiffResult, diff
-from pt2chakra.simulation.api import SimulationOptions, simulate_run
+from pt2chakra.simulation import SimulationOptions, simulate_run
 from pt2chakra.simulation.predicted_et import write_predicted_et
 
 pytestmark = pytest.mark.slow  # eight real ranks converted, one replay

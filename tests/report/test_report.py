@@ -15,7 +15,7 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.report.api import MAX_PAGE_BYTES, write_report
 from pt2chakra.report.gather import STANDARD_WHAT_IFS, ReportOptions, build_report
 from pt2chakra.report.render import render
-from pt2chakra.simulation.api import SimulationOptions
+from pt2chakra.simulation import SimulationOptions
 
 SECTIONS = ("summary", "timeline", "critical", "ops", "comm", "whatif")
 

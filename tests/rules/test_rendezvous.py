@@ -26,7 +26,7 @@ from pt2chakra.rules.rendezvous import (
     find_deadlock,
     rendezvous_keys,
 )
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.tools.validate import validate
 
 PG = "pg0"

@@ -21,12 +21,7 @@ from pt2chakra.rules.conventions import (
 )
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing, scheduler_slice_us
-from pt2chakra.simulation.api import (
-    SimulationOptions,
-    scaled_out_options,
-    simulate,
-    simulate_graphs_run,
-)
+from pt2chakra.simulation import SimulationOptions, simulate, simulate_graphs_run
 from pt2chakra.simulation.durations import MIN_HANDOFFS_MEASURED, spread_per_handoff
 
 sizes = st.integers(1, 4096)
@@ -92,7 +87,7 @@ def test_extrapolate_writes_the_stretch(gloo_ranks: list[Path], tmp_path: Path) 
 
 def _direct(ranks: list[Path], m: int, h: HostSharing) -> float:
     scaled = scaled_graphs(ranks, m, hosts=h)
-    opts = scaled_out_options(scaled.graphs, SimulationOptions())
+    opts = SimulationOptions().scaled_out(scaled.graphs)
     return simulate_graphs_run(scaled.sources, scaled.graphs, opts).result.predicted_step_us
 
 
@@ -117,7 +112,7 @@ def test_stretch_is_the_cpu_scale(gloo_ranks: list[Path], monkeypatch: pytest.Mo
     bed = HostSharing(ranks_per_host=8, cores_per_host=2)
     shared = _direct(gloo_ranks, 8, bed)
     scaled = scaled_graphs(gloo_ranks, 8)
-    opts = scaled_out_options(scaled.graphs, SimulationOptions(cpu_scale=(4.0,)))
+    opts = SimulationOptions(cpu_scale=(4.0,)).scaled_out(scaled.graphs)
     what_if = simulate_graphs_run(scaled.sources, scaled.graphs, opts).result.what_if
     assert len(what_if) == 1
     assert shared == pytest.approx(what_if[0].predicted_step_us, rel=1e-9)

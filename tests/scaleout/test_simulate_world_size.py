@@ -6,16 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from helpers import assert_one_line_failure, run_cli
 
+from pt2chakra.errors import InputError
+from pt2chakra.scaleout import simulate_world_size
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
-from pt2chakra.simulation.api import (
-    SimulationOptions,
-    scaled_out_options,
-    simulate,
-    simulate_graphs_run,
-)
+from pt2chakra.simulation import SimulationOptions, simulate, simulate_graphs_run
 from pt2chakra.simulation.network import cost_factors, gloo_segments_per_rank
 
 AR = 0
@@ -23,7 +21,7 @@ AR = 0
 
 def _world_size_step(ranks: list[Path], m: int, options: SimulationOptions) -> float:
     scaled = scaled_graphs(ranks, m)
-    opts = scaled_out_options(scaled.graphs, options)
+    opts = options.scaled_out(scaled.graphs)
     return simulate_graphs_run(scaled.sources, scaled.graphs, opts).result.predicted_step_us
 
 
@@ -75,6 +73,32 @@ def test_text_breakdown(gloo_ranks: list[Path]) -> None:
     assert "segments/rank" in proc.stdout
 
 
+def test_world_size_from_the_api(gloo_ranks: list[Path], tmp_path: Path) -> None:
+    """``simulate_world_size`` (the API of ``simulate --world-size``): the
+    2-rank recording as a 4-rank job, each collective timed at 4 ranks, the
+    what-ifs asked; what the CLI prints, to the last digit. ``--write-et``
+    is refused as the CLI refuses it."""
+    options = SimulationOptions(bandwidth_scale=[1, 4])
+    scaled = simulate_world_size(gloo_ranks, 4, options)
+    shown = scaled.breakdown()
+    assert (shown.recorded_ranks, shown.world_size) == (2, 4)
+    assert shown.collectives and all(c.ranks == 4 for c in shown.collectives)
+    assert scaled.options.calibrate  # rescaled: timed by the model fitted to the recording
+    assert [r.rank for r in scaled.run.result.ranks] == [0, 1]  # ranks 2, 3: clones of one
+    assert [w.bandwidth_scale for w in scaled.run.result.what_if] == [1, 4]
+    proc = run_cli("simulate", *gloo_ranks, "--world-size", "4", "--bandwidth-scale", "1", "4",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["predicted_step_us"] == scaled.run.result.predicted_step_us
+    assert doc["what_if"][0]["predicted_step_us"] == \
+        scaled.run.result.what_if[0].predicted_step_us
+    assert doc["scale_out"] == json.loads(msgspec.json.encode(shown))
+    with pytest.raises(InputError, match="--write-et: writes the replayed ranks only"):
+        simulate_world_size(gloo_ranks, 4, SimulationOptions(write_et=str(tmp_path / "x")))
+    assert not list(tmp_path.iterdir())
+
+
 def test_refusal_is_one_line(built_job) -> None:
     proc = run_cli("simulate", *built_job("pp", 2), "--world-size", "4")
     assert proc.returncode == 2
@@ -98,7 +122,7 @@ def test_serialised_collectives_take_no_pickup_delay(gloo_ranks: list[Path]) -> 
     (At 64 ranks each all-reduce outlasts the time to the next one's issue,
     so every one of them queues behind the one before.)"""
     scaled = scaled_graphs(gloo_ranks, 64)
-    opts = scaled_out_options(scaled.graphs, SimulationOptions())
+    opts = SimulationOptions().scaled_out(scaled.graphs)
     s = simulate_graphs_run(scaled.sources, scaled.graphs, opts).schedule
     reduces = sorted((s.start[i], s.end[i]) for i in range(len(s.nodes))
                      if s.rank[i] == 0 and s.nodes[i].name == "gloo:all_reduce")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.conversion.api import convert
-from pt2chakra.simulation.api import SimulationOptions, calibrate_recorded, simulate
+from pt2chakra.simulation import SimulationOptions, calibrate_recorded, simulate
 from pt2chakra.simulation.calibration import (
     Calibration,
     CommSample,

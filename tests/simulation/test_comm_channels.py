@@ -13,7 +13,7 @@ from builders import IS_GPU, MD, comm_attrs, cpu, node
 
 from pt2chakra.chakra.io import write_et
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, NodeType
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 
 CHANNELS = (101, 102)  # two gloo worker threads
 

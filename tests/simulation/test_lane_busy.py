@@ -10,7 +10,7 @@ from builders import cpu, gpu, metadata, write_nodes
 
 from pt2chakra.chakra.records import GlobalMetadata
 from pt2chakra.rules.conventions import STEP_DEFINITION_ATTR, STEP_PERIOD
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 
 
 def test_busy_time_is_clipped_to_the_step(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import attr_dict
 from pt2chakra.conversion.api import convert
 from pt2chakra.rules.conventions import LATE_LAUNCH_MIN_US, LAUNCH_TIME_ATTR
-from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.results import SimConfig
 

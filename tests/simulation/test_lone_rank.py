@@ -13,7 +13,7 @@ from helpers import run_cli
 
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
-from pt2chakra.simulation.api import SimulationOptions, simulate
+from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.simulation.network import collective_time
 
 MB = 1 << 20

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pt2chakra.errors import InputError
-from pt2chakra.simulation.api import SimulationOptions, check_options
+from pt2chakra.simulation import SimulationOptions
+from pt2chakra.simulation.api import check_options
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops
 from pt2chakra.simulation.results import SimConfig

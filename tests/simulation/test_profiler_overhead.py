@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.errors import InputError
+from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.simulation import profiler_overhead as po
-from pt2chakra.simulation.api import SimulationOptions, simulate
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.prepared import GPU_COMPUTE
 from pt2chakra.simulation.results import SimConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers import run_cli
 
 from pt2chakra.report.api import write_report
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.simulation.text_report import NO_TIMING_WHY, format_text_report, timing_notes
 
 

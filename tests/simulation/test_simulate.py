@@ -11,8 +11,7 @@ from builders import IS_CPU, IS_GPU, MD, cpu, gpu, node, write_nodes
 from pt2chakra.chakra.records import CollectiveType, GlobalMetadata, NodeType
 from pt2chakra.simulation.engine import Simulator, simulate_graphs
 from pt2chakra.simulation.network import collective_time, cost_factors
-from pt2chakra.simulation.prepared import CATEGORY_NAMES
-from pt2chakra.simulation.results import SimConfig
+from pt2chakra.simulation.results import CATEGORY_NAMES, SimConfig
 from pt2chakra.simulation.views import chrome_trace, write_chrome_trace, write_plot
 
 
@@ -330,7 +329,7 @@ def test_plot_is_written_atomically(tmp_path, monkeypatch):
 
 def test_no_files_is_refused_not_a_zero_step():
     from pt2chakra.errors import InputError
-    from pt2chakra.simulation.api import simulate
+    from pt2chakra.simulation import simulate
 
     with pytest.raises(InputError, match="no .et file"):
         simulate([])

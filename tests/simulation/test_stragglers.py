@@ -1,5 +1,5 @@
 """Who reached each collective last (the straggler) and how long the others
-waited: one rule (simulation/arrivals.py) for the collectives table, the
+waited: one rule (rules/arrivals.py) for the collectives table, the
 text report of a multi-rank simulate, its --json, and diff."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from builders import comm_attrs, gpu_attrs, metadata, node
 
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType
-from pt2chakra.simulation.arrivals import Arrival, arrival_of, arrivals_of
+from pt2chakra.rules.arrivals import Arrival, arrival_of, arrivals_of
 from pt2chakra.simulation.collective_table import collective_rows
 from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.text_report import format_text_report, result_json, straggler_lines

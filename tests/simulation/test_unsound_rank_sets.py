@@ -14,7 +14,7 @@ from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.conversion.api import convert
 from pt2chakra.rules.checks import cross_rank_problems
-from pt2chakra.simulation.api import simulate
+from pt2chakra.simulation import simulate
 from pt2chakra.tools.validate import validate
 
 GLOO = ROOT / "samples" / "gloo_ddp_cpu" / "gloo_ddp_cpu"

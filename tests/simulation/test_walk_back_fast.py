@@ -26,12 +26,12 @@ from pt2chakra.simulation.critical_path import (
 )
 from pt2chakra.simulation.event_loop import ReplayRun
 from pt2chakra.simulation.prepared import (
-    CATEGORY_NAMES,
     CPU_OP,
     EDGE_KIND_NAMES,
     K_GPU_SYNC,
     PreparedGraph,
 )
+from pt2chakra.simulation.results import CATEGORY_NAMES
 
 pytestmark = pytest.mark.skipif(getattr(compiled.FAST, "walk_back", None) is None,
                                 reason="the compiled fast path is not built here")

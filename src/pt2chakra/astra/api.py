@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-import msgspec
-
 from pt2chakra.astra.collective_time import AstraNetwork
 from pt2chakra.astra.consumer import (
     DEFAULT_BANDWIDTH_GBPS,
@@ -20,28 +18,19 @@ from pt2chakra.astra.consumer import (
 )
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.errors import InputError
-from pt2chakra.simulation import check_network_and_scales, refuse_unsound_set
+from pt2chakra.simulation import ReplaySettings, refuse_unsound_set
 
 
-class AstraSimOptions(msgspec.Struct, frozen=True):
+class AstraSimOptions(ReplaySettings, frozen=True, kw_only=True):
     """``simulate --consumer astra-sim``: the ASTRA-sim network replayed
     (defaults: the project's reference configuration) and the what-ifs it
-    supports. Options of our own replay that ASTRA-sim has no notion of
-    are refused, not ignored."""
+    supports: the settings every replay takes (``ReplaySettings``: network,
+    what-if knobs, views, alignment, ``force``) and ASTRA-sim's own. Those of
+    the shared settings that ASTRA-sim has no notion of are refused, not
+    ignored."""
 
     topology: str | None = None
-    bandwidth_gbps: float | None = None
-    latency_us: float | None = None
     congestion_aware: bool = False
-    compute_scale: Sequence[float] = (1.0,)
-    cpu_scale: Sequence[float] = (1.0,)
-    bandwidth_scale: Sequence[float] = (1.0,)
-    comm_streams: Sequence[int] = (0,)
-    timeline: str | None = None
-    plot: str | None = None
-    align: str = "auto"
-    infer_waits: bool = True
-    force: bool = False  # replay what validate calls unsound, with a warning
 
 
 def _refuse_our_replay_options(options: AstraSimOptions) -> None:
@@ -63,7 +52,7 @@ def simulate_astra_sim(paths: Sequence[str | os.PathLike[str]],
     options = options or AstraSimOptions()
     names = [os.fspath(p) for p in paths]
     _refuse_our_replay_options(options)
-    check_network_and_scales(options)
+    options.check_network_and_scales()
     ranks = open_rank_set(names, options.force)
     latency_ns = DEFAULT_LATENCY_NS if options.latency_us is None else options.latency_us * 1000
     try:

@@ -88,7 +88,8 @@ from pt2chakra.rules.conventions import (
     rank_origins,
     scaled_world,
 )
-from pt2chakra.simulation import Calibration, RecordedCalibration, calibrate_recorded
+from pt2chakra.simulation import calibrate_recorded
+from pt2chakra.simulation.calibration import Calibration, RecordedCalibration
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from pt2chakra.rules.conventions import (
     thread_holds,
 )
 from pt2chakra.rules.rendezvous import sends_buffered
-from pt2chakra.simulation import (
+from pt2chakra.simulation.waits import (
     CPU_WAKE_TOL_US,
     INFER_MIN_US,
     CollectiveEnds,

@@ -1,4 +1,6 @@
-"""``pt2chakra simulate``: CLI wiring over :func:`pt2chakra.simulation.api.simulate`."""
+"""``pt2chakra simulate``: parsing and printing over the API: ``simulation.simulate_run``
+(``--write-et`` included), ``scaleout.simulate_world_size`` (``--world-size``) and
+``astra.simulate_astra_sim`` (``--consumer astra-sim``)."""
 
 from __future__ import annotations
 
@@ -112,7 +114,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace) -> SimulationOptions:
     """``SimulationOptions`` from the arguments ``add_model_args`` added
-    (plus ``--timeline``/``--plot``/``--force`` where the command has them)."""
+    (plus ``--timeline``/``--plot``/``--write-et``/``--force`` where the
+    command has them)."""
     from pt2chakra.simulation import SimulationOptions
 
     return SimulationOptions(
@@ -123,7 +126,8 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
         without_profiler=args.without_profiler, real_step_ms=args.real_step,
         profiler_overhead=args.profiler_overhead, timeline=getattr(args, "timeline", None),
-        plot=getattr(args, "plot", None), force=getattr(args, "force", False))
+        plot=getattr(args, "plot", None), write_et=getattr(args, "write_et", None),
+        force=getattr(args, "force", False))
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -135,8 +139,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to --consumer astra-sim only")
-    from pt2chakra.simulation import simulate_run
-
     if args.world_size is not None:
         return _cmd_world_size(args)
     if args.ranks_per_host is not None or args.cores_per_host is not None:
@@ -144,24 +146,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
         raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
                          "holds its own host sharing)")
-    if args.write_et:
-        from pt2chakra.simulation import check_prefix, predicted_et_config
-
-        check_prefix(args.write_et, args.traces)
-        predicted_et_config(options_from(args))
     from pt2chakra.atomic import StagedOutputs
+    from pt2chakra.simulation import simulate_run
 
     with StagedOutputs() as staged:  # timeline, plot and --write-et: together or not at all
         run = simulate_run(args.traces, options_from(args), staged)
         options.keep_until_exit(run)  # its million objects: not freed one by one before exit
-        if args.write_et:
-            from pt2chakra.simulation import write_predicted_et
-
-            written = write_predicted_et(run, options_from(args), args.write_et, staged)
         shown = _shown(args, run)  # made before the outputs are committed
         staged.commit()
-    if args.write_et and not args.quiet:
-        print(f"replay written: {', '.join(written)}", file=sys.stderr)
+    if run.written and not args.quiet:
+        print(f"replay written: {', '.join(run.written)}", file=sys.stderr)
     sys.stdout.write(shown)
     return 0
 
@@ -183,28 +177,13 @@ def _shown(args: argparse.Namespace, run: SimulationRun) -> str:
 
 def _cmd_world_size(args: argparse.Namespace) -> int:
     """``--world-size M``: the distinct ranks of the M-rank job, replayed."""
-    from pt2chakra.errors import InputError
+    from pt2chakra.scaleout import simulate_world_size
 
-    if args.write_et:
-        raise InputError("--write-et", "writes the replayed ranks only; use pt2chakra "
-                         "extrapolate for the M-rank files")
-    from pt2chakra.scaleout import scaled_graphs, step_breakdown
-    from pt2chakra.simulation import (
-        SimulationRun,
-        recorded_figure,
-        scaled_out_options,
-        simulate_graphs_run,
-        with_recorded_source,
-    )
-
-    given, recorded = recorded_figure(args.traces, options_from(args))
-    scaled = scaled_graphs(args.traces, args.world_size, hosts=options.host_sharing(args),
-                           force=args.force)
-    opts = scaled_out_options(scaled.graphs, given)
-    run = simulate_graphs_run(scaled.sources, scaled.graphs, opts)
-    run = SimulationRun(run.simulator, with_recorded_source(run.result, recorded), run.schedule)
+    scaled = simulate_world_size(args.traces, args.world_size, options_from(args),
+                                 hosts=options.host_sharing(args))
+    run = scaled.run
     options.keep_until_exit(run)
-    shown = step_breakdown(scaled.plan, run, opts)
+    shown = scaled.breakdown()
     if args.json:
         from pt2chakra.simulation import result_json
 

@@ -84,7 +84,7 @@ class ProfilerCost:
 
     @property
     def figure(self) -> str:
-        from pt2chakra.simulation import format_figure  # the CLI starts light
+        from pt2chakra.simulation.profiler_overhead import format_figure  # the CLI starts light
 
         return format_figure(self.per_op_us)
 

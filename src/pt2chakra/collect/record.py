@@ -102,7 +102,7 @@ def time_steps(step_fn: Callable[[], None], warmup: int, timed: int) -> list[flo
 def write_real_step(out_dir: Path | str, step_s: list[float], extra: dict[str, object]) -> None:
     """The timed steps and their median beside the traces, where
     ``simulate --without-profiler`` finds them."""
-    from pt2chakra.simulation import META_NAME, write_meta
+    from pt2chakra.simulation.profiler_overhead import META_NAME, write_meta
 
     write_meta(str(Path(out_dir) / META_NAME), step_s, extra)
 

@@ -25,6 +25,7 @@ from pt2chakra.chakra.process_groups import read_process_groups
 from pt2chakra.chakra.ranks import open_rank_set
 from pt2chakra.chakra.records import NodeType, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.arrivals import Arrival, arrivals_of
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
@@ -42,7 +43,6 @@ from pt2chakra.rules.conventions import (
 )
 from pt2chakra.rules.group_resolution import RankOps, rank_set_keys
 from pt2chakra.rules.rendezvous import RendezvousKey, comm_op
-from pt2chakra.simulation import Arrival, arrivals_of
 
 # The node attributes diff reads (the lean reader decodes only these).
 DIFF_ATTRS = frozenset({"is_cpu_op", "tid", "device", "stream", "pg_name", "comm_channel",
@@ -99,7 +99,7 @@ class Run:
     @cached_property
     def arrivals(self) -> dict[RendezvousKey, Arrival]:
         """Each collective's straggler, the others' wait and the last arrival,
-        on the run's common axis (``simulation.arrivals``)."""
+        on the run's common axis (``rules.arrivals``)."""
         starts: dict[RendezvousKey, list[tuple[float, int]]] = defaultdict(list)
         for r in self.ranks:
             for i, key in r.comm_key.items():

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from pt2chakra.diff.load import RankTrace, Run
 from pt2chakra.diff.model import COMPUTE, GAP, KERNEL, TRANSFER, WAIT
 from pt2chakra.rules.conventions import CPU_LANE
-from pt2chakra.simulation import CollectiveEnds
+from pt2chakra.simulation.waits import CollectiveEnds
 
 # A dependency counts as ready "at" a start up to this much after it: the
 # recorded clocks of two lanes (a launch call's return, the kernel's start)

@@ -13,22 +13,17 @@ import msgspec
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.diff import DiffResult, diff
 from pt2chakra.simulation import (
-    CATEGORY_COLORS,
-    CATEGORY_NAMES,
     CollectiveRow,
-    Schedule,
     SimulationOptions,
     SimulationResult,
     Simulator,
-    WhatIf,
     base_config,
     collective_rows,
-    lane_tids,
-    measured_offset,
-    measured_span,
     simulate_baseline,
     what_if,
 )
+from pt2chakra.simulation.results import CATEGORY_NAMES, Schedule, WhatIf, measured_offset
+from pt2chakra.simulation.views import CATEGORY_COLORS, lane_tids, measured_span
 
 from .downsample import Bar, downsample, share_budget
 

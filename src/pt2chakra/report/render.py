@@ -13,16 +13,10 @@ import msgspec
 
 from pt2chakra.conversion import ConversionReport
 from pt2chakra.diff import CATEGORIES, CATEGORY_TITLES, DEFAULT_TOP, DiffResult
-from pt2chakra.simulation import (
-    CATEGORY_COLORS,
-    CollectiveRow,
-    CriticalPath,
-    SimulationResult,
-    measured_collectives,
-    profiler_lines,
-    step_notes,
-    timing_notes,
-)
+from pt2chakra.simulation import CollectiveRow, SimulationResult, timing_notes
+from pt2chakra.simulation.results import CriticalPath
+from pt2chakra.simulation.text_report import measured_collectives, profiler_lines, step_notes
+from pt2chakra.simulation.views import CATEGORY_COLORS
 from pt2chakra.version import __version__
 
 from .gather import (

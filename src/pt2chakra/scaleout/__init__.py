@@ -9,12 +9,18 @@ from typing import TYPE_CHECKING
 from pt2chakra.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from pt2chakra.scaleout.api import extrapolate, extrapolated_job, scaled_graphs
-    from pt2chakra.scaleout.breakdown import breakdown as step_breakdown
+    from pt2chakra.scaleout.api import (
+        WorldSizeRun,
+        extrapolate,
+        extrapolated_job,
+        scaled_graphs,
+        simulate_world_size,
+    )
     from pt2chakra.scaleout.hosts import HostSharing
 
 __all__ = [
-    "HostSharing", "extrapolate", "extrapolated_job", "scaled_graphs", "step_breakdown",
+    "HostSharing", "WorldSizeRun", "extrapolate", "extrapolated_job", "scaled_graphs",
+    "simulate_world_size",
 ]
 
 if not TYPE_CHECKING:  # hidden from mypy: a misspelt name is an error there, not Any

@@ -1,10 +1,13 @@
 """Scale-out's public API: write the M-rank job of a recorded N-rank
-data-parallel job (``extrapolate``), or build only the distinct ranks of it
-for a replay (``scaled_graphs``).
+data-parallel job (``extrapolate``), build only the distinct ranks of it
+for a replay (``scaled_graphs``), or replay those (``simulate_world_size``,
+``simulate --world-size``).
 
-    from pt2chakra.scaleout.api import extrapolate
+    from pt2chakra.scaleout import extrapolate, simulate_world_size
     summary = extrapolate(["job.0.et", "job.1.et"], 1024, "out/job")
     print(summary.describe())
+    scaled = simulate_world_size(["job.0.et", "job.1.et"], 1024)
+    print(scaled.run.result.predicted_step_us, scaled.breakdown().describe())
 
 Streaming: one recorded rank is read, rewritten and encoded at a time, and
 its clones are written from those bytes, so memory follows one rank, not M.
@@ -16,7 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import msgspec
 
@@ -29,6 +32,10 @@ from pt2chakra.rules.checks import refuse_unsound_files
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
+
+if TYPE_CHECKING:  # the simulator is imported on first use: extrapolate needs none of it
+    from pt2chakra.scaleout.breakdown import ScaleBreakdown
+    from pt2chakra.simulation import SimulationOptions, SimulationRun
 
 # What extrapolate does not know to be right: listed in every summary.
 UNVALIDATED = (
@@ -169,11 +176,44 @@ def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
 def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int,
                       hosts: HostSharing = NO_SHARING, force: bool = False) -> float:
     """``simulate --world-size``'s step with its defaults (the calibrated network)."""
-    from pt2chakra.simulation import SimulationOptions, scaled_out_options, simulate_graphs_run
+    from pt2chakra.simulation import SimulationOptions
 
-    scaled = scaled_graphs(paths, world_size, hosts=hosts, force=force)
-    options = scaled_out_options(scaled.graphs, SimulationOptions(force=force))
-    return simulate_graphs_run(scaled.sources, scaled.graphs, options).result.predicted_step_us
+    return simulate_world_size(paths, world_size, SimulationOptions(force=force),
+                               hosts).run.result.predicted_step_us
+
+
+class WorldSizeRun(NamedTuple):
+    """``simulate_world_size``'s replay of the M-rank job's distinct ranks,
+    with the plan that built them and the options as replayed."""
+
+    plan: ScalePlan
+    run: SimulationRun
+    options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
+
+    def breakdown(self) -> ScaleBreakdown:
+        """Where the M-rank step's time goes (what ``simulate --world-size`` prints)."""
+        from pt2chakra.scaleout.breakdown import breakdown
+
+        return breakdown(self.plan, self.run, self.options)
+
+
+def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int,
+                        options: SimulationOptions | None = None,
+                        hosts: HostSharing = NO_SHARING) -> WorldSizeRun:
+    """``simulate --world-size M``: the step of the data-parallel job recorded
+    in ``paths`` scaled out (or in) to ``world_size`` ranks, replayed from its
+    distinct ranks without writing the M files (weak scaling; collectives
+    timed at M by the options' network, else by the model fitted to the
+    recording; ``hosts``: how the M ranks share hosts). ``options.write_et``
+    is refused (``extrapolate`` writes the M-rank files); ``options.force``
+    also lets a set through that is not one sound job."""
+    from pt2chakra.simulation import SimulationOptions, recorded_figure, simulate_graphs_run
+
+    given, recorded = recorded_figure(paths, options or SimulationOptions())
+    scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force)
+    replayed = given.scaled_out(scaled.graphs)
+    run = simulate_graphs_run(scaled.sources, scaled.graphs, replayed, recorded)
+    return WorldSizeRun(scaled.plan, run, replayed)
 
 
 class ScaledGraphs(msgspec.Struct):

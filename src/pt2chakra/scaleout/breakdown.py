@@ -24,16 +24,12 @@ import msgspec
 from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.names import comm_backend
 from pt2chakra.scaleout.plan import ScalePlan
-from pt2chakra.simulation import (
+from pt2chakra.simulation import CollectiveRow, SimulationOptions, SimulationRun, collective_rows
+from pt2chakra.simulation.network import (
     GLOO,
     SCALED_BACKENDS,
-    CollectiveRow,
-    SimulationOptions,
-    SimulationRun,
-    collective_rows,
     cost_factors,
     gloo_segments_per_rank,
-    link_streams,
 )
 
 CLONES_NOTE = ("clones are not replayed: each reaches every collective when its representative "
@@ -113,8 +109,8 @@ def timed_by(row: CollectiveRow, ranks: int, options: SimulationOptions) -> str:
 
 def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions) -> ScaleBreakdown:
     """The breakdown of a ``simulate --world-size`` run (``options`` as
-    replayed: ``scaled_out_options``)."""
-    rows = collective_rows(run.simulator, run.schedule, link_streams(options.base_config()))
+    replayed: ``SimulationOptions.scaled_out``)."""
+    rows = collective_rows(run.simulator, run.schedule, options.base_config().link_streams())
     cp = run.result.critical_path
     clones = (f"ranks {plan.recorded}..{plan.target - 1} are clones of recorded rank "
               f"{plan.representative}; {CLONES_NOTE}") if plan.target > plan.recorded \

@@ -1,7 +1,8 @@
 """The simulator's public API: replay ``.et`` files under one setting, plus
-what-if settings, and optionally draw the schedule.
+what-if settings, and optionally draw the schedule and write the replay
+back as ``.et`` files (``SimulationOptions.write_et``).
 
-    from pt2chakra.simulation.api import SimulationOptions, simulate
+    from pt2chakra.simulation import SimulationOptions, simulate
     result = simulate(["rank0.et", "rank1.et"], SimulationOptions(compute_scale=[0.5, 1]))
     print(result.summary())
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol
 
 import msgspec
 
@@ -20,16 +20,17 @@ from pt2chakra.chakra.ranks import Inputs, RankSet, open_rank_set, ranks_in_memo
 from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.rules.checks import check_before_replay, cross_rank_problems, refuse_unsound
-from pt2chakra.rules.conventions import ALIGNMENTS, scaled_world
-from pt2chakra.rules.rendezvous import RendezvousKey
-from pt2chakra.simulation.calibration import Calibration
-from pt2chakra.simulation.durations import calibrate, collective_wakeups, link_streams
-from pt2chakra.simulation.engine import Simulator, load, what_if
+from pt2chakra.rules.conventions import ALIGNMENTS
+from pt2chakra.simulation.calibration import RecordedCalibration
+from pt2chakra.simulation.durations import calibrate, collective_wakeups
+from pt2chakra.simulation.engine import SimulationRun, Simulator, load, what_if
 from pt2chakra.simulation.event_loop import participants_of, shares_clock
 from pt2chakra.simulation.lone import lone_collectives, lone_note, unsized_note
 from pt2chakra.simulation.network import ALGORITHMS
 from pt2chakra.simulation.op_scale import compile_ops
-from pt2chakra.simulation.prepare import metadata_attrs, prepare_graphs
+from pt2chakra.simulation.options import SimulationOptions
+from pt2chakra.simulation.predicted_et import check_prefix, predicted_et_config, write_predicted_et
+from pt2chakra.simulation.prepare import prepare_graphs
 from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.profiler_overhead import (
     OPTION,
@@ -40,73 +41,6 @@ from pt2chakra.simulation.profiler_overhead import (
 from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, SimulationResult
 
 
-class SimulationOptions(msgspec.Struct, frozen=True):
-    """Everything ``simulate`` can be asked for. Each what-if knob takes a
-    list of values; every combination other than the baseline (all 1, comm
-    streams as recorded) becomes a row of ``SimulationResult.what_if``."""
-
-    bandwidth_gbps: float | None = None  # network model (needs latency_us too)
-    latency_us: float | None = None
-    algorithm: str = "ring"
-    align: str = "auto"
-    compute_scale: Sequence[float] = (1.0,)
-    cpu_scale: Sequence[float] = (1.0,)
-    cpu_scale_ops: str | None = None  # --cpu-scale only inside ops matching this (op_scale.py)
-    bandwidth_scale: Sequence[float] = (1.0,)
-    comm_streams: Sequence[int] = (0,)
-    infer_waits: bool = True
-    calibrate: bool = False  # collectives from a network model fitted to the recording
-    timeline: str | None = None  # Chrome/Perfetto JSON of the simulated + measured schedule
-    plot: str | None = None  # .png/.svg/.pdf per-lane picture
-    force: bool = False  # replay traces validate calls unsound, and accept nodes that never run
-    # Take the profiler's cost out (profiler_overhead.py): the figure from
-    # real_step_ms (fitted), profiler_overhead (given), a meta.json beside the
-    # traces, or the trace alone. Either figure source implies it.
-    without_profiler: bool = False
-    real_step_ms: float | None = None
-    profiler_overhead: str | None = None  # e.g. "32.95us/op"
-
-    def strips_profiler(self) -> bool:
-        return self.without_profiler or self.real_step_ms is not None or \
-            self.profiler_overhead is not None
-
-    def base_config(self) -> SimConfig:
-        return SimConfig(bandwidth_gbps=self.bandwidth_gbps, latency_us=self.latency_us,
-                         algorithm=self.algorithm, align=self.align, calibrate=self.calibrate,
-                         cpu_scale_ops=self.cpu_scale_ops)
-
-    def asks_what_if(self) -> bool:
-        knobs = (self.compute_scale, self.cpu_scale, self.bandwidth_scale, self.comm_streams)
-        return any(list(k) != [d] for k, d in zip(knobs, (1.0, 1.0, 1.0, 0)))
-
-
-class NetworkAndScales(Protocol):
-    """The knobs our replay and the ASTRA-sim consumer model share."""
-
-    @property
-    def bandwidth_gbps(self) -> float | None: ...
-    @property
-    def latency_us(self) -> float | None: ...
-    @property
-    def compute_scale(self) -> Sequence[float]: ...
-    @property
-    def cpu_scale(self) -> Sequence[float]: ...
-    @property
-    def bandwidth_scale(self) -> Sequence[float]: ...
-
-
-def check_network_and_scales(options: NetworkAndScales) -> None:
-    """The knobs both replays take: bandwidth positive and finite, latency
-    finite and not negative, every what-if scale positive and finite."""
-    if options.bandwidth_gbps is not None and not 0 < options.bandwidth_gbps < math.inf:
-        raise InputError("--bandwidth", "must be a positive finite number")
-    if options.latency_us is not None and not 0 <= options.latency_us < math.inf:
-        raise InputError("--latency", "must be a finite number, 0 or more")
-    for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
-        if not all(0 < v < math.inf for v in getattr(options, name)):
-            raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
-
-
 def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
     """Refuse bad settings and unusable output paths before the (possibly
     long) replay, naming the option at fault."""
@@ -114,7 +48,7 @@ def check_options(options: SimulationOptions, inputs: Sequence[str]) -> None:
         raise InputError("simulate", "no .et file given: nothing to replay")
     if (options.bandwidth_gbps is None) != (options.latency_us is None):
         raise InputError("--bandwidth/--latency", "the network model needs both")
-    check_network_and_scales(options)
+    options.check_network_and_scales()
     if options.algorithm not in ALGORITHMS:
         raise InputError("--algorithm", f"must be one of {', '.join(ALGORITHMS)}")
     if options.align not in ALIGNMENTS:
@@ -159,13 +93,13 @@ def simulate_graphs_baseline(names: Sequence[str],
     """``simulate_baseline`` of graphs already loaded, checked and ordered by rank
     (``simulate --world-size`` builds them in memory); ``ranks``: their
     ``RankSet``'s ranks (see ``prepare_graphs`` when None)."""
-    options = scaled_out_options(graphs, options)
+    options = options.scaled_out(graphs)
     sim = Simulator(graphs, names, infer_waits=options.infer_waits,
                     refuse_deadlock=not options.force, ranks=ranks)
     base = base_config(sim, names, options)
     result, schedule = sim.run(base)
     if asks_network(options):
-        note = network_notes(sim.prepared(link_streams(base)), options, len(names))
+        note = network_notes(sim.prepared(base.link_streams()), options, len(names))
         if note:
             result = msgspec.structs.replace(result, lone_note=note)
     _refuse_unfinished(result, options.force)
@@ -191,19 +125,6 @@ def network_notes(p: PreparedGraph, options: SimulationOptions, ranks_given: int
     return "\n".join(n for n in notes if n)
 
 
-def scaled_out_options(graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                       options: SimulationOptions) -> SimulationOptions:
-    """Collectives of a scaled-out job (recorded at N ranks, standing for M)
-    cannot keep their recorded times: without ``--bandwidth/--latency`` they
-    are timed by the network model fitted to the recording (``--calibrate``)."""
-    if options.calibrate or options.bandwidth_gbps is not None:
-        return options
-    worlds = (scaled_world(metadata_attrs(md)) for md, _ in graphs)
-    if any(w is not None and w.rescaled for w in worlds):
-        return msgspec.structs.replace(options, calibrate=True)
-    return options
-
-
 def base_config(sim: Simulator, names: Sequence[str], options: SimulationOptions) -> SimConfig:
     """The baseline setting, with the profiler's cost to take out when asked."""
     base = options.base_config()
@@ -220,7 +141,7 @@ def _overhead(sim: Simulator, names: Sequence[str], options: SimulationOptions,
     if got is None:
         base = options.base_config()
         got = sim.profiler_overhead = resolve(
-            sim.prepared(link_streams(base)),
+            sim.prepared(base.link_streams()),
             lambda c: sim.predict(msgspec.structs.replace(base, profiler_overhead_us=c)),
             names, options.real_step_ms, options.profiler_overhead)
     return got
@@ -242,52 +163,72 @@ def refuse_unsound_set(paths: Sequence[str],
                                         in zip(paths, graphs)], ranks), force)
 
 
-class SimulationRun(NamedTuple):
-    """``simulate``'s result with what it came from: the simulator (its
-    prepared ranks, ready for more settings) and the per-node schedule."""
-
-    simulator: Simulator
-    result: SimulationResult
-    schedule: Schedule
-
-
 def simulate(paths: Sequence[str | os.PathLike[str]],
              options: SimulationOptions | None = None) -> SimulationResult:
     """Replay the ranks' ``.et`` files together (one file per rank), run the
-    what-if settings, and write the timeline / plot when asked."""
+    what-if settings, and write the timeline, plot and replayed ``.et``
+    files when asked (``simulate_run`` also says which files it wrote)."""
     return simulate_run(paths, options).result
 
 
 def simulate_run(paths: Sequence[str | os.PathLike[str]],
                  options: SimulationOptions | None = None,
                  staged: StagedOutputs | None = None) -> SimulationRun:
-    """``simulate``, keeping the simulator and the schedule. ``staged``: the
-    timeline and plot are staged there for the caller to commit with its
-    other outputs (``simulate --write-et``); else both are committed here,
-    together."""
+    """``simulate``, keeping the simulator and the schedule, and writing the
+    replay as ``.et`` files when ``options.write_et`` asks (``simulate
+    --write-et``). The timeline, plot and those files are written all or
+    none: into ``staged`` for the caller to commit with its own outputs,
+    else committed here."""
     options = options or SimulationOptions()
+    _check_write_et(options, paths)
     sim, result, schedule = simulate_baseline(paths, options)
     return _finish(sim, result, schedule, options, staged)
 
 
+def _check_write_et(options: SimulationOptions,
+                   inputs: Sequence[str | os.PathLike[str]]) -> None:
+    """Before the replay: ``write_et``'s folder exists, none of its files is
+    an input, and the options ask one setting to write."""
+    if options.write_et:
+        check_prefix(options.write_et, inputs)
+        predicted_et_config(options)
+
+
+def _refuse_write_et_in_memory(options: SimulationOptions) -> None:
+    """A replay of graphs in memory has no recorded files to write back
+    (``simulate --world-size``: ``pt2chakra extrapolate`` writes the M-rank
+    files)."""
+    if options.write_et:
+        raise InputError("--write-et", "writes the replayed ranks only; use pt2chakra "
+                         "extrapolate for the M-rank files")
+
+
 def simulate_graphs_run(names: Sequence[str],
                         graphs: Sequence[tuple[GlobalMetadata, Sequence[ChakraNode]]],
-                        options: SimulationOptions | None = None) -> SimulationRun:
+                        options: SimulationOptions | None = None,
+                        recorded: ProfilerOverhead | None = None) -> SimulationRun:
     """``simulate_run`` over graphs in memory (one per rank, ordered by
-    rank); ``names`` label them in the report."""
+    rank); ``names`` label them in the report. ``recorded``: the profiler's
+    figure ``recorded_figure`` worked out on the recorded ranks these
+    graphs stand for (``options`` give it), named as its source."""
     options = options or SimulationOptions()
+    _refuse_write_et_in_memory(options)
     check_options(options, names)
     refuse_unsound_set(list(names), graphs, options.force)
     sim, result, schedule = simulate_graphs_baseline(names, graphs, options)
-    return _finish(sim, result, schedule, options)
+    run = _finish(sim, result, schedule, options)
+    return run._replace(result=_with_recorded_source(run.result, recorded))
 
 
 def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: SimulationOptions,
                     ) -> tuple[SimulationOptions, ProfilerOverhead | None]:
-    """For a replay of other graphs than the recorded ones (``--world-size``):
-    the profiler's figure worked out on the recorded ranks (a real step is
-    the recorded job's, so the fit is made there), and ``options`` giving it
-    as a figure. Unchanged when no figure is asked for or one is given."""
+    """The first step of a replay of other graphs than the recorded ones
+    (``--world-size``), before those are built: ``write_et`` refused, then the
+    profiler's figure worked out on the recorded ranks (a real step is the
+    recorded job's, so the fit is made there), and ``options`` giving it as a
+    figure (both for ``simulate_graphs_run``). Unchanged when no figure is
+    asked for or one is given."""
+    _refuse_write_et_in_memory(options)
     if not options.strips_profiler() or options.profiler_overhead is not None:
         return options, None
     plain = SimulationOptions(align=options.align, infer_waits=options.infer_waits,
@@ -300,8 +241,8 @@ def recorded_figure(paths: Sequence[str | os.PathLike[str]], options: Simulation
                                    profiler_overhead=got.figure), got
 
 
-def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
-                         ) -> SimulationResult:
+def _with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | None,
+                          ) -> SimulationResult:
     """The result of a replay given ``recorded_figure``'s figure, saying where
     the figure came from (its fit on the recorded ranks)."""
     got = result.profiler_overhead
@@ -316,22 +257,35 @@ def with_recorded_source(result: SimulationResult, recorded: ProfilerOverhead | 
 
 
 def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
-            options: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
-    """The what-if rows, the timeline and the plot of a baseline replay."""
-    options = scaled_out_options(sim.graphs, options)
+            asked: SimulationOptions, staged: StagedOutputs | None = None) -> SimulationRun:
+    """The what-if rows, the timeline, the plot and the written replay of a
+    baseline replay (the replay written under the setting ``asked`` gives)."""
+    options = asked.scaled_out(sim.graphs)
     base = base_config(sim, [r.source for r in result.ranks], options)
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,
                        baseline=result.predicted_step_us)
         result = msgspec.structs.replace(result, what_if=rows)
+    run = SimulationRun(sim, result, schedule)
     if staged is not None:
-        _write_views(schedule, options, staged)
-    elif options.timeline or options.plot:
-        with StagedOutputs() as own:
-            _write_views(schedule, options, own)
-            own.commit()
-    return SimulationRun(sim, result, schedule)
+        return _write_outputs(run, options, asked, staged)
+    if not (options.timeline or options.plot or asked.write_et):
+        return run
+    with StagedOutputs() as own:
+        run = _write_outputs(run, options, asked, own)
+        own.commit()
+    return run
+
+
+def _write_outputs(run: SimulationRun, options: SimulationOptions, asked: SimulationOptions,
+                   staged: StagedOutputs) -> SimulationRun:
+    """The timeline, the plot and ``write_et``'s files, staged together."""
+    _write_views(run.schedule, options, staged)
+    if not asked.write_et:
+        return run
+    written = write_predicted_et(run, asked, asked.write_et, staged)
+    return run._replace(written=tuple(written))
 
 
 def _write_views(schedule: Schedule, options: SimulationOptions, staged: StagedOutputs) -> None:
@@ -355,18 +309,6 @@ def _refuse_unfinished(result: SimulationResult, force: bool) -> None:
     raise InputError(first.source, f"{first.unfinished} of {first.nodes} nodes never ran in the "
                      f"replay (rank {first.rank}; waiting on a collective that another rank "
                      "never reached, or on each other); pass --force to report anyway")
-
-
-class RecordedCalibration(NamedTuple):
-    """``simulate --calibrate``'s fit of a set of ranks, with what it was
-    fitted to (the ASTRA-sim job fits its network to the same collectives)."""
-
-    prepared: PreparedGraph
-    matched: dict[RendezvousKey, list[int]]  # collectives more than one rank reached
-    calibrations: dict[str, Calibration]  # per backend
-    # participant -> the wake-ups its scaled-out collective adds on crowded
-    # hosts (durations.collective_wakeups; empty for recorded files)
-    wakeups: dict[int, float] = {}
 
 
 def calibrate_recorded(paths: Inputs | RankSet, algorithm: str,

@@ -49,9 +49,14 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from pt2chakra.names import comm_backend
 from pt2chakra.simulation.network import cost_factors
+
+if TYPE_CHECKING:
+    from pt2chakra.rules.rendezvous import RendezvousKey
+    from pt2chakra.simulation.prepared import PreparedGraph
 
 # Below this many microseconds a recorded collective says nothing reliable
 # about the link (clock resolution of the traces is 1 us).
@@ -122,6 +127,19 @@ class Calibration:
                 f"{self.latency_us:.3g} us/step, {bw} ({self.samples} collectives, "
                 f"rms error {self.rel_error:.0%})"
                 + (f"; assumed: {'; '.join(self.assumed)}" if self.assumed else ""))
+
+
+class RecordedCalibration(NamedTuple):
+    """``simulate --calibrate``'s fit of a set of ranks, with what it was
+    fitted to (the ASTRA-sim job fits its network to the same collectives;
+    ``api.calibrate_recorded`` makes it)."""
+
+    prepared: PreparedGraph
+    matched: dict[RendezvousKey, list[int]]  # collectives more than one rank reached
+    calibrations: dict[str, Calibration]  # per backend
+    # participant -> the wake-ups its scaled-out collective adds on crowded
+    # hosts (durations.collective_wakeups; empty for recorded files)
+    wakeups: dict[int, float] = {}
 
 
 def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:

@@ -18,12 +18,12 @@ from collections import defaultdict
 import msgspec
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
+from pt2chakra.rules.arrivals import Arrival, arrival_of, reached_at
 from pt2chakra.rules.rendezvous import P2P, RendezvousKey
-from pt2chakra.simulation.arrivals import Arrival, arrival_of, reached_at
-from pt2chakra.simulation.engine import Simulator, measured_offset
+from pt2chakra.simulation.engine import Simulator
 from pt2chakra.simulation.network import cost_factors
 from pt2chakra.simulation.prepared import COMM
-from pt2chakra.simulation.results import Schedule
+from pt2chakra.simulation.results import Schedule, measured_offset
 
 # bytes per microsecond -> GB/s (1e9 bytes/s)
 _BYTES_PER_US_TO_GBPS = 1e-3
@@ -45,7 +45,7 @@ class CollectiveRow(msgspec.Struct, frozen=True):
     busbw_gbps: float | None  # algbw * the collective's byte factor
     critical: bool  # a participant is on the critical path
     # The participant that started last (the straggler, a rank label) and the
-    # others' wait for it, summed (simulation.arrivals), as recorded (starts
+    # others' wait for it, summed (rules.arrivals), as recorded (starts
     # placed on the replay's axis by the ranks' offsets) and in the replay.
     # None for a lone participant, or without recorded times.
     measured_last_rank: int | None = None

@@ -34,14 +34,13 @@ from pt2chakra.simulation.event_loop import (
     step_ends_on_cpu,
 )
 from pt2chakra.simulation.prepared import (
-    CATEGORY_NAMES,
     CPU_OP,
     EDGE_KIND_NAMES,
     K_GPU_SYNC,
     WAIT,
     PreparedGraph,
 )
-from pt2chakra.simulation.results import CriticalPath
+from pt2chakra.simulation.results import CATEGORY_NAMES, CriticalPath
 
 TOP_NODES = 10  # longest nodes of the critical path listed in the report
 

@@ -33,7 +33,7 @@ from pt2chakra.simulation.lone import (
     modelled,
     network_knob,
 )
-from pt2chakra.simulation.network import GLOO, chain_handoffs, collective_time
+from pt2chakra.simulation.network import SCALED_BACKENDS, chain_handoffs, collective_time
 from pt2chakra.simulation.op_scale import CoveredTime, compile_ops, covered_time
 from pt2chakra.simulation.prepared import COMM, CPU_OP, GPU_COMPUTE, GPU_CPU_GAP, PreparedGraph
 from pt2chakra.simulation.profiler_overhead import take_out
@@ -414,17 +414,6 @@ def _overlapping_comm(p: PreparedGraph) -> set[int]:
             if not math.isclose(share, end - start, rel_tol=SHARE_TOLERANCE, abs_tol=1e-9):
                 out.add(i)
     return out
-
-
-def link_streams(cfg: SimConfig) -> int:
-    """Communication streams to replay on: calibrated collectives share a
-    rank's link, one at a time, unless the what-if asks otherwise."""
-    return cfg.comm_streams or (1 if cfg.calibrate else 0)
-
-
-# Scaling out, a backend's collectives are timed by what the backend itself
-# runs at the new rank count (gloo: its segmented ring, its binomial broadcast).
-SCALED_BACKENDS = {"gloo": GLOO}
 
 
 def rescaled(p: PreparedGraph) -> bool:

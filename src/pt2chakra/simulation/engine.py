@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import msgspec
 
@@ -23,7 +24,6 @@ from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.files import gc_paused
 from pt2chakra.rules.conventions import INCLUSIVE_ATTR, error_pct
 from pt2chakra.simulation.critical_path import critical_path_of
-from pt2chakra.simulation.durations import link_streams
 from pt2chakra.simulation.event_loop import run_replay
 from pt2chakra.simulation.prepare import SIM_ATTRS, prepare_graphs
 from pt2chakra.simulation.prepared import PreparedGraph
@@ -67,7 +67,7 @@ class Simulator:
         return p
 
     def predict(self, cfg: SimConfig) -> float:
-        p = self.prepared(link_streams(cfg))
+        p = self.prepared(cfg.link_streams())
         with gc_paused():
             run, align, _ = run_replay(p, cfg)
             results = rank_results(p, run)
@@ -79,7 +79,7 @@ class Simulator:
             return self._run_once(cfg or SimConfig(), critical_path)
 
     def _run_once(self, cfg: SimConfig, critical_path: bool) -> tuple[SimulationResult, Schedule]:
-        p = self.prepared(link_streams(cfg))
+        p = self.prepared(cfg.link_streams())
         verbose = log.isEnabledFor(logging.INFO)
         run, align, model = run_replay(p, cfg, verbose=verbose)
         results = rank_results(p, run)
@@ -98,12 +98,15 @@ class Simulator:
         return result, schedule
 
 
-def measured_offset(schedule: Schedule, rank: int) -> float:
-    """Value to subtract from a node's recorded start to place it on the
-    simulated time axis of ``schedule``."""
-    if schedule.align == "recorded":
-        return min(schedule.step_start, default=0.0)
-    return schedule.step_start[rank] - schedule.rank_origin[rank]
+class SimulationRun(NamedTuple):
+    """A replay with what it came from: the simulator (its prepared ranks,
+    ready for more settings), the result and the per-node schedule, and the
+    predicted ``.et`` files written (``SimulationOptions.write_et``)."""
+
+    simulator: Simulator
+    result: SimulationResult
+    schedule: Schedule
+    written: tuple[str, ...] = ()
 
 
 def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequence[float],

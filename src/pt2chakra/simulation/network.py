@@ -36,6 +36,9 @@ from pt2chakra.chakra.records import CollectiveType
 
 ALGORITHMS = ("ring", "tree")  # what --algorithm offers
 GLOO = "gloo"  # gloo's own algorithms (see the module doc)
+# Scaling out, a backend's collectives are timed by what the backend itself
+# runs at the new rank count (gloo: its segmented ring, its binomial broadcast).
+SCALED_BACKENDS = {"gloo": GLOO}
 # gloo's AllreduceOptions::kMaxSegmentSize: the largest ring segment (1 MiB).
 GLOO_MAX_SEGMENT_BYTES = 1 << 20
 # gloo's ring keeps two segments in flight per rank, so never fewer per rank.

@@ -4,7 +4,7 @@ diff`` then compares a prediction with the measured run of that setting
 like two recordings.
 
 Times are on each rank's recorded clock (the replay's axis shifted by
-``engine.measured_offset``), rounded to whole microseconds as the format
+``results.measured_offset``), rounded to whole microseconds as the format
 holds them. A CPU node's ``duration_micros`` is its replayed exclusive time
 and ``inclusive_duration_micros`` reaches its last callee's end; the step
 (``step_start_micros`` / ``step_end_micros``) is the predicted one, its
@@ -23,6 +23,7 @@ from pt2chakra.atomic import StagedOutputs, check_outputs, check_prefix_outputs
 from pt2chakra.chakra.io import read_et, write_et
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, attr_dict
 from pt2chakra.errors import InputError
+from pt2chakra.rules.arrivals import reached_at
 from pt2chakra.rules.conventions import (
     COMM_NODE_TYPES,
     INCLUSIVE_ATTR,
@@ -30,10 +31,9 @@ from pt2chakra.rules.conventions import (
     PREDICTED_SETTING_ATTR,
     is_gpu,
 )
-from pt2chakra.simulation.api import SimulationOptions, SimulationRun
-from pt2chakra.simulation.arrivals import reached_at
-from pt2chakra.simulation.engine import measured_offset
-from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig
+from pt2chakra.simulation.engine import SimulationRun
+from pt2chakra.simulation.options import SimulationOptions
+from pt2chakra.simulation.results import ProfilerOverhead, Schedule, SimConfig, measured_offset
 
 STEP_ATTRS = ("step_start_micros", "step_end_micros")
 

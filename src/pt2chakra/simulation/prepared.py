@@ -24,7 +24,7 @@ from pt2chakra.simulation.op_scale import CoveredTime
 CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP = 0, 1, 2, 3, 4
 # GPU_CPU_GAP: a GPU-side stand-in for dropped CPU time (``cpu_gap`` nodes of
 # the ASTRA-sim profile): CPU time, so --cpu-scale scales it, not --compute-scale.
-CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
+# Their names: results.CATEGORY_NAMES (``Schedule.category`` holds these codes).
 # Extra critical-path categories for time that no node's duration holds.
 WAIT = "wait"  # waiting for a peer rank, or a sync's post-return lag
 

@@ -15,6 +15,10 @@ import msgspec
 from pt2chakra.chakra.records import ChakraNode
 from pt2chakra.rules.conventions import STEP_SPAN
 
+# The names of the node categories, by code (``Schedule.category``; the codes
+# are prepared.py's CPU_OP, GPU_COMPUTE, GPU_MEMCPY, COMM, GPU_CPU_GAP).
+CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
+
 
 class SimConfig(msgspec.Struct, frozen=True):
     """One simulation setting. Defaults replay the measured durations."""
@@ -44,6 +48,11 @@ class SimConfig(msgspec.Struct, frozen=True):
         if self.profiler_overhead_us:
             parts.append(f"profiler's cost out {self.profiler_overhead_us:.2f} us/op")
         return ", ".join(parts)
+
+    def link_streams(self) -> int:
+        """Communication streams to replay on: calibrated collectives share a
+        rank's link, one at a time, unless the what-if asks otherwise."""
+        return self.comm_streams or (1 if self.calibrate else 0)
 
 
 class LaneStats(msgspec.Struct):
@@ -151,7 +160,7 @@ class Schedule(msgspec.Struct):
     lane_names: list[tuple[int, str, str]]  # (rank, "cpu"|"gpu", label)
     start: Sequence[float]  # the replay's arrays (``ReplayRun``: read like lists)
     end: Sequence[float]
-    category: list[int]
+    category: list[int]  # per node: its category's code (CATEGORY_NAMES)
     critical: set[int]
     rank_origin: list[float]  # per rank: its simulated start
     step_start: list[float]  # per rank: recorded step start (trace clock)
@@ -159,3 +168,11 @@ class Schedule(msgspec.Struct):
     rank_label: list[int]
     rank_timed: list[bool] = []  # per rank: recorded start times (else no measured schedule)
     inclusive: list[float] = []  # per node: recorded inclusive time (else its duration)
+
+
+def measured_offset(schedule: Schedule, rank: int) -> float:
+    """Value to subtract from a node's recorded start to place it on the
+    simulated time axis of ``schedule``."""
+    if schedule.align == "recorded":
+        return min(schedule.step_start, default=0.0)
+    return schedule.step_start[rank] - schedule.rank_origin[rank]

@@ -17,9 +17,8 @@ from typing import Any
 import orjson
 
 from pt2chakra.atomic import atomic_path, target_of, write_atomic
-from pt2chakra.simulation.engine import measured_offset
-from pt2chakra.simulation.prepared import CATEGORY_NAMES, CPU_OP
-from pt2chakra.simulation.results import Schedule
+from pt2chakra.simulation.prepared import CPU_OP
+from pt2chakra.simulation.results import CATEGORY_NAMES, Schedule, measured_offset
 
 MEASURED_PID_BASE = 10000
 
