@@ -9,7 +9,6 @@ import operator
 from array import array
 from itertools import compress, repeat
 
-from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import (
     STEP_PERIOD,
     STEP_SPAN,
@@ -17,6 +16,7 @@ from pt2chakra.rules.conventions import (
     error_pct,
     run_measured_step,
 )
+from pt2chakra.simulation.compiled import fast_path
 from pt2chakra.simulation.event_loop import (
     LOG_NAME,
     TIME_TYPECODE,
