@@ -18,8 +18,10 @@ TESTS_READY := $(VENV)/.tests-ready
         bench bench-convert bench-sim bench-whatif bench-scale bench-layout bench-ref-setup clean
 
 # What the demo runs: the package (and matplotlib, for its --plot), nothing else.
-# setup.py and the C source: the compiled reader is rebuilt when they change.
-$(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
+# setup.py and the C sources (each tier's module, their shared header): the
+# compiled fast path is rebuilt when they change.
+C_SOURCES := $(wildcard src/pt2chakra/*/_fast.c src/pt2chakra/*/_fast.h)
+$(BIN)/pt2chakra: pyproject.toml setup.py $(C_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[plot]'
