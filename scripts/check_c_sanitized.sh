@@ -38,6 +38,10 @@ CFLAGS="$SANITIZE -fno-omit-frame-pointer -O1 -g" LDFLAGS="$SANITIZE" \
     "$PYTHON" setup.py -q build_ext --build-lib "$scratch" --build-temp "$scratch/build" \
     > "$scratch/build.log" 2>&1 || { cat "$scratch/build.log" >&2; fail "the sanitized build failed"; }
 
+for module in "$scratch"/pt2chakra/*/_fast*.so; do  # CFLAGS honoured, not an ordinary build
+    ldd "$module" | grep -q libasan || fail "$module is not built with AddressSanitizer"
+done
+
 export LD_PRELOAD=$libasan
 export ASAN_OPTIONS=detect_leaks=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
