@@ -5,6 +5,8 @@
 #               type-check (mypy, src and tests) and run the test suite, ASTRA-sim's tests
 #               included where `make astra-sim` has built it (they skip, named, otherwise)
 #   make test-fast   the test suite less its slow tier (pytest -m "not slow")
+#   make test-pure-python   that tier again with the compiled fast path switched off
+#   make test-sanitized     the compiled fast path's parity tests under AddressSanitizer and UBSan
 #   make astra-sim   build ASTRA-sim from ../shared once (6-17 min), into a cache outside the clone
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,12 +16,14 @@ OUT    := out
 
 TESTS_READY := $(VENV)/.tests-ready
 
-.PHONY: setup setup-demo demo test test-suite test-fast typecheck lint astra-sim \
+.PHONY: setup setup-demo demo test test-suite test-fast test-pure-python test-sanitized typecheck lint astra-sim \
         bench bench-convert bench-sim bench-whatif bench-scale bench-layout bench-ref-setup clean
 
 # What the demo runs: the package (and matplotlib, for its --plot), nothing else.
-# setup.py and the C source: the compiled reader is rebuilt when they change.
-$(BIN)/pt2chakra: pyproject.toml setup.py src/pt2chakra/chakra/_fast.c
+# setup.py and the C sources (each tier's module, their shared header): the
+# compiled fast path is rebuilt when they change.
+C_SOURCES := $(wildcard src/pt2chakra/*/_fast.c src/pt2chakra/*/_fast.h)
+$(BIN)/pt2chakra: pyproject.toml setup.py $(C_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[plot]'
@@ -79,6 +83,19 @@ astra-sim:
 # batches, collection, browsers, long property runs); under a minute.
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
+
+# The fast tier on the pure-Python path alone (PT2CHAKRA_PURE_PYTHON=1: every
+# tier's compiled module off), as where no C compiler built it. The tests that
+# run the ASTRA-sim binary skip here: what they check of ours is the export,
+# which the rest covers on this path, and test-suite runs them.
+test-pure-python: setup
+	env -u PT2CHAKRA_REQUIRE_COMPILED -u PT2CHAKRA_REQUIRE_ASTRA_SIM -u ASTRA_SIM_BIN \
+	    PT2CHAKRA_PURE_PYTHON=1 $(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+
+# Every tier's C built again with AddressSanitizer and UBSan into a scratch
+# folder, and the parity tests of the contract tables run against it.
+test-sanitized: setup
+	PYTHON=$(BIN)/python scripts/check_c_sanitized.sh -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check src tests scripts

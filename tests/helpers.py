@@ -113,15 +113,26 @@ def assert_one_line_failure(proc: subprocess.CompletedProcess[str], *needles: st
 
 def on_both_paths(run: Callable[[], Any]) -> tuple[Any, Any]:
     """``run()`` with the compiled fast path, then with the pure-Python one
-    (``compiled.FAST`` switched off, and back even on error)."""
-    from pt2chakra.chakra import compiled
-
+    (every tier's ``compiled.FAST`` switched off, and back even on error)."""
     fast = run()
-    original, compiled.FAST = compiled.FAST, None
+    tiers = compiled_tiers()
+    originals = [tier.FAST for tier in tiers]
     try:
+        for tier in tiers:
+            tier.FAST = None
         return fast, run()
     finally:
-        compiled.FAST = original
+        for tier, original in zip(tiers, originals):
+            tier.FAST = original
+
+
+def compiled_tiers() -> tuple[Any, ...]:
+    """Each tier's switch of its compiled module (its ``compiled.py``: FAST,
+    CONTRACT, COMPILED_MODULE), the formats' first."""
+    from pt2chakra.chakra import compiled as formats
+    from pt2chakra.simulation import compiled as simulator
+
+    return formats, simulator
 
 
 def framed_bytes(graph: Any) -> bytes:

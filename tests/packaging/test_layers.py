@@ -11,19 +11,32 @@ The tiers, lowest first: what every stage shares; the two formats; the
 rules every stage shares about a trace (``rules``: lanes, step window, cycles,
 rendezvous, checks); the first stages (conversion, simulation); the stages over the simulator (astra, diff,
 scaleout, collect); the pages and tools over those (report > diff >
-simulation; tools > astra > simulation); the command line on top."""
+simulation; tools > astra > simulation); the command line on top.
+
+The C units count too: each compiled module is built from the C file in
+its own package (setup.py's ``C_UNITS``), named (imported, or its name given
+to ``load_compiled``) only from that package, and a C file's quoted
+``#include`` names a file of its own tier or a lower one (the simulator's
+``_fast.c`` may include ``chakra/_fast.h``, never the reverse)."""
 
 from __future__ import annotations
 
 import ast
+import os
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
 PACKAGE = "pt2chakra"
+# The C units: sources and headers; a quoted #include (a system one, in
+# angle brackets, is not the package's).
+C_SUFFIXES = (".c", ".h")
+QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
 # Tier of each top-level subpackage or module of pt2chakra ("" = the facade,
 # pt2chakra/__init__.py: on top, as its typed names come from every stage).
 TIERS: dict[str, int] = {
@@ -81,15 +94,32 @@ def _imported(module: str, is_package: bool, node: ast.AST) -> Iterator[tuple[st
         yield target, [alias.name for alias in node.names]
 
 
+def compiled_units() -> dict[str, str]:
+    """setup.py's ``C_UNITS``: each compiled module -> its C source (from the
+    repository's root), read from the file (running it would build)."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "C_UNITS" for t in node.targets):
+            return dict(ast.literal_eval(node.value))
+    raise AssertionError("setup.py has no C_UNITS table")
+
+
+COMPILED = compiled_units()
+
+
 def _graph() -> tuple[dict[str, set[str]], list[str]]:
-    """Module -> the pt2chakra modules it imports; and every private name
-    taken from another module."""
+    """Module -> the pt2chakra modules it imports (a compiled module counts
+    where its name is given as a string, as to ``load_compiled``); and every
+    private name taken from another module."""
     modules = {_module_name(p): p for p in (SRC / PACKAGE).rglob("*.py")}
     edges: dict[str, set[str]] = defaultdict(set)
     private: list[str] = []
     for module, path in modules.items():
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in COMPILED:
+                edges[module].add(node.value)
             for target, names in _imported(module, path.name == "__init__.py", node):
                 if target != PACKAGE and not target.startswith(PACKAGE + "."):
                     continue
@@ -139,7 +169,47 @@ def _cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
+def _c_includes() -> dict[str, list[str]]:
+    """Each C unit of the package -> the files its quoted #includes name,
+    resolved from its folder; both as paths under src/."""
+    includes: dict[str, list[str]] = {}
+    for path in sorted((SRC / PACKAGE).rglob("*")):
+        if path.suffix in C_SUFFIXES:
+            unit = path.relative_to(SRC).as_posix()
+            includes[unit] = [os.path.normpath(os.path.join(os.path.dirname(unit), name))
+                              for name in QUOTED_INCLUDE.findall(path.read_text())]
+    return includes
+
+
+def _unit_top(unit: str) -> str:
+    """The subpackage (tier key) of a C unit given as a path under src/."""
+    return _top(".".join(Path(unit).with_suffix("").parts))
+
+
+def _include_breaches(includes: dict[str, list[str]], exists: set[str]) -> list[str]:
+    """Quoted includes of a file outside the package (``exists``: its C
+    units) or of a higher tier."""
+    breaches = []
+    for unit, targets in includes.items():
+        for target in targets:
+            if target not in exists:
+                breaches.append(f"{unit} includes {target}: not a C unit of {PACKAGE}")
+            elif TIERS[_unit_top(target)] > TIERS[_unit_top(unit)]:
+                breaches.append(f"{unit} (tier {TIERS[_unit_top(unit)]}) includes {target} "
+                                f"(tier {TIERS[_unit_top(target)]})")
+    return breaches
+
+
+def _compiled_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """Modules naming another package's compiled module (each package's own
+    ``compiled.py`` is its switch and contract)."""
+    return [f"{a} names {b}: use {b.rsplit('.', 1)[0]}.compiled (its switch) instead"
+            for a, targets in graph.items() for b in targets
+            if b in COMPILED and _top(a) != _top(b)]
+
+
 EDGES, PRIVATE = _graph()
+C_INCLUDES = _c_includes()
 
 
 def test_every_subpackage_has_a_tier() -> None:
@@ -217,7 +287,33 @@ def test_no_import_cycle_between_subpackages() -> None:
     assert not _cycle(packages), " -> ".join(_cycle(packages))
 
 
-@pytest.mark.parametrize("planted", ["upward", "cycle", "entry", "size"])
+def test_every_c_unit_has_a_tier() -> None:
+    assert C_INCLUDES, "no C unit found: the layout changed, update this test"
+    assert {_unit_top(u) for u in C_INCLUDES} <= set(TIERS)
+
+
+def test_each_compiled_module_is_built_from_its_own_package() -> None:
+    """setup.py builds every C source of the package, each as the module
+    beside it (``chakra/_fast.c`` -> ``pt2chakra.chakra._fast``)."""
+    sources = {unit for unit in C_INCLUDES if unit.endswith(".c")}
+    assert {Path(source).relative_to("src").as_posix() for source in COMPILED.values()} == sources
+    for module, source in COMPILED.items():
+        assert _module_name(ROOT / source) == module, f"{source} does not build {module}"
+
+
+def test_no_upward_include() -> None:
+    breaches = _include_breaches(C_INCLUDES, set(C_INCLUDES))
+    assert not breaches, "\n".join(breaches)
+
+
+def test_a_compiled_module_is_named_only_in_its_package() -> None:
+    assert set(COMPILED) <= {b for targets in EDGES.values() for b in targets}, \
+        "a compiled module no Python module loads"
+    breaches = _compiled_breaches(EDGES)
+    assert not breaches, "\n".join(breaches)
+
+
+@pytest.mark.parametrize("planted", ["upward", "cycle", "entry", "size", "include", "compiled"])
 def test_the_checks_can_fail(planted: str) -> None:
     """The checks above see what they look for (on a planted graph, or a
     planted entry point)."""
@@ -226,6 +322,17 @@ def test_the_checks_can_fail(planted: str) -> None:
         limit = MAX_ENTRY_NAMES["simulation"]
         assert not _oversized({"simulation": [f"n{i}" for i in range(limit)]})
         assert _oversized({"simulation": [f"n{i}" for i in range(limit + 1)]})
+    elif planted == "include":
+        units = {"pt2chakra/chakra/_fast.h": ["pt2chakra/simulation/_fast.h"],
+                 "pt2chakra/simulation/_fast.h": [], "pt2chakra/simulation/_fast.c": ["x.h"]}
+        assert _include_breaches(units, set(units)) == [
+            "pt2chakra/chakra/_fast.h (tier 1) includes pt2chakra/simulation/_fast.h (tier 3)",
+            "pt2chakra/simulation/_fast.c includes x.h: not a C unit of pt2chakra"]
+    elif planted == "compiled":
+        assert _compiled_breaches({"pt2chakra.conversion.deps": {"pt2chakra.simulation._fast"},
+                                   "pt2chakra.simulation.compiled": {"pt2chakra.simulation._fast"}}
+                                  ) == ["pt2chakra.conversion.deps names pt2chakra.simulation._fast: "
+                                        "use pt2chakra.simulation.compiled (its switch) instead"]
     elif planted == "entry":
         graph = {"pt2chakra.report.a": {"pt2chakra.simulation.prepare", "pt2chakra.simulation",
                                         "pt2chakra.simulation.views", "pt2chakra.chakra.io"}}

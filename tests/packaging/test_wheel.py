@@ -9,9 +9,8 @@ import sys
 import zipfile
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, compiled_tiers
 
-from pt2chakra.chakra import compiled
 from pt2chakra.chakra.compiled import PURE_PYTHON_ENV
 from pt2chakra.version import __version__
 
@@ -58,18 +57,19 @@ def test_wheel_layout_is_subpackages_with_few_top_level_modules(wheel):
 
 
 def test_wheel_ships_the_compiled_reader_where_it_builds(wheel):
-    """The fast path's stub always; its extension where this machine
+    """Each tier's fast path's stub always; its extension where this machine
     compiled it (the build goes on without a C compiler)."""
     names = wheel.namelist()
-    assert "pt2chakra/chakra/_fast.pyi" in names
-    built = [n for n in names if n.startswith("pt2chakra/chakra/_fast.") and
-             n.endswith((".so", ".pyd"))]
-    assert bool(built) == (compiled.FAST is not None) or os.environ.get(PURE_PYTHON_ENV)
+    for tier in compiled_tiers():
+        folder = tier.COMPILED_MODULE.replace(".", "/")
+        assert f"{folder}.pyi" in names
+        built = [n for n in names if n.startswith(f"{folder}.") and n.endswith((".so", ".pyd"))]
+        assert bool(built) == (tier.FAST is not None) or os.environ.get(PURE_PYTHON_ENV)
 
 
 def test_compiled_reader_is_built_where_required():
-    """CI sets PT2CHAKRA_REQUIRE_COMPILED: there the fast path must have been
-    built and used, so its tests do not skip unnoticed."""
+    """CI sets PT2CHAKRA_REQUIRE_COMPILED: there every tier's fast path must
+    have been built and used, so its tests do not skip unnoticed."""
     if not os.environ.get("PT2CHAKRA_REQUIRE_COMPILED"):
         pytest.skip("PT2CHAKRA_REQUIRE_COMPILED is not set")
-    assert compiled.FAST is not None
+    assert all(tier.FAST is not None for tier in compiled_tiers())

@@ -11,7 +11,7 @@ from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.prepare import _link_children
 from pt2chakra.simulation.prepared import Parents, PreparedGraph
 

@@ -10,9 +10,9 @@ from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.prepare import _parents
 from pt2chakra.simulation.prepared import KIND_CODE, AttrSets
 

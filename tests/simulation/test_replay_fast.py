@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.event_loop import ReplayRun, _Replay, replay_compiled
 from pt2chakra.simulation.prepared import K_LANE, K_START, PreparedGraph
 

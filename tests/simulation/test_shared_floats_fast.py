@@ -12,7 +12,7 @@ from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.prepared import shared_floats
 
 values = st.lists(st.one_of(st.sampled_from([0.0, -0.0, 1.0, 2.5, math.nan, math.inf]),

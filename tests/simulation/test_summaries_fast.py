@@ -14,7 +14,7 @@ from helpers import on_both_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.critical_path import TOP_NODES, _longest, _longest_python
 from pt2chakra.simulation.event_loop import ReplayRun
 from pt2chakra.simulation.rank_results import _cover

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pt2chakra.chakra import compiled
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.critical_path import (
     _PATH_TYPES,
     _T_GAP,

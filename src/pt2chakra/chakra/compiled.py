@@ -1,13 +1,18 @@
-"""The compiled fast path (``_fast.c``) and its contract.
+"""The compiled fast path of the formats' tier (``_fast.c``) and its contract;
+the switch every tier's compiled module goes through (``load_compiled``).
 
-Every compiled function has a pure-Python twin with the same results; the
-compiled one only takes the common case and hands anything else to the twin
-(or returns None for the caller to take it). ``CONTRACT`` names, for each C
-function, its twin and the test that compares the two on arbitrary input
-(``tests/chakra/test_compiled_contract.py`` checks that the table covers the
-module and that each name in it exists). Without a C compiler at install
-time, or with ``PT2CHAKRA_PURE_PYTHON`` set (to anything but "" or "0"), the
-pure-Python path runs alone.
+The C is split by tier, each module beside the Python it speeds up: this
+package's ``_fast`` (the .et and host ET readers and writers, the converter's
+passes) and ``pt2chakra.simulation._fast`` (the simulator's kernels; its
+table: ``simulation/compiled.py``). Every compiled function has a
+pure-Python twin with the same results; the compiled one only takes the
+common case and hands anything else to the twin (or returns None for the
+caller to take it). ``CONTRACT`` names, for each C function of this
+package's module, its twin and the test that compares the two on arbitrary
+input (``tests/chakra/test_compiled_contract.py`` checks that each table
+covers its module and that each name in it exists). Without a C compiler at
+install time, or with ``PT2CHAKRA_PURE_PYTHON`` set (to anything but "" or
+"0"), the pure-Python path runs alone.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ COMPILED_MODULE = "pt2chakra.chakra._fast"
 
 
 class CompiledFunction(NamedTuple):
-    """One function of ``_fast.c``: where its pure-Python twin lives
+    """One function of a compiled module: where its pure-Python twin lives
     (``module:qualified.name``; where the twin is the caller's own fallback
     branch, that caller) and the test comparing them (``path::test``)."""
 
@@ -48,24 +53,6 @@ CONTRACT: tuple[CompiledFunction, ...] = (
                      "tests/pytorch/test_host_ops_fast.py::test_any_attrs"),
     CompiledFunction("nested_ops", "pt2chakra.pytorch.host_decode:slice_ops",
                      "tests/pytorch/test_host_ops_fast.py::test_any_slice_text"),
-    CompiledFunction("replay_plain", "pt2chakra.simulation.event_loop:_Replay.replay",
-                     "tests/simulation/test_replay_fast.py::test_same_replay"),
-    CompiledFunction("walk_back", "pt2chakra.simulation.critical_path:_walk_back_python",
-                     "tests/simulation/test_walk_back_fast.py::test_same_walk"),
-    CompiledFunction("parents_of", "pt2chakra.simulation.prepare:_parents",
-                     "tests/simulation/test_parents_fast.py::test_same_parents"),
-    CompiledFunction("link_children", "pt2chakra.simulation.prepare:_link_children",
-                     "tests/simulation/test_link_children_fast.py::test_same_children"),
-    CompiledFunction("cpu_delays", "pt2chakra.simulation.thread_timing:_thread_delays",
-                     "tests/simulation/test_cpu_delays_fast.py::test_same_delays"),
-    CompiledFunction("lane_cover", "pt2chakra.simulation.rank_results:_cover_python",
-                     "tests/simulation/test_summaries_fast.py::test_same_cover"),
-    CompiledFunction("longest", "pt2chakra.simulation.critical_path:_longest_python",
-                     "tests/simulation/test_summaries_fast.py::test_same_longest"),
-    CompiledFunction("cpu_slices", "pt2chakra.simulation.thread_timing:_slices_python",
-                     "tests/simulation/test_cpu_delays_fast.py::test_same_slices"),
-    CompiledFunction("shared_floats", "pt2chakra.simulation.prepared:_shared_floats_python",
-                     "tests/simulation/test_shared_floats_fast.py::test_same_floats"),
     CompiledFunction("thread_order", "pt2chakra.conversion.deps:_thread_order_python",
                      "tests/conversion/test_thread_order_fast.py::test_same_columns"),
     CompiledFunction("check_ops", "pt2chakra.pytorch.host_decode:_check_ops_python",
@@ -75,16 +62,18 @@ CONTRACT: tuple[CompiledFunction, ...] = (
 )
 
 
-def _load() -> ModuleType | None:
+def load_compiled(name: str) -> ModuleType | None:
+    """A tier's compiled module (``name``), or None where the pure-Python
+    path runs alone: switched off, or built without a C compiler."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:
-        return importlib.import_module(COMPILED_MODULE)
+        return importlib.import_module(name)
     except ImportError:  # built without a C compiler
         return None
 
 
-FAST: ModuleType | None = _load()
+FAST: ModuleType | None = load_compiled(COMPILED_MODULE)
 
 
 def fast_path() -> ModuleType | None:

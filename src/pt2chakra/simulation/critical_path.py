@@ -24,8 +24,8 @@ from array import array
 from itertools import compress, repeat
 from typing import cast
 
-from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import CPU_GAP_CATEGORY  # a replayed CPU idle gap
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.event_loop import (
     INDEX_TYPECODE,
     TIME_TYPECODE,

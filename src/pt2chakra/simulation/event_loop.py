@@ -64,9 +64,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import compress
 
-from pt2chakra.chakra import compiled
 from pt2chakra.rules.conventions import StepWindow, rank_origins
 from pt2chakra.rules.rendezvous import RendezvousKey
+from pt2chakra.simulation import compiled
 from pt2chakra.simulation.durations import (
     durations,
     scaled_tails,

@@ -21,7 +21,6 @@ from itertools import accumulate, compress, repeat
 from operator import and_, attrgetter, eq, itemgetter, or_
 from typing import Any, NamedTuple
 
-from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import dep_kinds_of
 from pt2chakra.chakra.lean_read import LeanNodes
 from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
@@ -54,6 +53,7 @@ from pt2chakra.rules.rendezvous import (
     describe_deadlock,
     find_deadlock,
 )
+from pt2chakra.simulation.compiled import fast_path
 from pt2chakra.simulation.inferred_waits import (
     infer_host_comm_waits,
     infer_stream_waits,

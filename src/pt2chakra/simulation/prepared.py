@@ -12,12 +12,12 @@ from itertools import islice
 from operator import le
 from typing import Any, NamedTuple
 
-from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES as EDGE_KIND_NAMES_BY_KIND
 from pt2chakra.chakra.dep_kinds import UNRECORDED_KIND, EdgeKind
 from pt2chakra.chakra.records import ChakraNode
 from pt2chakra.rules.conventions import ScaledWorld
 from pt2chakra.rules.rendezvous import RankComms, RendezvousKey
+from pt2chakra.simulation.compiled import fast_path
 from pt2chakra.simulation.op_scale import CoveredTime
 
 # Node categories (critical path "by node type").

@@ -10,7 +10,6 @@ from array import array
 from collections.abc import Sequence
 from itertools import compress, repeat
 
-from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import (
     STEP_PERIOD,
     STEP_SPAN,
@@ -18,6 +17,7 @@ from pt2chakra.rules.conventions import (
     error_pct,
     run_measured_step,
 )
+from pt2chakra.simulation.compiled import fast_path
 from pt2chakra.simulation.event_loop import (
     LOG_NAME,
     TIME_TYPECODE,

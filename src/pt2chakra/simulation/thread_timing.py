@@ -14,8 +14,8 @@ from itertools import compress, islice, repeat
 from operator import lt, sub
 from typing import Protocol, TypeVar
 
-from pt2chakra.chakra.compiled import fast_path
 from pt2chakra.rules.conventions import LAUNCH_TIME_ATTR, thread_holds
+from pt2chakra.simulation.compiled import fast_path
 from pt2chakra.simulation.event_loop import TIME_TYPECODE
 from pt2chakra.simulation.prepared import (
     K_LAUNCH,
