@@ -60,14 +60,25 @@ def test_transfers_meet_their_stage_peer_over_the_pipeline_group() -> None:
     assert keys[1][100] == keys[3][200]
 
 
-def test_collectives_meet_in_the_replica_group_whose_ends_meet() -> None:
-    """Every rank has the same gathers (the stages are alike), so only when
-    they end tells the replica group {0, 1} from the pipeline group and the
-    world: stage 1's end STAGE_OFFSET_US later."""
-    keys = rank_set_keys([mesh_rank(r) for r in range(4)])
-    assert {keys[r][10].pg for r in (0, 1)} == {"3"}
-    assert {keys[r][10].pg for r in (2, 3)} == {"4"}
-    assert keys[0][10] == keys[1][10] != keys[2][10]
+def test_collectives_meet_in_the_replica_group_not_across_the_pipeline() -> None:
+    """Every rank has the same gathers (the stages are alike); the world and
+    the pipeline group hold both ends of a transfer, so the replica group
+    {0, 1} is theirs, whenever they end."""
+    for offset in (STAGE_OFFSET_US, 0.0):
+        ranks = [mesh_rank(r) for r in range(4)]
+        ranks = [RankOps(r.rank, r.groups, [o._replace(end=o.end - offset * (r.rank >= 2))
+                                            for o in r.ops]) for r in ranks]
+        keys = rank_set_keys(ranks)
+        assert {keys[r][10].pg for r in (0, 1)} == {"3"}
+        assert {keys[r][10].pg for r in (2, 3)} == {"4"}
+        assert keys[0][10] == keys[1][10] != keys[2][10]
+
+
+def test_without_transfers_the_group_whose_ends_meet_far_tighter_is_taken() -> None:
+    """No transfer rules a group out: stage 1's gathers end STAGE_OFFSET_US
+    after stage 0's, so only the replica groups' ends meet."""
+    keys = rank_set_keys([mesh_rank(r, transfers=0) for r in range(4)])
+    assert [keys[r][10].pg for r in range(4)] == ["3", "3", "4", "4"]
 
 
 def test_one_group_of_several_ranks_changes_nothing() -> None:
@@ -118,3 +129,24 @@ def test_resolution_does_not_depend_on_the_order_of_the_ranks(order: list[int], 
     shuffled = [ranks[i] for i in order]
     for r, keys in zip(shuffled, rank_set_keys(shuffled)):
         assert keys == by_rank[r.rank]
+
+
+def test_collectives_of_two_groups_in_one_order_stay_on_the_world() -> None:
+    """TP x DP runs its replica and tensor groups' collectives on every rank
+    in one order: read as either group's they end a few times apart, no
+    group stands out, and none is guessed (a wrong one would split what the
+    world matches)."""
+    ranks = []
+    for r in range(4):
+        skew = {0: 0.0, 1: 9000.0, 2: 4500.0, 3: 13_500.0}[r]  # tp 9 ms, dp 4.5 ms apart
+        ranks.append(RankOps(r, (WORLD, PP[r], DP[r]),
+                             [op(10 + k, COLL, 1000 * k + skew) for k in range(3)]))
+    assert resolved_names(ranks) == [{}, {}, {}, {}]
+
+
+def test_a_rank_left_without_a_group_leaves_every_rank_unresolved() -> None:
+    """Ranks 2 and 3 ran other collectives than 0 and 1 and their replica
+    group is not recorded: 0 and 1 alone would be split from them."""
+    ranks = [mesh_rank(r, transfers=0) for r in range(4)]
+    ranks[2] = RankOps(2, (WORLD, PP[2]), ranks[2].ops)
+    assert all(not names for names in resolved_names(ranks))

@@ -15,12 +15,18 @@ trace cannot tell which one a node used. The ranks together can:
   peer ``G.index(r)`` over G. Of r's groups, the one whose mapping finds
   such a partner (the same count of them, where several do) is the group;
 * **collectives** run by every member of their group in one order, so a
-  group's members have the same unnamed collectives (type, bytes, order).
+  group's members have the same unnamed collectives (type, bytes, order);
+  and not on a group that holds both ends of a transfer: a pipeline's
+  stages hand activations to each other, they do not gather a replica's
+  blocks together (the world, or the pipeline's own group, would tie one
+  stage's forward to the next one's, which waits for it: a deadlock).
   Where several of a rank's groups pass that, the one whose members'
-  collectives end together is the group (a collective completes on all of
-  its ranks at once; two pipeline stages' gathers end milliseconds apart);
-  of groups that end together alike (a job in lockstep) the largest is
-  kept, the world, which is how they are matched without this module.
+  collectives end far closer together than any other's is the group (a
+  collective completes on all of its ranks at once; two pipeline stages'
+  gathers end tens of milliseconds apart). Where no group stands out (TP x
+  DP runs both groups' collectives on every rank, in lockstep), or a rank
+  is left without one, none is resolved: they stay matched across the
+  world, as they are without this module.
 
 A node whose group stays ambiguous keeps its unnamed key: validate then
 reports what does not meet. Nodes that name their group are never changed.
@@ -38,14 +44,18 @@ from pt2chakra.chakra.records import NodeType
 from pt2chakra.rules.rendezvous import CommOp, RendezvousKey, rendezvous_keys
 
 # Collectives of one group end together, within a ring's last hop and each
-# rank's wake-up: a PP2 x DP2 job's replica groups ended their gathers a
-# median 0.3-4 ms apart, its pipeline groups and the world 65-90 ms apart
-# (one stage's gathers run while the other computes). A group whose median
-# spread of ends is within SPREAD_RATIO of the tightest group's, or within
-# SPREAD_FLOOR_US of it (spreads of a few microseconds, where a ratio says
-# nothing), meets as tightly: a job in lockstep meets on every group alike.
+# rank's wake-up; the same collectives read as another group's end as far
+# apart as that group's ranks are out of step. A PP2 x DP2 job's replica
+# groups ended their gathers a median 0.3-4 ms apart, its pipeline groups
+# and the world 65-90 ms apart (one stage gathers while the other
+# computes): 15x and more. A TP2 x DP2 job runs both groups' collectives on
+# every rank in one order; read as any one group's they ended 9-28 ms
+# apart, within 3x of each other: no group is theirs alone. So a group is
+# taken only when every other candidate's spread is over SPREAD_RATIO times
+# its own and SPREAD_FLOOR_US more (spreads of a few microseconds, where a
+# ratio says nothing).
+SPREAD_RATIO = 5.0
 SPREAD_FLOOR_US = 200.0
-SPREAD_RATIO = 2.0
 
 _TRANSFERS = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
@@ -98,7 +108,9 @@ def resolve_unnamed(ranks: Sequence[RankOps]) -> list[list[CommOp]]:
         return [list(r.ops) for r in ranks]
     world = _world(groups)
     transfers = _resolve_transfers(ranks, groups)
-    collectives = _resolve_collectives(ranks, groups)
+    peers = {frozenset((rank, other)) for (rank, _t, _p), (_g, other) in transfers.items()
+             if other is not None}
+    collectives = _resolve_collectives(ranks, groups, peers)
     out = []
     for r in ranks:
         ops = []
@@ -178,9 +190,10 @@ def _collective_signature(r: RankOps) -> tuple[tuple[tuple[int, int], ...], list
 
 
 def _resolve_collectives(ranks: Sequence[RankOps], groups: dict[int, list[_Group]],
-                         ) -> dict[int, tuple[_Group, int | None]]:
-    """rank -> the group of all its unnamed collectives, where every rank's
-    choice agrees with its group's members' (else none is resolved)."""
+                         peers: set[frozenset[int]]) -> dict[int, tuple[_Group, int | None]]:
+    """rank -> the group of all its unnamed collectives, where every rank
+    with some has one and its group's members chose it too (else none is
+    resolved: a wrong group would split what the world matches)."""
     sig = {r.rank: _collective_signature(r) for r in ranks}
     spreads: dict[str, float] = {}
     chosen: dict[int, _Group] = {}
@@ -188,14 +201,17 @@ def _resolve_collectives(ranks: Sequence[RankOps], groups: dict[int, list[_Group
         if not shape:
             continue
         fits = [g for g in groups[rank]
-                if all(m in sig and sig[m][0] == shape for m in g.members)]
+                if all(m in sig and sig[m][0] == shape for m in g.members)
+                and not any(pair <= set(g.members) for pair in peers)]
         for g in fits:
             if g.name not in spreads:
                 spreads[g.name] = _spread([sig[m][1] for m in g.members])
         pick = _tightest(fits, spreads)
         if pick is not None:
             chosen[rank] = pick
-    agreed = all(chosen.get(m) == g for g in chosen.values() for m in g.members)
+    unnamed = {rank for rank, (shape, _ends) in sig.items() if shape}
+    agreed = set(chosen) == unnamed and all(chosen.get(m) == g for g in chosen.values()
+                                            for m in g.members)
     return {rank: (g, None) for rank, g in chosen.items()} if agreed else {}
 
 
@@ -206,13 +222,11 @@ def _spread(ends: Sequence[Sequence[float]]) -> float:
 
 def _tightest(fits: Sequence[_Group], spreads: dict[str, float]) -> _Group | None:
     """Of the groups whose members could have run these collectives, the
-    largest of those whose ends meet as tightly as the tightest's; None
-    when two of one size tie."""
-    if not fits:
-        return None
-    least = min(spreads[g.name] for g in fits)
-    close = [g for g in fits
-             if spreads[g.name] <= max(least * SPREAD_RATIO, least + SPREAD_FLOOR_US)]
-    largest = max(len(g.members) for g in close)
-    top = [g for g in close if len(g.members) == largest]
-    return top[0] if len(top) == 1 else None
+    one whose ends meet far tighter than any other's (``SPREAD_RATIO``);
+    the only one, where one is; else None."""
+    if len(fits) <= 1:
+        return fits[0] if fits else None
+    ranked = sorted(fits, key=lambda g: spreads[g.name])
+    best, second = spreads[ranked[0].name], spreads[ranked[1].name]
+    clear = second > max(best * SPREAD_RATIO, best + SPREAD_FLOOR_US)
+    return ranked[0] if clear else None
