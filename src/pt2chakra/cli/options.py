@@ -91,28 +91,57 @@ MAX_PER_HOST = 65536
 
 def add_host_sharing(p: argparse.ArgumentParser) -> None:
     """``--ranks-per-host/--cores-per-host``: ranks that share a host's cores
-    stretch each other's CPU time (docs/SCALE_OUT.md); absent, one rank per
-    host shares nothing."""
+    stretch each other's CPU time; ``--inter-host-bandwidth/-latency``: the
+    uplinks that join the hosts pace every collective spanning them
+    (docs/SCALE_OUT.md); absent, one rank per host shares nothing and every
+    link is as recorded."""
     p.add_argument("--ranks-per-host", type=int_range(1, MAX_PER_HOST), metavar="R",
                    help="with --world-size: ranks on each host, the recorded job's and the "
                    "predicted one's (default 1: a host per rank, nothing shared); with "
                    "--cores-per-host, CPU time stretches by the ranks sharing a core")
     p.add_argument("--cores-per-host", type=int_range(1, MAX_PER_HOST), metavar="C",
                    help="with --ranks-per-host: each host's cores")
+    p.add_argument("--inter-host-bandwidth", type=number_option(BANDWIDTH_GBPS), metavar="GBPS",
+                   help="with --ranks-per-host: each host's uplink to the others, GB/s; a "
+                   "collective spanning hosts is paced by its slowest hop")
+    p.add_argument("--inter-host-latency", type=number_option(LATENCY_US), metavar="US",
+                   help="with --inter-host-bandwidth: the uplinks' latency per message, us "
+                   "(default 0)")
+
+
+HOST_OPTIONS = ("--ranks-per-host", "--cores-per-host", "--inter-host-bandwidth",
+                "--inter-host-latency")
+
+
+def hosts_given(args: argparse.Namespace) -> str | None:
+    """The first host option given (``HOST_OPTIONS``), else None: they
+    describe the target of --world-size, not a recorded job."""
+    for flag in HOST_OPTIONS:
+        if getattr(args, flag[2:].replace("-", "_"), None) is not None:
+            return flag
+    return None
 
 
 def host_sharing(args: argparse.Namespace) -> HostSharing:
-    """The hosts ``add_host_sharing``'s options describe (both or neither)."""
+    """The hosts ``add_host_sharing``'s options describe: cores with ranks
+    per host (both or neither), uplinks with ranks per host."""
+    from pt2chakra.errors import InputError
     from pt2chakra.scaleout import HostSharing
 
     r, c = args.ranks_per_host, args.cores_per_host
-    if (r is None) != (c is None):
-        from pt2chakra.errors import InputError
-
+    up, up_latency = args.inter_host_bandwidth, args.inter_host_latency
+    if up_latency is not None and up is None:
+        raise InputError("--inter-host-latency", "needs --inter-host-bandwidth too")
+    if up is not None and r is None:
+        raise InputError("--inter-host-bandwidth", "needs --ranks-per-host too (which "
+                         "consecutive ranks share a host)")
+    if c is not None and r is None or (r is not None and c is None and up is None):
         given, missing = ("--ranks-per-host", "--cores-per-host") if c is None else \
             ("--cores-per-host", "--ranks-per-host")
         raise InputError(given, f"needs {missing} too (how many ranks share how many cores)")
-    return HostSharing() if r is None else HostSharing(r, c)
+    if r is None:
+        return HostSharing()
+    return HostSharing(r, c, up, up_latency or 0.0)
 
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:

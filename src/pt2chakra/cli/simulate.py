@@ -141,11 +141,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(flag, "applies to --consumer astra-sim only")
     if args.world_size is not None:
         return _cmd_world_size(args)
-    if args.ranks_per_host is not None or args.cores_per_host is not None:
+    if options.hosts_given(args) is not None:
         from pt2chakra.errors import InputError
 
-        raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
-                         "holds its own host sharing)")
+        raise InputError(str(options.hosts_given(args)), "applies with --world-size (the "
+                         "recorded scale holds its own hosts and links)")
     from pt2chakra.atomic import StagedOutputs
     from pt2chakra.simulation import simulate_run
 

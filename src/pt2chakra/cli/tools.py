@@ -188,8 +188,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
                             ("--latency", args.latency), ("--world-size", args.world_size),
-                            ("--ranks-per-host", args.ranks_per_host),
-                            ("--cores-per-host", args.cores_per_host)):
+                            (options.hosts_given(args) or "", options.hosts_given(args))):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -211,9 +210,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
                                    force=args.force, predicted_step_us=predicted),
                                hosts=options.host_sharing(args), force=args.force)
     else:
-        if args.ranks_per_host is not None or args.cores_per_host is not None:
-            raise InputError("--ranks-per-host", "applies with --world-size (the recorded scale "
-                             "holds its own host sharing)")
+        if options.hosts_given(args) is not None:
+            raise InputError(str(options.hosts_given(args)), "applies with --world-size (the "
+                             "recorded scale holds its own hosts and links)")
         job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))

@@ -16,7 +16,7 @@ from itertools import compress
 from typing import Any, NamedTuple, TypeGuard
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
-from pt2chakra.errors import LATENCY_US, SCALE, read_number
+from pt2chakra.errors import BANDWIDTH_GBPS, LATENCY_US, SCALE, read_number
 
 
 def is_gpu(attrs: Mapping[str, Any]) -> bool:
@@ -312,6 +312,12 @@ SCALEOUT_HOP_DELAY_ATTR = "scaleout_hop_delay_us"
 # Written (True) with it where the recorded N ranks crowded their hosts too:
 # the recording then shows the wake-ups itself, and the replay measures them.
 SCALEOUT_RECORDED_CROWDED_ATTR = "scaleout_recorded_crowded"
+# The target's hosts joined by uplinks (``--inter-host-bandwidth/-latency``
+# with ``--ranks-per-host``): consecutive ranks per host, each uplink's GB/s
+# and us (simulation/network.py, ``Uplinks``); absent: every link as recorded.
+SCALEOUT_RANKS_PER_HOST_ATTR = "scaleout_ranks_per_host"
+SCALEOUT_UPLINK_GBPS_ATTR = "scaleout_uplink_gbps"
+SCALEOUT_UPLINK_LATENCY_ATTR = "scaleout_uplink_latency_us"
 
 
 class ScaledWorld(NamedTuple):
@@ -323,6 +329,9 @@ class ScaledWorld(NamedTuple):
     cpu_stretch: float = 1.0
     hop_delay_us: float = 0.0
     recorded_crowded: bool = False
+    ranks_per_host: int = 0  # 0: hosts not described
+    uplink_gbps: float | None = None
+    uplink_latency_us: float = 0.0
 
     @property
     def rescaled(self) -> bool:
@@ -333,6 +342,8 @@ class ScaledWorld(NamedTuple):
 # stretch is a factor on recorded time like a what-if scale (hosts.py gives at
 # most ranks per host over cores, 65536); the hand-off delay is a latency.
 SCALEOUT_NUMBERS = {SCALEOUT_CPU_STRETCH_ATTR: SCALE, SCALEOUT_HOP_DELAY_ATTR: LATENCY_US}
+SCALEOUT_UPLINK_NUMBERS = {SCALEOUT_UPLINK_GBPS_ATTR: BANDWIDTH_GBPS,
+                           SCALEOUT_UPLINK_LATENCY_ATTR: LATENCY_US}
 
 
 def scaled_world(metadata_attrs: Mapping[str, Any], where: str = "metadata",
@@ -349,7 +360,13 @@ def scaled_world(metadata_attrs: Mapping[str, Any], where: str = "metadata",
                     if name in metadata_attrs else default
                     for (name, allowed), default in zip(SCALEOUT_NUMBERS.items(), (1.0, 0.0)))
     crowded = metadata_attrs.get(SCALEOUT_RECORDED_CROWDED_ATTR) is True
-    return ScaledWorld(world, recorded, stretch, hop, crowded)
+    per_host = metadata_attrs.get(SCALEOUT_RANKS_PER_HOST_ATTR)
+    if not (is_int(per_host) and per_host > 0 and SCALEOUT_UPLINK_GBPS_ATTR in metadata_attrs):
+        return ScaledWorld(world, recorded, stretch, hop, crowded)
+    gbps, latency = (read_number(metadata_attrs.get(name, 0.0), allowed, where,
+                                 f"metadata {name}")
+                     for name, allowed in SCALEOUT_UPLINK_NUMBERS.items())
+    return ScaledWorld(world, recorded, stretch, hop, crowded, per_host, gbps, latency)
 
 
 def size_unknown(attrs: Mapping[str, Any]) -> bool:

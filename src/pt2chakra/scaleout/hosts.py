@@ -18,6 +18,12 @@ participant ends one wake-up delay per hand-off after the first
 (``hop_delay_us``; the hand-offs per collective kind are the network
 model's, ``simulation/network.py``, ``chain_handoffs``).
 
+Hosts may also be joined by uplinks slower than the ranks' own links
+(``uplink_gbps``, ``uplink_latency_us``: ``--inter-host-bandwidth/-latency``):
+a collective that spans hosts is paced by its slowest hop
+(``simulation/network.py``, ``Uplinks``). They are written into every
+scaled-out file's metadata for the replay and the ASTRA-sim job.
+
 The normal case, one rank per GPU host (``ranks_per_host`` 1, the default),
 shares nothing and changes nothing. A test bed that puts every rank on one
 host of a few cores (``make bench-scale``: 8 ranks on 2 cores) does.
@@ -51,6 +57,8 @@ class HostSharing(NamedTuple):
 
     ranks_per_host: int = DEFAULT_RANKS_PER_HOST
     cores_per_host: int | None = None
+    uplink_gbps: float | None = None  # each host's uplink, GB/s (None: as recorded)
+    uplink_latency_us: float = 0.0
 
     def share(self, world_size: int) -> float:
         """How much longer a rank's CPU work takes on a host holding its
@@ -78,10 +86,15 @@ class HostSharing(NamedTuple):
         return self.share(self.ranks_per_host) > 1.0
 
     def describe(self) -> str:
+        uplinks = "" if self.uplink_gbps is None else \
+            (f", hosts joined by {self.uplink_gbps:g} GB/s uplinks"
+             + (f" of {self.uplink_latency_us:g} us" if self.uplink_latency_us else ""))
         if self.cores_per_host is None:
-            return "one core per rank (no host sharing)"
+            cores = f"{self.ranks_per_host} ranks per host" if uplinks else \
+                "one core per rank (no host sharing)"
+            return cores + uplinks
         return (f"{self.ranks_per_host} ranks per host of {self.cores_per_host} cores "
-                f"({BUSY_THREADS_PER_RANK} busy thread per rank)")
+                f"({BUSY_THREADS_PER_RANK} busy thread per rank){uplinks}")
 
 
 NO_SHARING = HostSharing()

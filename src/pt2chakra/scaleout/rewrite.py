@@ -23,9 +23,12 @@ from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_HOP_DELAY_ATTR,
+    SCALEOUT_RANKS_PER_HOST_ATTR,
     SCALEOUT_RECORDED_CROWDED_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
     SCALEOUT_SOURCE_RANK_ATTR,
+    SCALEOUT_UPLINK_GBPS_ATTR,
+    SCALEOUT_UPLINK_LATENCY_ATTR,
 )
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
@@ -40,6 +43,10 @@ RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
 CPU_STRETCH_ATTR = SCALEOUT_CPU_STRETCH_ATTR
 HOP_DELAY_ATTR = SCALEOUT_HOP_DELAY_ATTR
 RECORDED_CROWDED_ATTR = SCALEOUT_RECORDED_CROWDED_ATTR
+RANKS_PER_HOST_ATTR = SCALEOUT_RANKS_PER_HOST_ATTR
+UPLINK_GBPS_ATTR = SCALEOUT_UPLINK_GBPS_ATTR
+UPLINK_LATENCY_ATTR = SCALEOUT_UPLINK_LATENCY_ATTR
+UPLINK_ATTRS = (RANKS_PER_HOST_ATTR, UPLINK_GBPS_ATTR, UPLINK_LATENCY_ATTR)
 SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)  # always written
 
 
@@ -148,7 +155,7 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
         if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR,
-                                              RECORDED_CROWDED_ATTR):
+                                              RECORDED_CROWDED_ATTR, *UPLINK_ATTRS):
             continue
         if name == "rank":
             value = rank
@@ -169,5 +176,9 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
         attrs.append((HOP_DELAY_ATTR, "double_val", hop_delay))
         if hosts.hop_delay_us(measured_at) > 0.0:
             attrs.append((RECORDED_CROWDED_ATTR, "bool_val", True))
+    if hosts.uplink_gbps is not None:
+        attrs += [(RANKS_PER_HOST_ATTR, "int64_val", hosts.ranks_per_host),
+                  (UPLINK_GBPS_ATTR, "double_val", hosts.uplink_gbps),
+                  (UPLINK_LATENCY_ATTR, "double_val", hosts.uplink_latency_us)]
     return GlobalMetadata(version=md.version, attrs=attrs)
 

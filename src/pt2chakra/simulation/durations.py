@@ -224,11 +224,10 @@ def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members
     """One collective's duration: from the network model when it is set,
     else from the measured kernels."""
     if cfg.bandwidth_gbps is not None and cfg.latency_us is not None and known_size(p, members):
-        first = members[0]
-        return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members),
-                               timed_ranks(p, members),
-                               cfg.bandwidth_gbps * cfg.bandwidth_scale,
-                               cfg.latency_us, cfg.algorithm)
+        first, n = members[0], timed_ranks(p, members)
+        bandwidth, latency = p.link_of(first, n, cfg.bandwidth_gbps, cfg.latency_us)
+        return collective_time(p.comm_type[first], max(p.comm_bytes[m] for m in members), n,
+                               bandwidth * cfg.bandwidth_scale, latency, cfg.algorithm)
     # Measured kernels include waiting for the slowest peer; the last
     # to arrive waited for nobody, and its time is the minimum.
     return min(p.dur[m] for m in members) / cfg.bandwidth_scale
@@ -309,10 +308,12 @@ def _own_span(p: PreparedGraph, i: int) -> tuple[float, float]:
 def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: list[int]) -> float:
     """A collective under the calibrated model: the fitted overhead, the
     given (else fitted) latency and bandwidth, the bandwidth what-if."""
-    first = members[0]
-    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members),
-                       timed_ranks(p, members),
-                       cfg.bandwidth_scale, cfg.bandwidth_gbps, cfg.latency_us)
+    first, n = members[0], timed_ranks(p, members)
+    bandwidth, latency = p.link_of(
+        first, n, cal.bandwidth_gbps if cfg.bandwidth_gbps is None else cfg.bandwidth_gbps,
+        cal.latency_us if cfg.latency_us is None else cfg.latency_us)
+    return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members), n,
+                       cfg.bandwidth_scale, bandwidth, latency)
 
 
 def collective_wakeups(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],

@@ -78,13 +78,16 @@ def lone_us(p: PreparedGraph, cfg: SimConfig, c: LoneCollective, recorded: float
     if cfg.bandwidth_gbps is not None and cfg.latency_us is not None and cal is None:
         as_given = collective_time(ctype, c.size, c.group, cfg.bandwidth_gbps, cfg.latency_us,
                                    cfg.algorithm)
-        scaled = collective_time(ctype, c.size, c.group, cfg.bandwidth_gbps * cfg.bandwidth_scale,
-                                 cfg.latency_us, cfg.algorithm)
+        bandwidth, latency = p.link_of(c.node, c.group, cfg.bandwidth_gbps, cfg.latency_us)
+        scaled = collective_time(ctype, c.size, c.group, bandwidth * cfg.bandwidth_scale,
+                                 latency, cfg.algorithm)
         return max(recorded - as_given, 0.0) + scaled
     if cal is not None:
         as_fitted = cal.time_us(ctype, c.size, c.group, 1.0, cfg.bandwidth_gbps, cfg.latency_us)
-        scaled = cal.time_us(ctype, c.size, c.group, cfg.bandwidth_scale, cfg.bandwidth_gbps,
-                             cfg.latency_us)
+        bandwidth, latency = p.link_of(
+            c.node, c.group, cal.bandwidth_gbps if cfg.bandwidth_gbps is None
+            else cfg.bandwidth_gbps, cal.latency_us if cfg.latency_us is None else cfg.latency_us)
+        scaled = cal.time_us(ctype, c.size, c.group, cfg.bandwidth_scale, bandwidth, latency)
         return max(recorded - as_fitted, 0.0) + scaled
     return recorded / cfg.bandwidth_scale
 

@@ -26,13 +26,23 @@ whole tensor ceil(log2 n) times in turn.
 | all-reduce | 2(n-1)s a, 2(n-1)/n S |
 | broadcast, reduce | ceil(log2 n) a, ceil(log2 n) S |
 | others | as ring |
+
+Across hosts (``Uplinks``): with ``R`` consecutive ranks on each host and
+hosts joined by uplinks, a ring of more than ``R`` ranks has hops that
+cross an uplink, one per host and direction (the last rank of a host sends
+to the first of the next); gloo's flat ring, like NCCL's ring across nodes,
+moves in lockstep, so every step is paced by its slowest hop: bandwidth
+``min(B, B_uplink)``, latency ``a + a_uplink``. A tree is timed the same
+way (its crossing edges share no uplink either).
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.rules.conventions import ScaledWorld
 
 ALGORITHMS = ("ring", "tree")  # what --algorithm offers
 GLOO = "gloo"  # gloo's own algorithms (see the module doc)
@@ -118,3 +128,29 @@ def collective_time(comm_type: int, size_bytes: int, n: int, bandwidth_gbps: flo
     if bandwidth_gbps <= 0:
         raise ValueError("bandwidth must be positive")
     return steps * latency_us + factor * size_bytes / (bandwidth_gbps * 1e3)
+
+
+class Uplinks(NamedTuple):
+    """The hosts of a job's target: ``ranks_per_host`` consecutive ranks on
+    each, hosts joined by uplinks of ``bandwidth_gbps`` GB/s and
+    ``latency_us`` (see the module doc)."""
+
+    ranks_per_host: int
+    bandwidth_gbps: float
+    latency_us: float = 0.0
+
+    def slowest_hop(self, n: int, bandwidth_gbps: float, latency_us: float,
+                    ) -> tuple[float, float]:
+        """(bandwidth, latency) of a collective of ``n`` ranks whose own links
+        have ``bandwidth_gbps`` and ``latency_us``: theirs on one host, the
+        slowest hop's once it spans hosts."""
+        if n <= self.ranks_per_host:
+            return bandwidth_gbps, latency_us
+        return min(bandwidth_gbps, self.bandwidth_gbps), latency_us + self.latency_us
+
+
+def uplinks_of(world: ScaledWorld | None) -> Uplinks | None:
+    """The uplinks a scaled-out file's target hosts have (None: none given)."""
+    if world is None or world.uplink_gbps is None or world.ranks_per_host < 1:
+        return None
+    return Uplinks(world.ranks_per_host, world.uplink_gbps, world.uplink_latency_us)

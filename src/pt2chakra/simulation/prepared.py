@@ -18,6 +18,7 @@ from pt2chakra.chakra.records import ChakraNode
 from pt2chakra.rules.conventions import ScaledWorld
 from pt2chakra.rules.rendezvous import RankComms, RendezvousKey
 from pt2chakra.simulation.compiled import fast_path
+from pt2chakra.simulation.network import uplinks_of
 from pt2chakra.simulation.op_scale import CoveredTime
 
 # Node categories (critical path "by node type").
@@ -213,6 +214,16 @@ class PreparedGraph:
         self.rank_nodes: list[range] = []
         self.rank_timed: list[bool] = []  # per rank: some node has a start time
         self.rank_comms: list[RankComms] = []  # per rank with communication: its keys and order
+
+    def link_of(self, node: int, n: int, bandwidth_gbps: float, latency_us: float,
+                ) -> tuple[float, float]:
+        """(bandwidth, latency) a collective of ``n`` ranks that ``node``
+        joins runs at: its links', or, where its scaled-out file's hosts are
+        joined by uplinks, its slowest hop's (``network.Uplinks``)."""
+        uplinks = uplinks_of(self.scaled[self.rank[node]])
+        if uplinks is None:
+            return bandwidth_gbps, latency_us
+        return uplinks.slowest_hop(n, bandwidth_gbps, latency_us)
 
     def lane_id(self, key: tuple[Any, ...], rank: int, kind: str, label: str) -> int:
         idx = self.lane_index.get(key)
