@@ -64,6 +64,7 @@ class ExtrapolateSummary(msgspec.Struct):
     prefix: str
     hosts: str = NO_SHARING.describe()
     cpu_stretch: float = 1.0  # factor on the recorded CPU time (hosts.py)
+    uplinks: bool = False  # the hosts are joined by uplinks (hosts.py)
 
     def describe(self) -> str:
         lines = [f"{self.prefix}.{{0..{self.world_size - 1}}}.et: {self.files} ranks from "
@@ -78,6 +79,9 @@ class ExtrapolateSummary(msgspec.Struct):
                      "(compute, CPU time, dependencies as recorded)")
         if self.cpu_stretch != 1.0:
             lines.append(f"  CPU time x{self.cpu_stretch:.3g} ({self.hosts}; in the metadata)")
+        if self.uplinks:
+            lines.append(f"  hosts: {self.hosts} (in the metadata): a collective spanning "
+                         "hosts is paced by its slowest hop")
         lines.append(f"  rescaled: {sum(self.rescaled.values())} collective sizes, "
                      f"{self.groups_rewritten} process-group records (group_size "
                      f"{self.recorded_ranks} -> {self.world_size})")
@@ -149,7 +153,8 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         representative=p.representative, kept_ranks=kept, files=world_size,
         nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
         unvalidated=list(UNVALIDATED), prefix=prefix, hosts=hosts.describe(),
-        cpu_stretch=hosts.cpu_stretch(p.recorded, world_size))
+        cpu_stretch=hosts.cpu_stretch(p.recorded, world_size),
+        uplinks=hosts.uplink_gbps is not None)
 
 
 _Job = TypeVar("_Job")
