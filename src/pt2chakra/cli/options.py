@@ -39,6 +39,7 @@ from pt2chakra.errors import (
 
 if TYPE_CHECKING:
     from pt2chakra.scaleout import HostSharing
+    from pt2chakra.simulation.results import SlowRank
 
 # Ranks are int32 in Chakra's comm_src/comm_dst and in every launcher.
 MAX_RANK = 2**31 - 1
@@ -180,6 +181,28 @@ count = int_range(0, I64_MAX)
 positive_count = int_range(1, I64_MAX)
 # The ranges of numbers that files hold too (``errors``: one reader for both).
 scale = number_option(SCALE)
+
+
+def slow_rank(value: str) -> SlowRank:
+    """``--slow-rank RANK:cpu=F,link=G`` (either or both factors): one
+    straggler what-if (``simulation.results.SlowRank``)."""
+    from pt2chakra.simulation.results import SlowRank
+
+    rank_text, _, factors = value.partition(":")
+    try:
+        rank = int(rank_text)
+    except ValueError:
+        rank = -1
+    given: dict[str, float] = {}
+    for part in factors.split(",") if factors else []:
+        name, _, number = part.partition("=")
+        if name not in ("cpu", "link") or name in given:
+            raise argparse.ArgumentTypeError(f"{value!r}: expected RANK:cpu=F,link=G")
+        given[name] = scale(number)
+    if rank < 0 or not given:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected RANK:cpu=F and/or link=G "
+                                         "(e.g. 3:link=2, a rank whose link is half as fast)")
+    return SlowRank(rank, **given)
 bandwidth = number_option(BANDWIDTH_GBPS)
 latency = number_option(LATENCY_US)
 real_step = number_option(STEP_MS)

@@ -79,6 +79,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                    help="what-if: scale network bandwidth (collective time / X without a model)")
     p.add_argument("--comm-streams", type=options.comm_streams, nargs="+", default=[0], metavar="N",
                    help="what-if: spread collectives round-robin over N streams (0: as recorded)")
+    p.add_argument("--slow-rank", type=options.slow_rank, nargs="+", default=[],
+                   metavar="RANK:cpu=F,link=G",
+                   help="what-if: a straggler, its host's CPU time x F and/or its link G times "
+                   "slower (every collective it joins waits for it); one row each")
     p.add_argument("--bandwidth", type=options.bandwidth, metavar="GBps",
                    help="network model: link bandwidth in GB/s (needs --latency)")
     p.add_argument("--latency", type=options.latency, metavar="US",
@@ -123,6 +127,7 @@ def options_from(args: argparse.Namespace) -> SimulationOptions:
         align=args.align, compute_scale=args.compute_scale, cpu_scale=args.cpu_scale,
         cpu_scale_ops=args.cpu_scale_ops,
         bandwidth_scale=args.bandwidth_scale, comm_streams=args.comm_streams,
+        slow_rank=args.slow_rank,
         infer_waits=not args.no_infer_waits, calibrate=args.calibrate,
         without_profiler=args.without_profiler, real_step_ms=args.real_step,
         profiler_overhead=args.profiler_overhead, timeline=getattr(args, "timeline", None),
@@ -214,6 +219,7 @@ def _cmd_consumer(args: argparse.Namespace) -> int:
 
     for flag, given in (("--calibrate", args.calibrate), ("--write-et", args.write_et is not None),
                         ("--cpu-scale-ops", args.cpu_scale_ops is not None),
+                        ("--slow-rank", bool(args.slow_rank)),
                         ("--without-profiler", args.without_profiler),
                         ("--real-step", args.real_step is not None),
                         ("--profiler-overhead", args.profiler_overhead is not None)):

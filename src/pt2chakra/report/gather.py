@@ -377,7 +377,7 @@ def what_if_rows(sim: Simulator, options: ReportOptions, baseline: float) -> lis
     base = base_config(sim, sim.sources, sopt)  # the profiler's cost out, when asked
     if sopt.asks_what_if():
         rows = what_if(sim, base, sopt.compute_scale, sopt.cpu_scale, sopt.bandwidth_scale,
-                       sopt.comm_streams, baseline=baseline)
+                       sopt.comm_streams, baseline=baseline, slow=sopt.slow_values())
     elif options.standard_what_ifs:
         rows = [w for c, u, b in STANDARD_WHAT_IFS
                 for w in what_if(sim, base, [c], [u], [b], [0], baseline=baseline)]
@@ -392,4 +392,6 @@ def _what_if_label(w: WhatIf) -> str:
                                               ("bandwidth", w.bandwidth_scale)) if v != 1.0]
     if w.comm_streams:
         parts.append(f"{w.comm_streams} comm streams")
+    if w.slow_rank:
+        parts.append(f"slow {w.slow_rank}")
     return ", ".join(parts) or "baseline"

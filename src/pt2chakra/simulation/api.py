@@ -265,7 +265,7 @@ def _finish(sim: Simulator, result: SimulationResult, schedule: Schedule,
     if options.asks_what_if():
         rows = what_if(sim, base, options.compute_scale, options.cpu_scale,
                        options.bandwidth_scale, options.comm_streams,
-                       baseline=result.predicted_step_us)
+                       baseline=result.predicted_step_us, slow=options.slow_values())
         result = msgspec.structs.replace(result, what_if=rows)
     run = SimulationRun(sim, result, schedule)
     if staged is not None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import msgspec
 
 from pt2chakra.chakra.records import NodeType
+from pt2chakra.errors import InputError
 from pt2chakra.names import comm_backend
 from pt2chakra.rules.rendezvous import (
     P2P,
@@ -66,6 +67,7 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
             model += f" (with latency {cfg.latency_us:g} us, bandwidth {cfg.bandwidth_gbps:g} GB/s)"
     measured = cfg.bandwidth_gbps is None or cfg.latency_us is None
     woken = collective_wakeups(p, participants, cal, shared_clock) if cal else {}
+    slow, slow_at = cfg.slow_rank, slow_rank_index(p, cfg)
     for key, members in participants.items():
         c = cal.get(comm_backend(p.nodes[members[0]].name)) \
             if cal and known_size(p, members) else None
@@ -77,6 +79,8 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
             t = _calibrated_us(p, cfg, c, members) + woken.get(members[0], 0.0) if c \
                 else _collective_us(p, cfg, key, members)
             each = [t] * len(members)
+        if slow is not None and slow.link != 1.0 and any(p.rank[m] == slow_at for m in members):
+            each = [t * slow.link for t in each]  # paced by the slow rank's link
         coll[key] = max(each)
         for m, t in zip(members, each):
             dur[m] = t
@@ -145,6 +149,7 @@ def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]
     dur = list(p.dur)
     delay = list(p.delay)
     take_out(p, dur, delay, cfg.profiler_overhead_us)
+    _slow_host(p, cfg, dur, delay)
     cs, cpu = cfg.compute_scale, cfg.cpu_scale
     if cs == 1.0 and cpu == 1.0:
         return dur, delay  # nothing scales: no pass over a million nodes
@@ -172,6 +177,38 @@ def _scaled(p: PreparedGraph, cfg: SimConfig) -> tuple[list[float], list[float]]
             delay[i] += (cpu - 1.0) * covered.within(lane, launch - p.delay[i], launch) \
                 * _left(delay[i], p.delay[i])
     return dur, delay
+
+
+def slow_rank_index(p: PreparedGraph, cfg: SimConfig) -> int | None:
+    """The position of ``cfg``'s slow rank among the replayed ranks (None:
+    no straggler what-if); ``InputError`` when the job has no such rank."""
+    if cfg.slow_rank is None:
+        return None
+    try:
+        return p.rank_label.index(cfg.slow_rank.rank)
+    except ValueError:
+        raise InputError("--slow-rank", f"rank {cfg.slow_rank.rank} is not among the ranks "
+                         f"replayed ({', '.join(map(str, p.rank_label))})") from None
+
+
+def _slow_host(p: PreparedGraph, cfg: SimConfig, dur: list[float], delay: list[float]) -> None:
+    """The straggler what-if's host: the slow rank's CPU ops, the gaps
+    before them and its GPU-side CPU gaps ``cpu`` times longer, and the CPU
+    time before its late launches."""
+    at = slow_rank_index(p, cfg)
+    if at is None or cfg.slow_rank is None or cfg.slow_rank.cpu == 1.0:
+        return
+    factor = cfg.slow_rank.cpu
+    for i in p.rank_nodes[at]:
+        cat = p.cat[i]
+        if cat == CPU_OP:
+            dur[i] *= factor
+            delay[i] *= factor
+        elif cat == GPU_CPU_GAP:
+            dur[i] *= factor
+    for i in p.late_launch:
+        if p.rank[i] == at:
+            delay[i] *= factor
 
 
 def _left(now: float, recorded: float) -> float:
@@ -212,11 +249,18 @@ def sync_scales(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
 def scaled_tails(p: PreparedGraph, cfg: SimConfig) -> dict[int, float]:
     """Each CPU thread's recorded tail (callers returning) under the CPU knob."""
     covered = _covered(p, cfg)
+    slow = slow_rank_index(p, cfg)
+    if slow is not None and cfg.slow_rank is not None and cfg.slow_rank.cpu != 1.0:
+        factor = cfg.slow_rank.cpu
+        tails = {lane: t * (factor if p.lane_names[lane][0] == slow else 1.0)
+                 for lane, t in p.lane_tail.items()}
+    else:
+        tails = dict(p.lane_tail)
     if covered is None:
-        return {lane: t * cfg.cpu_scale for lane, t in p.lane_tail.items()}
+        return {lane: t * cfg.cpu_scale for lane, t in tails.items()}
     return {lane: t + (cfg.cpu_scale - 1.0) * covered.within(lane, p.lane_tail_end[lane] - t,
                                                                p.lane_tail_end[lane])
-            for lane, t in p.lane_tail.items()}
+            for lane, t in tails.items()}
 
 
 def _collective_us(p: PreparedGraph, cfg: SimConfig, key: RendezvousKey, members: list[int],

@@ -12,6 +12,7 @@ types).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -33,6 +34,7 @@ from pt2chakra.simulation.results import (
     Schedule,
     SimConfig,
     SimulationResult,
+    SlowRank,
     WhatIf,
 )
 
@@ -110,19 +112,19 @@ class SimulationRun(NamedTuple):
 
 
 def what_if(sim: Simulator, base: SimConfig, compute: Sequence[float], cpu: Sequence[float],
-            bandwidth: Sequence[float], streams: Sequence[int], baseline: float) -> list[WhatIf]:
-    """Predicted step for every combination of the given knob values."""
+            bandwidth: Sequence[float], streams: Sequence[int], baseline: float,
+            slow: Sequence[SlowRank | None] = (None,)) -> list[WhatIf]:
+    """Predicted step for every combination of the given knob values (and
+    straggler, ``slow``)."""
     out = []
-    for c in compute:
-        for u in cpu:
-            for b in bandwidth:
-                for s in streams:
-                    cfg = msgspec.structs.replace(base, compute_scale=c, cpu_scale=u,
-                                                  bandwidth_scale=b, comm_streams=s)
-                    predicted = sim.predict(cfg)
-                    out.append(WhatIf(compute_scale=c, cpu_scale=u, bandwidth_scale=b,
-                                      comm_streams=s, predicted_step_us=predicted,
-                                      speedup=baseline / predicted if predicted > 0 else 0.0))
+    for c, u, b, s, straggler in itertools.product(compute, cpu, bandwidth, streams, slow):
+        cfg = msgspec.structs.replace(base, compute_scale=c, cpu_scale=u, bandwidth_scale=b,
+                                      comm_streams=s, slow_rank=straggler)
+        predicted = sim.predict(cfg)
+        out.append(WhatIf(compute_scale=c, cpu_scale=u, bandwidth_scale=b, comm_streams=s,
+                          predicted_step_us=predicted,
+                          speedup=baseline / predicted if predicted > 0 else 0.0,
+                          slow_rank=straggler.label() if straggler is not None else ""))
     return out
 
 

@@ -16,7 +16,7 @@ from pt2chakra.chakra.records import ChakraNode, GlobalMetadata
 from pt2chakra.errors import InputError
 from pt2chakra.rules.conventions import scaled_world
 from pt2chakra.simulation.prepare import metadata_attrs
-from pt2chakra.simulation.results import SimConfig
+from pt2chakra.simulation.results import SimConfig, SlowRank
 
 # The what-if knobs and the value of each that asks nothing (the baseline).
 WHAT_IF_BASELINE = {"compute_scale": 1.0, "cpu_scale": 1.0, "bandwidth_scale": 1.0,
@@ -34,6 +34,7 @@ class ReplaySettings(msgspec.Struct, frozen=True, kw_only=True):
     cpu_scale: Sequence[float] = (1.0,)  # CPU op durations and CPU gaps
     bandwidth_scale: Sequence[float] = (1.0,)
     comm_streams: Sequence[int] = (0,)  # 0: as recorded; N: collectives round-robin on N
+    slow_rank: Sequence[SlowRank] = ()  # straggler what-ifs (results.SlowRank), each a row
     timeline: str | None = None  # Chrome/Perfetto JSON of the simulated + measured schedule
     plot: str | None = None  # .png/.svg/.pdf per-lane picture
     align: str = "auto"  # rank start offsets: auto, recorded, together
@@ -42,8 +43,12 @@ class ReplaySettings(msgspec.Struct, frozen=True, kw_only=True):
 
     def asks_what_if(self) -> bool:
         """Whether some knob asks for more than the baseline."""
-        return any(list(getattr(self, knob)) != [baseline]
-                   for knob, baseline in WHAT_IF_BASELINE.items())
+        return bool(self.slow_rank) or any(list(getattr(self, knob)) != [baseline]
+                                           for knob, baseline in WHAT_IF_BASELINE.items())
+
+    def slow_values(self) -> list[SlowRank | None]:
+        """The straggler of each what-if row: those asked, else none."""
+        return list(self.slow_rank) or [None]
 
     def check_network_and_scales(self) -> None:
         """The knobs every replay takes: bandwidth positive and finite,
@@ -56,6 +61,8 @@ class ReplaySettings(msgspec.Struct, frozen=True, kw_only=True):
         for name in ("compute_scale", "cpu_scale", "bandwidth_scale"):
             if not all(0 < v < math.inf for v in getattr(self, name)):
                 raise InputError(f"--{name.replace('_', '-')}", "scales must be positive and finite")
+        if not all(0 < v < math.inf for s in self.slow_rank for v in (s.cpu, s.link)):
+            raise InputError("--slow-rank", "factors must be positive and finite")
 
 
 class SimulationOptions(ReplaySettings, frozen=True, kw_only=True):

@@ -41,14 +41,15 @@ STEP_ATTRS = ("step_start_micros", "step_end_micros")
 def predicted_et_config(options: SimulationOptions) -> SimConfig:
     """The one setting to write: each what-if knob must have one value."""
     knobs = {"--compute-scale": options.compute_scale, "--cpu-scale": options.cpu_scale,
-             "--bandwidth-scale": options.bandwidth_scale, "--comm-streams": options.comm_streams}
+             "--bandwidth-scale": options.bandwidth_scale, "--comm-streams": options.comm_streams,
+             "--slow-rank": options.slow_values()}
     for flag, values in knobs.items():
         if len(values) != 1:
             raise InputError(flag, "--write-et writes one setting: give one value")
     return msgspec.structs.replace(
         options.base_config(), compute_scale=options.compute_scale[0],
         cpu_scale=options.cpu_scale[0], bandwidth_scale=options.bandwidth_scale[0],
-        comm_streams=options.comm_streams[0])
+        comm_streams=options.comm_streams[0], slow_rank=options.slow_values()[0])
 
 
 def _setting(cfg: SimConfig, overhead: ProfilerOverhead | None) -> str:

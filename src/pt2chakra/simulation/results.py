@@ -20,6 +20,22 @@ from pt2chakra.rules.conventions import STEP_SPAN
 CATEGORY_NAMES = ("cpu_op", "gpu_compute", "gpu_memcpy", "communication", "cpu_gap")
 
 
+class SlowRank(msgspec.Struct, frozen=True):
+    """A straggler what-if: one rank's host (its CPU ops, the gaps between
+    them, its launches) ``cpu`` times slower, its link ``link`` times slower
+    (each collective and transfer it joins waits for its slowest member: a
+    ring is paced by its slowest hop)."""
+
+    rank: int
+    cpu: float = 1.0
+    link: float = 1.0
+
+    def label(self) -> str:
+        parts = [f"cpu x{self.cpu:g}" if self.cpu != 1.0 else "",
+                 f"link /{self.link:g}" if self.link != 1.0 else ""]
+        return f"rank {self.rank} " + ", ".join(p for p in parts if p)
+
+
 class SimConfig(msgspec.Struct, frozen=True):
     """One simulation setting. Defaults replay the measured durations."""
 
@@ -39,6 +55,7 @@ class SimConfig(msgspec.Struct, frozen=True):
     # The profiler's cost taken out of each recorded CPU op, in microseconds
     # (profiler_overhead.py); 0: the step as recorded, profiler included.
     profiler_overhead_us: float = 0.0
+    slow_rank: SlowRank | None = None  # a straggler what-if (None: every rank as recorded)
 
     def label(self) -> str:
         cpu_ops = f" (ops /{self.cpu_scale_ops}/)" if self.cpu_scale_ops else ""
@@ -47,6 +64,8 @@ class SimConfig(msgspec.Struct, frozen=True):
                  f"comm streams {self.comm_streams or 'as recorded'}"]
         if self.profiler_overhead_us:
             parts.append(f"profiler's cost out {self.profiler_overhead_us:.2f} us/op")
+        if self.slow_rank is not None:
+            parts.append(f"slow {self.slow_rank.label()}")
         return ", ".join(parts)
 
     def link_streams(self) -> int:
@@ -93,6 +112,7 @@ class WhatIf(msgspec.Struct):
     comm_streams: int
     predicted_step_us: float
     speedup: float  # baseline predicted / this predicted
+    slow_rank: str = ""  # SlowRank.label() of a straggler what-if, else ""
 
 
 class ProfilerOverhead(msgspec.Struct):

@@ -213,5 +213,6 @@ def format_text_report(result: SimulationResult, lanes: bool = True,
         for w in result.what_if:
             streams = str(w.comm_streams) if w.comm_streams else "recorded"
             out.append(f"  {w.compute_scale:>7g}x {w.cpu_scale:>5g}x {w.bandwidth_scale:>9g}x "
-                       f"{streams:>13} {w.predicted_step_us:>13.0f} {w.speedup:>7.3f}x")
+                       f"{streams:>13} {w.predicted_step_us:>13.0f} {w.speedup:>7.3f}x"
+                       + (f"  slow {w.slow_rank}" if w.slow_rank else ""))
     return "\n".join(out)
