@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -202,10 +202,12 @@ EXTRAP_SIM, SIM_WORLD, ASTRA_WORLD, SLOW_WHAT_IF = \
 MBIT_TO_BYTES_PER_US = 1.0 / 8.0
 # GB/s (1e9 bytes/s, the tool's --inter-host-bandwidth) per Mbit/s.
 MBIT_TO_GBPS = 1e6 / 8 / 1e9
-# The uplink's latency for --inter-host-latency: the bed adds a veth pair and a
-# bridge on each side, no delay of its own; tens of us, under a ms: small
-# against the 4-MB transfers' tens of ms.
-UPLINK_LATENCY_US = 50.0
+# The uplink's one-way latency for --inter-host-latency: half the round trip of
+# 8-byte TCP messages between ranks on different hosts of the two-tier bed
+# (median 57-65 us, measured 2026-12-07 with /tmp smoke runs of the bed; ranks
+# on one host 50-56 us): the bed adds a veth pair and a bridge, no delay of
+# its own, small against the 4-MB transfers' tens of ms.
+UPLINK_LATENCY_US = 30.0
 
 
 # --------------------------------------------------------------------------
@@ -398,11 +400,11 @@ def collect_command(job: Job, world_size: int, rank: int, out: Path, steps: int)
             "--bucket-mb", f"{job.bucket_mb:g}", "--steps", str(steps), "-q"]
 
 
-def record_run(job: Job, world_size: int, out: Path, steps: int, niceness: int = NICENESS,
-               rate_mbit: float | None = None) -> float:
+def record_run(job: Job, world_size: int, out: Path, steps: int,
+               niceness: int = NICENESS) -> float:
     """One run of ``world_size`` ranks on the job's bed; returns the cores
     other processes used meanwhile. Raises on a failed rank."""
-    rate = job.rate_mbit if rate_mbit is None else rate_mbit
+    rate = job.rate_mbit
     layout = job.layout(world_size)
     cmds = [machine.rank_command(r, collect_command(job, world_size, r, out, steps), niceness)
             for r in range(world_size)]
@@ -484,7 +486,7 @@ def measure(job: Job, world_size: int, folder: Path, args: argparse.Namespace) -
             break
         quiet = machine.wait_quiet(args.max_other, args.patience)
         out = folder / f"run{attempt}"
-        other = record_run(job, world_size, out, args.steps, args.nice, args.rate)
+        other = record_run(job, world_size, out, args.steps, args.nice)
         ok = other <= args.max_other
         (clean if ok else spare).append((other, out))
         print(f"  {job.name} x{world_size} run {attempt}: others used {other:.2f} cores "
@@ -824,6 +826,8 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.default_int_handler)
     jobs = selected_jobs(args.jobs or args.modes)
+    if args.rate is not None:  # every link at one rate: the predictions see it too
+        jobs = [replace(j, rate_mbit=args.rate) for j in jobs]
     sizes = wanted_sizes(jobs, args.world_sizes)
     t0 = time.monotonic()
     results: dict[tuple[str, int], Measured] = {}

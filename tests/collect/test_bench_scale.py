@@ -198,3 +198,64 @@ def test_the_slow_link_what_if_command_and_its_row() -> None:
     assert bench_scale.slow_rank_step_us(report) == 7.0
     assert bench_scale.slow_rank_step_us({"predicted_step_us": 1.0}) is None
     assert bench_scale.slow_rank_step_us({"what_ifs": [{"predicted_step_us": 3.0}]}) is None
+
+
+def _bed_calls(monkeypatch, world_size: int, layout: Any) -> tuple[list[tuple[str, ...]],
+                                                                   dict[str, float]]:
+    """The ``ip`` calls and each shaped device's rate of one bed, built and
+    torn down with nothing run (no root)."""
+    calls: list[tuple[str, ...]] = []
+    shaped: dict[str, float] = {}
+    monkeypatch.setattr(bench_machine, "_ip", lambda *a, check=True: calls.append(a))
+    monkeypatch.setattr(bench_machine, "_shape",
+                        lambda dev, rate, netns=None: shaped.__setitem__(dev, rate))
+    monkeypatch.setattr(bench_machine, "teardown", lambda world_size=0: calls.append(("down",)))
+    with bench_machine.bed(world_size, 200.0, layout):
+        pass
+    return calls, shaped
+
+
+def test_the_two_tier_bed_joins_host_bridges_by_shaped_uplinks(monkeypatch) -> None:
+    calls, shaped = _bed_calls(monkeypatch, 4, bench_machine.Layout(ranks_per_host=2,
+                                                                    uplink_mbit=100.0))
+    assert calls[0] == ("down",) and calls[-1] == ("down",)  # torn down before and after
+    masters = {a[2]: a[4] for a in calls if a[:2] == ("link", "set") and "master" in a}
+    # ranks 0, 1 on host 0's bridge, 2, 3 on host 1's; each uplink between its host and the spine
+    assert [masters[f"p2ch{r}"] for r in range(4)] == ["p2cbh0", "p2cbh0", "p2cbh1", "p2cbh1"]
+    assert masters["p2cus0"] == masters["p2cus1"] == "p2cbr"
+    assert (masters["p2cuh0"], masters["p2cuh1"]) == ("p2cbh0", "p2cbh1")
+    # both ends of each uplink at its rate, both ends of each rank's link at the rank's
+    assert {d: shaped[d] for d in ("p2cus0", "p2cuh0", "p2cus1", "p2cuh1")} == \
+        dict.fromkeys(("p2cus0", "p2cuh0", "p2cus1", "p2cuh1"), 100.0)
+    assert all(shaped[f"p2ch{r}"] == shaped[f"p2cn{r}"] == 200.0 for r in range(4))
+    # one subnet: every rank's address in 10.231.0.0/24
+    addrs = [a[4] for a in calls if a[0] == "-n" and a[2:4] == ("addr", "add")]
+    assert addrs == [f"10.231.0.{r + 1}/24" for r in range(4)]
+
+
+def test_the_slow_link_is_shaped_on_both_ends_and_the_flat_bed_is_as_before(monkeypatch) -> None:
+    _calls, shaped = _bed_calls(monkeypatch, 3, bench_machine.Layout(slow_rank=1,
+                                                                     slow_mbit=50.0))
+    assert shaped == {"p2ch0": 200.0, "p2cn0": 200.0, "p2ch1": 50.0, "p2cn1": 50.0,
+                      "p2ch2": 200.0, "p2cn2": 200.0}
+    calls, _ = _bed_calls(monkeypatch, 2, bench_machine.FLAT)
+    assert not any("p2cbh0" in a for a in calls)
+    assert {a[2]: a[4] for a in calls if "master" in a} == {"p2ch0": "p2cbr", "p2ch1": "p2cbr"}
+
+
+def test_teardown_removes_every_name_of_the_bed(monkeypatch) -> None:
+    import subprocess
+
+    listed = {"netns": "p2cns0 (id: 0)\nother (id: 3)\np2cns1\n",
+              "link": "lo UNKNOWN ...\np2cbr UP ...\np2ch0@if5 UP ...\np2cuh1@p2cus1 UP\n"}
+    deleted: list[tuple[str, ...]] = []
+
+    def run(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 0, listed["netns" if "netns" in cmd else "link"],
+                                           "")
+    monkeypatch.setattr(bench_machine.subprocess, "run", run)
+    monkeypatch.setattr(bench_machine, "_ip", lambda *a, check=True: deleted.append(a))
+    bench_machine.teardown()
+    assert deleted == [("netns", "del", "p2cns0"), ("netns", "del", "p2cns1"),
+                       ("link", "del", "p2cbr"), ("link", "del", "p2ch0"),
+                       ("link", "del", "p2cuh1")]
