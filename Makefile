@@ -137,11 +137,15 @@ bench-sim: setup
 bench-whatif: setup
 	$(BIN)/python scripts/bench_whatif.py
 
-# Scale-out checked against measurements: DDP and FSDP2 over gloo at 2, 3, 4 and 8
-# ranks, each rank in its own network namespace on a shaped veth link (needs root,
-# ip, tc and torch; skips in one line otherwise). docs/SCALE_OUT_BENCH.md.
+# Scale-out checked against measurements: a table of DDP and FSDP2 jobs over gloo
+# (widths, bucket sizes, link rates) at 2 to 8 ranks, each rank in its own network
+# namespace on a shaped veth link, a two-tier bed (hosts joined by slower uplinks)
+# and one slow link; predictions beside the naive copy and the byte-volume baseline;
+# ASTRA-sim where built (needs root, ip, tc and torch; skips in one line otherwise;
+# sized for about 25 min on 2 cores). docs/SCALE_OUT_BENCH.md.
 bench-scale: setup
-	$(BIN)/python scripts/bench_scale.py
+	ASTRA_SIM_BIN="$${ASTRA_SIM_BIN:-$$($(PYTHON) scripts/astra_sim_cache.py --find 2>/dev/null)}" \
+	    $(BIN)/python scripts/bench_scale.py
 
 # Parallel layouts checked against measurements: TP, PP (GPipe, 1F1B), TP x DP and
 # PP x DP of a small transformer over gloo, each rank in its own network namespace

@@ -8,6 +8,12 @@ namespace's end, so gloo's traffic crosses the shaped link. Also the
 machine's CPU accounting: what other processes used during a run (the
 machine may be shared).
 
+Two more shapes (``Layout``): a two-tier bed, where consecutive ranks share a
+host bridge and each host bridge is joined to one spine bridge by an uplink
+(a veth pair shaped on both ends, slower than the ranks' own links), and a
+slow link, one rank's veth shaped slower than the others' (both ends). Every
+address is in one subnet, so gloo finds every peer across the bridges.
+
 Used by ``scripts/bench_scale.py``; needs Linux, root, ``ip`` and ``tc``.
 """
 
@@ -26,7 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Names kept short: Linux interface names have at most 15 characters.
-BRIDGE = "p2cbr"
+BRIDGE = "p2cbr"  # the flat bed's bridge; the two-tier bed's spine
+HOST_BRIDGE = "p2cbh{host}"  # a two-tier host's bridge
+UPLINK_HOST_END = "p2cuh{host}"  # the uplink's end on the host bridge
+UPLINK_SPINE_END = "p2cus{host}"  # the uplink's end on the spine
+PREFIX = "p2c"  # every name above starts with it: teardown removes them all
 NETNS = "p2cns{rank}"
 HOST_END = "p2ch{rank}"  # the veth end on the bridge (root namespace)
 RANK_END = "p2cn{rank}"  # the veth end inside the rank's namespace
@@ -59,6 +69,34 @@ def why_not() -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks sit: ``ranks_per_host`` 0 is the flat bed (every rank
+    on one bridge); else consecutive ranks share a host bridge, joined to the
+    spine at ``uplink_mbit``. ``slow_rank`` (None: none) gets ``slow_mbit``
+    on both ends of its own link instead of the bed's rate."""
+
+    ranks_per_host: int = 0
+    uplink_mbit: float = 0.0
+    slow_rank: int | None = None
+    slow_mbit: float = 0.0
+
+    def host_of(self, rank: int) -> int | None:
+        """The rank's host (None on the flat bed)."""
+        return rank // self.ranks_per_host if self.ranks_per_host else None
+
+    def hosts(self, world_size: int) -> int:
+        """Host bridges of a ``world_size``-rank bed (0 on the flat bed)."""
+        return -(-world_size // self.ranks_per_host) if self.ranks_per_host else 0
+
+    def rate_of(self, rank: int, rate_mbit: float) -> float:
+        """The rank's own link: the bed's rate, or the slow rank's."""
+        return self.slow_mbit if rank == self.slow_rank else rate_mbit
+
+
+FLAT = Layout()
+
+
 def rank_addr(rank: int) -> str:
     return SUBNET.format(host=rank + 1).split("/")[0]
 
@@ -73,35 +111,68 @@ def _shape(dev: str, rate_mbit: float, netns: str | None = None) -> None:
                     f"{rate_mbit:g}mbit", *TBF], check=True, capture_output=True)
 
 
-def teardown(world_size: int) -> None:
-    """Remove the bed (namespaces take their veth ends along); quiet when absent."""
+def _names(cmd: list[str]) -> list[str]:
+    """The names ``ip`` lists (one per line, the name first) that are the bed's."""
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.split()]
+    return [n.split("@")[0].rstrip(":") for n in names if n.startswith(PREFIX)]
+
+
+def teardown(world_size: int = 0) -> None:
+    """Remove every piece of any bed (namespaces take their veth ends along,
+    a veth end its peer); quiet when absent. ``world_size``: kept for
+    callers; every name with the bed's prefix goes, whatever shape made it."""
+    for ns in _names(["ip", "netns", "list"]):
+        _ip("netns", "del", ns, check=False)
     for r in range(world_size):
         _ip("netns", "del", NETNS.format(rank=r), check=False)
-        _ip("link", "del", HOST_END.format(rank=r), check=False)
-    _ip("link", "del", BRIDGE, check=False)
+    for dev in _names(["ip", "-o", "-br", "link", "show"]):
+        _ip("link", "del", dev, check=False)
+
+
+def _add_link(up: str, down: str, bridge: str, rate_mbit: float) -> None:
+    """A veth pair, ``up`` on ``bridge``, ``down`` left in the root namespace;
+    ``up`` shaped at ``rate_mbit`` (toward ``down``'s side)."""
+    _ip("link", "add", up, "type", "veth", "peer", "name", down)
+    _ip("link", "set", up, "master", bridge)
+    _ip("link", "set", up, "up")
+    _shape(up, rate_mbit)
+
+
+def _add_bridge(name: str) -> None:
+    _ip("link", "add", name, "type", "bridge")
+    _ip("link", "set", name, "up")
 
 
 @contextmanager
-def bed(world_size: int, rate_mbit: float) -> Iterator[None]:
-    """The namespaces, veths and bridge of ``world_size`` ranks, links shaped
-    to ``rate_mbit`` on both ends; removed on every exit."""
+def bed(world_size: int, rate_mbit: float, layout: Layout = FLAT) -> Iterator[None]:
+    """The namespaces, veths and bridges of ``world_size`` ranks in
+    ``layout``, links shaped on both ends; removed on every exit."""
     teardown(world_size)
     try:
-        _ip("link", "add", BRIDGE, "type", "bridge")
-        _ip("link", "set", BRIDGE, "up")
+        _add_bridge(BRIDGE)
+        for h in range(layout.hosts(world_size)):
+            host_bridge = HOST_BRIDGE.format(host=h)
+            _add_bridge(host_bridge)
+            # the uplink: toward the host shaped on the spine's end, from it on the host's
+            _add_link(UPLINK_SPINE_END.format(host=h), UPLINK_HOST_END.format(host=h), BRIDGE,
+                      layout.uplink_mbit)
+            host_end = UPLINK_HOST_END.format(host=h)
+            _ip("link", "set", host_end, "master", host_bridge)
+            _ip("link", "set", host_end, "up")
+            _shape(host_end, layout.uplink_mbit)
         for r in range(world_size):
             ns, host, inner = NETNS.format(rank=r), HOST_END.format(rank=r), \
                 RANK_END.format(rank=r)
+            on = layout.host_of(r)
+            rate = layout.rate_of(r, rate_mbit)
             _ip("netns", "add", ns)
-            _ip("link", "add", host, "type", "veth", "peer", "name", inner)
+            _add_link(host, inner, BRIDGE if on is None else HOST_BRIDGE.format(host=on), rate)
             _ip("link", "set", inner, "netns", ns)
-            _ip("link", "set", host, "master", BRIDGE)
-            _ip("link", "set", host, "up")
             _ip("-n", ns, "addr", "add", SUBNET.format(host=r + 1), "dev", inner)
             _ip("-n", ns, "link", "set", inner, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            _shape(host, rate_mbit)  # toward the rank: its ingress
-            _shape(inner, rate_mbit, ns)  # from the rank: its egress
+            _shape(inner, rate, ns)  # from the rank: its egress (the bridge's end: its ingress)
         yield
     finally:
         teardown(world_size)
@@ -138,12 +209,13 @@ def run_ranks(commands: list[list[str]], log_dir: Path, timeout_s: float) -> lis
 
 
 def record_on_bed(commands: list[list[str]], rate_mbit: float, log_dir: Path, timeout_s: float,
-                  label: str) -> float:
+                  label: str, layout: Layout = FLAT) -> float:
     """Run one recording's ranks (``commands``, one per rank, from
-    ``rank_command``) on a bed of that many ranks at ``rate_mbit``; returns
-    the cores other processes used meanwhile. Raises on a failed rank."""
+    ``rank_command``) on a bed of that many ranks at ``rate_mbit`` in
+    ``layout``; returns the cores other processes used meanwhile. Raises on
+    a failed rank."""
     meter = OthersMeter().start()
-    with bed(len(commands), rate_mbit):
+    with bed(len(commands), rate_mbit, layout):
         codes = run_ranks(commands, log_dir, timeout_s)
     other = meter.cores()
     if any(codes):
