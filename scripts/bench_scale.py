@@ -613,8 +613,8 @@ def slow_rank_command(ets: Sequence[str], rank: int, factor: float) -> list[str]
 
 def slow_rank_step_us(report: dict[str, object]) -> float | None:
     """The slowed rank's what-if step in ``simulate --json``'s report: the
-    ``what_ifs`` row whose ``slow_rank`` label is set (None: no such row)."""
-    rows = report.get("what_ifs")
+    ``what_if`` row whose ``slow_rank`` label is set (None: no such row)."""
+    rows = report.get("what_if")
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and row.get("slow_rank") and "predicted_step_us" in row:
             return float(row["predicted_step_us"])

@@ -38,7 +38,7 @@ def test_every_layout_the_issue_asks_for_is_a_job_collect_accepts() -> None:
 
     labels = [job.label for job in bench_layout.JOBS]
     assert labels == ["tp2", "tp4", "pp2-gpipe", "pp2-1f1b", "pp4-gpipe", "pp4-1f1b",
-                      "tp2xdp2", "pp2xdp2-1f1b"]
+                      "tp2xdp2", "pp2xdp2-gpipe", "pp2xdp2-1f1b"]
     for job in bench_layout.JOBS:
         opts = dict(zip(job.options[::2], job.options[1::2]))
         cfg = LayoutConfig(tp=int(opts.get("--tp", 1)), pp=int(opts.get("--pp", 1)),

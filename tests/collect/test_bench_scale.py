@@ -193,11 +193,11 @@ def test_the_slow_link_what_if_command_and_its_row() -> None:
     assert bench_scale.slow_rank_command(["a.0.et", "a.1.et"], 1, 2.0) == \
         ["simulate", "a.0.et", "a.1.et", "--slow-rank", "1:link=2", "--json"]
     report = {"predicted_step_us": 1.0,
-              "what_ifs": [{"label": "bandwidth x2", "slow_rank": "", "predicted_step_us": 5.0},
+              "what_if": [{"label": "bandwidth x2", "slow_rank": "", "predicted_step_us": 5.0},
                            {"slow_rank": "rank 1 link x2", "predicted_step_us": 7.0}]}
     assert bench_scale.slow_rank_step_us(report) == 7.0
     assert bench_scale.slow_rank_step_us({"predicted_step_us": 1.0}) is None
-    assert bench_scale.slow_rank_step_us({"what_ifs": [{"predicted_step_us": 3.0}]}) is None
+    assert bench_scale.slow_rank_step_us({"what_if": [{"predicted_step_us": 3.0}]}) is None
 
 
 def _bed_calls(monkeypatch, world_size: int, layout: Any) -> tuple[list[tuple[str, ...]],
