@@ -576,17 +576,14 @@ def bed_hosts(results: dict[tuple[str, int], Measured]) -> list[str]:
 
 def host_options(job: Job, target: int, flat_hosts: Sequence[str]) -> list[str]:
     """What a prediction of ``target`` ranks of ``job`` is told about its
-    hosts: on the flat bed ``flat_hosts`` (every rank sharing the machine's
-    cores); on the two-tier bed the target's ranks per host, the machine's
-    cores per host, each host's uplink (GB/s) and its latency. The tool takes
-    one host shape for the recorded job and the target, so the bed's two
-    hosts sharing one machine's cores is not said (docs/SCALE_OUT_BENCH.md)."""
+    hosts: every rank shares this machine's cores (``flat_hosts``); on the
+    two-tier bed the target's ranks behind each uplink (the bed's network
+    hosts, which share the machine's cores), the uplink (GB/s) and its
+    latency."""
     t = job.topology
     if not isinstance(t, TwoTier):
         return list(flat_hosts)
-    cores = flat_hosts[flat_hosts.index("--cores-per-host") + 1] \
-        if "--cores-per-host" in flat_hosts else str(os.cpu_count() or 1)
-    return ["--ranks-per-host", str(t.per_host(target)), "--cores-per-host", cores,
+    return [*flat_hosts, "--ranks-per-uplink", str(t.per_host(target)),
             "--inter-host-bandwidth", f"{t.uplink_mbit * MBIT_TO_GBPS:g}",
             "--inter-host-latency", f"{UPLINK_LATENCY_US:g}"]
 

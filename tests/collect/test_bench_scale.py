@@ -177,7 +177,8 @@ def test_two_tier_targets_are_told_their_hosts_and_uplink(tmp_path) -> None:
     flat = ["--ranks-per-host", "8", "--cores-per-host", "2"]
     assert bench_scale.host_options(jobs["ddp"], 8, flat) == flat
     hosts = bench_scale.host_options(jobs["ddp-2tier"], 8, flat)
-    assert hosts[:4] == ["--ranks-per-host", "4", "--cores-per-host", "2"]
+    # every rank shares the machine's cores; 4 ranks behind each uplink
+    assert hosts[:4] == flat and hosts[hosts.index("--ranks-per-uplink") + 1] == "4"
     # 100 Mbit/s = 12.5 MB/s = 0.0125 GB/s
     assert hosts[hosts.index("--inter-host-bandwidth") + 1] == "0.0125"
     assert "--inter-host-latency" in hosts

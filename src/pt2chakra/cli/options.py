@@ -108,10 +108,13 @@ def add_host_sharing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inter-host-latency", type=number_option(LATENCY_US), metavar="US",
                    help="with --inter-host-bandwidth: the uplinks' latency per message, us "
                    "(default 0)")
+    p.add_argument("--ranks-per-uplink", type=int_range(1, MAX_PER_HOST), metavar="U",
+                   help="with --inter-host-bandwidth: consecutive ranks behind each uplink, "
+                   "where they are not one host's cores (a test bed; default --ranks-per-host)")
 
 
 HOST_OPTIONS = ("--ranks-per-host", "--cores-per-host", "--inter-host-bandwidth",
-                "--inter-host-latency")
+                "--inter-host-latency", "--ranks-per-uplink")
 
 
 def hosts_given(args: argparse.Namespace) -> str | None:
@@ -131,8 +134,10 @@ def host_sharing(args: argparse.Namespace) -> HostSharing:
 
     r, c = args.ranks_per_host, args.cores_per_host
     up, up_latency = args.inter_host_bandwidth, args.inter_host_latency
-    if up_latency is not None and up is None:
-        raise InputError("--inter-host-latency", "needs --inter-host-bandwidth too")
+    for flag, given in (("--inter-host-latency", up_latency),
+                        ("--ranks-per-uplink", args.ranks_per_uplink)):
+        if given is not None and up is None:
+            raise InputError(flag, "needs --inter-host-bandwidth too")
     if up is not None and r is None:
         raise InputError("--inter-host-bandwidth", "needs --ranks-per-host too (which "
                          "consecutive ranks share a host)")
@@ -142,7 +147,7 @@ def host_sharing(args: argparse.Namespace) -> HostSharing:
         raise InputError(given, f"needs {missing} too (how many ranks share how many cores)")
     if r is None:
         return HostSharing()
-    return HostSharing(r, c, up, up_latency or 0.0)
+    return HostSharing(r, c, up, up_latency or 0.0, args.ranks_per_uplink)
 
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:

@@ -59,6 +59,14 @@ class HostSharing(NamedTuple):
     cores_per_host: int | None = None
     uplink_gbps: float | None = None  # each host's uplink, GB/s (None: as recorded)
     uplink_latency_us: float = 0.0
+    # Consecutive ranks behind one uplink where they are not one host's
+    # (a test bed whose network hosts share one machine's cores); None:
+    # ranks_per_host.
+    ranks_per_uplink: int | None = None
+
+    def uplink_group(self) -> int:
+        """How many consecutive ranks share an uplink."""
+        return self.ranks_per_uplink or self.ranks_per_host
 
     def share(self, world_size: int) -> float:
         """How much longer a rank's CPU work takes on a host holding its
@@ -86,8 +94,9 @@ class HostSharing(NamedTuple):
         return self.share(self.ranks_per_host) > 1.0
 
     def describe(self) -> str:
+        behind = f" ({self.ranks_per_uplink} ranks behind each)" if self.ranks_per_uplink else ""
         uplinks = "" if self.uplink_gbps is None else \
-            (f", hosts joined by {self.uplink_gbps:g} GB/s uplinks"
+            (f", hosts joined by {self.uplink_gbps:g} GB/s uplinks{behind}"
              + (f" of {self.uplink_latency_us:g} us" if self.uplink_latency_us else ""))
         if self.cores_per_host is None:
             cores = f"{self.ranks_per_host} ranks per host" if uplinks else \

@@ -177,7 +177,7 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
         if hosts.hop_delay_us(measured_at) > 0.0:
             attrs.append((RECORDED_CROWDED_ATTR, "bool_val", True))
     if hosts.uplink_gbps is not None:
-        attrs += [(RANKS_PER_HOST_ATTR, "int64_val", hosts.ranks_per_host),
+        attrs += [(RANKS_PER_HOST_ATTR, "int64_val", hosts.uplink_group()),
                   (UPLINK_GBPS_ATTR, "double_val", hosts.uplink_gbps),
                   (UPLINK_LATENCY_ATTR, "double_val", hosts.uplink_latency_us)]
     return GlobalMetadata(version=md.version, attrs=attrs)
