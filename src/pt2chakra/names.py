@@ -9,6 +9,8 @@ Every consumer (loaders, linker, graph builder, ``validate``, the exports,
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 # The ET node holding the process groups' JSON (a METADATA node in Chakra).
 PROCESS_GROUP_INIT = "## process_group:init ##"
@@ -30,6 +32,19 @@ C10D_PREFIX = "c10d::"
 # launches the backend's work like a c10d op does.
 C10D_FUNCTIONAL_PREFIXES = ("_c10d_functional::", "c10d_functional::")
 COLLECTIVE_NAME_PREFIXES = (*COMM_BACKEND_PREFIXES, C10D_PREFIX, *C10D_FUNCTIONAL_PREFIXES)
+
+
+def functional_group(name: str, values: Sequence[Any], types: Sequence[Any]) -> str | None:
+    """A functional collective's process group: its ``group_name``, the last
+    String input (``_c10d_functional::all_reduce(input, reduce_op,
+    group_name)``); None for any other op, or one without it
+    (``wait_tensor``). The one name a gloo collective's trace gives its group."""
+    if not name.startswith(C10D_FUNCTIONAL_PREFIXES):
+        return None
+    for value, kind in reversed(list(zip(values, types))):
+        if kind == "String" and isinstance(value, str):
+            return value
+    return None
 
 # The c10d point-to-point ops and the input holding their peer (the group
 # rank sent to / received from): ``c10d::send(tensors, pg, dst, tag)``.

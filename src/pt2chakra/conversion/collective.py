@@ -9,6 +9,7 @@ is the collective's *total* payload as ASTRA-sim expects it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from pt2chakra.chakra.records import CollectiveType, NodeType
@@ -117,12 +118,31 @@ def comm_size_from_info(ctype: CollectiveType | str, info: CollectiveInfo) -> in
     return nelems * elem
 
 
+# An ET tensor value: ``[id, storage, offset, numel, itemsize, device]``.
+TENSOR_FIELDS = 6
+
+
+def is_tensor_value(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == TENSOR_FIELDS \
+        and isinstance(value[5], str) and all(isinstance(v, int) for v in value[:5])
+
+
+def tensor_ids(values: Sequence[Any]) -> list[int]:
+    """The ids of the tensors among an op's values (in lists for a tensor
+    list)."""
+    out: list[int] = []
+    for v in values:
+        if is_tensor_value(v):
+            out.append(v[0])
+        elif isinstance(v, list):
+            out += tensor_ids(v)
+    return out
+
+
 def _tensor_bytes(value: Any) -> int:
-    """Bytes of an ET tensor value ``[id, storage, offset, numel, itemsize,
-    device]`` or a (nested) list of them."""
-    if isinstance(value, list) and len(value) == 6 and isinstance(value[5], str) \
-            and isinstance(value[3], int) and isinstance(value[4], int):
-        return value[3] * value[4]
+    """Bytes of an ET tensor value or a (nested) list of them."""
+    if is_tensor_value(value):
+        return int(value[3] * value[4])
     if isinstance(value, list):
         return sum(_tensor_bytes(v) for v in value if isinstance(v, list))
     return 0

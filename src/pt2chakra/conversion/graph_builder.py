@@ -62,8 +62,10 @@ from pt2chakra.conversion.linker import (
 )
 from pt2chakra.conversion.step import is_stand_in
 from pt2chakra.names import (
+    C10D_FUNCTIONAL_PREFIXES,
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
+    functional_group,
     is_backend_comm_op,
 )
 from pt2chakra.pytorch.records import CollectiveInfo, HostOp, IOValues, op_field
@@ -292,6 +294,9 @@ class CommContext(NamedTuple):
     channels: dict[int, int] = {}
     # A send or receive transfer op id -> its call (``posted_transfers``).
     posted: dict[int, int] = {}
+    # Tensor id -> the group a functional collective moved it in
+    # (``functional_tensor_groups``).
+    functional: dict[int, str] = {}
 
 
 def transfer_ops(ops: Sequence[HostOp], gpu_ops: Sequence[LaunchedGpuOp],
@@ -322,7 +327,53 @@ def comm_context(linked: LinkedTrace, ops_by_id: Mapping[int, HostOp]) -> CommCo
         _posted_by_call(transfer, call, linked.cpu_event)
     channels = transfer_channels(transfers, posted, linked.cpu_event)
     return CommContext(ops_by_id, transfers, only.pg_name if only is not None else "",
-                       size or world, channels, posted)
+                       size or world, channels, posted, functional_tensor_groups(linked.ops))
+
+
+# How far up its callers a backend op's functional collective is looked for
+# (``gloo:all_reduce`` under ``c10d::allreduce_`` under
+# ``_c10d_functional::all_reduce``).
+FUNCTIONAL_CALLER_DEPTH = 3
+
+
+def functional_tensor_groups(ops: Sequence[HostOp]) -> dict[int, str]:
+    """Tensor id -> the group of the functional collective (DTensor's,
+    torch.compile's) that took or gave it: gloo names no group on its own
+    ops, and runs a functional collective's work when the tensor is
+    waited on (under ``wait_tensor``, which names none), so the tensor is
+    what ties the work to its group."""
+    out: dict[int, str] = {}
+    for op in ops:
+        if not op.name.startswith(C10D_FUNCTIONAL_PREFIXES):
+            continue
+        group = functional_group(op.name, op.inputs.values, op.inputs.types)
+        if group is None:
+            continue
+        for tensor in (*coll.tensor_ids(op.inputs.values), *coll.tensor_ids(op.outputs.values)):
+            out.setdefault(tensor, group)
+    return out
+
+
+def _functional_pg(op: HostOp | None, comm: CommContext) -> str:
+    """The group of the functional collective a backend op runs: named by a
+    caller within ``FUNCTIONAL_CALLER_DEPTH``, else by the tensor it moves;
+    "" when it runs none."""
+    if op is None or not comm.functional:  # no functional collective in the trace
+        return ""
+    caller: HostOp | None = op
+    for _ in range(FUNCTIONAL_CALLER_DEPTH + 1):
+        if caller is None:
+            break
+        if caller.name.startswith(C10D_FUNCTIONAL_PREFIXES):
+            group = functional_group(caller.name, caller.inputs.values, caller.inputs.types)
+            if group is not None:
+                return group
+        caller = comm.ops_by_id.get(caller.parent)
+    if comm.functional and is_backend_comm_op(op.name):
+        for tensor in coll.tensor_ids(op.inputs.values):
+            if tensor in comm.functional:
+                return comm.functional[tensor]
+    return ""
 
 
 def posted_transfers(transfers: frozenset[int], ops_by_id: Mapping[int, HostOp],
@@ -793,7 +844,8 @@ def _comm_attrs(ctype: CollectiveType | str, info: CollectiveInfo | None, launch
     if not size and ctype != CollectiveType.BARRIER:  # not 0 bytes: not known (conventions)
         attrs.append((COMM_SIZE_UNKNOWN_ATTR, "bool_val", True))
     pg_name = (info.pg_name if info is not None else "") or str(
-        (rpc.attrs.get("pg_name") if rpc is not None else "") or "") or comm.default_pg
+        (rpc.attrs.get("pg_name") if rpc is not None else "") or "") or \
+        _functional_pg(launcher, comm) or comm.default_pg
     if pg_name:
         attrs.append(("pg_name", "string_val", pg_name))
     if info is not None:

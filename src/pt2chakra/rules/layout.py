@@ -53,7 +53,7 @@ from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.process_groups import ProcessGroupRecord, read_process_groups
 from pt2chakra.chakra.ranks import rank_of
 from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata, NodeType, attr_dict
-from pt2chakra.names import C10D_FUNCTIONAL_PREFIXES, C10D_PREFIX
+from pt2chakra.names import C10D_FUNCTIONAL_PREFIXES, C10D_PREFIX, functional_group
 
 # Names a sharded data-parallel job's annotations carry: FSDP2's ``FSDP::...``
 # record functions, FSDP1's ``FullyShardedDataParallel`` module and hooks.
@@ -383,7 +383,7 @@ def _own_context(node: ChakraNode) -> _Context:
 
 
 def _group_input(node: ChakraNode) -> str | None:
-    """A functional collective's ``group_name``: its last string input."""
+    """A functional collective's ``group_name`` (``names.functional_group``)."""
     if node.inputs is None:
         return None
     try:
@@ -393,10 +393,7 @@ def _group_input(node: ChakraNode) -> str | None:
         return None
     if not (isinstance(values, list) and isinstance(types, list)):
         return None
-    for value, kind in reversed(list(zip(values, types, strict=False))):
-        if kind == "String" and isinstance(value, str):
-            return value
-    return None
+    return functional_group(node.name, values, types)
 
 
 def _merged(a: _Context, b: _Context) -> _Context:
