@@ -81,3 +81,23 @@ def test_refusals_are_one_line(gloo_ranks: list[Path], args: list[str], words: s
     proc = run_cli("simulate", *gloo_ranks, *args)
     assert proc.returncode == 2
     assert_one_line_failure(proc, words)
+
+
+def test_a_step_is_given_its_range_over_what_the_fit_assumed(
+        gloo_ranks: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the recording cannot tell bytes from a fixed cost (here: made
+    so by asking for sizes 1e9 times apart), the fit assumes a latency and
+    says so, and the M-rank step comes with its range over that latency."""
+    from pt2chakra.scaleout import simulate_world_size
+    from pt2chakra.simulation import calibration
+
+    plain = simulate_world_size(gloo_ranks, 8)
+    assert plain.assumed_range() is None and "assumed" not in plain.breakdown().describe()
+    monkeypatch.setattr(calibration, "BYTES_SPREAD_TO_FIT", 1e9)
+    scaled = simulate_world_size(gloo_ranks, 8)
+    assert calibration.assumes(scaled.run.result.network_model)
+    span = scaled.assumed_range()
+    assert span is not None
+    lo, hi = span
+    assert lo <= scaled.run.result.predicted_step_us <= hi and lo < hi
+    assert "over the assumed latency" in scaled.breakdown().describe()

@@ -196,10 +196,26 @@ class WorldSizeRun(NamedTuple):
     options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
 
     def breakdown(self) -> ScaleBreakdown:
-        """Where the M-rank step's time goes (what ``simulate --world-size`` prints)."""
+        """Where the M-rank step's time goes (what ``simulate --world-size``
+        prints), with the step's range over what the fit assumed."""
         from pt2chakra.scaleout.breakdown import breakdown
 
-        return breakdown(self.plan, self.run, self.options)
+        return breakdown(self.plan, self.run, self.options, self.assumed_range())
+
+    def assumed_range(self) -> tuple[float, float] | None:
+        """The M-rank step with the latency the fit assumed (where the
+        recording could not tell it) moved over ``ASSUMED_LATENCY_RANGE``;
+        None when the fit assumed nothing."""
+        from pt2chakra.simulation import base_config
+        from pt2chakra.simulation.calibration import ASSUMED_LATENCY_RANGE, assumes
+
+        if not assumes(self.run.result.network_model):
+            return None
+        sim = self.run.simulator
+        base = base_config(sim, [r.source for r in self.run.result.ranks], self.options)
+        steps = [sim.predict(msgspec.structs.replace(base, assumed_latency_scale=x))
+                 for x in ASSUMED_LATENCY_RANGE]
+        return min(steps), max(steps)
 
 
 def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int,

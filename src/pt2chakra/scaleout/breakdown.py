@@ -25,6 +25,7 @@ from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.names import comm_backend
 from pt2chakra.scaleout.plan import ScalePlan
 from pt2chakra.simulation import CollectiveRow, SimulationOptions, SimulationRun, collective_rows
+from pt2chakra.simulation.calibration import ASSUMED_LATENCY_RANGE
 from pt2chakra.simulation.network import (
     GLOO,
     SCALED_BACKENDS,
@@ -61,6 +62,8 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
     network_model: str | None
     collectives: list[CollectiveAtScale]
     clones: str
+    # The step over the latency the fit assumed (None: it assumed nothing)
+    assumed_range_us: tuple[float, float] | None = None
 
     def describe(self) -> str:
         n, m = self.recorded_ranks, self.world_size
@@ -72,6 +75,10 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
                  f"  {self.clones}"]
         if self.network_model:
             lines.append(f"  network: {self.network_model}")
+        if self.assumed_range_us is not None:
+            lo, hi = self.assumed_range_us
+            lines.append(f"  over the assumed latency (x{ASSUMED_LATENCY_RANGE[0]:g} to "
+                         f"x{ASSUMED_LATENCY_RANGE[1]:g}): the step is {lo:.0f} to {hi:.0f} us")
         if self.critical_path_us:
             parts = ", ".join(f"{k} {v:.0f} us" for k, v in self.critical_path_us.items())
             lines.append(f"  on the critical path: {parts}")
@@ -107,7 +114,8 @@ def timed_by(row: CollectiveRow, ranks: int, options: SimulationOptions) -> str:
             f"per link; {source}")
 
 
-def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions) -> ScaleBreakdown:
+def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
+              assumed_range_us: tuple[float, float] | None = None) -> ScaleBreakdown:
     """The breakdown of a ``simulate --world-size`` run (``options`` as
     replayed: ``SimulationOptions.scaled_out``)."""
     rows = collective_rows(run.simulator, run.schedule, options.base_config().link_streams())
@@ -124,5 +132,5 @@ def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions) -
         collectives=[CollectiveAtScale(r.name, r.what, r.size_bytes, plan.target,
                                        r.simulated_us, r.critical,
                                        timed_by(r, plan.target, options)) for r in rows],
-        clones=clones)
+        clones=clones, assumed_range_us=assumed_range_us)
 

@@ -82,6 +82,11 @@ SLOWEST_LINK_GBPS = 10e6 / 8 / 1e9
 # us; nccl-tests' small all-reduce over 8 ranks' 14 steps takes ~30-60 us).
 ASSUMED_LATENCY_US = {"gloo": 20.0}
 ASSUMED_LATENCY_OTHER_US = 3.0
+# The range a prediction is given over an assumed latency: from none to this
+# many times the assumed one (a loopback's few microseconds to a busy LAN's).
+ASSUMED_LATENCY_RANGE = (0.0, 2.0)
+# How the calibration line says what it assumed (``assumes`` reads it).
+ASSUMED_MARK = "; assumed: "
 Row = tuple[tuple[float, float, float], float, float]  # (columns, duration, its class mean)
 
 
@@ -126,7 +131,7 @@ class Calibration:
         return (f"calibrated {self.algorithm}: overhead {self.overhead_us:.3g} us, latency "
                 f"{self.latency_us:.3g} us/step, {bw} ({self.samples} collectives, "
                 f"rms error {self.rel_error:.0%})"
-                + (f"; assumed: {'; '.join(self.assumed)}" if self.assumed else ""))
+                + (f"{ASSUMED_MARK}{'; '.join(self.assumed)}" if self.assumed else ""))
 
 
 class RecordedCalibration(NamedTuple):
@@ -140,6 +145,12 @@ class RecordedCalibration(NamedTuple):
     # participant -> the wake-ups its scaled-out collective adds on crowded
     # hosts (durations.collective_wakeups; empty for recorded files)
     wakeups: dict[int, float] = {}
+
+
+def assumes(network_model: str | None) -> bool:
+    """Whether a replay's network line (``Calibration.describe`` of each
+    backend) says the fit assumed a term the recording could not tell."""
+    return network_model is not None and ASSUMED_MARK in network_model
 
 
 def link_shares(intervals: Sequence[tuple[float, float]]) -> list[float]:
@@ -311,11 +322,14 @@ def backend_samples(names: Mapping[int, str], members: Sequence[Sequence[int]],
 
 
 def fit_backends(samples: dict[str, list[CommSample]], algorithm: str = "ring",
-                 per_backend: Mapping[str, str] | None = None) -> dict[str, Calibration]:
+                 per_backend: Mapping[str, str] | None = None,
+                 assumed_latency_scale: float = 1.0) -> dict[str, Calibration]:
     """One calibration per backend that has usable samples; ``per_backend``
-    names another algorithm for some backends (gloo's own, when scaling out)."""
+    names another algorithm for some backends (gloo's own, when scaling out);
+    ``assumed_latency_scale`` moves the latency assumed where the recording
+    cannot tell it (the prediction's range, ``ASSUMED_LATENCY_RANGE``)."""
     chosen = per_backend or {}
     fitted = {b: fit(s, chosen.get(b, algorithm),
-                     ASSUMED_LATENCY_US.get(b, ASSUMED_LATENCY_OTHER_US))
+                     ASSUMED_LATENCY_US.get(b, ASSUMED_LATENCY_OTHER_US) * assumed_latency_scale)
               for b, s in samples.items()}
     return {b: c for b, c in fitted.items() if c is not None}

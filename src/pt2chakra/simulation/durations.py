@@ -59,7 +59,8 @@ def durations(p: PreparedGraph, cfg: SimConfig, participants: dict[RendezvousKey
         model = (f"{cfg.algorithm}: latency {cfg.latency_us:g} us, bandwidth "
                  f"{cfg.bandwidth_gbps:g} GB/s")
     lone = lone_collectives(p, participants) if network_knob(cfg) else []
-    cal = calibrate(p, participants, cfg.algorithm, lone, shared_clock) if cfg.calibrate else {}
+    cal = calibrate(p, participants, cfg.algorithm, lone, shared_clock,
+                    cfg.assumed_latency_scale) if cfg.calibrate else {}
     if cfg.calibrate:
         model = "; ".join(f"{b or 'other'}: {c.describe()}" for b, c in sorted(cal.items())) \
             or "calibration: no collective to fit"
@@ -286,7 +287,7 @@ def known_size(p: PreparedGraph, members: list[int]) -> bool:
 
 def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], algorithm: str,
               lone: Sequence[LoneCollective] = (), shared_clock: bool = False,
-              ) -> dict[str, Calibration]:
+              assumed_latency_scale: float = 1.0) -> dict[str, Calibration]:
     """Per backend, the network model fitted to the recorded collectives that
     more than one rank reached (each timed by its share of its rank's link,
     over the span ``transfer_spans`` gives it), and to those of ranks given
@@ -307,7 +308,8 @@ def calibrate(p: PreparedGraph, participants: dict[RendezvousKey, list[int]], al
             groups.append([c.node])
             counts.append(c.group)
     samples = backend_samples(names, groups, timed, p.comm_type, p.comm_bytes, counts)
-    return fit_backends(samples, algorithm, SCALED_BACKENDS if rescaled(p) else None)
+    return fit_backends(samples, algorithm, SCALED_BACKENDS if rescaled(p) else None,
+                        assumed_latency_scale)
 
 
 def transfer_spans(p: PreparedGraph, participants: dict[RendezvousKey, list[int]],

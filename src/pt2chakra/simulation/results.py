@@ -56,6 +56,9 @@ class SimConfig(msgspec.Struct, frozen=True):
     # (profiler_overhead.py); 0: the step as recorded, profiler included.
     profiler_overhead_us: float = 0.0
     slow_rank: SlowRank | None = None  # a straggler what-if (None: every rank as recorded)
+    # The latency the calibration assumes where the recording cannot tell it,
+    # as a factor on its named constant (calibration.ASSUMED_LATENCY_US).
+    assumed_latency_scale: float = 1.0
 
     def label(self) -> str:
         cpu_ops = f" (ops /{self.cpu_scale_ops}/)" if self.cpu_scale_ops else ""
