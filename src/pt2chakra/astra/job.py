@@ -90,6 +90,7 @@ from pt2chakra.rules.conventions import (
 )
 from pt2chakra.simulation import calibrate_recorded
 from pt2chakra.simulation.calibration import Calibration, RecordedCalibration
+from pt2chakra.simulation.network import Uplinks, uplinks_of
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,22 @@ class RecordedFit:
     # per rank, node id -> (its collective, the wake-ups its scaled-out
     # collective adds on crowded hosts, us: durations.collective_wakeups)
     wakeups: list[dict[int, tuple[RecordedCollective, float]]] | None = None
+    # the hosts' uplinks a scaled-out job's files describe (None: its links
+    # as recorded): a collective spanning hosts runs at its slowest hop
+    uplinks: Uplinks | None = None
+
+    def target_us(self, calibration: Calibration, c: RecordedCollective) -> float:
+        """The time ``simulate`` gives collective ``c`` under ``calibration``
+        (at its slowest hop where it spans hosts): what the job's network is
+        fitted to. ASTRA-sim's network is written with one dimension, the
+        links' and uplinks' slowest hop, since gloo's ring (and NCCL's across
+        nodes) is one flat ring paced by it, where ASTRA-sim's multi-dimensional
+        collectives run a phase per dimension."""
+        n = len(c.ranks)
+        bandwidth, latency = calibration.bandwidth_gbps, calibration.latency_us
+        if self.uplinks is not None:
+            bandwidth, latency = self.uplinks.slowest_hop(n, bandwidth, latency)
+        return calibration.time_us(c.comm_type, c.size_bytes, n, 1.0, bandwidth, latency)
 
     def chosen_backend(self) -> str | None:
         """The backend whose calibration the job's one network carries: the
@@ -231,7 +248,8 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
                 wakeups[prepared.rank[m]][prepared.nodes[m].id] = (c, fit.wakeups[m])
     return RecordedFit(fit.calibrations, dict(collectives),
                        _rank_comm(fit, meeting, open_rank_set(paths).paths),
-                       wakeups if fit.wakeups else None)
+                       wakeups if fit.wakeups else None,
+                       uplinks_of(prepared.scaled[0]) if prepared.scaled else None)
 
 
 def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedCollective]],
@@ -586,7 +604,7 @@ def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = Networ
     calibration = recorded.calibrations.get(backend) if backend is not None else None
     if calibration is not None and backend is not None:
         for c in _network_collectives(recorded.collectives[backend]):
-            target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
+            target = recorded.target_us(calibration, c) * NS_PER_US
             row = _fit_row(c, probe, system, target) if target > 0 else None
             if row is not None:
                 rows.append(row)
@@ -621,7 +639,7 @@ def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibrati
         return None, None
     errors = []
     for c in _network_collectives(recorded.collectives[backend]):
-        target = calibration.time_us(c.comm_type, c.size_bytes, len(c.ranks)) * NS_PER_US
+        target = recorded.target_us(calibration, c) * NS_PER_US
         got = _astra_ns(c, network, system)
         if got is not None and target > 0:
             errors.append(100.0 * (got - target) / target)
