@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -84,10 +83,6 @@ STEPS = 2  # recorded steps per run
 NAME = "l"
 MASTER_PORT = 29621  # inside the namespaces: no other process listens there
 RECORD_TIMEOUT_S = 600.0
-# As bench_scale: the ranks ahead of the machine's other processes.
-NICENESS = -10
-MAX_OTHER_CORES = 0.5  # see bench_scale.MAX_OTHER_CORES
-QUIET_PATIENCE_S = 30.0
 RETRIES = 1  # the whole bench stays under ~15 min on the 2-core machine
 RUN_NOTE = "run.json"
 
@@ -301,12 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retries", type=int, default=RETRIES,
                     help="extra runs of a job when contaminated")
     ap.add_argument("--rate", type=float, default=RATE_MBIT, help="each link's Mbit/s")
-    ap.add_argument("--nice", type=int, default=NICENESS,
-                    help="the ranks' niceness (negative: ahead of other processes)")
-    ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
-                    help="cores other processes may use during a clean run")
-    ap.add_argument("--patience", type=float, default=QUIET_PATIENCE_S,
-                    help="seconds to wait for a quiet machine before each run")
+    machine.add_bed_options(ap)
     ap.add_argument("--reuse", action="store_true",
                     help="print the table from the runs kept in --out (no recording, no root)")
     args = ap.parse_args(argv)
@@ -315,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"bench-layout: skipped: {reason}")
             return 0
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.default_int_handler)
+        machine.unwind_on_signals()
     t0 = time.monotonic()
     rows = []
     print(f"bench-layout: {args.rate:g} Mbit/s links, {args.steps} recorded step(s) per job; "

@@ -19,6 +19,7 @@ Used by ``scripts/bench_scale.py``; needs Linux, root, ``ip`` and ``tc``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import shutil
@@ -49,6 +50,35 @@ TBF = ("burst", "32kb", "latency", "100ms")
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # A wait for a quiet second before each run (the neighbours' load comes and goes).
 QUIET_WINDOW_S = 1.0
+
+
+# The ranks run ahead of the machine's other processes (a shared machine: other
+# jobs' CPU would otherwise stretch the ranks' CPU work by an amount no model of
+# the job can know); they still share the bed's cores among themselves.
+NICENESS = -10
+# Neighbours using more than this many cores on average during a run make it
+# contaminated (recorded again). The machine has 2 cores; a few helpers' tests
+# come and go on it.
+MAX_OTHER_CORES = 0.5
+QUIET_PATIENCE_S = 30.0
+
+
+def add_bed_options(ap: argparse.ArgumentParser) -> None:
+    """The options of every bench that records on the bed: the ranks'
+    niceness and when a run counts as contaminated."""
+    ap.add_argument("--nice", type=int, default=NICENESS,
+                    help="the ranks' niceness (negative: ahead of other processes)")
+    ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
+                    help="cores other processes may use during a clean run")
+    ap.add_argument("--patience", type=float, default=QUIET_PATIENCE_S,
+                    help="seconds to wait for a quiet machine before each run")
+
+
+def unwind_on_signals() -> None:
+    """SIGINT (also where a launcher ignored it), SIGTERM and SIGHUP unwind
+    like Ctrl-C, so a bench's ``finally`` always tears down what it set up."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
 
 
 def why_not() -> str | None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -179,15 +178,6 @@ STEPS = 3  # recorded steps per run
 RUNS = 2  # kept runs per (job, world size) unless the job says
 MASTER_PORT = 29611  # inside the namespaces: no other process listens there
 RECORD_TIMEOUT_S = 600.0
-# The ranks run ahead of the machine's other processes (a shared machine: other
-# jobs' CPU would otherwise stretch the ranks' CPU work by an amount no model of
-# the job can know); they still share the bed's cores among themselves.
-NICENESS = -10
-# Neighbours using more than this many cores on average during a run make it
-# contaminated (recorded again). The machine has 2 cores; a few helpers' tests
-# come and go on it.
-MAX_OTHER_CORES = 0.5
-QUIET_PATIENCE_S = 30.0
 RETRIES = 2
 RUN_NOTE = "run.json"
 NAME = "s"
@@ -402,7 +392,7 @@ def collect_command(job: Job, world_size: int, rank: int, out: Path, steps: int)
 
 
 def record_run(job: Job, world_size: int, out: Path, steps: int,
-               niceness: int = NICENESS) -> float:
+               niceness: int = machine.NICENESS) -> float:
     """One run of ``world_size`` ranks on the job's bed; returns the cores
     other processes used meanwhile. Raises on a failed rank."""
     rate = job.rate_mbit
@@ -801,12 +791,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="extra runs per job and world size when contaminated")
     ap.add_argument("--rate", type=float, default=None,
                     help="every rank's link in Mbit/s instead of each job's own")
-    ap.add_argument("--nice", type=int, default=NICENESS,
-                    help="the ranks' niceness (negative: ahead of other processes)")
-    ap.add_argument("--max-other", type=float, default=MAX_OTHER_CORES,
-                    help="cores other processes may use during a clean run")
-    ap.add_argument("--patience", type=float, default=QUIET_PATIENCE_S,
-                    help="seconds to wait for a quiet machine before each run")
+    machine.add_bed_options(ap)
     ap.add_argument("--reuse", action="store_true",
                     help="print the tables from the runs kept in --out (no recording, no root)")
     ap.add_argument("--no-predict", action="store_true", help="the recorded scale only")
@@ -821,8 +806,7 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"bench-scale: skipped: {reason}")
             return 0
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.default_int_handler)
+        machine.unwind_on_signals()
     jobs = selected_jobs(args.jobs or args.modes)
     if args.rate is not None:  # every link at one rate: the predictions see it too
         jobs = [replace(j, rate_mbit=args.rate) for j in jobs]

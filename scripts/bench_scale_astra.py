@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_machine as machine  # noqa: E402
 import bench_scale as bench  # noqa: E402
 
 from pt2chakra.astra.job import BINARY_ENV, check_job, write_job  # noqa: E402
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--runs", type=int, default=bench.RUNS)
     ap.add_argument("--steps", type=int, default=bench.STEPS)
-    ap.add_argument("--max-other", type=float, default=bench.MAX_OTHER_CORES)
+    ap.add_argument("--max-other", type=float, default=machine.MAX_OTHER_CORES)
     ap.add_argument("--retries", type=int, default=bench.RETRIES)
     ap.add_argument("--sources", type=int, default=0, metavar="K",
                     help="the first K recorded steps of each job (0: all)")

@@ -35,6 +35,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_machine as machine  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PT2CHAKRA = [sys.executable, "-m", "pt2chakra"]
 # The model: 4 square layers of width 1024 are 16.8 MB of gradients, in
@@ -494,10 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"bench-whatif: skipped: {reason}")
         return 0
-    # SIGINT (also where a launcher ignored it), SIGTERM and SIGHUP unwind like
-    # Ctrl-C, so the qdisc is always removed.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.default_int_handler)
+    machine.unwind_on_signals()  # the qdisc is always removed
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench_whatif.") as tmp:
         work = args.out or Path(tmp)
