@@ -586,8 +586,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
     out_nodes = _padded(host_stretched(out_nodes, metadata), placed.wakeups)
     out_nodes = _named(out_nodes, placed.named)
     _refuse_one_npu(md, source or prefix, ranks_given)
-    world = attr_dict(md.attrs).get("world_size")
-    world = world if isinstance(world, int) and not isinstance(world, bool) else None
+    world = _world_of(md)
     all_groups = dict(placed.job_groups) if placed.job_groups is not None \
         else comm_groups(md, world, source or prefix)
     out_nodes = _astra_sizes(out_nodes, all_groups, world or ranks_given)
@@ -716,9 +715,15 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     paths = ranks.paths
     windows: list[StepWindow | None] = []
     checker = SetChecker()
+    # Every rank's groups: where nodes were given groups their own rank's
+    # trace does not list alone (a 2-D mesh), the groups file must hold the
+    # groups of all ranks, not the last one's.
+    job_groups: dict[str, list[int]] = {}
     for path, rank in zip(paths, ranks.ranks):
         metadata, lazy = read_et(path)
         nodes = list(lazy)
+        for name, members in comm_groups(metadata, _world_of(metadata), path).items():
+            job_groups.setdefault(name, members)
         refuse_unsound(checker.add(path, rank, metadata, nodes), force)
         windows.append(rank_window(metadata, nodes))
         for out in output_paths(prefix, rank):
@@ -727,7 +732,6 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     # wait forever on the job (refused unless ``force``, as validate's errors).
     refuse_unsound(checker.finish(), force)
     named = checker.resolved_names()
-    job_groups = _job_groups(paths, len(paths))
     placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
                                 link_scales[k] if k < len(link_scales) else {},
                                 wakeups[k] if k < len(wakeups) else NO_PADDING,
@@ -741,18 +745,10 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     return written
 
 
-def _job_groups(paths: Sequence[str], ranks_given: int) -> dict[str, list[int]]:
-    """Every rank's process groups: where nodes were given groups their own
-    rank's trace does not list alone (a 2-D mesh), the groups file must hold
-    the groups of all ranks, not the last one's."""
-    out: dict[str, list[int]] = {}
-    for path in paths:
-        md, _nodes = read_et(path)
-        world = attr_dict(md.attrs).get("world_size")
-        world = world if isinstance(world, int) and not isinstance(world, bool) else ranks_given
-        for name, members in comm_groups(md, world, path).items():
-            out.setdefault(name, members)
-    return out
+def _world_of(md: GlobalMetadata) -> int | None:
+    """The metadata's ``world_size`` (None: not an int)."""
+    world = attr_dict(md.attrs).get("world_size")
+    return world if isinstance(world, int) and not isinstance(world, bool) else None
 
 
 def _write_ranks(paths: list[str], ranks: list[int], placements: list[RankPlacement],
