@@ -175,7 +175,7 @@ class RecordedFit:
         nodes) is one flat ring paced by it, where ASTRA-sim's multi-dimensional
         collectives run a phase per dimension."""
         n = len(c.ranks)
-        bandwidth, latency = calibration.bandwidth_gbps, calibration.latency_us
+        bandwidth, latency = calibration.link()
         if self.uplinks is not None:
             bandwidth, latency = self.uplinks.slowest_hop(n, bandwidth, latency)
         return calibration.time_us(c.comm_type, c.size_bytes, n, 1.0, bandwidth, latency)

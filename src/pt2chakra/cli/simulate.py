@@ -146,11 +146,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             raise InputError(flag, "applies to --consumer astra-sim only")
     if args.world_size is not None:
         return _cmd_world_size(args)
-    if options.hosts_given(args) is not None:
+    host_flag = options.hosts_given(args)
+    if host_flag is not None:
         from pt2chakra.errors import InputError
 
-        raise InputError(str(options.hosts_given(args)), "applies with --world-size (the "
-                         "recorded scale holds its own hosts and links)")
+        raise InputError(host_flag, "applies with --world-size (the recorded scale holds "
+                         "its own hosts and links)")
     from pt2chakra.atomic import StagedOutputs
     from pt2chakra.simulation import simulate_run
 

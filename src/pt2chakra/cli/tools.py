@@ -184,11 +184,12 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         write_job,
     )
 
+    host_flag = options.hosts_given(args)
     if args.check is not None:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
                             ("--latency", args.latency), ("--world-size", args.world_size),
-                            (options.hosts_given(args) or "", options.hosts_given(args))):
+                            (host_flag or "", host_flag)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -210,9 +211,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
                                    force=args.force, predicted_step_us=predicted),
                                hosts=options.host_sharing(args), force=args.force)
     else:
-        if options.hosts_given(args) is not None:
-            raise InputError(str(options.hosts_given(args)), "applies with --world-size (the "
-                             "recorded scale holds its own hosts and links)")
+        if host_flag is not None:
+            raise InputError(host_flag, "applies with --world-size (the recorded scale holds "
+                             "its own hosts and links)")
         job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
     if not args.quiet:
         print("\n".join(job.written))

@@ -120,10 +120,16 @@ class Calibration:
         replace the fitted values (the fixed overhead stays: it is the
         backend's, not the network's)."""
         steps, factor = cost_factors(comm_type, n, self.algorithm, size_bytes)
-        bw = (self.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps) * bandwidth_scale
-        lat = self.latency_us if latency_us is None else latency_us
+        bw, lat = self.link(bandwidth_gbps, latency_us)
+        bw *= bandwidth_scale
         wire = 0.0 if math.isinf(bw) else factor * size_bytes / (bw * 1e3)
         return self.overhead_us + steps * lat + wire
+
+    def link(self, bandwidth_gbps: float | None = None, latency_us: float | None = None,
+             ) -> tuple[float, float]:
+        """(bandwidth, latency): those given, else the fitted ones."""
+        return (self.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps,
+                self.latency_us if latency_us is None else latency_us)
 
     def describe(self) -> str:
         bw = "no byte cost seen" if math.isinf(self.bandwidth_gbps) else \

@@ -355,9 +355,7 @@ def _calibrated_us(p: PreparedGraph, cfg: SimConfig, cal: Calibration, members: 
     """A collective under the calibrated model: the fitted overhead, the
     given (else fitted) latency and bandwidth, the bandwidth what-if."""
     first, n = members[0], timed_ranks(p, members)
-    bandwidth, latency = p.link_of(
-        first, n, cal.bandwidth_gbps if cfg.bandwidth_gbps is None else cfg.bandwidth_gbps,
-        cal.latency_us if cfg.latency_us is None else cfg.latency_us)
+    bandwidth, latency = p.link_of(first, n, *cal.link(cfg.bandwidth_gbps, cfg.latency_us))
     return cal.time_us(p.comm_type[first], max(p.comm_bytes[m] for m in members), n,
                        cfg.bandwidth_scale, bandwidth, latency)
 

@@ -84,9 +84,8 @@ def lone_us(p: PreparedGraph, cfg: SimConfig, c: LoneCollective, recorded: float
         return max(recorded - as_given, 0.0) + scaled
     if cal is not None:
         as_fitted = cal.time_us(ctype, c.size, c.group, 1.0, cfg.bandwidth_gbps, cfg.latency_us)
-        bandwidth, latency = p.link_of(
-            c.node, c.group, cal.bandwidth_gbps if cfg.bandwidth_gbps is None
-            else cfg.bandwidth_gbps, cal.latency_us if cfg.latency_us is None else cfg.latency_us)
+        bandwidth, latency = p.link_of(c.node, c.group,
+                                       *cal.link(cfg.bandwidth_gbps, cfg.latency_us))
         scaled = cal.time_us(ctype, c.size, c.group, cfg.bandwidth_scale, bandwidth, latency)
         return max(recorded - as_fitted, 0.0) + scaled
     return recorded / cfg.bandwidth_scale
