@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.process_groups import ProcessGroupRecord
-from pt2chakra.chakra.records import NodeType
+from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.rules.group_resolution import (
     RankOps,
     rank_set_keys,
@@ -66,12 +66,16 @@ def test_collectives_meet_in_the_replica_group_not_across_the_pipeline() -> None
     {0, 1} is theirs, whenever they end."""
     for offset in (STAGE_OFFSET_US, 0.0):
         ranks = [mesh_rank(r) for r in range(4)]
-        ranks = [RankOps(r.rank, r.groups, [o._replace(end=o.end - offset * (r.rank >= 2))
+        ranks = [RankOps(r.rank, r.groups, [_shifted(o, -offset * (r.rank >= 2) * (o.node < 100))
                                             for o in r.ops]) for r in ranks]
         keys = rank_set_keys(ranks)
         assert {keys[r][10].pg for r in (0, 1)} == {"3"}
         assert {keys[r][10].pg for r in (2, 3)} == {"4"}
         assert keys[0][10] == keys[1][10] != keys[2][10]
+
+
+def _shifted(o: CommOp, by: float) -> CommOp:
+    return o._replace(start=int(o.start + by), end=o.end + by)
 
 
 def test_without_transfers_the_group_whose_ends_meet_far_tighter_is_taken() -> None:
@@ -142,6 +146,28 @@ def test_collectives_of_two_groups_in_one_order_stay_on_the_world() -> None:
         ranks.append(RankOps(r, (WORLD, PP[r], DP[r]),
                              [op(10 + k, COLL, 1000 * k + skew) for k in range(3)]))
     assert resolved_names(ranks) == [{}, {}, {}, {}]
+
+
+def test_a_group_whose_member_ended_before_another_began_is_ruled_out() -> None:
+    """Replica groups {0, 1} and {2, 3} gather 25 ms apart on a loaded host:
+    their own ends 6 ms apart, the other groups' 25 ms, under SPREAD_RATIO.
+    But on {0, 2}, {1, 3} and the world a member ended each all-reduce
+    before another member began it, which no all-reduce allows: the replica
+    groups are the only groups that could have run them."""
+    ranks = []
+    for r in range(4):
+        begin, took = {0: (0, 20_000), 1: (5000, 21_000), 2: (25_000, 20_000),
+                       3: (30_000, 21_000)}[r]
+        ops = [op(10 + k, COLL, 100_000 * k + begin, end=100_000 * k + begin + took)
+               for k in range(3)]
+        ops = [o._replace(ctype=int(CollectiveType.ALL_REDUCE)) for o in ops]
+        ranks.append(RankOps(r, (WORLD, PP[r], DP[r]), ops))
+    keys = rank_set_keys(ranks)
+    assert [keys[r][10].pg for r in range(4)] == ["3", "3", "4", "4"]
+    # a broadcast's root may finish before the others begin: timing rules nothing out
+    bcast = [RankOps(r.rank, r.groups, [o._replace(ctype=int(CollectiveType.BROADCAST))
+                                        for o in r.ops]) for r in ranks]
+    assert resolved_names(bcast) == [{}, {}, {}, {}]
 
 
 def test_a_rank_left_without_a_group_leaves_every_rank_unresolved() -> None:

@@ -503,17 +503,19 @@ def _refuse_one_npu(metadata: GlobalMetadata, where: str, ranks_given: int) -> N
 
 
 @dataclass(frozen=True, slots=True)
-class WakeupPadding:
-    """One rank's wake-ups on crowded hosts in the job (``job.wakeup_padding``):
-    node id -> bytes added to the collective's ``comm_size`` (converter
-    convention), or us added to the duration of one ASTRA-sim replays from
-    its duration."""
+class CollectivePadding:
+    """What the job changes in one rank's collectives: node id -> bytes added
+    to the collective's ``comm_size`` (converter convention; negative: the
+    bytes ``job.network_ends`` trims off a collective the network would end
+    after its recorded end), or us added to the duration of one ASTRA-sim
+    replays from its duration (a scaled-out job's wake-ups on crowded hosts:
+    ``job.wakeup_padding``)."""
 
     size_bytes: dict[int, int]
     micros: dict[int, int]
 
 
-NO_PADDING = WakeupPadding({}, {})
+NO_PADDING = CollectivePadding({}, {})
 
 
 class RankPlacement(NamedTuple):
@@ -526,7 +528,7 @@ class RankPlacement(NamedTuple):
     origin_us: float
     network_ends: Mapping[int, float] = {}
     link_scales: Mapping[int, float] = {}
-    wakeups: WakeupPadding = NO_PADDING
+    padding: CollectivePadding = NO_PADDING
     # node id -> the group (and peer) the rank set resolved for a node its
     # trace leaves unnamed (``group_resolution.resolved_names``)
     named: Mapping[int, Named] = {}
@@ -534,8 +536,8 @@ class RankPlacement(NamedTuple):
     job_groups: Mapping[str, list[int]] | None = None
 
 
-def _padded(nodes: list[ChakraNode], padding: WakeupPadding) -> list[ChakraNode]:
-    """The rank's collectives with their wake-ups on crowded hosts added."""
+def _padded(nodes: list[ChakraNode], padding: CollectivePadding) -> list[ChakraNode]:
+    """The rank's collectives with the job's padding (or trim) applied."""
     if not padding.size_bytes and not padding.micros:
         return nodes
     out = []
@@ -583,7 +585,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window,
                                   placed.network_ends, placed.link_scales)
-    out_nodes = _padded(host_stretched(out_nodes, metadata), placed.wakeups)
+    out_nodes = _padded(host_stretched(out_nodes, metadata), placed.padding)
     out_nodes = _named(out_nodes, placed.named)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = _world_of(md)
@@ -689,7 +691,7 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
                   staged: StagedOutputs | None = None,
                   network_ends: Sequence[Mapping[int, float]] = (),
                   link_scales: Sequence[Mapping[int, float]] = (),
-                  wakeups: Sequence[WakeupPadding] = ()) -> list[str]:
+                  padding: Sequence[CollectivePadding] = ()) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (each rank by
     ``chakra.ranks``: metadata, else name).
 
@@ -705,9 +707,9 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     chain's waits start there); none: at their recorded ends. ``link_scales``:
     per rank, how the job's network scales each collective against the
     fitted one (``job.link_scales``; the recorded link time the fit leaves
-    unexplained scales with it); none: 1. ``wakeups``: per rank, what a
-    scaled-out job's wake-ups on crowded hosts add to its collectives
-    (``job.wakeup_padding``); none: nothing."""
+    unexplained scales with it); none: 1. ``padding``: per rank, what the
+    job adds to (or trims off) its collectives (``CollectivePadding``);
+    none: nothing."""
     prefix = os.fspath(prefix)
     given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
     check_prefix_outputs(given, prefix, EXPORT_FILES)
@@ -734,7 +736,7 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     named = checker.resolved_names()
     placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
                                 link_scales[k] if k < len(link_scales) else {},
-                                wakeups[k] if k < len(wakeups) else NO_PADDING,
+                                padding[k] if k < len(padding) else NO_PADDING,
                                 named[k], job_groups)
                   for k, (w, o) in enumerate(zip(windows, _origins(windows)))]
     if staged is not None:

@@ -33,7 +33,7 @@ import shlex
 import stat
 import tempfile
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +71,7 @@ from pt2chakra.astra.consumer import (
 from pt2chakra.astra.export import (
     EXPORT_FILES,
     MIN_NPUS,
-    WakeupPadding,
+    CollectivePadding,
     convert_files,
     serial_issue_times,
 )
@@ -146,6 +146,7 @@ class RankComm:
     # A send or a receive: "send"/"recv" (its pair is its ``meeting``), else "".
     p2p: str = ""
     rank: int = -1  # this rank's position (a send's source, a receive's destination)
+    recorded_end_us: float = math.inf  # its recorded end (the job's network ends it by then)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,15 +273,34 @@ def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedC
                              float(p.nodes[i].duration_micros),
                              meeting[i][1] if i in meeting else None,
                              meeting[i][0] if i in meeting else -1,
-                             _P2P_KINDS.get(p.nodes[i].type, ""), len(out)) for i in comm])
+                             _P2P_KINDS.get(p.nodes[i].type, ""), len(out),
+                             float(p.nodes[i].start_time_micros + p.nodes[i].duration_micros))
+                    for i in comm])
     return out
 
 
 _P2P_KINDS = {NodeType.COMM_SEND_NODE: "send", NodeType.COMM_RECV_NODE: "recv"}
 
 
+@dataclass(frozen=True, slots=True)
+class NetworkEnds:
+    """Where the job's network ends each rank's communication nodes on the
+    recorded clock (``network_ends``), and the collectives it trims to end
+    by their recorded ends."""
+
+    ends: list[dict[int, float]]  # per rank, node id -> the network's end
+    # per rank, node id -> bytes the job takes off the collective's size
+    trimmed: list[dict[int, int]]
+
+
+NO_NETWORK_ENDS = NetworkEnds([], [])
+TRIM_TOLERANCE_US = 1.0
+"""A collective the network ends later than its recorded end by no more than
+this is left as it is: the trace's times are whole microseconds."""
+
+
 def network_ends(recorded: RecordedFit, network: AstraNetwork,
-                 system: AstraSystem) -> list[dict[int, float]]:
+                 system: AstraSystem) -> NetworkEnds:
     """Per rank, node id -> where the job's network ends the collective on the
     recorded clock: what the serial chain's waits start from (empty: the
     recorded ends). ``simulate`` replays a recorded collective to each rank's
@@ -292,10 +312,18 @@ def network_ends(recorded: RecordedFit, network: AstraNetwork,
     what-if moves only the network's part. Each rank issues its collectives
     one after another (``comm_order``) and a collective's members each issue
     it at their recorded start or when their previous one ends, whichever is
-    later (ASTRA-sim's ring: ``collective_finish_ns``)."""
+    later (ASTRA-sim's ring: ``collective_finish_ns``).
+
+    A collective the network would end after some member's recorded end
+    (the fit is an average: on a loaded host the same all-reduce took 9 ms
+    once and 219 ms another time) is trimmed to the bytes that end it by
+    then: a gap after a collective can hold the recorded time the network
+    leaves over, but no gap can take back time the network overran, and
+    over a step those overruns add up (``_trimmed``)."""
     if recorded.comm is None:
-        return []
+        return NO_NETWORK_ENDS
     ends: list[dict[int, float]] = [{} for _ in recorded.comm]
+    trimmed: list[dict[int, int]] = [{} for _ in recorded.comm]
     free = [-math.inf] * len(recorded.comm)  # when each rank's previous collective ends
     head = [0] * len(recorded.comm)
     waiting: dict[int, dict[int, RankComm]] = defaultdict(dict)
@@ -325,11 +353,13 @@ def network_ends(recorded: RecordedFit, network: AstraNetwork,
             if len(members) < len(first.ranks):
                 continue
             del waiting[k]
-            _meet(first, members, ends, free, network, system)
-            for rank in members:
+            cut = _meet(first, members, ends, free, network, system)
+            for rank, m in members.items():
                 head[rank] += 1
+                if cut:
+                    trimmed[rank][m.node_id] = cut
             progressed = True
-    return ends
+    return NetworkEnds(ends, trimmed)
 
 
 def link_scales(recorded: RecordedFit, fitted: AstraNetwork, network: AstraNetwork,
@@ -360,7 +390,7 @@ def link_scales(recorded: RecordedFit, fitted: AstraNetwork, network: AstraNetwo
 
 
 def wakeup_padding(recorded: RecordedFit, network: AstraNetwork,
-                   system: AstraSystem) -> list[WakeupPadding]:
+                   system: AstraSystem) -> list[CollectivePadding]:
     """Per rank, what each scaled-out collective's wake-ups on crowded hosts
     add to it in the job (``durations.collective_wakeups``; the replay adds
     them to the collective's time): bytes ASTRA-sim's network takes that
@@ -373,7 +403,7 @@ def wakeup_padding(recorded: RecordedFit, network: AstraNetwork,
     memo: dict[tuple[RecordedCollective, float], tuple[int, int]] = {}
     out = []
     for rank in recorded.wakeups:
-        padding = WakeupPadding({}, {})
+        padding = CollectivePadding({}, {})
         for node_id, (c, wake_us) in rank.items():
             if (c, wake_us) not in memo:
                 memo[(c, wake_us)] = _padding_of(c, wake_us, network, system)
@@ -460,21 +490,55 @@ def _p2p_end(c: RankComm, free: float, arrivals: dict[int, float],
 
 
 def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[int, float]],
-          free: list[float], network: AstraNetwork, system: AstraSystem) -> None:
+          free: list[float], network: AstraNetwork, system: AstraSystem) -> int:
     """One collective's members' ends under the job's network (the recorded
-    ends when ASTRA-sim's network does not time it)."""
+    ends when ASTRA-sim's network does not time it); returns the bytes
+    trimmed off it so that no member ends after its recorded end (0: none)."""
     issued = {r: max(m.start_us, free[r]) for r, m in members.items()}
     base = min(issued.values())
-    try:
-        done = collective_finish_ns(c.comm_type, c.astra_size, network, system,
-                                    group_ranks(len(c.ranks), network, c.ranks),
-                                    {r: round((t - base) * NS_PER_US) for r, t in issued.items()})
-    except ValueError:
-        done = None
+    offsets = {r: round((t - base) * NS_PER_US) for r, t in issued.items()}
+    group = group_ranks(len(c.ranks), network, c.ranks)
+
+    def finish(size: int) -> dict[int, int] | None:
+        try:
+            return collective_finish_ns(c.comm_type, astra_comm_size(c.comm_type, size,
+                                                                     len(c.ranks)),
+                                        network, system, group, offsets)
+        except ValueError:
+            return None
+
+    def overruns(done: dict[int, int]) -> bool:
+        return any(base + done[r] / NS_PER_US > m.recorded_end_us + TRIM_TOLERANCE_US
+                   for r, m in members.items() if r in done)
+
+    done = finish(c.size_bytes)
+    size = c.size_bytes
+    if done is not None and overruns(done):
+        size = _trimmed(c, lambda s: (lambda d: d is not None and not overruns(d))(finish(s)),
+                        system)
+        done = finish(size)
     for r, m in members.items():
         end = base + done[r] / NS_PER_US if done is not None and r in done else \
             issued[r] + m.duration_us
         free[r] = ends[r][m.node_id] = end
+    return c.size_bytes - size
+
+
+def _trimmed(c: RecordedCollective, fits: Callable[[int], bool], system: AstraSystem) -> int:
+    """The largest size below ``c``'s, in whole granules (as ``_padding_of``:
+    the chunks still divide evenly), for which ``fits`` holds; one granule
+    where none does (a collective still moves bytes)."""
+    granule = system.splits * len(c.ranks) ** 2
+    lo, hi = 1, max(1, c.size_bytes // granule)
+    if not fits(lo * granule):
+        return lo * granule
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid * granule):
+            lo = mid
+        else:
+            hi = mid
+    return (hi if fits(hi * granule) else lo) * granule
 
 
 def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:
@@ -770,17 +834,20 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
     for f in ranks.files:  # the numbers the fit reads from the metadata, naming the file
         scaled_world(attr_dict(f.metadata.attrs), f.path)
     with _new_folders(folder or "."), StagedOutputs() as staged:
-        fit, ends, scales, padding = None, [], [], []
+        fit, ends, scales, padding = None, NO_NETWORK_ENDS, [], []
         if len(inputs) >= MIN_NPUS:
             recorded = recorded_fit(ranks)
             fit = fit_network(recorded, len(inputs), choice, system)
             fitted = _as_recorded(fit, recorded, choice, system).network
             ends = network_ends(recorded, fitted, system)
             scales = link_scales(recorded, fitted, fit.network, system)
-            padding = wakeup_padding(recorded, fit.network, system)
+            padding = wakeup_padding(recorded, fit.network, system) or \
+                [CollectivePadding({n: -cut for n, cut in rank.items()}, {})
+                 for rank in ends.trimmed]
+            fit = _with_trim_note(fit, ends)
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
-                                network_ends=ends, link_scales=scales,
-                                wakeups=padding)
+                                network_ends=ends.ends, link_scales=scales,
+                                padding=padding)
         if fit is None:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")
@@ -802,6 +869,20 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
             written.append(target)
         staged.commit()
     return AstraJob(prefix, written, fit)
+
+
+def _with_trim_note(fit: NetworkFit, ends: NetworkEnds) -> NetworkFit:
+    """``fit`` with network.yml's header saying which collectives the job
+    carries smaller than recorded (``network_ends``), so that nobody reads
+    their sizes as the trace's."""
+    nodes = sum(len(rank) for rank in ends.trimmed)
+    if not nodes:
+        return fit
+    note = (f"{nodes} collective nodes are written smaller than recorded: under this network "
+            "they would end after their recorded ends (the fit is an average of the "
+            "recording), so the job carries the bytes that end them by then.")
+    return dataclasses.replace(fit, notes={**fit.notes,
+                                           "header": f"{fit.notes['header']}\n{note}"})
 
 
 PREDICTION_KEY = "simulate_step_us"

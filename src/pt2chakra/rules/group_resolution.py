@@ -20,12 +20,15 @@ trace cannot tell which one a node used. The ranks together can:
   stages hand activations to each other, they do not gather a replica's
   blocks together (the world, or the pipeline's own group, would tie one
   stage's forward to the next one's, which waits for it: a deadlock).
-  Where several of a rank's groups pass that, the one whose members'
-  collectives end far closer together than any other's is the group (a
-  collective completes on all of its ranks at once; two pipeline stages'
-  gathers end tens of milliseconds apart). Where no group stands out (TP x
-  DP runs both groups' collectives on every rank, in lockstep), or a rank
-  is left without one, none is resolved: they stay matched across the
+  Nor on a group where a member ended an all-reduce (any collective whose
+  every member waits on every other's input) before another member began
+  it. Each rank with unnamed collectives takes one group, chosen by all of
+  its members (a cover of the ranks); where several covers remain, the one
+  whose members' collectives end far closer together than any other's is
+  taken (a collective completes on all of its ranks at once; two pipeline
+  stages' gathers end tens of milliseconds apart). Where no cover stands
+  out (collectives of two groups in lockstep on every rank), or a rank is
+  left without a group, none is resolved: they stay matched across the
   world, as they are without this module.
 
 A node whose group stays ambiguous keeps its unnamed key: validate then
@@ -40,7 +43,7 @@ from statistics import median
 from typing import NamedTuple
 
 from pt2chakra.chakra.process_groups import ProcessGroupRecord
-from pt2chakra.chakra.records import NodeType
+from pt2chakra.chakra.records import CollectiveType, NodeType
 from pt2chakra.rules.rendezvous import CommOp, RendezvousKey, rendezvous_keys
 
 # Collectives of one group end together, within a ring's last hop and each
@@ -56,6 +59,23 @@ from pt2chakra.rules.rendezvous import CommOp, RendezvousKey, rendezvous_keys
 # ratio says nothing).
 SPREAD_RATIO = 5.0
 SPREAD_FLOOR_US = 200.0
+# A collective whose every member waits on every other's input (a ring's
+# all-reduce or all-gather, an all-to-all, a barrier) ends on no member
+# before the last one started it. Read on the ranks' clock, a member that
+# ended it more than CLOCK_SLACK_US before another started rules that group
+# out: a hard fact where the spreads above are a measure (a loaded TP2 x
+# FSDP2 step had its replica groups' gathers 6 ms apart, the tensor groups'
+# 30 ms: under SPREAD_RATIO, but on the tensor group one rank ended a gather
+# 58 ms before its peer began it). The slack is ranks on hosts whose clocks
+# agree to within a millisecond (one host shares one clock).
+CLOCK_SLACK_US = 1000.0
+EVERY_MEMBER_WAITS = frozenset(int(t) for t in (
+    CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.ALL_TO_ALL,
+    CollectiveType.REDUCE_SCATTER, CollectiveType.REDUCE_SCATTER_BLOCK,
+    CollectiveType.BARRIER))
+# Ways to cover the ranks with groups tried before giving up (a mesh gives
+# a rank one group per dimension; real jobs have a handful of covers).
+MAX_COVERS = 256
 
 _TRANSFERS = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
@@ -181,38 +201,88 @@ def _resolve_transfers(ranks: Sequence[RankOps], groups: dict[int, list[_Group]]
     return found
 
 
-def _collective_signature(r: RankOps) -> tuple[tuple[tuple[int, int], ...], list[float]]:
-    """The rank's unnamed collectives in recorded order: (type, bytes) of
-    each, and when each ended."""
+class _Signature(NamedTuple):
+    """A rank's unnamed collectives in recorded order: (type, bytes) of each,
+    and when each started and ended."""
+
+    shape: tuple[tuple[int, int], ...]
+    starts: list[float]
+    ends: list[float]
+
+
+def _collective_signature(r: RankOps) -> _Signature:
     unnamed = sorted((op for op in r.ops if op.node_type not in _TRANSFERS and not op.pg),
                      key=lambda op: (op.start, op.node))
-    return tuple((op.ctype, op.size) for op in unnamed), [op.end for op in unnamed]
+    return _Signature(tuple((op.ctype, op.size) for op in unnamed),
+                      [float(op.start) for op in unnamed], [op.end for op in unnamed])
 
 
 def _resolve_collectives(ranks: Sequence[RankOps], groups: dict[int, list[_Group]],
                          peers: set[frozenset[int]]) -> dict[int, tuple[_Group, int | None]]:
-    """rank -> the group of all its unnamed collectives, where every rank
-    with some has one and its group's members chose it too (else none is
-    resolved: a wrong group would split what the world matches)."""
+    """rank -> the group of all its unnamed collectives: the groups that could
+    have run them, one per rank with some, the group of each chosen by all
+    its members (a cover of those ranks); where several covers remain, the
+    one whose ends meet far tighter (``_tightest``); else none is resolved
+    (a wrong group would split what the world matches)."""
     sig = {r.rank: _collective_signature(r) for r in ranks}
-    spreads: dict[str, float] = {}
-    chosen: dict[int, _Group] = {}
-    for rank, (shape, _ends) in sig.items():
-        if not shape:
+    unnamed = sorted(rank for rank, s in sig.items() if s.shape)
+    feasible = {rank: [g for g in groups[rank] if _could_run(g, sig, peers)]
+                for rank in unnamed}
+    covers = _covers(unnamed, feasible)
+    spreads = {g.name: _spread([sig[m].ends for m in g.members])
+               for cover in covers for g in cover}
+    pick = _tightest(covers, spreads)
+    return {} if pick is None else {m: (g, None) for g in pick for m in g.members}
+
+
+def _could_run(g: _Group, sig: dict[int, _Signature], peers: set[frozenset[int]]) -> bool:
+    """Whether ``g``'s members could have run these collectives together: they
+    ran the same ones; ``g`` holds no two ends of a transfer (a pipeline's
+    stages hand off, they do not gather together); and, where every member
+    waits on every other's input, none of them ended one before another
+    member started it (``_meet_in_time``)."""
+    shape = sig[g.members[0]].shape if g.members[0] in sig else ()
+    return (all(m in sig and sig[m].shape == shape for m in g.members)
+            and not any(pair <= set(g.members) for pair in peers)
+            and _meet_in_time(shape, [sig[m] for m in g.members]))
+
+
+def _meet_in_time(shape: Sequence[tuple[int, int]], members: Sequence[_Signature]) -> bool:
+    """No collective of every-member kind (``EVERY_MEMBER_WAITS``) ended on
+    one member more than ``CLOCK_SLACK_US`` before another member started
+    it: a rank cannot have the sum of an input not yet given. Untimed
+    collectives (0) say nothing."""
+    for k, (ctype, _size) in enumerate(shape):
+        if ctype not in EVERY_MEMBER_WAITS:
             continue
-        fits = [g for g in groups[rank]
-                if all(m in sig and sig[m][0] == shape for m in g.members)
-                and not any(pair <= set(g.members) for pair in peers)]
-        for g in fits:
-            if g.name not in spreads:
-                spreads[g.name] = _spread([sig[m][1] for m in g.members])
-        pick = _tightest(fits, spreads)
-        if pick is not None:
-            chosen[rank] = pick
-    unnamed = {rank for rank, (shape, _ends) in sig.items() if shape}
-    agreed = set(chosen) == unnamed and all(chosen.get(m) == g for g in chosen.values()
-                                            for m in g.members)
-    return {rank: (g, None) for rank, g in chosen.items()} if agreed else {}
+        starts = [m.starts[k] for m in members]
+        ends = [m.ends[k] for m in members]
+        if min(starts) > 0 and min(ends) > 0 and max(starts) - min(ends) > CLOCK_SLACK_US:
+            return False
+    return True
+
+
+def _covers(ranks: Sequence[int], feasible: dict[int, list[_Group]]) -> list[tuple[_Group, ...]]:
+    """Every way to give each of ``ranks`` one of its feasible groups such
+    that a group is the choice of all its members (none where a rank has
+    no feasible group); at most ``MAX_COVERS`` (more: none, unresolved)."""
+    out: list[tuple[_Group, ...]] = []
+    wanted = set(ranks)
+
+    def extend(chosen: tuple[_Group, ...], covered: frozenset[int]) -> bool:
+        left = [r for r in ranks if r not in covered]
+        if not left:
+            out.append(chosen)
+            return len(out) <= MAX_COVERS
+        for g in feasible[left[0]]:
+            if set(g.members) <= wanted and not covered & set(g.members):
+                if not extend((*chosen, g), covered | frozenset(g.members)):
+                    return False
+        return True
+
+    if not ranks or not extend((), frozenset()):
+        return []
+    return out
 
 
 def _spread(ends: Sequence[Sequence[float]]) -> float:
@@ -220,13 +290,19 @@ def _spread(ends: Sequence[Sequence[float]]) -> float:
     return median(max(col) - min(col) for col in zip(*ends))
 
 
-def _tightest(fits: Sequence[_Group], spreads: dict[str, float]) -> _Group | None:
-    """Of the groups whose members could have run these collectives, the
-    one whose ends meet far tighter than any other's (``SPREAD_RATIO``);
-    the only one, where one is; else None."""
-    if len(fits) <= 1:
-        return fits[0] if fits else None
-    ranked = sorted(fits, key=lambda g: spreads[g.name])
-    best, second = spreads[ranked[0].name], spreads[ranked[1].name]
+def _tightest(covers: Sequence[tuple[_Group, ...]],
+              spreads: dict[str, float]) -> tuple[_Group, ...] | None:
+    """Of the covers whose groups could have run the collectives, the one
+    whose ends meet far tighter than any other's (``SPREAD_RATIO``; a
+    cover's spread: its loosest group's); the only one, where one is; else
+    None."""
+    if len(covers) <= 1:
+        return covers[0] if covers else None
+
+    def spread(cover: tuple[_Group, ...]) -> float:
+        return max(spreads[g.name] for g in cover)
+
+    ranked = sorted(covers, key=spread)
+    best, second = spread(ranked[0]), spread(ranked[1])
     clear = second > max(best * SPREAD_RATIO, best + SPREAD_FLOOR_US)
     return ranked[0] if clear else None
