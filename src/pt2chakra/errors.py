@@ -110,6 +110,13 @@ LATENCY_US = Range(0.0, MAX_LATENCY_US)
 MIN_BANDWIDTH_GBPS = 1e-6
 MAX_BANDWIDTH_GBPS = 1e6
 BANDWIDTH_GBPS = Range(MIN_BANDWIDTH_GBPS, MAX_BANDWIDTH_GBPS)
+# A host's CPU cost per byte its ranks' links carry, in ns (``--link-cpu-cost``,
+# ``meta.json``'s ``host_cpu_ns_per_link_byte``): a kernel and a collective
+# library spend from a fraction of a ns per byte (a fast host, large
+# messages) to tens (2 shared cores: 15.6); above a millisecond per byte a
+# host moves under a kilobyte per second, nothing real; zero is no cost.
+MAX_LINK_CPU_NS = 1e6
+LINK_CPU_NS = Range(0.0, MAX_LINK_CPU_NS, low_open=True)
 # A step time in ms (``--real-step``, ``meta.json``'s ``step_median_s`` in
 # seconds): up to ~11 days; zero is no step.
 MAX_STEP_MS = 1e9

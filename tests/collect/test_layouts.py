@@ -15,6 +15,7 @@ import pytest
 
 from pt2chakra.cli import main
 from pt2chakra.collect.layouts import GPIPE, ONE_F_ONE_B, LayoutConfig
+from pt2chakra.collect.link_cost import PROBE_MIN_S
 
 # A layout small enough to record in seconds: 2 blocks of width 64.
 TINY = {"width": 64, "blocks": 2, "seq": 8, "batch": 4, "warmup": 1, "timed": 2}
@@ -124,6 +125,12 @@ def _meta_holds(out: Path, layout: dict[str, object]) -> None:
     assert len(per_rank) == meta["world_size"] and len(meta["step_s"]) == TINY["timed"]
     assert meta["step_s"] == [max(col) for col in zip(*per_rank)]
     assert meta["step_median_s"] > 0
+    # the host's CPU per byte of a rank's link (link_cost.py): the probe ran
+    # long enough to measure it, and where it was not lost in others' load, it is
+    probe = meta["link_cpu_probe"]
+    assert probe["rounds"] >= 1 and probe["seconds"] >= PROBE_MIN_S and probe["link_bytes"] > 0
+    if "host_cpu_ns_per_link_byte" in meta:
+        assert 0 < meta["host_cpu_ns_per_link_byte"] < 1e6
 
 
 def _converts(out: Path, name: str, ranks: int) -> None:

@@ -19,7 +19,7 @@ from pt2chakra.rules.conventions import scaled_world
 from pt2chakra.scaleout.api import extrapolate, scaled_graphs
 from pt2chakra.scaleout.hosts import HostSharing
 from pt2chakra.simulation import SimulationOptions, simulate, simulate_graphs_run
-from pt2chakra.simulation.network import Uplinks, uplinks_of
+from pt2chakra.simulation.network import HostLinks, host_links_of
 
 SLOW_UPLINK_GBPS = 0.001  # 8 Mbit/s: far slower than the recorded loopback
 
@@ -28,7 +28,7 @@ SLOW_UPLINK_GBPS = 0.001  # 8 Mbit/s: far slower than the recorded loopback
        st.floats(0.0, 1e3), st.floats(0.0, 1e3))
 def test_the_slowest_hop_paces_a_ring_across_hosts(per_host: int, n: int, link: float,
                                                    up: float, lat: float, up_lat: float) -> None:
-    bw, latency = Uplinks(per_host, up, up_lat).slowest_hop(n, link, lat)
+    bw, latency = HostLinks(per_host, up, up_lat).slowest_hop(n, link, lat)
     if n <= per_host:  # on one host: its own links
         assert (bw, latency) == (link, lat)
     else:
@@ -49,7 +49,7 @@ def test_extrapolate_writes_the_hosts_and_the_replay_slows(gloo_ranks: list[Path
     assert "uplinks" in summary.describe()
     md, _ = read_et(tmp_path / "x.3.et")
     world = scaled_world(attr_dict(md.attrs))
-    assert uplinks_of(world) == Uplinks(2, SLOW_UPLINK_GBPS, 50.0)
+    assert host_links_of(world) == HostLinks(2, SLOW_UPLINK_GBPS, 50.0)
     across = simulate(sorted(tmp_path.glob("x.*.et")), SimulationOptions(calibrate=True))
     flat = _direct(gloo_ranks, 4, HostSharing())
     assert across.predicted_step_us > flat  # the gradients cross an 8 Mbit/s uplink

@@ -90,7 +90,7 @@ from pt2chakra.rules.conventions import (
 )
 from pt2chakra.simulation import calibrate_recorded
 from pt2chakra.simulation.calibration import Calibration, RecordedCalibration
-from pt2chakra.simulation.network import Uplinks, uplinks_of
+from pt2chakra.simulation.network import HostLinks, host_links_of
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +164,9 @@ class RecordedFit:
     # per rank, node id -> (its collective, the wake-ups its scaled-out
     # collective adds on crowded hosts, us: durations.collective_wakeups)
     wakeups: list[dict[int, tuple[RecordedCollective, float]]] | None = None
-    # the hosts' uplinks a scaled-out job's files describe (None: its links
-    # as recorded): a collective spanning hosts runs at its slowest hop
-    uplinks: Uplinks | None = None
+    # the hosts' links a scaled-out job's files describe (None: its links
+    # as recorded): a collective runs at its slowest hop
+    host_links: HostLinks | None = None
 
     def target_us(self, calibration: Calibration, c: RecordedCollective) -> float:
         """The time ``simulate`` gives collective ``c`` under ``calibration``
@@ -177,8 +177,8 @@ class RecordedFit:
         collectives run a phase per dimension."""
         n = len(c.ranks)
         bandwidth, latency = calibration.link()
-        if self.uplinks is not None:
-            bandwidth, latency = self.uplinks.slowest_hop(n, bandwidth, latency)
+        if self.host_links is not None:
+            bandwidth, latency = self.host_links.slowest_hop(n, bandwidth, latency)
         return calibration.time_us(c.comm_type, c.size_bytes, n, 1.0, bandwidth, latency)
 
     def chosen_backend(self) -> str | None:
@@ -250,7 +250,7 @@ def recorded_fit(paths: Inputs | RankSet) -> RecordedFit:
     return RecordedFit(fit.calibrations, dict(collectives),
                        _rank_comm(fit, meeting, open_rank_set(paths).paths),
                        wakeups if fit.wakeups else None,
-                       uplinks_of(prepared.scaled[0]) if prepared.scaled else None)
+                       host_links_of(prepared.scaled[0]) if prepared.scaled else None)
 
 
 def _rank_comm(fit: RecordedCalibration, meeting: dict[int, tuple[int, RecordedCollective]],

@@ -29,6 +29,7 @@ from pt2chakra.chakra.wire import I64_MAX
 from pt2chakra.errors import (
     BANDWIDTH_GBPS,
     LATENCY_US,
+    LINK_CPU_NS,
     SCALE,
     STEP_MS,
     Range,
@@ -108,13 +109,18 @@ def add_host_sharing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inter-host-latency", type=number_option(LATENCY_US), metavar="US",
                    help="with --inter-host-bandwidth: the uplinks' latency per message, us "
                    "(default 0)")
+    p.add_argument("--link-cpu-cost", type=number_option(LINK_CPU_NS), metavar="NS",
+                   help="with --cores-per-host: the host's CPU ns per byte of each rank's "
+                   "link (kernel and collective library); its cores over its ranks' cost cap "
+                   "each link (default: what collect measured, meta.json beside the traces; "
+                   "none: no cap)")
     p.add_argument("--ranks-per-uplink", type=int_range(1, MAX_PER_HOST), metavar="U",
                    help="with --inter-host-bandwidth: consecutive ranks behind each uplink, "
                    "where they are not one host's cores (a test bed; default --ranks-per-host)")
 
 
 HOST_OPTIONS = ("--ranks-per-host", "--cores-per-host", "--inter-host-bandwidth",
-                "--inter-host-latency", "--ranks-per-uplink")
+                "--inter-host-latency", "--ranks-per-uplink", "--link-cpu-cost")
 
 
 def hosts_given(args: argparse.Namespace) -> str | None:
@@ -145,9 +151,12 @@ def host_sharing(args: argparse.Namespace) -> HostSharing:
         given, missing = ("--ranks-per-host", "--cores-per-host") if c is None else \
             ("--cores-per-host", "--ranks-per-host")
         raise InputError(given, f"needs {missing} too (how many ranks share how many cores)")
+    if args.link_cpu_cost is not None and c is None:
+        raise InputError("--link-cpu-cost", "needs --cores-per-host too (the cores that "
+                         "carry the links' bytes)")
     if r is None:
         return HostSharing()
-    return HostSharing(r, c, up, up_latency or 0.0, args.ranks_per_uplink)
+    return HostSharing(r, c, up, up_latency or 0.0, args.ranks_per_uplink, args.link_cpu_cost)
 
 
 def float_range(low: float, high: float, low_open: bool = False) -> Callable[[str], float]:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from pt2chakra.collect.link_cost import LinkProbe, probe_link_cost
 from pt2chakra.collect.record import (
     DEFAULT_TIMED,
     HOST_ET_SUFFIX,
@@ -185,7 +186,7 @@ def _free_port() -> int:
 
 
 def _real_step(dist: Any, times: list[float], cfg: RankJob, rank: int, out_dir: str,
-               name: str) -> None:
+               name: str, probe: LinkProbe | None = None) -> None:
     """Rank 0 writes the timed steps beside the traces: each step's time is
     the slowest rank's (the job's step), as in the h200 traces' meta.json."""
     if not times:
@@ -193,9 +194,14 @@ def _real_step(dist: Any, times: list[float], cfg: RankJob, rank: int, out_dir: 
     every: list[list[float] | None] = [None] * cfg.world_size
     dist.all_gather_object(every, times)
     if rank == 0:
+        from pt2chakra.simulation.profiler_overhead import META_LINK_CPU_FIELD
+
         ranks = [t for t in every if t]
+        cost: dict[str, object] = {} if probe is None else {"link_cpu_probe": probe.meta()}
+        if probe is not None and probe.ns_per_byte is not None:
+            cost[META_LINK_CPU_FIELD] = probe.ns_per_byte
         write_real_step(out_dir, [max(col) for col in zip(*ranks)],
-                        {"job": name, "world_size": cfg.world_size, **cfg.meta(),
+                        {"job": name, "world_size": cfg.world_size, **cfg.meta(), **cost,
                          "ranks": [{"rank": r, "timed_s": t} for r, t in enumerate(ranks)]})
 
 
@@ -214,7 +220,9 @@ def _rank_main(rank: int, cfg: RankJob, out_dir: str, name: str, meet: Rendezvou
     try:
         step = cfg.make_step(rank)
         dist.barrier()
-        _real_step(dist, time_steps(step, cfg.warmup, cfg.timed), cfg, rank, out_dir, name)
+        times = time_steps(step, cfg.warmup, cfg.timed)
+        probe = probe_link_cost(dist, torch, cfg.world_size, rank) if times else None
+        _real_step(dist, times, cfg, rank, out_dir, name, probe)
         for step_name in cfg.step_names(name, rank):
             dist.barrier()  # every recorded step starts with both ranks ready
             record_training_step(step, out_dir, warmup=0, name=step_name)

@@ -314,10 +314,14 @@ SCALEOUT_HOP_DELAY_ATTR = "scaleout_hop_delay_us"
 SCALEOUT_RECORDED_CROWDED_ATTR = "scaleout_recorded_crowded"
 # The target's hosts joined by uplinks (``--inter-host-bandwidth/-latency``
 # with ``--ranks-per-host``): consecutive ranks per host, each uplink's GB/s
-# and us (simulation/network.py, ``Uplinks``); absent: every link as recorded.
+# and us (simulation/network.py, ``HostLinks``); absent: every link as recorded.
 SCALEOUT_RANKS_PER_HOST_ATTR = "scaleout_ranks_per_host"
 SCALEOUT_UPLINK_GBPS_ATTR = "scaleout_uplink_gbps"
 SCALEOUT_UPLINK_LATENCY_ATTR = "scaleout_uplink_latency_us"
+# The most each rank's link moves on its crowded host, GB/s: the host's cores
+# over its ranks' CPU cost per byte (scaleout/hosts.py, ``host_link_gbps``);
+# absent: no limit beyond the link.
+SCALEOUT_HOST_LINK_GBPS_ATTR = "scaleout_host_link_gbps"
 
 
 class ScaledWorld(NamedTuple):
@@ -332,6 +336,7 @@ class ScaledWorld(NamedTuple):
     ranks_per_host: int = 0  # 0: hosts not described
     uplink_gbps: float | None = None
     uplink_latency_us: float = 0.0
+    host_link_gbps: float | None = None  # each rank's share of its host's CPU for its link
 
     @property
     def rescaled(self) -> bool:
@@ -360,13 +365,17 @@ def scaled_world(metadata_attrs: Mapping[str, Any], where: str = "metadata",
                     if name in metadata_attrs else default
                     for (name, allowed), default in zip(SCALEOUT_NUMBERS.items(), (1.0, 0.0)))
     crowded = metadata_attrs.get(SCALEOUT_RECORDED_CROWDED_ATTR) is True
+    host_link = read_number(metadata_attrs[SCALEOUT_HOST_LINK_GBPS_ATTR], BANDWIDTH_GBPS, where,
+                            f"metadata {SCALEOUT_HOST_LINK_GBPS_ATTR}") \
+        if SCALEOUT_HOST_LINK_GBPS_ATTR in metadata_attrs else None
     per_host = metadata_attrs.get(SCALEOUT_RANKS_PER_HOST_ATTR)
     if not (is_int(per_host) and per_host > 0 and SCALEOUT_UPLINK_GBPS_ATTR in metadata_attrs):
-        return ScaledWorld(world, recorded, stretch, hop, crowded)
+        return ScaledWorld(world, recorded, stretch, hop, crowded, host_link_gbps=host_link)
     gbps, latency = (read_number(metadata_attrs.get(name, 0.0), allowed, where,
                                  f"metadata {name}")
                      for name, allowed in SCALEOUT_UPLINK_NUMBERS.items())
-    return ScaledWorld(world, recorded, stretch, hop, crowded, per_host, gbps, latency)
+    return ScaledWorld(world, recorded, stretch, hop, crowded, per_host, gbps, latency,
+                       host_link)
 
 
 def size_unknown(attrs: Mapping[str, Any]) -> bool:

@@ -15,6 +15,7 @@ its clones are written from those bytes, so memory follows one rank, not M.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -32,6 +33,8 @@ from pt2chakra.rules.checks import refuse_unsound_files
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the simulator is imported on first use: extrapolate needs none of it
     from pt2chakra.scaleout.breakdown import ScaleBreakdown
@@ -127,6 +130,7 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
     prefix = os.fspath(prefix)
     names = [os.fspath(x) for x in paths]
     p = sound_plan(names, world_size, scaling, force)
+    hosts = with_recorded_link_cost(hosts, names)
     folder = os.path.dirname(prefix) or "."
     if not os.path.isdir(folder):
         raise InputError(prefix, f"folder {folder!r} does not exist")
@@ -152,9 +156,34 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         recorded_ranks=p.recorded, world_size=world_size, job_kind=p.job_kind,
         representative=p.representative, kept_ranks=kept, files=world_size,
         nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
-        unvalidated=list(UNVALIDATED), prefix=prefix, hosts=hosts.describe(),
+        unvalidated=list(UNVALIDATED), prefix=prefix, hosts=describe_hosts(hosts, world_size),
         cpu_stretch=hosts.cpu_stretch(p.recorded, world_size),
         uplinks=hosts.uplink_gbps is not None)
+
+
+def with_recorded_link_cost(hosts: HostSharing, paths: Sequence[str]) -> HostSharing:
+    """``hosts`` with the recording host's CPU cost per link byte that
+    ``collect`` stored beside the traces (``meta.json``), where the cores
+    are described and no cost was given; as given otherwise."""
+    if hosts.cores_per_host is None or hosts.link_cpu_ns_per_byte is not None:
+        return hosts
+    from pt2chakra.simulation.profiler_overhead import read_meta_link_cost
+
+    found = read_meta_link_cost(paths)
+    if found is None:
+        return hosts
+    log.info("link CPU cost %.3g ns per byte, from %s", found[0], found[1])
+    return hosts._replace(link_cpu_ns_per_byte=found[0])
+
+
+def describe_hosts(hosts: HostSharing, world_size: int) -> str:
+    """The hosts of an M-rank prediction in words, with the cap their CPU
+    puts on each rank's link where it is known."""
+    cap = hosts.host_link_gbps(world_size)
+    text = hosts.describe()
+    if cap is not None:
+        text += f"; each rank's link moves at most {cap * 1e3:.3g} MB/s (its host's CPU)"
+    return text
 
 
 _Job = TypeVar("_Job")
@@ -194,13 +223,15 @@ class WorldSizeRun(NamedTuple):
     plan: ScalePlan
     run: SimulationRun
     options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
+    hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
 
     def breakdown(self) -> ScaleBreakdown:
         """Where the M-rank step's time goes (what ``simulate --world-size``
         prints), with the step's range over what the fit assumed."""
         from pt2chakra.scaleout.breakdown import breakdown
 
-        return breakdown(self.plan, self.run, self.options, self.assumed_range())
+        return breakdown(self.plan, self.run, self.options, self.assumed_range(),
+                         describe_hosts(self.hosts, self.plan.target))
 
     def assumed_range(self) -> tuple[float, float] | None:
         """The M-rank step with the latency the fit assumed (where the
@@ -234,7 +265,7 @@ def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int
     scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force)
     replayed = given.scaled_out(scaled.graphs)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, replayed, recorded)
-    return WorldSizeRun(scaled.plan, run, replayed)
+    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts)
 
 
 class ScaledGraphs(msgspec.Struct):
@@ -246,6 +277,7 @@ class ScaledGraphs(msgspec.Struct):
     plan: ScalePlan
     sources: list[str]  # a label per graph
     graphs: list[tuple[GlobalMetadata, list[ChakraNode]]]
+    hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
 
 
 def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
@@ -254,10 +286,11 @@ def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
     """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs);
     the recorded set checked first (``sound_plan``, unless ``force``)."""
     p = sound_plan(paths, world_size, scaling, force)
+    hosts = with_recorded_link_cost(hosts, [os.fspath(x) for x in paths])
     graphs = []
     labels = []
     for r in range(min(p.recorded, world_size)):
         metadata, nodes, _ = _scaled_rank(p, r)
         graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target, hosts), nodes))
         labels.append(p.paths[r])
-    return ScaledGraphs(p, labels, graphs)
+    return ScaledGraphs(p, labels, graphs, hosts)

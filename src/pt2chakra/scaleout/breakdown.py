@@ -64,6 +64,7 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
     clones: str
     # The step over the latency the fit assumed (None: it assumed nothing)
     assumed_range_us: tuple[float, float] | None = None
+    hosts: str = ""  # the hosts the M ranks run on, in words (empty: not described)
 
     def describe(self) -> str:
         n, m = self.recorded_ranks, self.world_size
@@ -75,6 +76,8 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
                  f"  {self.clones}"]
         if self.network_model:
             lines.append(f"  network: {self.network_model}")
+        if self.hosts:
+            lines.append(f"  hosts: {self.hosts}")
         if self.assumed_range_us is not None:
             lo, hi = self.assumed_range_us
             lines.append(f"  over the assumed latency (x{ASSUMED_LATENCY_RANGE[0]:g} to "
@@ -115,7 +118,8 @@ def timed_by(row: CollectiveRow, ranks: int, options: SimulationOptions) -> str:
 
 
 def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
-              assumed_range_us: tuple[float, float] | None = None) -> ScaleBreakdown:
+              assumed_range_us: tuple[float, float] | None = None,
+              hosts: str = "") -> ScaleBreakdown:
     """The breakdown of a ``simulate --world-size`` run (``options`` as
     replayed: ``SimulationOptions.scaled_out``)."""
     rows = collective_rows(run.simulator, run.schedule, options.base_config().link_streams())
@@ -132,5 +136,5 @@ def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
         collectives=[CollectiveAtScale(r.name, r.what, r.size_bytes, plan.target,
                                        r.simulated_us, r.critical,
                                        timed_by(r, plan.target, options)) for r in rows],
-        clones=clones, assumed_range_us=assumed_range_us)
+        clones=clones, assumed_range_us=assumed_range_us, hosts=hosts)
 

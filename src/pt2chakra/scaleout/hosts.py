@@ -21,8 +21,16 @@ model's, ``simulation/network.py``, ``chain_handoffs``).
 Hosts may also be joined by uplinks slower than the ranks' own links
 (``uplink_gbps``, ``uplink_latency_us``: ``--inter-host-bandwidth/-latency``):
 a collective that spans hosts is paced by its slowest hop
-(``simulation/network.py``, ``Uplinks``). They are written into every
+(``simulation/network.py``, ``HostLinks``). They are written into every
 scaled-out file's metadata for the replay and the ASTRA-sim job.
+
+Moving bytes costs the host CPU too (``link_cpu_ns_per_byte``: what
+``collect`` measured on the recording host, ``collect/link_cost.py``, or
+``--link-cpu-cost``): a host of C cores whose R ranks all move bytes at
+once gives each of them at most ``C / (R x cost)`` bytes per ns, whatever
+its link allows (``host_link_gbps``). The recording's links were not short of
+it (2 ranks on 2 cores: 64 MB/s each against 25 MB/s links); 8 ranks on the
+same host are (16 MB/s each).
 
 The normal case, one rank per GPU host (``ranks_per_host`` 1, the default),
 shares nothing and changes nothing. A test bed that puts every rank on one
@@ -63,6 +71,9 @@ class HostSharing(NamedTuple):
     # (a test bed whose network hosts share one machine's cores); None:
     # ranks_per_host.
     ranks_per_uplink: int | None = None
+    # The host's CPU ns per byte of each rank's link (None: not known, no
+    # limit): with cores_per_host, it caps what each rank's link moves.
+    link_cpu_ns_per_byte: float | None = None
 
     def uplink_group(self) -> int:
         """How many consecutive ranks share an uplink."""
@@ -80,6 +91,16 @@ class HostSharing(NamedTuple):
         """The factor on the CPU time recorded at ``recorded`` ranks for a
         job of ``target`` ranks on the same hosts."""
         return self.share(target) / self.share(recorded)
+
+    def host_link_gbps(self, world_size: int) -> float | None:
+        """The most each rank's link moves (GB/s, bytes per ns) on a host
+        holding its share of a ``world_size``-rank job, all of its ranks
+        moving bytes at once (data-parallel collectives run in lockstep):
+        the host's cores over its ranks' CPU cost per byte. None: not known."""
+        if self.cores_per_host is None or self.link_cpu_ns_per_byte is None:
+            return None
+        on_host = min(world_size, self.ranks_per_host)
+        return self.cores_per_host / (on_host * self.link_cpu_ns_per_byte)
 
     def hop_delay_us(self, world_size: int) -> float:
         """The wake-up delay of one hand-off of a collective's chain on a host
@@ -102,8 +123,10 @@ class HostSharing(NamedTuple):
             cores = f"{self.ranks_per_host} ranks per host" if uplinks else \
                 "one core per rank (no host sharing)"
             return cores + uplinks
+        cost = "" if self.link_cpu_ns_per_byte is None else \
+            f", {self.link_cpu_ns_per_byte:.3g} ns of CPU per byte of a rank's link"
         return (f"{self.ranks_per_host} ranks per host of {self.cores_per_host} cores "
-                f"({BUSY_THREADS_PER_RANK} busy thread per rank){uplinks}")
+                f"({BUSY_THREADS_PER_RANK} busy thread per rank{cost}){uplinks}")
 
 
 NO_SHARING = HostSharing()

@@ -23,6 +23,7 @@ from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.conventions import (
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_HOP_DELAY_ATTR,
+    SCALEOUT_HOST_LINK_GBPS_ATTR,
     SCALEOUT_RANKS_PER_HOST_ATTR,
     SCALEOUT_RECORDED_CROWDED_ATTR,
     SCALEOUT_RECORDED_WORLD_ATTR,
@@ -155,7 +156,8 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
         if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR,
-                                              RECORDED_CROWDED_ATTR, *UPLINK_ATTRS):
+                                              RECORDED_CROWDED_ATTR, *UPLINK_ATTRS,
+                                              SCALEOUT_HOST_LINK_GBPS_ATTR):
             continue
         if name == "rank":
             value = rank
@@ -176,6 +178,9 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
         attrs.append((HOP_DELAY_ATTR, "double_val", hop_delay))
         if hosts.hop_delay_us(measured_at) > 0.0:
             attrs.append((RECORDED_CROWDED_ATTR, "bool_val", True))
+    host_link = hosts.host_link_gbps(target) if target != measured_at else None
+    if host_link is not None:
+        attrs.append((SCALEOUT_HOST_LINK_GBPS_ATTR, "double_val", host_link))
     if hosts.uplink_gbps is not None:
         attrs += [(RANKS_PER_HOST_ATTR, "int64_val", hosts.uplink_group()),
                   (UPLINK_GBPS_ATTR, "double_val", hosts.uplink_gbps),

@@ -27,13 +27,15 @@ whole tensor ceil(log2 n) times in turn.
 | broadcast, reduce | ceil(log2 n) a, ceil(log2 n) S |
 | others | as ring |
 
-Across hosts (``Uplinks``): with ``R`` consecutive ranks on each host and
+Across hosts (``HostLinks``): with ``R`` consecutive ranks on each host and
 hosts joined by uplinks, a ring of more than ``R`` ranks has hops that
 cross an uplink, one per host and direction (the last rank of a host sends
 to the first of the next); gloo's flat ring, like NCCL's ring across nodes,
 moves in lockstep, so every step is paced by its slowest hop: bandwidth
 ``min(B, B_uplink)``, latency ``a + a_uplink``. A tree is timed the same
-way (its crossing edges share no uplink either).
+way (its crossing edges share no uplink either). A rank's link on a host
+whose cores its ranks share moves at most its share of the host's CPU for
+moving bytes (``host_link_gbps``, ``scaleout/hosts.py``).
 """
 
 from __future__ import annotations
@@ -130,27 +132,37 @@ def collective_time(comm_type: int, size_bytes: int, n: int, bandwidth_gbps: flo
     return steps * latency_us + factor * size_bytes / (bandwidth_gbps * 1e3)
 
 
-class Uplinks(NamedTuple):
-    """The hosts of a job's target: ``ranks_per_host`` consecutive ranks on
-    each, hosts joined by uplinks of ``bandwidth_gbps`` GB/s and
-    ``latency_us`` (see the module doc)."""
+class HostLinks(NamedTuple):
+    """The links of a job's target hosts beyond the ranks' own (see the
+    module doc): ``ranks_per_host`` consecutive ranks on each host, hosts
+    joined by uplinks of ``uplink_gbps`` GB/s (None: none) and
+    ``uplink_latency_us``; each rank's link moving at most
+    ``host_link_gbps`` (its share of its crowded host's CPU; None: no
+    limit)."""
 
     ranks_per_host: int
-    bandwidth_gbps: float
-    latency_us: float = 0.0
+    uplink_gbps: float | None
+    uplink_latency_us: float = 0.0
+    host_link_gbps: float | None = None
 
     def slowest_hop(self, n: int, bandwidth_gbps: float, latency_us: float,
                     ) -> tuple[float, float]:
         """(bandwidth, latency) of a collective of ``n`` ranks whose own links
-        have ``bandwidth_gbps`` and ``latency_us``: theirs on one host, the
-        slowest hop's once it spans hosts."""
-        if n <= self.ranks_per_host:
+        have ``bandwidth_gbps`` and ``latency_us``: theirs on one host (at
+        most their host's share), the slowest hop's once it spans hosts."""
+        if self.host_link_gbps is not None:
+            bandwidth_gbps = min(bandwidth_gbps, self.host_link_gbps)
+        if self.uplink_gbps is None or n <= self.ranks_per_host:
             return bandwidth_gbps, latency_us
-        return min(bandwidth_gbps, self.bandwidth_gbps), latency_us + self.latency_us
+        return min(bandwidth_gbps, self.uplink_gbps), latency_us + self.uplink_latency_us
 
 
-def uplinks_of(world: ScaledWorld | None) -> Uplinks | None:
-    """The uplinks a scaled-out file's target hosts have (None: none given)."""
-    if world is None or world.uplink_gbps is None or world.ranks_per_host < 1:
+def host_links_of(world: ScaledWorld | None) -> HostLinks | None:
+    """The links a scaled-out file's target hosts have (None: as recorded)."""
+    if world is None:
         return None
-    return Uplinks(world.ranks_per_host, world.uplink_gbps, world.uplink_latency_us)
+    uplinks = world.uplink_gbps is not None and world.ranks_per_host >= 1
+    if not uplinks and world.host_link_gbps is None:
+        return None
+    return HostLinks(world.ranks_per_host, world.uplink_gbps if uplinks else None,
+                     world.uplink_latency_us, world.host_link_gbps)

@@ -18,7 +18,7 @@ from pt2chakra.chakra.records import ChakraNode
 from pt2chakra.rules.conventions import ScaledWorld
 from pt2chakra.rules.rendezvous import RankComms, RendezvousKey
 from pt2chakra.simulation.compiled import fast_path
-from pt2chakra.simulation.network import uplinks_of
+from pt2chakra.simulation.network import host_links_of
 from pt2chakra.simulation.op_scale import CoveredTime
 
 # Node categories (critical path "by node type").
@@ -218,12 +218,12 @@ class PreparedGraph:
     def link_of(self, node: int, n: int, bandwidth_gbps: float, latency_us: float,
                 ) -> tuple[float, float]:
         """(bandwidth, latency) a collective of ``n`` ranks that ``node``
-        joins runs at: its links', or, where its scaled-out file's hosts are
-        joined by uplinks, its slowest hop's (``network.Uplinks``)."""
-        uplinks = uplinks_of(self.scaled[self.rank[node]])
-        if uplinks is None:
+        joins runs at: its links', or, where its scaled-out file describes
+        its hosts' links, its slowest hop's (``network.HostLinks``)."""
+        links = host_links_of(self.scaled[self.rank[node]])
+        if links is None:
             return bandwidth_gbps, latency_us
-        return uplinks.slowest_hop(n, bandwidth_gbps, latency_us)
+        return links.slowest_hop(n, bandwidth_gbps, latency_us)
 
     def lane_id(self, key: tuple[Any, ...], rank: int, kind: str, label: str) -> int:
         idx = self.lane_index.get(key)

@@ -32,7 +32,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from pt2chakra.errors import STEP_S, InputError, read_number
+from pt2chakra.errors import LINK_CPU_NS, STEP_S, InputError, read_number
 from pt2chakra.files import read_side_json
 from pt2chakra.simulation.prepared import CPU_OP, PreparedGraph
 from pt2chakra.simulation.results import ProfilerOverhead
@@ -49,6 +49,9 @@ _FIGURE = re.compile(r"^\s*([-+0-9.eE]+|nan|inf|-inf)\s*(?:(?:us|µs|μs)(?:\s*/
 # ``h200`` traces carry it): the median of timed steps without the profiler.
 META_NAME = "meta.json"
 META_STEP_FIELD = "step_median_s"
+# The recording host's CPU ns per byte of a rank's link (collect/link_cost.py),
+# what scaling out to more ranks per host reads (scaleout/hosts.py).
+META_LINK_CPU_FIELD = "host_cpu_ns_per_link_byte"
 # A fit reaches the real step when the replay is within this share of it:
 # the spread of a real step's timed repeats on a quiet machine is ~1-3 %
 # (the h200 jobs: 0.6 % median absolute deviation; our 2-core CPU box more).
@@ -218,6 +221,22 @@ def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
         meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
         if os.path.isfile(meta):
             return meta_real_step_us(meta), meta
+    return None
+
+
+def read_meta_link_cost(trace_paths: Sequence[str]) -> tuple[float, str] | None:
+    """The recording host's CPU ns per link byte stored beside the first
+    trace that has a ``META_NAME`` (``META_LINK_CPU_FIELD``), and the file;
+    None where there is no such file or it holds no such field (recorded
+    before ``collect`` measured it, or by another tool)."""
+    for path in trace_paths:
+        meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
+        if os.path.isfile(meta):
+            doc = read_side_json(meta)
+            if not isinstance(doc, dict) or META_LINK_CPU_FIELD not in doc:
+                return None
+            return read_number(doc[META_LINK_CPU_FIELD], LINK_CPU_NS, meta,
+                               f"field {META_LINK_CPU_FIELD!r} (ns per byte)"), meta
     return None
 
 
