@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -125,7 +124,7 @@ def record_run(job: Job, out: Path, args: argparse.Namespace) -> float:
     processes used meanwhile. Raises on a failed rank."""
     cmds = [machine.rank_command(r, collect_command(job, r, out, args.steps), args.nice)
             for r in range(job.world_size)]
-    shutil.rmtree(out, ignore_errors=True)  # an earlier bench's traces and .et: not this run's
+    machine.fresh_run_dir(out)
     other = machine.record_on_bed(cmds, args.rate, out / "logs", RECORD_TIMEOUT_S, job.label)
     (out / RUN_NOTE).write_text(json.dumps({"job": job.label, "options": list(job.options),
                                             "world_size": job.world_size,

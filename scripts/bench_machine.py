@@ -238,6 +238,13 @@ def run_ranks(commands: list[list[str]], log_dir: Path, timeout_s: float) -> lis
     return [p.returncode for p in procs]
 
 
+def fresh_run_dir(out: Path) -> None:
+    """Empty a run's folder before it records: every later step (convert,
+    the replay) skips work whose output exists, so an earlier bench's traces
+    and .et left there would be measured in place of this run's."""
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def record_on_bed(commands: list[list[str]], rate_mbit: float, log_dir: Path, timeout_s: float,
                   label: str, layout: Layout = FLAT) -> float:
     """Run one recording's ranks (``commands``, one per rank, from

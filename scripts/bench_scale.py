@@ -399,6 +399,7 @@ def record_run(job: Job, world_size: int, out: Path, steps: int,
     layout = job.layout(world_size)
     cmds = [machine.rank_command(r, collect_command(job, world_size, r, out, steps), niceness)
             for r in range(world_size)]
+    machine.fresh_run_dir(out)
     other = machine.record_on_bed(cmds, rate, out / "logs", RECORD_TIMEOUT_S,
                                   f"{job.name} x{world_size}", layout)
     (out / RUN_NOTE).write_text(json.dumps({

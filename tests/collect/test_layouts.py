@@ -15,7 +15,7 @@ import pytest
 
 from pt2chakra.cli import main
 from pt2chakra.collect.layouts import GPIPE, ONE_F_ONE_B, LayoutConfig
-from pt2chakra.collect.link_cost import PROBE_MIN_S
+from pt2chakra.collect.link_cost import WINDOW_S, WINDOWS
 
 # A layout small enough to record in seconds: 2 blocks of width 64.
 TINY = {"width": 64, "blocks": 2, "seq": 8, "batch": 4, "warmup": 1, "timed": 2}
@@ -128,7 +128,8 @@ def _meta_holds(out: Path, layout: dict[str, object]) -> None:
     # the host's CPU per byte of a rank's link (link_cost.py): the probe ran
     # long enough to measure it, and where it was not lost in others' load, it is
     probe = meta["link_cpu_probe"]
-    assert probe["rounds"] >= 1 and probe["seconds"] >= PROBE_MIN_S and probe["link_bytes"] > 0
+    assert probe["rounds"] >= WINDOWS and probe["seconds"] >= WINDOWS * WINDOW_S
+    assert probe["link_bytes"] > 0 and len(probe["window_ns_per_byte"]) <= WINDOWS
     if "host_cpu_ns_per_link_byte" in meta:
         assert 0 < meta["host_cpu_ns_per_link_byte"] < 1e6
 
