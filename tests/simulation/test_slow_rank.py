@@ -72,3 +72,33 @@ def test_cli_row_and_refusals(pair: list[str], tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert_one_line_failure(proc, "one setting")
     assert not list(tmp_path.iterdir())
+
+
+def test_the_stragglers_table_shows_the_slow_rank(pair: list[str]) -> None:
+    """With rank 1's CPU 20 times slower it reaches every collective last in
+    the what-if's replay, and the others wait longer for it than in the
+    plain replay: the table of the what-if says so, beside the recorded one."""
+    from pt2chakra.simulation import simulate_run, slow_rank_collectives
+
+    options = SimulationOptions(slow_rank=[SlowRank(1, cpu=20.0)])
+    run = simulate_run(pair, options)
+    (slowed,) = slow_rank_collectives(run, options)
+    assert slowed.slow_rank == SlowRank(1, cpu=20.0).label()
+    late = [r for r in slowed.rows if r.replay_last_rank is not None]
+    assert late and all(r.replay_last_rank == 1 for r in late)
+    plain = {r.start_us: r for r in slow_rank_collectives(run, SimulationOptions(
+        slow_rank=[SlowRank(1)]))[0].rows}
+    waited = sum(r.replay_others_wait_us or 0.0 for r in slowed.rows)
+    assert waited > sum(r.replay_others_wait_us or 0.0 for r in plain.values())
+    assert slow_rank_collectives(run, SimulationOptions()) == []  # no straggler asked
+
+
+def test_cli_prints_and_writes_the_what_ifs_stragglers(pair: list[str]) -> None:
+    proc = run_cli("simulate", *pair, "--slow-rank", "1:cpu=20")
+    assert proc.returncode == 0, proc.stderr
+    label = SlowRank(1, cpu=20.0).label()
+    assert f"stragglers (replay: {label})" in proc.stdout
+    doc = json.loads(run_cli("simulate", *pair, "--slow-rank", "1:cpu=20", "--json").stdout)
+    (table,) = doc["slow_rank_stragglers"]
+    assert table["slow_rank"] == label
+    assert table["stragglers"][0]["replay_last_rank"] == 1

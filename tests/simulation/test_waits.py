@@ -103,3 +103,17 @@ def test_the_release_point_is_the_latest_dependency_end_by_the_op_start() -> Non
     assert release_point(100.0, [40.0, 100.0, 130.0, 70.0]) == 100.0
     assert release_point(100.0, [130.0]) == -math.inf
     assert release_point(100.0, []) == -math.inf
+
+
+def test_a_collective_the_thread_just_issued_is_its_wait() -> None:
+    """DDP's one bucket: the thread issues the all-reduce and waits 2.1 s; the
+    worker picked it up 0.4 ms into the gap and closed its record 4 ms after
+    the thread went on: that is the wait. One that started 2 ms into the gap
+    (issued by another thread meanwhile) is not."""
+    from pt2chakra.simulation.waits import CPU_WAKE_TOL_US, CollectiveEnds
+
+    gap_start, op_start = 139_482.0, 2_276_217.0
+    picked = CollectiveEnds([(gap_start + 391.0, op_start + 4_324.0, 7)])
+    assert picked.waited(op_start, gap_start, gap_start) == 7
+    later = CollectiveEnds([(gap_start + 4 * CPU_WAKE_TOL_US, op_start + 4_324.0, 7)])
+    assert later.waited(op_start, gap_start, gap_start) is None

@@ -143,13 +143,16 @@ def _profile_rank(metadata: GlobalMetadata, all_nodes: list[ChakraNode], cpu: st
     return _profile_metadata(metadata, all_nodes, cpu), out
 
 
-def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata) -> list[ChakraNode]:
+def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata,
+                   slow_cpu: float = 1.0) -> list[ChakraNode]:
     """A scaled-out rank whose ranks share their hosts' cores more than the
-    recorded ones did (its ``scaleout_cpu_stretch``, scaleout/hosts.py): its
-    CPU time (CPU nodes and ``cpu_gap`` nodes, what the replay's CPU scale
-    covers, as the consumer model's ``cpu_scale``) stretched by that factor."""
+    recorded ones did (its ``scaleout_cpu_stretch``, scaleout/hosts.py), or
+    a slow rank's host (``slow_cpu``, ``--slow-rank RANK:cpu=F``): its CPU
+    time (CPU nodes and ``cpu_gap`` nodes, what the replay's CPU scale
+    covers, as the consumer model's ``cpu_scale``) stretched by the factors."""
     world = scaled_world(attr_dict(metadata.attrs))
-    if world is None or world.cpu_stretch == 1.0:
+    factor = (1.0 if world is None else world.cpu_stretch) * slow_cpu
+    if factor == 1.0:
         return nodes
     out = []
     for n in nodes:
@@ -157,7 +160,7 @@ def host_stretched(nodes: list[ChakraNode], metadata: GlobalMetadata) -> list[Ch
         if n.type == NodeType.COMP_NODE and (a.get("is_cpu_op") is True
                                              or a.get("category") == CPU_GAP_CATEGORY):
             n = msgspec.structs.replace(
-                n, duration_micros=round(n.duration_micros * world.cpu_stretch))
+                n, duration_micros=round(n.duration_micros * factor))
         out.append(n)
     return out
 
@@ -534,6 +537,7 @@ class RankPlacement(NamedTuple):
     named: Mapping[int, Named] = {}
     # every rank's process groups (the job's groups file); None: this rank's
     job_groups: Mapping[str, list[int]] | None = None
+    slow_cpu: float = 1.0  # a slow rank's CPU factor (``--slow-rank RANK:cpu=F``)
 
 
 def _padded(nodes: list[ChakraNode], padding: CollectivePadding) -> list[ChakraNode]:
@@ -585,7 +589,7 @@ def _write_one(metadata: GlobalMetadata, nodes: Iterable[ChakraNode], prefix: st
         placed = RankPlacement(rank_window(metadata, all_nodes), 0.0)
     md, out_nodes = _profile_rank(metadata, all_nodes, cpu, placed.origin_us, placed.window,
                                   placed.network_ends, placed.link_scales)
-    out_nodes = _padded(host_stretched(out_nodes, metadata), placed.padding)
+    out_nodes = _padded(host_stretched(out_nodes, metadata, placed.slow_cpu), placed.padding)
     out_nodes = _named(out_nodes, placed.named)
     _refuse_one_npu(md, source or prefix, ranks_given)
     world = _world_of(md)
@@ -691,7 +695,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
                   staged: StagedOutputs | None = None,
                   network_ends: Sequence[Mapping[int, float]] = (),
                   link_scales: Sequence[Mapping[int, float]] = (),
-                  padding: Sequence[CollectivePadding] = ()) -> list[str]:
+                  padding: Sequence[CollectivePadding] = (),
+                  slow_cpu: Mapping[int, float] | None = None) -> list[str]:
     """Rewrite per-rank ``.et`` files for ASTRA-sim (each rank by
     ``chakra.ranks``: metadata, else name).
 
@@ -709,7 +714,8 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     fitted one (``job.link_scales``; the recorded link time the fit leaves
     unexplained scales with it); none: 1. ``padding``: per rank, what the
     job adds to (or trims off) its collectives (``CollectivePadding``);
-    none: nothing."""
+    none: nothing. ``slow_cpu``: rank -> its CPU time's factor (a slow
+    rank); none: 1."""
     prefix = os.fspath(prefix)
     given = inputs.paths if isinstance(inputs, RankSet) else [os.fspath(p) for p in inputs]
     check_prefix_outputs(given, prefix, EXPORT_FILES)
@@ -737,8 +743,9 @@ def convert_files(inputs: Inputs | RankSet, prefix: str | os.PathLike[str],
     placements = [RankPlacement(w, o, network_ends[k] if k < len(network_ends) else {},
                                 link_scales[k] if k < len(link_scales) else {},
                                 padding[k] if k < len(padding) else NO_PADDING,
-                                named[k], job_groups)
-                  for k, (w, o) in enumerate(zip(windows, _origins(windows)))]
+                                named[k], job_groups, (slow_cpu or {}).get(rank, 1.0))
+                  for k, (rank, w, o) in enumerate(zip(ranks.ranks, windows,
+                                                       _origins(windows)))]
     if staged is not None:
         return _write_ranks(paths, ranks.ranks, placements, prefix, cpu, staged)
     with StagedOutputs() as own:

@@ -91,6 +91,7 @@ from pt2chakra.rules.conventions import (
 from pt2chakra.simulation import calibrate_recorded
 from pt2chakra.simulation.calibration import Calibration, RecordedCalibration
 from pt2chakra.simulation.network import HostLinks, host_links_of
+from pt2chakra.simulation.results import SlowRank
 
 log = logging.getLogger(__name__)
 
@@ -413,6 +414,64 @@ def wakeup_padding(recorded: RecordedFit, network: AstraNetwork,
             if extra_us:
                 padding.micros[node_id] = extra_us
         out.append(padding)
+    return out
+
+
+def slow_rank_padding(recorded: RecordedFit, ends: NetworkEnds,
+                      padding: Sequence[CollectivePadding], slow: SlowRank,
+                      rank_labels: Sequence[int], network: AstraNetwork,
+                      system: AstraSystem) -> list[CollectivePadding]:
+    """``padding`` with every collective the slow rank joins made ``slow.link``
+    times longer under the job's network (ASTRA-sim's network has one link
+    rate for every rank; a ring is paced by its slowest hop, so each member's
+    node of it carries the bytes that take that much longer: ``_padding_of``).
+    Its sends and receives keep their time. The slow rank's CPU is the
+    export's (``host_stretched``)."""
+    if slow.rank not in rank_labels:
+        raise InputError("--slow-rank", f"rank {slow.rank} is not among the job's ranks "
+                         f"({', '.join(map(str, rank_labels))})")
+    if slow.link == 1.0:
+        return list(padding)
+    if recorded.comm is None:
+        raise InputError("--slow-rank", "a slow link needs the ranks' recorded collectives on "
+                         "one clock (a job at its recorded scale, its ranks on one clock)")
+    at = rank_labels.index(slow.rank)
+    out = [CollectivePadding(dict(p.size_bytes), dict(p.micros)) for p in padding] or \
+        [CollectivePadding({}, {}) for _ in recorded.comm]
+    memo: dict[RecordedCollective, tuple[int, int]] = {}
+    for rank, comms in enumerate(recorded.comm):
+        for c in comms:
+            if c.collective is None or c.p2p or at not in c.collective.ranks:
+                continue
+            cut = ends.trimmed[rank].get(c.node_id, 0) if ends.trimmed else 0
+            as_written = dataclasses.replace(c.collective, size_bytes=c.collective.size_bytes - cut)
+            if as_written not in memo:
+                base = _astra_ns(as_written, network, system)
+                memo[as_written] = (0, 0) if base is None else _padding_of(
+                    as_written, (slow.link - 1.0) * base / NS_PER_US, network, system)
+            extra_bytes, extra_us = memo[as_written]
+            if extra_bytes:
+                out[rank].size_bytes[c.node_id] = out[rank].size_bytes.get(c.node_id, 0) + \
+                    extra_bytes
+            if extra_us:
+                out[rank].micros[c.node_id] = out[rank].micros.get(c.node_id, 0) + extra_us
+    return out
+
+
+def slow_rank_scales(recorded: RecordedFit, scales: Sequence[dict[int, float]],
+                     slow: SlowRank, rank_labels: Sequence[int]) -> list[dict[int, float]]:
+    """``scales`` (``link_scales``) with the recorded link time the fitted
+    network leaves unexplained after each collective the slow rank joins
+    scaled by ``slow.link`` too: the replay slows the collective's whole
+    recorded time, the padding only the network's part."""
+    if slow.link == 1.0 or recorded.comm is None:
+        return list(scales)
+    at = rank_labels.index(slow.rank)
+    out = [dict(s) for s in scales] or [{} for _ in recorded.comm]
+    for rank, comms in enumerate(recorded.comm):
+        for c in comms:
+            if c.collective is not None and not c.p2p and at in c.collective.ranks:
+                out[rank][c.node_id] = out[rank].get(c.node_id, 1.0) * slow.link
     return out
 
 
@@ -820,13 +879,15 @@ def check_job_outputs(inputs: Sequence[str | os.PathLike[str]],
 
 def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLike[str],
               cpu: str = DEFAULT_CPU_MODE, choice: NetworkChoice = NetworkChoice(),
-              force: bool = False, predicted_step_us: float | None = None) -> AstraJob:
+              force: bool = False, predicted_step_us: float | None = None,
+              slow: SlowRank | None = None) -> AstraJob:
     """The export of ``inputs`` (one per rank) as ``<prefix>.<rank>.et``, and
     the configuration and run.sh beside it; the folder is created. All or
     nothing: every file is staged and moved into place together.
     ``predicted_step_us``: our own prediction of the job (a scaled-out job
     has no measured step at its scale), kept in ``<prefix>.prediction.json``
-    for ``--check``."""
+    for ``--check``. ``slow``: one rank slowed, as ``simulate --slow-rank``
+    replays it (``slow_rank_padding``)."""
     prefix = os.fspath(prefix)
     folder, name = check_job_outputs(inputs, prefix)
     system = AstraSystem()
@@ -845,9 +906,14 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
                 [CollectivePadding({n: -cut for n, cut in rank.items()}, {})
                  for rank in ends.trimmed]
             fit = _with_trim_note(fit, ends)
+            if slow is not None:
+                padding = slow_rank_padding(recorded, ends, padding, slow, ranks.ranks,
+                                            fit.network, system)
+                scales = slow_rank_scales(recorded, scales, slow, ranks.ranks)
         written = convert_files(ranks, prefix, cpu=cpu, force=force, staged=staged,
                                 network_ends=ends.ends, link_scales=scales,
-                                padding=padding)
+                                padding=padding,
+                                slow_cpu={slow.rank: slow.cpu} if slow is not None else None)
         if fit is None:
             raise InputError(os.fspath(inputs[0]), f"a job needs every rank's trace, one per "
                              f"NPU (ASTRA-sim runs at least {MIN_NPUS}); got {len(inputs)}")

@@ -169,16 +169,19 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _shown(args: argparse.Namespace, run: SimulationRun) -> str:
     """What ``simulate`` prints: the JSON (``--json``), the text report, or
     nothing (``-q``)."""
+    from pt2chakra.simulation import slow_rank_collectives
+
+    slow = slow_rank_collectives(run, options_from(args)) if not args.quiet or args.json else []
     if args.json:
         from pt2chakra.simulation import result_json
 
-        return json_text(result_json(run.result, _collectives(run)))
+        return json_text(result_json(run.result, _collectives(run), slow))
     if args.quiet:
         return ""
     from pt2chakra.simulation import format_text_report
 
     return format_text_report(run.result, lanes=not args.no_lanes,
-                              collectives=_collectives(run)) + "\n"
+                              collectives=_collectives(run), slow=slow) + "\n"
 
 
 def _cmd_world_size(args: argparse.Namespace) -> int:

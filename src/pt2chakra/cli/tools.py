@@ -189,7 +189,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
                             ("--latency", args.latency), ("--world-size", args.world_size),
-                            (host_flag or "", host_flag)):
+                            ("--slow-rank", args.slow_rank), (host_flag or "", host_flag)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
         binary = args.bin or os.environ.get(BINARY_ENV) or None
@@ -201,6 +201,9 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
+    if args.world_size is not None and args.slow_rank is not None:
+        raise InputError("--slow-rank", "applies at the recorded scale (a scaled-out job's "
+                         "clones are not one rank each)")
     if args.world_size is not None:
         from pt2chakra.scaleout import extrapolated_job
 
@@ -214,7 +217,8 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         if host_flag is not None:
             raise InputError(host_flag, "applies with --world-size (the recorded scale holds "
                              "its own hosts and links)")
-        job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force)
+        job = write_job(args.input, args.output, cpu=args.cpu, choice=choice, force=args.force,
+                        slow=args.slow_rank)
     if not args.quiet:
         print("\n".join(job.written))
     return 0
@@ -368,6 +372,10 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                    help="the job of the data-parallel recording scaled out to M ranks "
                    "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
     options.add_host_sharing(p)
+    p.add_argument("--slow-rank", type=options.slow_rank, metavar="RANK:cpu=F,link=G",
+                   help="the job with one rank slowed, as simulate --slow-rank replays it: "
+                   "its CPU time x F, every collective it joins G times longer (at the "
+                   "recorded scale)")
     p.add_argument("--check", metavar="DIR/job",
                    help="run a written job: ASTRA-sim's finish per rank (with --bin or "
                    "$ASTRA_SIM_BIN) beside the consumer model and the measured step")

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         simulate_baseline,
         simulate_graphs_run,
         simulate_run,
+        slow_rank_collectives,
     )
     from pt2chakra.simulation.collective_table import CollectiveRow, collective_rows
     from pt2chakra.simulation.engine import SimulationRun, Simulator, what_if
@@ -50,7 +51,7 @@ __all__ = [
     "CollectiveRow", "ReplaySettings", "SimulationOptions", "SimulationResult", "SimulationRun",
     "Simulator", "base_config", "calibrate_recorded", "collective_rows", "format_text_report",
     "recorded_figure", "refuse_unsound_set", "result_json", "simulate", "simulate_baseline",
-    "simulate_graphs_run", "simulate_run", "timing_notes", "what_if",
+    "simulate_graphs_run", "simulate_run", "slow_rank_collectives", "timing_notes", "what_if",
 ]
 
 if not TYPE_CHECKING:  # hidden from mypy: a misspelt name is an error there, not Any

@@ -22,6 +22,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules.checks import check_before_replay, cross_rank_problems, refuse_unsound
 from pt2chakra.rules.conventions import ALIGNMENTS
 from pt2chakra.simulation.calibration import RecordedCalibration
+from pt2chakra.simulation.collective_table import SlowRankCollectives, collective_rows
 from pt2chakra.simulation.durations import calibrate, collective_wakeups
 from pt2chakra.simulation.engine import SimulationRun, Simulator, load, what_if
 from pt2chakra.simulation.event_loop import participants_of, shares_clock
@@ -183,6 +184,25 @@ def simulate_run(paths: Sequence[str | os.PathLike[str]],
     _check_write_et(options, paths)
     sim, result, schedule = simulate_baseline(paths, options)
     return _finish(sim, result, schedule, options, staged)
+
+
+def slow_rank_collectives(run: SimulationRun, options: SimulationOptions,
+                          ) -> list[SlowRankCollectives]:
+    """Per straggler what-if of ``options`` (``--slow-rank``), the collectives
+    of the replay with that rank slowed: who arrives last at each and how
+    long the others wait for it, the effect the what-if row sums up. Empty
+    for one rank or no straggler."""
+    if len(run.result.ranks) < 2 or not options.slow_rank:
+        return []
+    sim = run.simulator
+    base = base_config(sim, [r.source for r in run.result.ranks], options)
+    out = []
+    for slow in options.slow_rank:
+        cfg = msgspec.structs.replace(base, slow_rank=slow)
+        _result, schedule = sim.run(cfg, critical_path=False)
+        out.append(SlowRankCollectives(slow.label(),
+                                       collective_rows(sim, schedule, cfg.link_streams())))
+    return out
 
 
 def _check_write_et(options: SimulationOptions,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import NamedTuple
 
 import msgspec
 
@@ -70,6 +71,14 @@ def _bandwidths(size: int, us: float, comm_type: int, n: int, p2p: bool,
     algbw = size / us * _BYTES_PER_US_TO_GBPS
     factor = 1.0 if p2p else cost_factors(comm_type, n)[1]
     return algbw, (algbw * factor if factor > 0 else None)
+
+
+class SlowRankCollectives(NamedTuple):
+    """The replay's collectives with one rank slowed (``--slow-rank``): the
+    straggler table of that what-if, beside the recorded one."""
+
+    slow_rank: str  # results.SlowRank.label()
+    rows: list[CollectiveRow]
 
 
 def collective_rows(sim: Simulator, schedule: Schedule, comm_streams: int = 0,

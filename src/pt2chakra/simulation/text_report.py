@@ -12,7 +12,7 @@ from pt2chakra.rules.conventions import STEP_PERIOD, STEP_SPAN, error_pct
 from pt2chakra.simulation.results import RankResult, SimulationResult
 
 if TYPE_CHECKING:
-    from pt2chakra.simulation.collective_table import CollectiveRow
+    from pt2chakra.simulation.collective_table import CollectiveRow, SlowRankCollectives
 
 # Why a rank replays to 0 us: said once, here, for every output (text, --json, HTML).
 NO_TIMING_WHY = ("no node has a duration or a recorded time (a host execution trace "
@@ -61,27 +61,34 @@ TOP_STRAGGLERS = 5
 STRAGGLER_NAME_CHARS = 48
 
 
-def stragglers(rows: Sequence[CollectiveRow]) -> list[CollectiveRow]:
+def stragglers(rows: Sequence[CollectiveRow], by_replay: bool = False) -> list[CollectiveRow]:
     """The collectives with a straggler, longest recorded wait first (the
-    replay's where nothing was recorded)."""
+    replay's where nothing was recorded; ``by_replay``: the replay's, as for
+    a what-if, whose effect is in the replay)."""
     waited = [r for r in rows if r.measured_last_rank is not None or r.replay_last_rank is not None]
-    return sorted(waited, key=lambda r: (-_wait_of(r), r.start_us))
+    return sorted(waited, key=lambda r: (-_wait_of(r, by_replay), r.start_us))
 
 
-def _wait_of(row: CollectiveRow) -> float:
-    if row.measured_others_wait_us is not None:
+def _wait_of(row: CollectiveRow, by_replay: bool = False) -> float:
+    if row.measured_others_wait_us is not None and not by_replay:
         return row.measured_others_wait_us
     return row.replay_others_wait_us or 0.0
 
 
 def result_json(result: SimulationResult, collectives: Sequence[CollectiveRow] = (),
-                ) -> dict[str, Any]:
+                slow: Sequence[SlowRankCollectives] = ()) -> dict[str, Any]:
     """``--json``: the result, the notes the text report prints and, for a
-    multi-rank run, each collective's straggler (``stragglers``)."""
+    multi-rank run, each collective's straggler (``stragglers``), and per
+    straggler what-if (``slow``) the same with that rank slowed."""
     doc = result.to_json()
     doc["notes"] = timing_notes(result) + result.lone_note.splitlines()
     if len(result.ranks) > 1 and collectives:
         doc["stragglers"] = [_straggler_json(r) for r in stragglers(collectives)]
+    if slow:
+        doc["slow_rank_stragglers"] = [
+            {"slow_rank": s.slow_rank,
+             "stragglers": [_straggler_json(r) for r in stragglers(s.rows, by_replay=True)]}
+            for s in slow]
     return doc
 
 
@@ -93,14 +100,18 @@ def _straggler_json(row: CollectiveRow) -> dict[str, Any]:
             "replay_others_wait_us": row.replay_others_wait_us}
 
 
-def straggler_lines(rows: Sequence[CollectiveRow], top: int = TOP_STRAGGLERS) -> list[str]:
+def straggler_lines(rows: Sequence[CollectiveRow], top: int = TOP_STRAGGLERS,
+                    what_if: str = "") -> list[str]:
     """The text table: per collective, who arrived last and how long the
-    others waited, recorded and replayed (the top ``top`` by wait)."""
-    shown = stragglers(rows)[:top]
+    others waited, recorded and replayed (the top ``top`` by wait); with
+    ``what_if`` (a slow rank's label), the replay is that what-if's."""
+    shown = stragglers(rows, by_replay=bool(what_if))[:top]
     if not shown:
         return []
-    out = ["", f"stragglers: the last rank to reach a collective and the others' wait for it, "
-           f"summed (top {len(shown)} of {len(rows)} by recorded wait)",
+    replay = f" (replay: {what_if})" if what_if else ""
+    by = "replayed" if what_if else "recorded"
+    out = ["", f"stragglers{replay}: the last rank to reach a collective and the others' wait "
+           f"for it, summed (top {len(shown)} of {len(rows)} by {by} wait)",
            f"  {'measured last':>13} {'wait us':>10} {'replay last':>12} {'wait us':>10}  collective"]
     for r in shown:
         out.append(f"  {_rank(r.measured_last_rank):>13} {_us(r.measured_others_wait_us):>10} "
@@ -158,9 +169,11 @@ def profiler_lines(result: SimulationResult) -> list[str]:
 
 
 def format_text_report(result: SimulationResult, lanes: bool = True,
-                       collectives: Sequence[CollectiveRow] = ()) -> str:
+                       collectives: Sequence[CollectiveRow] = (),
+                       slow: Sequence[SlowRankCollectives] = ()) -> str:
     """The text report; ``collectives`` (``collective_rows`` of the replay)
-    adds the straggler table of a multi-rank run."""
+    adds the straggler table of a multi-rank run, ``slow``
+    (``slow_rank_collectives``) one per straggler what-if."""
     out = []
     out.append(f"ranks: {len(result.ranks)}, start offsets: {result.align}"
                + (f", network model: {result.network_model}" if result.network_model
@@ -205,6 +218,8 @@ def format_text_report(result: SimulationResult, lanes: bool = True,
                            f"({t['category']}) {t['duration_us']:.0f} us")
     if len(result.ranks) > 1:
         out += straggler_lines(collectives)
+        for what in slow:
+            out += straggler_lines(what.rows, what_if=what.slow_rank)
     if result.what_if:
         out.append("")
         out.append("what-if (predicted step per setting):")
