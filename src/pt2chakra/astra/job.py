@@ -435,26 +435,22 @@ def slow_rank_padding(recorded: RecordedFit, ends: NetworkEnds,
     if recorded.comm is None:
         raise InputError("--slow-rank", "a slow link needs the ranks' recorded collectives on "
                          "one clock (a job at its recorded scale, its ranks on one clock)")
-    at = rank_labels.index(slow.rank)
     out = [CollectivePadding(dict(p.size_bytes), dict(p.micros)) for p in padding] or \
         [CollectivePadding({}, {}) for _ in recorded.comm]
     memo: dict[RecordedCollective, tuple[int, int]] = {}
-    for rank, comms in enumerate(recorded.comm):
-        for c in comms:
-            if c.collective is None or c.p2p or at not in c.collective.ranks:
-                continue
-            cut = ends.trimmed[rank].get(c.node_id, 0) if ends.trimmed else 0
-            as_written = dataclasses.replace(c.collective, size_bytes=c.collective.size_bytes - cut)
-            if as_written not in memo:
-                base = _astra_ns(as_written, network, system)
-                memo[as_written] = (0, 0) if base is None else _padding_of(
-                    as_written, (slow.link - 1.0) * base / NS_PER_US, network, system)
-            extra_bytes, extra_us = memo[as_written]
-            if extra_bytes:
-                out[rank].size_bytes[c.node_id] = out[rank].size_bytes.get(c.node_id, 0) + \
-                    extra_bytes
-            if extra_us:
-                out[rank].micros[c.node_id] = out[rank].micros.get(c.node_id, 0) + extra_us
+    for rank, c, collective in _joined_by(recorded.comm, rank_labels.index(slow.rank)):
+        cut = ends.trimmed[rank].get(c.node_id, 0)
+        as_written = dataclasses.replace(collective, size_bytes=collective.size_bytes - cut)
+        if as_written not in memo:
+            base = _astra_ns(as_written, network, system)
+            memo[as_written] = (0, 0) if base is None else _padding_of(
+                as_written, (slow.link - 1.0) * base / NS_PER_US, network, system)
+        extra_bytes, extra_us = memo[as_written]
+        if extra_bytes:
+            out[rank].size_bytes[c.node_id] = out[rank].size_bytes.get(c.node_id, 0) + \
+                extra_bytes
+        if extra_us:
+            out[rank].micros[c.node_id] = out[rank].micros.get(c.node_id, 0) + extra_us
     return out
 
 
@@ -466,13 +462,20 @@ def slow_rank_scales(recorded: RecordedFit, scales: Sequence[dict[int, float]],
     recorded time, the padding only the network's part."""
     if slow.link == 1.0 or recorded.comm is None:
         return list(scales)
-    at = rank_labels.index(slow.rank)
     out = [dict(s) for s in scales] or [{} for _ in recorded.comm]
-    for rank, comms in enumerate(recorded.comm):
+    for rank, c, _collective in _joined_by(recorded.comm, rank_labels.index(slow.rank)):
+        out[rank][c.node_id] = out[rank].get(c.node_id, 1.0) * slow.link
+    return out
+
+
+def _joined_by(comm: list[list[RankComm]], at: int,
+               ) -> Iterator[tuple[int, RankComm, RecordedCollective]]:
+    """(rank, node, its collective) of every collective the rank at position
+    ``at`` joins, on each member (its sends and receives left out)."""
+    for rank, comms in enumerate(comm):
         for c in comms:
             if c.collective is not None and not c.p2p and at in c.collective.ranks:
-                out[rank][c.node_id] = out[rank].get(c.node_id, 1.0) * slow.link
-    return out
+                yield rank, c, c.collective
 
 
 def _padding_of(c: RecordedCollective, wake_us: float, network: AstraNetwork,
@@ -487,24 +490,35 @@ def _padding_of(c: RecordedCollective, wake_us: float, network: AstraNetwork,
     want = wake_us * NS_PER_US
     if base is None or c.comm_type not in SUPPORTED_COLLECTIVES:
         return 0, round(wake_us)
-    granule = system.splits * len(c.ranks) ** 2
+    granule = _granule(c, system)
 
-    def longer(granules: int) -> float:
+    def long_enough(granules: int) -> bool:
         grown = dataclasses.replace(c, size_bytes=c.size_bytes + granules * granule)
         t = _astra_ns(grown, network, system)
-        return (t if t is not None else base) - base
+        return (t if t is not None else base) - base >= want
 
     hi = 1
-    while longer(hi) < want:
+    while not long_enough(hi):
         hi *= 2
-    lo = 0
+    return _first_true(long_enough, 0, hi) * granule, 0
+
+
+def _granule(c: RecordedCollective, system: AstraSystem) -> int:
+    """The bytes a collective's size moves by when padded or trimmed
+    (``splits x n x n``): the chunks and messages still divide evenly."""
+    return system.splits * len(c.ranks) ** 2
+
+
+def _first_true(holds: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The least k in ``(lo, hi]`` for which ``holds`` (false up to some k,
+    true from there on; true at ``hi``), by bisection."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if longer(mid) < want:
-            lo = mid
-        else:
+        if holds(mid):
             hi = mid
-    return hi * granule, 0
+        else:
+            lo = mid
+    return hi
 
 
 def _time_ratio(c: RecordedCollective, fitted: AstraNetwork, network: AstraNetwork,
@@ -570,11 +584,14 @@ def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[i
         return any(base + done[r] / NS_PER_US > m.recorded_end_us + TRIM_TOLERANCE_US
                    for r, m in members.items() if r in done)
 
+    def ends_in_time(size: int) -> bool:
+        done = finish(size)
+        return done is not None and not overruns(done)
+
     done = finish(c.size_bytes)
     size = c.size_bytes
     if done is not None and overruns(done):
-        size = _trimmed(c, lambda s: (lambda d: d is not None and not overruns(d))(finish(s)),
-                        system)
+        size = _trimmed(c, ends_in_time, system)
         done = finish(size)
     for r, m in members.items():
         end = base + done[r] / NS_PER_US if done is not None and r in done else \
@@ -584,20 +601,16 @@ def _meet(c: RecordedCollective, members: dict[int, RankComm], ends: list[dict[i
 
 
 def _trimmed(c: RecordedCollective, fits: Callable[[int], bool], system: AstraSystem) -> int:
-    """The largest size below ``c``'s, in whole granules (as ``_padding_of``:
-    the chunks still divide evenly), for which ``fits`` holds; one granule
+    """The largest size below ``c``'s, in whole granules (``_granule``), for
+    which ``fits`` holds (true up to some size, false beyond); one granule
     where none does (a collective still moves bytes)."""
-    granule = system.splits * len(c.ranks) ** 2
-    lo, hi = 1, max(1, c.size_bytes // granule)
-    if not fits(lo * granule):
-        return lo * granule
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid * granule):
-            lo = mid
-        else:
-            hi = mid
-    return (hi if fits(hi * granule) else lo) * granule
+    granule = _granule(c, system)
+    most = max(1, c.size_bytes // granule)
+    if fits(most * granule):
+        return most * granule
+    if not fits(granule):
+        return granule
+    return (_first_true(lambda k: not fits(k * granule), 1, most) - 1) * granule
 
 
 def _network_collectives(collectives: Sequence[RecordedCollective]) -> list[RecordedCollective]:

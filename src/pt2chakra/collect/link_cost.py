@@ -26,6 +26,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from pt2chakra.chakra.records import CollectiveType
+from pt2chakra.simulation.network import GLOO, cost_factors
+
 # One all-reduce of the probe; they repeat in windows of at least WINDOW_S
 # (/proc/stat's 10 ms ticks then resolve a window's busy time to about 1 %,
 # on a loopback too, which moves 8 MiB in milliseconds; at most
@@ -58,8 +61,10 @@ def host_busy_s() -> float | None:
 
 
 def link_bytes(size_bytes: int, world_size: int) -> float:
-    """Bytes a ring all-reduce of ``size_bytes`` puts on each rank's link."""
-    return 2 * (world_size - 1) / world_size * size_bytes
+    """Bytes an all-reduce of ``size_bytes`` puts on each rank's link, by
+    the network model's rule for gloo's ring (``network.cost_factors``)."""
+    _steps, factor = cost_factors(int(CollectiveType.ALL_REDUCE), world_size, GLOO, size_bytes)
+    return factor * size_bytes
 
 
 class LinkProbe(NamedTuple):

@@ -62,7 +62,6 @@ from pt2chakra.conversion.linker import (
 )
 from pt2chakra.conversion.step import is_stand_in
 from pt2chakra.names import (
-    C10D_FUNCTIONAL_PREFIXES,
     PROCESS_GROUP_INIT,
     RECORD_PARAM_COMMS,
     functional_group,
@@ -344,8 +343,6 @@ def functional_tensor_groups(ops: Sequence[HostOp]) -> dict[int, str]:
     what ties the work to its group."""
     out: dict[int, str] = {}
     for op in ops:
-        if not op.name.startswith(C10D_FUNCTIONAL_PREFIXES):
-            continue
         group = functional_group(op.name, op.inputs.values, op.inputs.types)
         if group is None:
             continue
@@ -364,12 +361,11 @@ def _functional_pg(op: HostOp | None, comm: CommContext) -> str:
     for _ in range(FUNCTIONAL_CALLER_DEPTH + 1):
         if caller is None:
             break
-        if caller.name.startswith(C10D_FUNCTIONAL_PREFIXES):
-            group = functional_group(caller.name, caller.inputs.values, caller.inputs.types)
-            if group is not None:
-                return group
+        group = functional_group(caller.name, caller.inputs.values, caller.inputs.types)
+        if group is not None:
+            return group
         caller = comm.ops_by_id.get(caller.parent)
-    if comm.functional and is_backend_comm_op(op.name):
+    if is_backend_comm_op(op.name):
         for tensor in coll.tensor_ids(op.inputs.values):
             if tensor in comm.functional:
                 return comm.functional[tensor]

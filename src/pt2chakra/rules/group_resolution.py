@@ -226,8 +226,10 @@ def _resolve_collectives(ranks: Sequence[RankOps], groups: dict[int, list[_Group
     (a wrong group would split what the world matches)."""
     sig = {r.rank: _collective_signature(r) for r in ranks}
     unnamed = sorted(rank for rank, s in sig.items() if s.shape)
-    feasible = {rank: [g for g in groups[rank] if _could_run(g, sig, peers)]
-                for rank in unnamed}
+    # Each group judged once, not once per member (the world is every rank's).
+    distinct = {g.name: g for rank in unnamed for g in groups[rank]}
+    could = {name: _could_run(g, sig, peers) for name, g in distinct.items()}
+    feasible = {rank: [g for g in groups[rank] if could[g.name]] for rank in unnamed}
     covers = _covers(unnamed, feasible)
     spreads = {g.name: _spread([sig[m].ends for m in g.members])
                for cover in covers for g in cover}

@@ -198,6 +198,7 @@ def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
     prediction of the M-rank step (``simulate --world-size``). The recorded
     set is checked first (``sound_plan``): nothing is written for a set that
     is not one sound job, unless ``force``."""
+    hosts = with_recorded_link_cost(hosts, [os.fspath(x) for x in paths])  # read once
     predicted = predicted_step_us(paths, world_size, hosts, force)
     folder = Path(os.fspath(prefix)).parent
     folder.mkdir(parents=True, exist_ok=True)

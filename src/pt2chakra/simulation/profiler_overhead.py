@@ -217,10 +217,16 @@ def _bisect(predict: Callable[[float], float], target: float, lo: float, hi: flo
 def read_meta(trace_paths: Sequence[str]) -> tuple[float, str] | None:
     """The real step (us) stored beside the first trace (``META_NAME``), and
     the file it came from; None when there is none."""
+    meta = meta_beside(trace_paths)
+    return None if meta is None else (meta_real_step_us(meta), meta)
+
+
+def meta_beside(trace_paths: Sequence[str]) -> str | None:
+    """The ``META_NAME`` beside the first trace that has one (None: none)."""
     for path in trace_paths:
         meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
         if os.path.isfile(meta):
-            return meta_real_step_us(meta), meta
+            return meta
     return None
 
 
@@ -229,15 +235,14 @@ def read_meta_link_cost(trace_paths: Sequence[str]) -> tuple[float, str] | None:
     trace that has a ``META_NAME`` (``META_LINK_CPU_FIELD``), and the file;
     None where there is no such file or it holds no such field (recorded
     before ``collect`` measured it, or by another tool)."""
-    for path in trace_paths:
-        meta = os.path.join(os.path.dirname(os.path.abspath(path)), META_NAME)
-        if os.path.isfile(meta):
-            doc = read_side_json(meta)
-            if not isinstance(doc, dict) or META_LINK_CPU_FIELD not in doc:
-                return None
-            return read_number(doc[META_LINK_CPU_FIELD], LINK_CPU_NS, meta,
-                               f"field {META_LINK_CPU_FIELD!r} (ns per byte)"), meta
-    return None
+    meta = meta_beside(trace_paths)
+    if meta is None:
+        return None
+    doc = read_side_json(meta)
+    if not isinstance(doc, dict) or META_LINK_CPU_FIELD not in doc:
+        return None
+    return read_number(doc[META_LINK_CPU_FIELD], LINK_CPU_NS, meta,
+                       f"field {META_LINK_CPU_FIELD!r} (ns per byte)"), meta
 
 
 def meta_real_step_us(meta: str) -> float:
