@@ -39,7 +39,10 @@ CFLAGS="$SANITIZE -fno-omit-frame-pointer -O1 -g" LDFLAGS="$SANITIZE" \
     > "$scratch/build.log" 2>&1 || { cat "$scratch/build.log" >&2; fail "the sanitized build failed"; }
 
 for module in "$scratch"/pt2chakra/*/_fast*.so; do  # CFLAGS honoured, not an ordinary build
-    ldd "$module" | grep -q libasan || fail "$module is not built with AddressSanitizer"
+    # ldd's whole output first: piped into grep -q, ldd could be cut off by
+    # SIGPIPE once grep has its match, and pipefail would call that a failure
+    linked=$(ldd "$module")
+    grep -q libasan <<< "$linked" || fail "$module is not built with AddressSanitizer"
 done
 
 export LD_PRELOAD=$libasan
