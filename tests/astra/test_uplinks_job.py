@@ -1,7 +1,8 @@
 """The ASTRA-sim job of a scaled-out job whose hosts are joined by uplinks
 (``astra-sim --world-size M --ranks-per-host R --inter-host-bandwidth``):
-its one-dimensional network is fitted to the collectives at their slowest
-hop (gloo's flat ring), and ASTRA-sim runs it within 5 % of simulate."""
+its network.yml has a dimension per tier, the uplinks' fitted to the
+collectives at their slowest hop (gloo's flat ring), and ASTRA-sim runs it
+within 5 % of simulate."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import convert_gloo_pair, run_cli
 
+from pt2chakra.astra.collective_time import ONE_RING, read_network_file, read_system_file
 from pt2chakra.astra.job import check_job
 
 HOSTS = ["--ranks-per-host", "2", "--inter-host-bandwidth", "0.01", "--inter-host-latency", "30"]
@@ -23,8 +25,8 @@ def gloo_ets(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
 
 
 def _bandwidth(network_yml: Path) -> float:
-    line = next(t for t in network_yml.read_text().splitlines() if t.startswith("bandwidth:"))
-    return float(line.split("[")[1].split("]")[0])
+    """The first dimension's: the uplinks' where there are two."""
+    return read_network_file(network_yml).bandwidth_gbps
 
 
 def test_the_job_network_is_paced_by_the_uplink(gloo_ets: list[str], tmp_path: Path) -> None:
@@ -35,6 +37,18 @@ def test_the_job_network_is_paced_by_the_uplink(gloo_ets: list[str], tmp_path: P
     # 0.01 GB/s uplinks (ASTRA-sim's GB is 2^30 bytes): the fitted link is no faster
     assert _bandwidth(tmp_path / "up" / "network.yml") <= 0.01 * 1e9 / 2**30 * 1.01
     assert _bandwidth(tmp_path / "flat" / "network.yml") > _bandwidth(tmp_path / "up" / "network.yml")
+
+
+def test_the_job_network_has_a_dimension_per_tier(gloo_ets: list[str], tmp_path: Path) -> None:
+    proc = run_cli("astra-sim", *gloo_ets, "--world-size", "4", *HOSTS,
+                   "-o", str(tmp_path / "job"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    network = read_network_file(tmp_path / "network.yml")
+    assert network.hosts is not None and network.hosts.ranks_per_host == 2
+    assert [n for n, _, _ in network.dimensions] == [2, 2]
+    # the links within a host are fitted without the uplink: no slower than it
+    assert network.hosts.bandwidth_gbps >= network.bandwidth_gbps
+    assert read_system_file(tmp_path / "system.json").implementation == ONE_RING
 
 
 def test_astra_sim_runs_it_within_the_goal_of_simulate(gloo_ets: list[str], tmp_path: Path,

@@ -49,7 +49,10 @@ from pt2chakra.chakra.records import CollectiveType
 from pt2chakra.errors import BANDWIDTH_GBPS, MAX_LATENCY_US, InputError, Range, read_number
 from pt2chakra.files import read_side_json
 
-IMPLEMENTATIONS = ("ring",)
+RING, ONE_RING = "ring", "oneRing"
+IMPLEMENTATIONS = (RING, ONE_RING)
+"""``ring`` runs a ring per dimension, one phase after another; ``oneRing`` one ring
+over every NPU in id order (the same thing on one dimension)."""
 OPTIMIZATIONS = ("localBWAware", "baseline")
 SCHEDULING_POLICIES = ("LIFO", "FIFO")
 
@@ -86,8 +89,28 @@ SUPPORTED_COLLECTIVES = (_AR, _AG, _RS, _A2A)
 
 
 @dataclass(frozen=True, slots=True)
+class HostTier:
+    """network.yml's second dimension: the links within each host of
+    ``ranks_per_host`` NPUs, the network's own fields being the first (the
+    uplinks between the hosts). ASTRA-sim times a message on the first
+    dimension where the two NPUs' addresses differ (address ``[i mod H,
+    i div H]`` for H hosts), so under ``oneRing`` every hop between
+    neighbouring NPUs crosses the uplinks: one flat ring paced by its
+    slowest hop, as gloo's is."""
+
+    ranks_per_host: int
+    bandwidth_gbps: float
+    latency_ns: float
+
+    @property
+    def bytes_per_ns(self) -> float:
+        return self.bandwidth_gbps * BYTES_PER_GB_NETWORK / 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
 class AstraNetwork:
-    """One-dimensional analytical network (``network.yml``)."""
+    """Analytical network (``network.yml``): one dimension, or two with
+    ``hosts`` (the uplinks between hosts first, then the links within one)."""
 
     topology: str
     npus: int
@@ -96,6 +119,7 @@ class AstraNetwork:
     congestion_aware: bool = False
     """The ``..._Congestion_Aware`` binary: messages are stored and forwarded link by
     link, so each hop costs latency + serialisation (no link may carry two messages)."""
+    hosts: HostTier | None = None
 
     def __post_init__(self) -> None:
         if self.topology not in TOPOLOGIES:
@@ -108,6 +132,27 @@ class AstraNetwork:
                              "(it connects the two NPUs twice)")
         if not self.bandwidth_gbps > 0 or not self.latency_ns >= 0:
             raise ValueError("bandwidth must be > 0 and latency >= 0")
+        if self.hosts is not None:
+            self._check_hosts(self.hosts)
+
+    def _check_hosts(self, hosts: HostTier) -> None:
+        per_host = hosts.ranks_per_host
+        if per_host < 2 or self.npus % per_host or self.npus // per_host < 2:
+            raise ValueError(f"{self.npus} NPUs in hosts of {per_host}: two dimensions need "
+                             "at least 2 hosts of at least 2 NPUs each, every host full")
+        if self.congestion_aware:
+            raise ValueError("a congestion-aware network of two dimensions is not modelled")
+        if not hosts.bandwidth_gbps > 0 or not hosts.latency_ns >= 0:
+            raise ValueError("bandwidth must be > 0 and latency >= 0 in every dimension")
+
+    @property
+    def dimensions(self) -> list[tuple[int, float, float]]:
+        """(NPUs, bandwidth GB/s, latency ns) per network.yml dimension."""
+        if self.hosts is None:
+            return [(self.npus, self.bandwidth_gbps, self.latency_ns)]
+        per_host = self.hosts.ranks_per_host
+        return [(self.npus // per_host, self.bandwidth_gbps, self.latency_ns),
+                (per_host, self.hosts.bandwidth_gbps, self.hosts.latency_ns)]
 
     @property
     def bytes_per_ns(self) -> float:
@@ -115,20 +160,27 @@ class AstraNetwork:
         return self.bandwidth_gbps * BYTES_PER_GB_NETWORK / 1_000_000_000
 
     def hops(self, src: int, dst: int) -> int:
-        if self.topology == "FullyConnected":
-            return 1
-        if self.topology == "Switch":
-            return 2
-        clockwise = (dst - src) % self.npus  # the analytical Ring is bidirectional
-        return min(clockwise, self.npus - clockwise)
+        return _hops(self.topology, self.npus, src, dst)
 
     def message_ns(self, src: int, dst: int, size_bytes: int) -> int:
         """One message on free links: hops x latency plus serialisation (once, or once
-        per hop when congestion-aware), truncated to whole ns as ASTRA-sim does."""
+        per hop when congestion-aware), truncated to whole ns as ASTRA-sim does; with
+        two dimensions, on the first one where the NPUs' addresses differ."""
+        if self.hosts is not None:
+            return self._two_tier_message_ns(self.hosts, src, dst, size_bytes)
         serialise = size_bytes / self.bytes_per_ns
         if self.congestion_aware:
             return self.hops(src, dst) * int(self.latency_ns + serialise)
         return int(self.hops(src, dst) * self.latency_ns + serialise)
+
+    def _two_tier_message_ns(self, hosts: HostTier, src: int, dst: int,
+                             size_bytes: int) -> int:
+        count = self.npus // hosts.ranks_per_host
+        if src % count != dst % count:
+            hops = _hops(self.topology, count, src % count, dst % count)
+            return int(hops * self.latency_ns + size_bytes / self.bytes_per_ns)
+        hops = _hops(self.topology, hosts.ranks_per_host, src // count, dst // count)
+        return int(hops * hosts.latency_ns + size_bytes / hosts.bytes_per_ns)
 
     def links(self, src: int, dst: int) -> list[tuple[int, int]]:
         """The directed links a message takes when congestion-aware (a switch is node
@@ -141,6 +193,16 @@ class AstraNetwork:
         step = -1 if self.npus - clockwise < clockwise else 1
         path = [src + step * i for i in range(self.hops(src, dst) + 1)]
         return [(a % self.npus, b % self.npus) for a, b in zip(path, path[1:], strict=False)]
+
+
+def _hops(topology: str, npus: int, src: int, dst: int) -> int:
+    """Links between two NPUs of one dimension of ``npus``."""
+    if topology == "FullyConnected":
+        return 1
+    if topology == "Switch":
+        return 2
+    clockwise = (dst - src) % npus  # the analytical Ring is bidirectional
+    return min(clockwise, npus - clockwise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +305,11 @@ def ring_plan(comm_type: int, size_bytes: int, group_size: int, machine_npus: in
     return RingPlan(chunks, n * (n - 1) // 2, chunk // n, 0)
 
 
-def _check(comm_type: int, size_bytes: int, group: Sequence[int], network: AstraNetwork) -> None:
+def _check(comm_type: int, size_bytes: int, group: Sequence[int], network: AstraNetwork,
+           system: AstraSystem) -> None:
+    if network.hosts is not None and system.implementation != ONE_RING:
+        raise ValueError(f"a two-dimensional network under {system.implementation!r} runs "
+                         f"a phase per dimension: not modelled (only {ONE_RING!r})")
     if comm_type not in SUPPORTED_COLLECTIVES:
         known = {int(t) for t in CollectiveType}
         name = CollectiveType(comm_type).name if comm_type in known else str(comm_type)
@@ -294,7 +360,7 @@ def collective_finish_ns(comm_type: int, size_bytes: int, network: AstraNetwork,
     ``issued[r]`` ns: a late member holds up the ring message by message, as
     in ASTRA-sim's event loop, rather than the whole collective starting at
     the last arrival. ``group`` in comm-group-file order."""
-    _check(comm_type, size_bytes, group, network)
+    _check(comm_type, size_bytes, group, network, system)
     plan = ring_plan(comm_type, size_bytes, len(group), network.npus, system.splits)
     whole_machine = len(group) == network.npus
     bus = system.endpoint_delay_ns if whole_machine else LOCAL_RING_BUS_DELAY_NS
@@ -363,9 +429,11 @@ def astra_config_texts(network: AstraNetwork, system: AstraSystem,
     a ``#`` comment above it; JSON has no comments, so system notes go into
     network.yml under the key ``system``)."""
     notes = notes or {}
-    values = {"topology": network.topology, "npus_count": str(network.npus),
-              "bandwidth": repr(float(network.bandwidth_gbps)),
-              "latency": repr(float(network.latency_ns))}
+    dims = network.dimensions
+    values = {"topology": ", ".join(network.topology for _ in dims),
+              "npus_count": ", ".join(str(n) for n, _, _ in dims),
+              "bandwidth": ", ".join(repr(float(b)) for _, b, _ in dims),
+              "latency": ", ".join(repr(float(lat)) for _, _, lat in dims)}
     lines = [f"# {line}" for line in notes.get("header", "").splitlines()]
     for field in NETWORK_FIELDS:
         lines += [f"# {line}" for line in notes.get(field, "").splitlines()]
@@ -403,31 +471,45 @@ def write_astra_configs(folder: str | os.PathLike[str], network: AstraNetwork,
     return paths
 
 
-_NETWORK_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*\[\s*([^\],]+?)\s*\]\s*$")
+_NETWORK_LINE = re.compile(r"^\s*([A-Za-z_]+)\s*:\s*\[\s*([^\]]+?)\s*\]\s*$")
+MAX_DIMENSIONS = 2
+"""The tiers modelled: the links within a host and the uplinks between hosts."""
 
 
 def read_network_file(path: str | os.PathLike[str],
                       congestion_aware: bool = False) -> AstraNetwork:
-    """A one-dimensional network.yml as ``astra_config_texts`` writes it
-    (``key: [ value ]`` lines, ``#`` comments); ``InputError`` naming the
-    field otherwise."""
+    """A network.yml as ``astra_config_texts`` writes it (``key: [ v, ... ]``
+    lines, ``#`` comments; one dimension, or two of one topology: the
+    uplinks, then the links within a host); ``InputError`` naming the field
+    otherwise."""
     name = os.fspath(path)
-    fields: dict[str, str] = {}
+    fields: dict[str, list[str]] = {}
     for line in Path(name).read_text().splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         match = _NETWORK_LINE.match(line)
         if match is None:
-            raise InputError(name, f"cannot read {line.strip()!r}: expected 'key: [ value ]' "
-                             "of a one-dimensional network")
-        fields[match[1]] = match[2]
+            raise InputError(name, f"cannot read {line.strip()!r}: expected 'key: [ value, "
+                             "... ]', a value per dimension")
+        fields[match[1]] = [v.strip() for v in match[2].split(",")]
     missing = [f for f in NETWORK_FIELDS if f not in fields]
     if missing:
         raise InputError(name, f"field {missing[0]} is missing")
+    dims = len(fields["npus_count"])
+    for field in NETWORK_FIELDS:
+        if len(fields[field]) != dims or dims > MAX_DIMENSIONS:
+            raise InputError(name, f"field {field}: {len(fields[field])} values for {dims} "
+                             f"dimensions (at most {MAX_DIMENSIONS}, one value each)")
+    if len(set(fields["topology"])) != 1:
+        raise InputError(name, f"field topology: {fields['topology']}: dimensions of "
+                         "different topologies are not modelled")
     try:
-        return AstraNetwork(fields["topology"], int(fields["npus_count"]),
-                            float(fields["bandwidth"]), float(fields["latency"]),
-                            congestion_aware=congestion_aware)
+        counts = [int(v) for v in fields["npus_count"]]
+        bandwidth = [float(v) for v in fields["bandwidth"]]
+        latency = [float(v) for v in fields["latency"]]
+        hosts = None if dims == 1 else HostTier(counts[1], bandwidth[1], latency[1])
+        return AstraNetwork(fields["topology"][0], math.prod(counts), bandwidth[0],
+                            latency[0], congestion_aware=congestion_aware, hosts=hosts)
     except ValueError as exc:
         raise InputError(name, f"network fields: {exc}") from exc
 

@@ -44,10 +44,12 @@ from pt2chakra.astra.collective_time import (
     LOCAL_RING_BUS_DELAY_NS,
     MEMORY_FILE,
     NETWORK_FILE,
+    ONE_RING,
     SUPPORTED_COLLECTIVES,
     SYSTEM_FILE,
     AstraNetwork,
     AstraSystem,
+    HostTier,
     astra_collective,
     astra_comm_size,
     astra_config_texts,
@@ -766,6 +768,50 @@ def fit_network(recorded: RecordedFit, npus: int, choice: NetworkChoice = Networ
     return NetworkFit(network, notes, backend, calibration, rms, worst)
 
 
+def across_hosts(fit: NetworkFit, recorded: RecordedFit, choice: NetworkChoice,
+                 system: AstraSystem) -> tuple[NetworkFit, AstraSystem]:
+    """A job whose ranks span hosts joined by uplinks as a network.yml of two
+    dimensions (``HostTier``): the uplinks (``fit``'s values, the slowest
+    hop's) first, then the links within a host (the same collectives fitted
+    on the ranks' own links), under ``oneRing``, one ring over every NPU
+    paced by its slowest hop as gloo's flat ring is. Written only where
+    every collective spans the whole job: a smaller group's ring in
+    ASTRA-sim would take its hops on the dimensions its members' addresses
+    give, which need not be the hosts the target has."""
+    links = recorded.host_links
+    npus = fit.network.npus
+    if links is None or links.uplink_gbps is None or fit.calibration is None:
+        return fit, system
+    per_host = links.ranks_per_host
+    spans_all = all(len(c.ranks) == npus for cs in recorded.collectives.values()
+                    for c in _network_collectives(cs))
+    if per_host < 2 or npus % per_host or npus // per_host < 2 or not spans_all:
+        return fit, system
+    within = dataclasses.replace(recorded, host_links=links._replace(uplink_gbps=None,
+                                                                     uplink_latency_us=0.0))
+    inner = fit_network(within, npus, choice, system).network
+    hosts = npus // per_host
+    network = dataclasses.replace(fit.network, hosts=HostTier(per_host, inner.bandwidth_gbps,
+                                                              inner.latency_ns))
+    dims = f"dimension 0: the uplinks between the {hosts} hosts; dimension 1: the links " \
+        f"within each host of {per_host} ranks"
+    notes = {**fit.notes,
+             "header": f"{fit.notes['header']}\nTwo tiers, one dimension each ({dims}). "
+                       "ASTRA-sim times a message on the first dimension where the two NPUs' "
+                       f"addresses differ (NPU i: [i mod {hosts}, i div {hosts}]), so under "
+                       f"{ONE_RING} every hop of the one ring crosses dimension 0 and the ring "
+                       "runs at its slowest hop, as gloo's flat ring does; ranks are NPUs in "
+                       "order, each host's place in ASTRA-sim's addressing a label only.",
+             "npus_count": f"{hosts} hosts x {per_host} ranks each ({npus} traces)",
+             "bandwidth": f"{dims}. {fit.notes['bandwidth']}; dimension 1 fitted the same "
+                          "way to the ranks' own links",
+             "latency": f"{dims}. {fit.notes['latency']}; dimension 1 fitted the same way",
+             "system": fit.notes["system"].replace("ring collectives",
+                                                   f"{ONE_RING} collectives", 1)}
+    return (dataclasses.replace(fit, network=network, notes=notes),
+            dataclasses.replace(system, implementation=ONE_RING))
+
+
 def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibration | None,
               network: AstraNetwork, system: AstraSystem) -> tuple[float | None, float | None]:
     """ASTRA-sim's time of each recorded collective (the exact collective
@@ -912,6 +958,7 @@ def write_job(inputs: Sequence[str | os.PathLike[str]], prefix: str | os.PathLik
         if len(inputs) >= MIN_NPUS:
             recorded = recorded_fit(ranks)
             fit = fit_network(recorded, len(inputs), choice, system)
+            fit, system = across_hosts(fit, recorded, choice, system)
             fitted = _as_recorded(fit, recorded, choice, system).network
             ends = network_ends(recorded, fitted, system)
             scales = link_scales(recorded, fitted, fit.network, system)
@@ -1069,8 +1116,12 @@ def format_job_check(check: JobCheck) -> str:
     """What ``astra-sim --check`` prints: per rank, ASTRA-sim's finish, the
     consumer model's and the measured span; then the step."""
     net = check.network
-    lines = [f"job {check.prefix}: {net.npus} NPUs, {net.topology} {net.bandwidth_gbps:.4g} GB/s "
-             f"{net.latency_ns:.4g} ns; {check.system.implementation} collectives, "
+    links = [f"{b:.4g} GB/s {lat:.4g} ns" for _, b, lat in net.dimensions]
+    if net.hosts is not None:  # two tiers: NPUs per dimension and its links
+        links = [" x ".join(f"{n} ({link})" for (n, _, _), link in zip(net.dimensions, links,
+                                                                         strict=True))]
+    lines = [f"job {check.prefix}: {net.npus} NPUs, {net.topology} {links[0]}; "
+             f"{check.system.implementation} collectives, "
              f"{check.system.splits} splits",
              f"ASTRA-sim: {check.binary_path}" if check.binary_path else
              f"ASTRA-sim: not run (set {BINARY_ENV} or --bin)", "",
