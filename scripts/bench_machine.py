@@ -20,6 +20,7 @@ Used by ``scripts/bench_scale.py``; needs Linux, root, ``ip`` and ``tc``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import shutil
@@ -206,6 +207,78 @@ def bed(world_size: int, rate_mbit: float, layout: Layout = FLAT) -> Iterator[No
         yield
     finally:
         teardown(world_size)
+
+
+# The uplinks' rate as a ring moves data across them: both ways at once in
+# rounds, each round a chunk each way and both received before the next, as
+# gloo's ring steps. Free-running streams both ways are no measure: each
+# one's ACKs queue behind the other's data in the shapers, and one stream
+# starves the other (measured: 10-95 Mbit/s on 100 Mbit/s uplinks in 3 s
+# probes, the other stream at 95), where a ring's step waits for both.
+UPLINK_PROBE_S = 3.0  # hundreds of tbf buckets at 100 Mbit/s
+UPLINK_PROBE_WARMUP_S = 0.5  # slow start and the first burst, not counted
+UPLINK_PROBE_CHUNK = 1 << 20  # a 4 MB bucket's ring step on 4 ranks
+UPLINK_PROBE_PORT = 29611
+_PROBE_EXCHANGE = """
+import socket, sys, threading, time
+role, addr, port, chunk, warm, rounds = sys.argv[1:7]
+port, chunk, warm, rounds = int(port), int(chunk), int(warm), int(rounds)
+if role == "listen":
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port)); srv.listen(1); conn, _ = srv.accept()
+else:
+    for _ in range(200):
+        try:
+            conn = socket.create_connection((addr, port)); break
+        except OSError:
+            time.sleep(0.05)
+payload = bytes(chunk)
+
+def receive():
+    left = chunk
+    while left:
+        data = conn.recv(min(left, 1 << 16))
+        if not data:
+            sys.exit("the peer closed the probe's connection")
+        left -= len(data)
+
+for k in range(warm + rounds):
+    if k == warm:
+        begin = time.monotonic()
+    sender = threading.Thread(target=conn.sendall, args=(payload,)); sender.start()
+    receive(); sender.join()
+print(rounds * chunk * 8 / 1e6 / (time.monotonic() - begin))
+"""
+
+
+def uplink_probe_mbit(world_size: int, rate_mbit: float, layout: Layout) -> float | None:
+    """The rate (Mbit/s, each way) a ring moves data across the two-tier
+    bed's uplinks: host 0's last rank and the next host's first exchange
+    chunks both ways in rounds (``_PROBE_EXCHANGE``), as gloo's ring steps.
+    What a user gives ``--inter-host-bandwidth`` is the rate they measure of
+    their network (nccl-tests, iperf), not the rate its shapers are set to.
+    None on a bed of one host."""
+    if layout.hosts(world_size) < 2:
+        return None
+    left, right = layout.ranks_per_host - 1, layout.ranks_per_host
+    # both ends run the same rounds (a time limit each would part them)
+    per_s = layout.uplink_mbit * 1e6 / 8 / UPLINK_PROBE_CHUNK
+    args = [str(UPLINK_PROBE_PORT), str(UPLINK_PROBE_CHUNK),
+            str(math.ceil(UPLINK_PROBE_WARMUP_S * per_s)), str(math.ceil(UPLINK_PROBE_S * per_s))]
+    with bed(world_size, rate_mbit, layout):
+        ends = [subprocess.Popen(["ip", "netns", "exec", NETNS.format(rank=rank),
+                                  sys.executable, "-c", _PROBE_EXCHANGE, role, rank_addr(right),
+                                  *args], stdout=subprocess.PIPE, text=True)
+                for rank, role in ((right, "listen"), (left, "connect"))]
+        timeout = 10 * (UPLINK_PROBE_WARMUP_S + UPLINK_PROBE_S)
+        try:
+            rates = [float(end.communicate(timeout=timeout)[0].strip() or 0) for end in ends]
+        finally:
+            for end in ends:
+                if end.poll() is None:
+                    end.kill()
+                    end.wait()
+    return min(rates) if all(r > 0 for r in rates) else None
 
 
 def rank_command(rank: int, cmd: Sequence[str], niceness: int = 0) -> list[str]:

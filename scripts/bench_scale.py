@@ -291,6 +291,8 @@ class Measured:
     recordings: list[Recording] = field(default_factory=list)
     other_cores: list[float] = field(default_factory=list)
     host_cores: list[int] = field(default_factory=list)  # the machine's cores per kept run
+    # the uplinks' rate a TCP stream moved, per kept run (two hosts or more)
+    uplink_probe_mbit: list[float] = field(default_factory=list)
     flagged: bool = False
 
     def profiled(self) -> Spread | None:
@@ -402,12 +404,14 @@ def record_run(job: Job, world_size: int, out: Path, steps: int,
     machine.fresh_run_dir(out)
     other = machine.record_on_bed(cmds, rate, out / "logs", RECORD_TIMEOUT_S,
                                   f"{job.name} x{world_size}", layout)
+    uplink = machine.uplink_probe_mbit(world_size, rate, layout) if layout.ranks_per_host \
+        else None
     (out / RUN_NOTE).write_text(json.dumps({
         "job": job.name, "mode": job.mode, "world_size": world_size, "rate_mbit": rate,
         "steps": steps, "hidden": job.hidden, "layers": job.layers, "batch": job.batch,
         "bucket_mb": job.bucket_mb, "ranks_per_host": layout.ranks_per_host,
         "uplink_mbit": layout.uplink_mbit, "slow_rank": layout.slow_rank,
-        "slow_mbit": layout.slow_mbit, "other_cores": other,
+        "slow_mbit": layout.slow_mbit, "uplink_probe_mbit": uplink, "other_cores": other,
         "host_cores": os.cpu_count(), "niceness": niceness}))
     return other
 
@@ -498,6 +502,8 @@ def _keep(name: str, world_size: int, clean: list[tuple[float, Path]],
         note = json.loads((run_dir / RUN_NOTE).read_text())
         # runs noted before the bed recorded its cores ran on this machine
         m.host_cores.append(int(note.get("host_cores") or os.cpu_count() or 1))
+        if note.get("uplink_probe_mbit"):
+            m.uplink_probe_mbit.append(float(note["uplink_probe_mbit"]))
         real = real_step_us(run_dir)
         for hosts in step_hosts(run_dir, world_size, steps):
             if not all(h.exists() for h in hosts):
@@ -565,17 +571,21 @@ def bed_hosts(results: dict[tuple[str, int], Measured]) -> list[str]:
     return ["--ranks-per-host", str(ranks), "--cores-per-host", str(min(cores))]
 
 
-def host_options(job: Job, target: int, flat_hosts: Sequence[str]) -> list[str]:
+def host_options(job: Job, target: int, flat_hosts: Sequence[str],
+                 uplink_mbit: float | None = None) -> list[str]:
     """What a prediction of ``target`` ranks of ``job`` is told about its
     hosts: every rank shares this machine's cores (``flat_hosts``); on the
     two-tier bed the target's ranks behind each uplink (the bed's network
-    hosts, which share the machine's cores), the uplink (GB/s) and its
+    hosts, which share the machine's cores), the uplink (GB/s: the rate a
+    TCP stream moved across it, ``uplink_mbit``, as a user gives the rate
+    they measured of their network; else the shapers' rate) and its
     latency."""
     t = job.topology
     if not isinstance(t, TwoTier):
         return list(flat_hosts)
+    rate = uplink_mbit or t.uplink_mbit
     return [*flat_hosts, "--ranks-per-uplink", str(t.per_host(target)),
-            "--inter-host-bandwidth", f"{t.uplink_mbit * MBIT_TO_GBPS:g}",
+            "--inter-host-bandwidth", f"{rate * MBIT_TO_GBPS:g}",
             "--inter-host-latency", f"{UPLINK_LATENCY_US:g}"]
 
 
@@ -681,6 +691,10 @@ def _ring_rate(job: Job, world_size: int) -> float:
     return job.rate_mbit if one_host else min(job.rate_mbit, job.topology.uplink_mbit)
 
 
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def source_of(job: Job, src: int, results: dict[tuple[str, int], Measured]) -> Measured | None:
     """The recording a target is predicted from: the job's own, or for a slow
     link its base job's (normal links)."""
@@ -706,7 +720,8 @@ def predictions(jobs: Sequence[Job], results: dict[tuple[str, int], Measured], w
                 folder.mkdir(parents=True, exist_ok=True)
                 got = predicted_slow(rec, job) if isinstance(job.topology, SlowLink) else \
                     predicted_steps(rec, t.dst, folder,
-                                    host_options(job, t.dst, flat) if shared_hosts else [])
+                                    host_options(job, t.dst, flat, _median(
+                                        target.uplink_probe_mbit)) if shared_hosts else [])
                 for k, v in got.items():
                     per_method.setdefault(k, [])
                     if v is not None:
@@ -748,7 +763,9 @@ def print_measured(results: dict[tuple[str, int], Measured]) -> None:
               f"{real.median / 1e3 if real else float('nan'):9.1f} {prof.spread_pct:6.1f}% "
               f"{replay:+7.2f}% {worst:+9.2f}% {astra_s}  "
               + ", ".join(f"{c:.2f}" for c in m.other_cores)
-              + ("  (contaminated run kept)" if m.flagged else ""))
+              + ("  (contaminated run kept)" if m.flagged else "")
+              + (f"  uplinks moved {', '.join(f'{u:.1f}' for u in m.uplink_probe_mbit)} Mbit/s"
+                 if m.uplink_probe_mbit else ""))
 
 
 def selected_jobs(names: Sequence[str] | None) -> list[Job]:

@@ -179,8 +179,10 @@ def test_two_tier_targets_are_told_their_hosts_and_uplink(tmp_path) -> None:
     hosts = bench_scale.host_options(jobs["ddp-2tier"], 8, flat)
     # every rank shares the machine's cores; 4 ranks behind each uplink
     assert hosts[:4] == flat and hosts[hosts.index("--ranks-per-uplink") + 1] == "4"
-    # 100 Mbit/s = 12.5 MB/s = 0.0125 GB/s
+    # 100 Mbit/s = 12.5 MB/s = 0.0125 GB/s; the rate the bed moved, where measured
     assert hosts[hosts.index("--inter-host-bandwidth") + 1] == "0.0125"
+    probed = bench_scale.host_options(jobs["ddp-2tier"], 8, flat, 86.0)
+    assert probed[probed.index("--inter-host-bandwidth") + 1] == "0.01075"
     assert "--inter-host-latency" in hosts
     cmds = bench_scale.scaleout_commands(["a.0.et", "a.1.et"], 8, tmp_path, hosts)
     assert cmds["extrap+sim"][:5] == ["extrapolate", "a.0.et", "a.1.et", "--world-size", "8"]

@@ -34,6 +34,14 @@ DEFAULT_TIMED = 3
 # varied by 5-10 % between sessions and now and then doubled (a thread held
 # off the core), which every prediction built on the trace inherits.
 DEFAULT_PROFILED = 1
+# Held inside the profiler session after the step, before the observers
+# stop. A collective's backend op on a worker thread (gloo's) completes its
+# work's future before the op's record function closes, so the step can end
+# and the observer stop while that thread waits for a core; the ET then
+# lacks the op (once in CI, 2 loaded cores: a step converted without its
+# all-reduce). 0.2 s is many scheduler slices on a loaded host; the step's
+# wall time is taken before it.
+BACKEND_DRAIN_S = 0.2
 COPY_CHUNK = 1 << 20
 
 
@@ -138,6 +146,7 @@ def profile_one_step(torch: object, step_fn: Callable[[], None], et: Path, kinet
             step_fn()
             _synchronize(torch)
             wall = time.perf_counter() - start
+            time.sleep(BACKEND_DRAIN_S)
     finally:
         observer.unregister_callback()  # idempotent; finalises the ET file
     prof.export_chrome_trace(str(kineto))
