@@ -70,18 +70,23 @@ def _pct(a: float | None, b: float | None) -> str:
     return f"{e:+7.2f} %" if e is not None else f"{'n/a':>9s}"
 
 
+def _ms(us: float | None) -> str:
+    """A step in ms for the tables (nan where a job has none: no ranks)."""
+    return f"{us / 1e3 if us is not None else float('nan'):8.1f}"
+
+
 def print_job(c: Compared, ranks: bool) -> None:
     prof, sim, astra = c.step(c.profiled), c.step(c.simulated), c.step(c.astra)
-    print(f"  {c.label:28s} profiled {prof / 1e3 if prof else float('nan'):8.1f} ms  "
-          f"simulate {sim / 1e3:8.1f} ms ({_pct(sim, prof)})  ASTRA-sim {astra / 1e3:8.1f} ms "
+    print(f"  {c.label:28s} profiled {_ms(prof)} ms  "
+          f"simulate {_ms(sim)} ms ({_pct(sim, prof)})  ASTRA-sim {_ms(astra)} ms "
           f"(vs profiled {_pct(astra, prof)}, vs simulate {_pct(astra, sim)})"
           + ("" if c.binary else "  [consumer model]"))
     if not ranks:
         return
     for r, (s, a) in enumerate(zip(c.simulated, c.astra)):
         p = c.profiled[r] if c.profiled else None
-        print(f"      rank {r:2d}: profiled {p / 1e3 if p else float('nan'):8.1f}  simulate "
-              f"{s / 1e3:8.1f}  ASTRA-sim {a / 1e3:8.1f} ms  (ASTRA-sim vs simulate "
+        print(f"      rank {r:2d}: profiled {_ms(p)}  simulate "
+              f"{_ms(s)}  ASTRA-sim {_ms(a)} ms  (ASTRA-sim vs simulate "
               f"{_pct(a, s)})")
 
 

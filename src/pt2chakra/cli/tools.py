@@ -45,7 +45,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from pt2chakra.tools.inspect import inspect
 
     for path in args.input:
-        report = inspect(path, top=args.top)
+        report = inspect(path, top=args.top, compute_model=args.compute_model)
         if args.json:
             print_json(report.to_json())
         else:
@@ -240,6 +240,10 @@ def _add_inspect(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     p.add_argument("input", nargs="+", help=".et file(s) (plain or gzip)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--top", type=options.count, default=10, help="top ops to list (default 10)")
+    p.add_argument("--compute-model", action="store_true",
+                   help="also fit each kind of op's time on the work its input shapes give "
+                   "(matrix multiplies by FLOPs, other ops by elements): fixed cost, rate, "
+                   "fit quality")
     p.set_defaults(func=_os_errors_as_input_errors(_cmd_inspect))
 
 

@@ -14,6 +14,7 @@ from pt2chakra.chakra.records import ChakraNode, CollectiveType, GlobalMetadata,
 from pt2chakra.errors import printable
 from pt2chakra.rules.conventions import COMM_NODE_TYPES, CPU_LANE, STREAM_LANE, Lane, lane_of
 from pt2chakra.rules.layout import Layout, LayoutReader, job_layout
+from pt2chakra.simulation.compute_model import ComputeModel, fit_compute_model
 
 TOP_OPS = 10
 # Sharded ops named on the text summary's line (all of them in --json).
@@ -55,7 +56,7 @@ class OpTime(msgspec.Struct):
     count: int
 
 
-class InspectReport(msgspec.Struct):
+class InspectReport(msgspec.Struct, omit_defaults=True):
     """Summary of one trace; field order is the ``--json`` key order."""
 
     file: str
@@ -70,6 +71,9 @@ class InspectReport(msgspec.Struct):
     time_span_micros: TimeSpan
     top_ops_by_duration: list[OpTime]
     layout: Layout  # this rank's view of the job's layout (rules/layout.py)
+    # time against the work of each op's shapes (inspect --compute-model; absent
+    # from --json without it)
+    compute_model: ComputeModel | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON-able data (what ``inspect --json`` prints)."""
@@ -184,16 +188,25 @@ class _Tally:
         )
 
 
-def inspect(path: str | os.PathLike[str], top: int = TOP_OPS) -> InspectReport:
-    """Summary of one trace (``to_json()`` for plain JSON-able data)."""
+def inspect(path: str | os.PathLike[str], top: int = TOP_OPS,
+            compute_model: bool = False) -> InspectReport:
+    """Summary of one trace (``to_json()`` for plain JSON-able data);
+    ``compute_model``: with the fit of its ops' time on their work
+    (``simulation.compute_model``), which keeps every node in memory."""
     path = os.fspath(path)
     metadata, nodes = read_et(path)
     tally = _Tally()
     groups = LayoutReader(metadata, path)
+    kept: list[ChakraNode] = []
     for node in nodes:
         tally.add(node)
         groups.add(node)
-    return tally.report(path, metadata, top, job_layout([groups.result()]))
+        if compute_model:
+            kept.append(node)
+    report = tally.report(path, metadata, top, job_layout([groups.result()]))
+    if compute_model:
+        report.compute_model = fit_compute_model(kept)
+    return report
 
 
 def _short(text: str, width: int = 70) -> str:
@@ -222,6 +235,8 @@ def format_inspect(info: InspectReport) -> str:
     if lanes.streams:
         lines.append("  streams: " + ", ".join(f"{k} ({v})" for k, v in lanes.streams.items()))
     lines += _span_and_top_lines(info)
+    if info.compute_model is not None:
+        lines += [f"  {line}" for line in info.compute_model.lines()]
     return "\n".join(lines)
 
 

@@ -1,0 +1,112 @@
+"""The compute model (issue 48): each kind of op's time against the work of
+its input shapes, fitted on a recording."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import convert_gloo_pair, run_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.simulation.compute_model import (
+    ELEMENTWISE,
+    MATMUL,
+    SUBCLASS_DISPATCH,
+    fit_compute_model,
+    op_work,
+    own_times,
+)
+
+
+def _op(i: int, name: str, start: int, dur: int, shapes: list[list[int]] | None = None,
+        tid: int = 1) -> ChakraNode:
+    inputs = None if shapes is None else ("[]", json.dumps(shapes), "[]")
+    return ChakraNode(i, name, NodeType.COMP_NODE, start_time_micros=start,
+                      duration_micros=dur, inputs=inputs,
+                      attrs=[("is_cpu_op", "bool_val", True), ("tid", "int64_val", tid)])
+
+
+@pytest.mark.parametrize(("name", "shapes", "kind", "units"), [
+    ("aten::mm", [[16, 512], [512, 256]], MATMUL, 2 * 16 * 512 * 256 / 1e9),
+    ("aten::addmm", [[256], [16, 512], [512, 256], [], []], MATMUL, 2 * 16 * 512 * 256 / 1e9),
+    ("aten::bmm", [[8, 16, 64], [8, 64, 32]], MATMUL, 2 * 8 * 16 * 64 * 32 / 1e9),
+    ("aten::relu", [[16, 512]], "aten::relu", 16 * 512 / 1e6),
+    ("aten::add", [[4, 4], [16, 512], []], "aten::add", 16 * 512 / 1e6),
+])
+def test_the_work_of_an_op_comes_from_its_shapes(name: str, shapes: list[list[int]], kind: str,
+                                                 units: float) -> None:
+    work = op_work(name, json.dumps(shapes))
+    assert work is not None and work.kind == kind and work.units == pytest.approx(units)
+
+
+@pytest.mark.parametrize(("name", "shapes"), [
+    ("aten::view", "[[16,512],[]]"), ("aten::t", "[[512,512]]"),  # views touch no element
+    ("AddmmBackward0", "[[16,512]]"), (SUBCLASS_DISPATCH, "[[16,512]]"),  # records outside ATen
+    ("aten::relu", "[[],[]]"), ("aten::relu", "not json"), ("aten::relu", None),
+])
+def test_no_work_where_the_op_touches_no_tensor(name: str, shapes: str | None) -> None:
+    assert op_work(name, shapes) is None
+
+
+def test_an_op_owns_its_span_less_its_callees() -> None:
+    own = own_times([_op(1, "aten::relu", 100, 100, [[4]]),
+                     _op(2, "aten::clamp_min", 110, 30, [[4]]),
+                     _op(3, "aten::mm", 100, 50, [[2, 2], [2, 2]], tid=2)])  # another thread
+    assert own.us == {1: 70.0, 2: 30.0, 3: 50.0}
+    assert [c.id for c in own.callees[1]] == [2]
+
+
+def test_wrappers_and_subclass_ops_are_left_out_of_the_fit() -> None:
+    shard = [[16, 512], [512, 256]]
+    nodes = [_op(1, "aten::mm", 0, 500, [[16, 512], [512, 512]]),  # calls its shard's mm
+             _op(2, "aten::mm", 10, 480, shard),
+             _op(3, "aten::mm", 1000, 12, [[16, 512], [512, 512]]),  # the DTensor's record
+             _op(4, SUBCLASS_DISPATCH, 1005, 60, shard),
+             _op(5, "aten::mm", 1070, 480, shard)]
+    model = fit_compute_model(nodes)
+    matmul = next(k for k in model.kinds if k.kind == MATMUL)
+    assert matmul.ops == 2 and matmul.fixed_us == 480.0  # the shards' only
+
+
+def test_one_size_leaves_the_rate_unknown() -> None:
+    nodes = [_op(i, "aten::mm", 1000 * i, 200 + i, [[16, 512], [512, 512]]) for i in range(5)]
+    matmul = fit_compute_model(nodes).kinds[0]
+    assert matmul.us_per_unit is None and "rate unknown" in fit_compute_model(nodes).lines()[1]
+    assert matmul.time_us(matmul.smallest) == matmul.fixed_us
+    assert matmul.time_us(2 * matmul.smallest) is None
+
+
+def test_an_op_name_with_few_instances_joins_the_pooled_kind() -> None:
+    nodes = [_op(i, "aten::gelu", 1000 * i, 10 + i, [[16, 64 * (i + 1)]]) for i in range(2)]
+    assert [k.kind for k in fit_compute_model(nodes).kinds] == [ELEMENTWISE]
+
+
+@settings(max_examples=50, deadline=None)
+@given(fixed=st.floats(0, 500), rate=st.floats(1, 1e4),
+       rows=st.lists(st.integers(1, 64), min_size=2, max_size=12, unique=True))
+def test_the_fit_recovers_a_linear_kind(fixed: float, rate: float, rows: list[int]) -> None:
+    """Times exactly linear in the FLOPs: the fit gives back both terms."""
+    nodes = []
+    for i, m in enumerate(rows):
+        work = op_work("aten::mm", json.dumps([[m, 256], [256, 256]]))
+        assert work is not None
+        nodes.append(_op(i, "aten::mm", 1 + 10_000_000 * i, round(fixed + rate * work.units * 1e3),
+                         [[m, 256], [256, 256]]))
+    fit = fit_compute_model(nodes).kinds[0]
+    assert fit.us_per_unit is not None
+    model = [fit.fixed_us + fit.us_per_unit * op_work("aten::mm", n.inputs[1]).units  # type: ignore[index,union-attr]
+             for n in nodes]
+    assert all(abs(m - n.duration_micros) <= 1.0 for m, n in zip(model, nodes, strict=True))
+
+
+def test_inspect_prints_the_compute_model(tmp_path) -> None:
+    sample = convert_gloo_pair(tmp_path)[0]
+    proc = run_cli("inspect", str(sample), "--compute-model")
+    assert proc.returncode == 0, proc.stderr
+    assert "compute model:" in proc.stdout and "matmul" in proc.stdout
+    doc = json.loads(run_cli("inspect", str(sample), "--compute-model", "--json").stdout)
+    assert MATMUL in [k["kind"] for k in doc["compute_model"]["kinds"]]
+    assert "compute_model" not in json.loads(run_cli("inspect", str(sample), "--json").stdout)
