@@ -22,10 +22,11 @@ from pt2chakra.simulation.compute_model import (
 
 
 def _op(i: int, name: str, start: int, dur: int, shapes: list[list[int]] | None = None,
-        tid: int = 1) -> ChakraNode:
+        tid: int = 1, caller: int | None = None) -> ChakraNode:
     inputs = None if shapes is None else ("[]", json.dumps(shapes), "[]")
     return ChakraNode(i, name, NodeType.COMP_NODE, start_time_micros=start,
                       duration_micros=dur, inputs=inputs,
+                      ctrl_deps=[] if caller is None else [caller],
                       attrs=[("is_cpu_op", "bool_val", True), ("tid", "int64_val", tid)])
 
 
@@ -53,19 +54,20 @@ def test_no_work_where_the_op_touches_no_tensor(name: str, shapes: str | None) -
 
 def test_an_op_owns_its_span_less_its_callees() -> None:
     own = own_times([_op(1, "aten::relu", 100, 100, [[4]]),
-                     _op(2, "aten::clamp_min", 110, 30, [[4]]),
-                     _op(3, "aten::mm", 100, 50, [[2, 2], [2, 2]], tid=2)])  # another thread
+                     _op(2, "aten::clamp_min", 110, 30, [[4]], caller=1),
+                     _op(3, "aten::mm", 100, 50, [[2, 2], [2, 2]], tid=2, caller=1)])
+    # 3 is filed under 1 but ran on another thread: not its callee
     assert own.us == {1: 70.0, 2: 30.0, 3: 50.0}
     assert [c.id for c in own.callees[1]] == [2]
 
 
 def test_wrappers_and_subclass_ops_are_left_out_of_the_fit() -> None:
     shard = [[16, 512], [512, 256]]
-    nodes = [_op(1, "aten::mm", 0, 500, [[16, 512], [512, 512]]),  # calls its shard's mm
-             _op(2, "aten::mm", 10, 480, shard),
+    nodes = [_op(1, "aten::mm", 1, 500, [[16, 512], [512, 512]]),  # calls its shard's mm
+             _op(2, "aten::mm", 10, 480, shard, caller=1),
              _op(3, "aten::mm", 1000, 12, [[16, 512], [512, 512]]),  # the DTensor's record
-             _op(4, SUBCLASS_DISPATCH, 1005, 60, shard),
-             _op(5, "aten::mm", 1070, 480, shard)]
+             _op(4, SUBCLASS_DISPATCH, 1005, 60, shard, caller=3),
+             _op(5, "aten::mm", 1020, 480, shard, caller=4)]  # outlasts its callers' spans
     model = fit_compute_model(nodes)
     matmul = next(k for k in model.kinds if k.kind == MATMUL)
     assert matmul.ops == 2 and matmul.fixed_us == 480.0  # the shards' only

@@ -21,8 +21,9 @@ squares over the op's instances.
   layer's) calls the ``aten::mm`` of the local shard, which does the work;
   such a wrapper is left out of its kind's fit. So is an op on a tensor
   subclass (a DTensor's ``aten::mm`` with the layer's whole shapes, 10-30 us
-  where its shard's takes 3 ms): its ``SUBCLASS_DISPATCH`` record starts
-  inside it, and the shard's op runs after it, not inside.
+  where its shard's takes 3 ms): it calls ``SUBCLASS_DISPATCH``
+  (``rules/layout.py``'s rule of a sharded op), under which the shard's op
+  runs (its recorded span outlasts the caller's).
 * **Kinds.** All matrix multiplies are one kind (one kernel family, one
   rate); every other op name is a kind of its own where the recording has
   ``MIN_FIT_OPS`` instances of at least two sizes, else its instances join
@@ -45,6 +46,7 @@ import msgspec
 
 from pt2chakra.chakra.records import ChakraNode, attr_dict
 from pt2chakra.rules.conventions import CPU_LANE, lane_of
+from pt2chakra.rules.layout import SUBCLASS_DISPATCH
 
 MATMUL = "matmul"
 ELEMENTWISE = "elementwise (pooled)"
@@ -64,8 +66,6 @@ MIN_FIT_OPS = 4
 """Instances an op name needs for a fit of its own: two parameters and at
 least two more points to judge them by."""
 FLOPS_PER_MULTIPLY_ADD = 2
-SUBCLASS_DISPATCH = "PythonSubclass"
-"""torch's record of a tensor subclass's ``__torch_dispatch__`` (DTensor's)."""
 
 
 class OpWork(msgspec.Struct, frozen=True):
@@ -163,40 +163,33 @@ class OwnTimes(msgspec.Struct, frozen=True):
 
     us: dict[int, float]
     callees: dict[int, list[ChakraNode]]
-    on_subclass: frozenset[int]  # ops whose span a SUBCLASS_DISPATCH starts in
+    on_subclass: frozenset[int]  # ops that called a SUBCLASS_DISPATCH
 
 
 def own_times(nodes: Iterable[ChakraNode]) -> OwnTimes:
     """Each timed CPU op's own time (us): its span less the spans of the ops
-    directly inside it on the same thread."""
-    by_lane: dict[object, list[ChakraNode]] = defaultdict(list)
+    it called on its own thread (its children by ``ctrl_deps``, the caller;
+    an op of a backend's worker thread filed under the op its caller had
+    open is not that op's callee)."""
+    timed: dict[int, tuple[ChakraNode, tuple[object, ...]]] = {}
     for n in nodes:
         if n.start_time_micros and n.duration_micros >= 0:
-            lane = lane_of(n.type, attr_dict(n.attrs))
-            if lane.kind == CPU_LANE:
-                by_lane[lane.key].append(n)
-    own: dict[int, float] = {}
+            where = lane_of(n.type, attr_dict(n.attrs))
+            if where.kind == CPU_LANE:
+                timed[n.id] = (n, where.key)
+    own = {i: float(n.duration_micros) for i, (n, _thread) in timed.items()}
     callees: dict[int, list[ChakraNode]] = defaultdict(list)
     on_subclass: set[int] = set()
-    for ops in by_lane.values():
-        ops.sort(key=lambda n: (n.start_time_micros, -n.duration_micros, n.id))
-        open_ops: list[ChakraNode] = []
-        for n in ops:
-            while open_ops and n.start_time_micros >= _end(open_ops[-1]):
-                open_ops.pop()
-            own[n.id] = float(n.duration_micros)
-            if open_ops and n.name == SUBCLASS_DISPATCH:
-                on_subclass.add(open_ops[-1].id)
-            if open_ops and _end(n) <= _end(open_ops[-1]):
-                own[open_ops[-1].id] -= n.duration_micros
-                callees[open_ops[-1].id].append(n)
-            open_ops.append(n)
+    for n, thread in timed.values():
+        caller = timed.get(n.ctrl_deps[0]) if n.ctrl_deps else None
+        if caller is None or caller[1] != thread:
+            continue
+        own[caller[0].id] -= n.duration_micros
+        callees[caller[0].id].append(n)
+        if n.name == SUBCLASS_DISPATCH:
+            on_subclass.add(caller[0].id)
     return OwnTimes({k: max(0.0, v) for k, v in own.items()}, dict(callees),
                     frozenset(on_subclass))
-
-
-def _end(n: ChakraNode) -> int:
-    return n.start_time_micros + n.duration_micros
 
 
 def fit_compute_model(nodes: Sequence[ChakraNode]) -> ComputeModel:
