@@ -12,9 +12,9 @@ from helpers import assert_one_line_failure, run_cli
 from pt2chakra.chakra.decode import iter_messages
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import attr_dict
+from pt2chakra.rules.conventions import SCALEOUT_ALWAYS_ATTRS, SCALEOUT_SOURCE_RANK_ATTR
 from pt2chakra.scaleout.api import extrapolate
 from pt2chakra.scaleout.plan import DDP, FSDP1, FSDP2, plan
-from pt2chakra.scaleout.rewrite import SCALEOUT_ATTRS, SOURCE_RANK_ATTR
 
 
 def _same_apart_from_metadata(a: Path, b: Path) -> None:
@@ -23,8 +23,8 @@ def _same_apart_from_metadata(a: Path, b: Path) -> None:
     ma, mb = list(iter_messages(a)), list(iter_messages(b))
     assert ma[1:] == mb[1:]
     meta_a, meta_b = read_et(a)[0], read_et(b)[0]
-    assert [x for x in meta_a.attrs if x[0] not in SCALEOUT_ATTRS] == meta_b.attrs
-    assert {x[0] for x in meta_a.attrs} - {x[0] for x in meta_b.attrs} == set(SCALEOUT_ATTRS)
+    assert [x for x in meta_a.attrs if x[0] not in SCALEOUT_ALWAYS_ATTRS] == meta_b.attrs
+    assert {x[0] for x in meta_a.attrs} - {x[0] for x in meta_b.attrs} == set(SCALEOUT_ALWAYS_ATTRS)
 
 
 def test_n_to_n_is_the_input(gloo_ranks: list[Path], tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_clones_and_groups(gloo_ranks: list[Path], tmp_path: Path) -> None:
         md = attr_dict(read_et(path)[0].attrs)
         assert md["rank"] == rank and md["world_size"] == 5
         assert '"group_size":5' in md["process_groups"]
-        assert md[SOURCE_RANK_ATTR] == (0 if rank == 0 else 1)
+        assert md[SCALEOUT_SOURCE_RANK_ATTR] == (0 if rank == 0 else 1)
         if rank >= 2:  # a clone: the representative's nodes, sizes rescaled alike
             assert list(iter_messages(path))[1:] == list(iter_messages(tmp_path / "x.1.et"))[1:]
     assert list(iter_messages(tmp_path / "x.0.et"))[1:] != own[1:]  # the gather grew

@@ -24,6 +24,9 @@ RUN_TIMEOUT_S = 120
 """One collective runs in well under a second; a hang (e.g. a 0-byte chunk) must not."""
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
+NO_GROUPS = "empty"
+"""``--comm-group-configuration`` for a job without communicator groups
+(ASTRA-sim's keyword: every collective on the whole machine)."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")
 _ALARM = re.compile(r"\[(warning|error|critical)\]|warning!", re.IGNORECASE)
 USUAL_EXIT_LINE = "Exiting"  # "[system] [warning] Exiting": printed by every run
@@ -122,7 +125,7 @@ def run_workload(binary: str | os.PathLike[str], prefix: str | os.PathLike[str],
                  comm_groups: str | os.PathLike[str] | None = None) -> WorkloadRun:
     """Run ``<prefix>.<npu>.et`` (one per NPU, e.g. an ``astra-sim`` export)
     under exactly the configuration the consumer model replays."""
-    groups = os.path.abspath(comm_groups) if comm_groups is not None else "empty"
+    groups = os.path.abspath(comm_groups) if comm_groups is not None else NO_GROUPS
     with tempfile.TemporaryDirectory(prefix="astrarun") as tmp:
         return _execute(binary, Path(tmp), Path(os.path.abspath(prefix)), groups, network,
                         system)
@@ -143,7 +146,7 @@ def run_collective(binary: str | os.PathLike[str], comm_type: int, size_bytes: i
         folder = Path(tmp)
         prefix = folder / "w"
         _write_ranks(prefix, network.npus, {r: [node] for r in members})
-        groups = "empty"
+        groups = NO_GROUPS
         if ranks is not None:
             groups = os.fspath(folder / "groups.json")
             Path(groups).write_text(json.dumps({GROUP_ID: members}))
@@ -161,4 +164,4 @@ def run_send(binary: str | os.PathLike[str], size_bytes: int, src: int, dst: int
         _write_ranks(prefix, network.npus, {
             src: [_node(p2p, NodeType.COMM_SEND_NODE, "send")],
             dst: [_node(p2p, NodeType.COMM_RECV_NODE, "recv")]})
-        return _run(binary, folder, prefix, "empty", network, system)
+        return _run(binary, folder, prefix, NO_GROUPS, network, system)

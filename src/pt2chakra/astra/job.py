@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pt2chakra.astra.binary import AstraConfigs, WorkloadRun, run_configured
+from pt2chakra.astra.binary import NO_GROUPS, AstraConfigs, WorkloadRun, run_configured
 from pt2chakra.astra.choices import CHECK_TIMEOUT_S, DEFAULT_CPU_MODE, TOPOLOGIES
 from pt2chakra.astra.collective_time import (
     BYTES_PER_GB_NETWORK,
@@ -881,7 +881,7 @@ def _notes(choice: NetworkChoice, backend: str | None, calibration: Calibration 
 
 def run_script(name: str, groups: bool) -> str:
     """run.sh: ASTRA-sim on the job, from the job's folder (where it writes log/)."""
-    groups_arg = shlex.quote(f"{name}.comm_groups.json") if groups else "empty"
+    groups_arg = shlex.quote(f"{name}.comm_groups.json") if groups else NO_GROUPS
     return f"""#!/bin/sh
 # ASTRA-sim job written by pt2chakra astra-sim: {_comment_name(name)}.<rank>.et, one per NPU.
 # ASTRA_SIM_BIN names the binary (default: {DEFAULT_BINARY} on PATH).
@@ -1099,7 +1099,7 @@ def check_job(prefix: str | os.PathLike[str], binary: str | os.PathLike[str] | N
         return JobCheck(prefix, network, system, model,
                         predicted_step_us=_read_prediction(prefix))
     groups = f"{prefix}.comm_groups.json"
-    groups_arg = os.path.abspath(groups) if os.path.isfile(groups) else "empty"
+    groups_arg = os.path.abspath(groups) if os.path.isfile(groups) else NO_GROUPS
     with tempfile.TemporaryDirectory(prefix="astracheck") as scratch:  # its log/ goes here
         try:
             run = run_configured(binary, os.path.abspath(prefix), groups_arg,

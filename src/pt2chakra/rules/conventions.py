@@ -322,6 +322,13 @@ SCALEOUT_UPLINK_LATENCY_ATTR = "scaleout_uplink_latency_us"
 # over its ranks' CPU cost per byte (scaleout/hosts.py, ``host_link_gbps``);
 # absent: no limit beyond the link.
 SCALEOUT_HOST_LINK_GBPS_ATTR = "scaleout_host_link_gbps"
+# Written on every scaled file, and every attribute a scaled file may carry
+# (an extrapolation of a scaled file drops the old ones and writes its own).
+SCALEOUT_ALWAYS_ATTRS = (SCALEOUT_SOURCE_RANK_ATTR, SCALEOUT_RECORDED_WORLD_ATTR)
+SCALEOUT_ATTRS = (*SCALEOUT_ALWAYS_ATTRS, SCALEOUT_CPU_STRETCH_ATTR, SCALEOUT_HOP_DELAY_ATTR,
+                  SCALEOUT_RECORDED_CROWDED_ATTR, SCALEOUT_RANKS_PER_HOST_ATTR,
+                  SCALEOUT_UPLINK_GBPS_ATTR, SCALEOUT_UPLINK_LATENCY_ATTR,
+                  SCALEOUT_HOST_LINK_GBPS_ATTR)
 
 
 class ScaledWorld(NamedTuple):

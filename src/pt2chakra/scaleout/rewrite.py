@@ -21,6 +21,7 @@ import msgspec
 from pt2chakra.chakra.records import Attr, ChakraNode, GlobalMetadata, NodeType, attr_dict
 from pt2chakra.names import PROCESS_GROUP_INIT
 from pt2chakra.rules.conventions import (
+    SCALEOUT_ATTRS,
     SCALEOUT_CPU_STRETCH_ATTR,
     SCALEOUT_HOP_DELAY_ATTR,
     SCALEOUT_HOST_LINK_GBPS_ATTR,
@@ -33,22 +34,6 @@ from pt2chakra.rules.conventions import (
 )
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.rules import comm_type_of, issuing_calls, scaled_size, size_rule
-
-# Metadata a scaled file adds (docs/SCALE_OUT.md): the recorded rank whose
-# work it holds, and the world size its durations were recorded at (kept
-# through a chain of extrapolations: the durations are still those).
-SOURCE_RANK_ATTR = SCALEOUT_SOURCE_RANK_ATTR
-RECORDED_WORLD_ATTR = SCALEOUT_RECORDED_WORLD_ATTR
-# and, when the M ranks share their hosts' cores more than the N did, the
-# factor on the recorded CPU time (hosts.py; written only when not 1).
-CPU_STRETCH_ATTR = SCALEOUT_CPU_STRETCH_ATTR
-HOP_DELAY_ATTR = SCALEOUT_HOP_DELAY_ATTR
-RECORDED_CROWDED_ATTR = SCALEOUT_RECORDED_CROWDED_ATTR
-RANKS_PER_HOST_ATTR = SCALEOUT_RANKS_PER_HOST_ATTR
-UPLINK_GBPS_ATTR = SCALEOUT_UPLINK_GBPS_ATTR
-UPLINK_LATENCY_ATTR = SCALEOUT_UPLINK_LATENCY_ATTR
-UPLINK_ATTRS = (RANKS_PER_HOST_ATTR, UPLINK_GBPS_ATTR, UPLINK_LATENCY_ATTR)
-SCALEOUT_ATTRS = (SOURCE_RANK_ATTR, RECORDED_WORLD_ATTR)  # always written
 
 
 class RewriteCounts(msgspec.Struct):
@@ -151,13 +136,11 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
     the CPU stretch of ``hosts`` is from the world the durations were first
     recorded at (a chain of extrapolations does not compound it)."""
     have = attr_dict(md.attrs)
-    first_recorded = have.get(RECORDED_WORLD_ATTR)
-    first_source = have.get(SOURCE_RANK_ATTR)
+    first_recorded = have.get(SCALEOUT_RECORDED_WORLD_ATTR)
+    first_source = have.get(SCALEOUT_SOURCE_RANK_ATTR)
     attrs: list[Attr] = []
     for name, member, value in md.attrs:
-        if name in SCALEOUT_ATTRS or name in (CPU_STRETCH_ATTR, HOP_DELAY_ATTR,
-                                              RECORDED_CROWDED_ATTR, *UPLINK_ATTRS,
-                                              SCALEOUT_HOST_LINK_GBPS_ATTR):
+        if name in SCALEOUT_ATTRS:  # this extrapolation writes its own
             continue
         if name == "rank":
             value = rank
@@ -166,24 +149,24 @@ def rank_metadata(md: GlobalMetadata, rank: int, source: int, recorded: int,
         elif name == "process_groups" and isinstance(value, str):
             value = scaled_groups_json(value, recorded, target)
         attrs.append((name, member, value))
-    attrs.append((SOURCE_RANK_ATTR, "int64_val",
+    attrs.append((SCALEOUT_SOURCE_RANK_ATTR, "int64_val",
                   first_source if type(first_source) is int else source))
     measured_at = first_recorded if type(first_recorded) is int else recorded
-    attrs.append((RECORDED_WORLD_ATTR, "int64_val", measured_at))
+    attrs.append((SCALEOUT_RECORDED_WORLD_ATTR, "int64_val", measured_at))
     stretch = hosts.cpu_stretch(measured_at, target)
     if stretch != 1.0:
-        attrs.append((CPU_STRETCH_ATTR, "double_val", stretch))
+        attrs.append((SCALEOUT_CPU_STRETCH_ATTR, "double_val", stretch))
     hop_delay = hosts.hop_delay_us(target) if target != measured_at else 0.0
     if hop_delay > 0.0:
-        attrs.append((HOP_DELAY_ATTR, "double_val", hop_delay))
+        attrs.append((SCALEOUT_HOP_DELAY_ATTR, "double_val", hop_delay))
         if hosts.hop_delay_us(measured_at) > 0.0:
-            attrs.append((RECORDED_CROWDED_ATTR, "bool_val", True))
+            attrs.append((SCALEOUT_RECORDED_CROWDED_ATTR, "bool_val", True))
     host_link = hosts.host_link_gbps(target) if target != measured_at else None
     if host_link is not None:
         attrs.append((SCALEOUT_HOST_LINK_GBPS_ATTR, "double_val", host_link))
     if hosts.uplink_gbps is not None:
-        attrs += [(RANKS_PER_HOST_ATTR, "int64_val", hosts.uplink_group()),
-                  (UPLINK_GBPS_ATTR, "double_val", hosts.uplink_gbps),
-                  (UPLINK_LATENCY_ATTR, "double_val", hosts.uplink_latency_us)]
+        attrs += [(SCALEOUT_RANKS_PER_HOST_ATTR, "int64_val", hosts.uplink_group()),
+                  (SCALEOUT_UPLINK_GBPS_ATTR, "double_val", hosts.uplink_gbps),
+                  (SCALEOUT_UPLINK_LATENCY_ATTR, "double_val", hosts.uplink_latency_us)]
     return GlobalMetadata(version=md.version, attrs=attrs)
 
