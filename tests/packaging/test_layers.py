@@ -65,6 +65,7 @@ PUBLIC_MODULES: dict[str, str] = {
     "pt2chakra.simulation.views": "the timeline's lanes and colours (the HTML report)",
     "pt2chakra.simulation.text_report": "the text report's parts (the HTML report)",
     "pt2chakra.simulation.profiler_overhead": "the profiler's figure and meta.json (collect)",
+    "pt2chakra.simulation.compute_model": "each op kind's time on its work (inspect)",
 }
 # The most names an entry point's ``__all__`` may list: a door that serves
 # users and the other stages, not every name one stage happens to use

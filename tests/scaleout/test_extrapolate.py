@@ -4,6 +4,7 @@ trace cannot tell is refused in one line with nothing written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,20 @@ def test_1024_ranks_in_seconds(gloo_ranks: list[Path], tmp_path: Path) -> None:
     extrapolate(gloo_ranks, 1024, tmp_path / "k")
     assert time.perf_counter() - t0 < 30  # seconds on a loaded 2-core CI machine, not minutes
     assert len(list(tmp_path.glob("k.*.et"))) == 1024
+
+
+def test_a_replay_of_scaled_files_says_nothing_was_measured_at_their_size(
+        gloo_ranks: list[Path], tmp_path: Path) -> None:
+    """The step beside a prediction of scaled files is the recording's at N
+    ranks: the reports call it recorded, not measured, and say so."""
+    extrapolate(gloo_ranks, 4, tmp_path / "x")
+    files = [str(tmp_path / f"x.{r}.et") for r in range(4)]
+    text = run_cli("simulate", *files).stdout
+    assert "recorded us" in text and "vs recorded" in text and "measured us" not in text
+    assert "a prediction at 4 ranks from a recording of 2" in text
+    assert json.loads(run_cli("simulate", *files, "--json").stdout)["scaled"] == \
+        {"recorded_world_size": 2, "world_size": 4}
+    assert "scaled" not in json.loads(run_cli("simulate", *map(str, gloo_ranks), "--json").stdout)
+    proc = run_cli("report", *files, "-o", str(tmp_path / "r.html"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert "Summary: predicted vs recorded step" in (tmp_path / "r.html").read_text()

@@ -25,8 +25,8 @@ RUN_TIMEOUT_S = 120
 GROUP_ID = "1"
 """ASTRA-sim reserves communicator group 0 for the whole machine."""
 NO_GROUPS = "empty"
-"""``--comm-group-configuration`` for a job without communicator groups
-(ASTRA-sim's keyword: every collective on the whole machine)."""
+"""ASTRA-sim's comm-group configuration for a job without communicator
+groups (its keyword: every collective on the whole machine)."""
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+)")
 _ALARM = re.compile(r"\[(warning|error|critical)\]|warning!", re.IGNORECASE)
 USUAL_EXIT_LINE = "Exiting"  # "[system] [warning] Exiting": printed by every run

@@ -126,11 +126,15 @@ def _n(value: int) -> tuple[str, object]:
 def _summary(data: ReportData) -> str:
     r = data.result
     err_cls = "bad" if r.error_pct is not None and abs(r.error_pct) > 10 else "good"
+    if r.scaled is not None:  # against a recording at fewer ranks: no error to judge
+        err_cls = ""
     cards = (f'<div class="cards"><div class="card"><div class="k">predicted step</div>'
              f'<div class="v">{_esc(fmt_us(r.predicted_step_us))}</div></div>'
-             f'<div class="card"><div class="k">measured step</div>'
+             f'<div class="card"><div class="k">{_esc(r.measured_label)} step'
+             + (f' ({r.scaled.recorded_world_size} ranks)' if r.scaled is not None else '')
+             + '</div>'
              f'<div class="v">{_esc(fmt_us(r.measured_step_us))}</div></div>'
-             f'<div class="card {err_cls}"><div class="k">error</div>'
+             f'<div class="card {err_cls}"><div class="k">{_esc(r.error_label)}</div>'
              f'<div class="v">{_esc(fmt_pct(r.error_pct))}</div></div>'
              + (f'<div class="card"><div class="k">with the profiler (replay)</div>'
                 f'<div class="v">{_esc(fmt_us(r.profiler_overhead.profiled_step_us))}</div>'
@@ -148,9 +152,10 @@ def _summary(data: ReportData) -> str:
              (_esc(fmt_pct(x.error_pct)), x.error_pct if x.error_pct is not None else 0.0),
              _n(x.nodes), _n(len(x.lanes)), _n(x.unfinished), _s(x.source.rsplit("/", 1)[-1])]
             for x in r.ranks]
-    table = _table(["rank", "predicted", "measured", "error", "nodes", "lanes",
+    table = _table(["rank", "predicted", r.measured_label, r.error_label, "nodes", "lanes",
                     "never ran", "file"], rows)
-    return (f'<section id="summary"><h2>Summary: predicted vs measured step</h2>{cards}{how}'
+    versus = "measured" if r.scaled is None else "recorded"
+    return (f'<section id="summary"><h2>Summary: predicted vs {versus} step</h2>{cards}{how}'
             f'<div class="two"><div>{_rank_chart(r)}</div><div class="scroll">{table}</div></div>'
             '</section>')
 

@@ -21,6 +21,7 @@ holds this door to its size)::
     views              the timeline's lanes and colours (the HTML report)
     text_report        the text report's parts (the HTML report)
     profiler_overhead  the profiler's per-op figure and meta.json (collect writes it)
+    compute_model      each kind of op's time fitted on the work of its shapes (inspect)
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from pt2chakra.simulation.prepared import PreparedGraph
 from pt2chakra.simulation.rank_results import overall_step, rank_results
 from pt2chakra.simulation.results import (
     ProfilerOverhead,
+    ScaledStep,
     Schedule,
     SimConfig,
     SimulationResult,
@@ -91,13 +92,19 @@ class Simulator:
             ranks=results, predicted_step_us=predicted, measured_step_us=measured,
             error_pct=error_pct(predicted, measured),
             align=align, network_model=model, critical_path=cp,
-            inferred_stream_waits=p.inferred_edges)
+            inferred_stream_waits=p.inferred_edges, scaled=_scaled_step(p))
         schedule = Schedule(nodes=p.nodes, rank=p.rank, lane=p.lane, lane_names=p.lane_names,
                             start=run.start, end=run.end, category=p.cat, critical=on_path,
                             rank_origin=run.origin, step_start=p.step_start, align=align,
                             rank_label=p.rank_label, rank_timed=p.rank_timed,
                             inclusive=p.incl)
         return result, schedule
+
+
+def _scaled_step(p: PreparedGraph) -> ScaledStep | None:
+    """The worlds of scaled-out files (None: files as recorded)."""
+    world = next((s for s in p.scaled if s is not None and s.rescaled), None)
+    return None if world is None else ScaledStep(world.recorded, world.world_size)
 
 
 class SimulationRun(NamedTuple):

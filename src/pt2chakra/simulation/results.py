@@ -137,6 +137,15 @@ class ProfilerOverhead(msgspec.Struct):
     note: str = ""
 
 
+class ScaledStep(msgspec.Struct):
+    """Files that ``extrapolate`` wrote: a prediction at ``world_size`` ranks
+    of a job recorded at ``recorded_world_size``. Their recorded step is the
+    smaller job's (the naive copy), not a measurement at ``world_size``."""
+
+    recorded_world_size: int
+    world_size: int
+
+
 class SimulationResult(msgspec.Struct):
     ranks: list[RankResult]
     predicted_step_us: float
@@ -152,17 +161,31 @@ class SimulationResult(msgspec.Struct):
     # Network what-ifs on collectives they cannot time as the others (lone.py:
     # no peer given, no size recorded): note lines, or "" (left out of --json)
     lone_note: str = ""
+    # Scaled-out files: the "measured" step and the error are against the
+    # recording at fewer ranks (left out of --json when None)
+    scaled: ScaledStep | None = None
+
+    @property
+    def measured_label(self) -> str:
+        """What the measured column is: a measurement, or for scaled-out
+        files the recorded step at fewer ranks (``step_notes`` says so)."""
+        return "measured" if self.scaled is None else "recorded"
+
+    @property
+    def error_label(self) -> str:
+        return "error" if self.scaled is None else "vs recorded"
 
     def summary(self) -> str:
         lines = []
+        measured, error = self.measured_label, self.error_label
         for r in self.ranks:
             err = f"{r.error_pct:+.2f} %" if r.error_pct is not None else "n/a (no timing)"
             lines.append(f"rank {r.rank} ({os.path.basename(r.source)}): predicted "
-                         f"{r.predicted_step_us:.0f} us, measured {r.measured_step_us:.0f} us, "
-                         f"error {err}, {r.nodes} nodes on {len(r.lanes)} lanes")
+                         f"{r.predicted_step_us:.0f} us, {measured} {r.measured_step_us:.0f} us, "
+                         f"{error} {err}, {r.nodes} nodes on {len(r.lanes)} lanes")
         err = f"{self.error_pct:+.2f} %" if self.error_pct is not None else "n/a"
-        lines.append(f"step: predicted {self.predicted_step_us:.0f} us, measured "
-                     f"{self.measured_step_us:.0f} us, error {err}")
+        lines.append(f"step: predicted {self.predicted_step_us:.0f} us, {measured} "
+                     f"{self.measured_step_us:.0f} us, {error} {err}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -171,6 +194,8 @@ class SimulationResult(msgspec.Struct):
             del doc["profiler_overhead"]
         if not self.lone_note:
             del doc["lone_note"]
+        if self.scaled is None:
+            del doc["scaled"]
         return doc
 
 

@@ -46,13 +46,23 @@ STEP_MEANINGS = {
 
 
 def step_notes(result: SimulationResult) -> list[str]:
-    """One line per step definition in use: what "measured" means."""
+    """One line per step definition in use: what "measured" means; for
+    scaled-out files first that nothing was measured at their size."""
     untimed = {id(r) for r in untimed_ranks(result)}
     used = dict.fromkeys(r.step_definition for r in result.ranks
                          if r.nodes and id(r) not in untimed)
-    return [f"measured step = {STEP_MEANINGS.get(d, d)}" for d in used]
+    scaled = result.scaled
+    head = [] if scaled is None else [
+        f"a prediction at {scaled.world_size} ranks from a recording of "
+        f"{scaled.recorded_world_size}: no step was measured at {scaled.world_size}; "
+        f"'{result.measured_label}' is the step recorded at {scaled.recorded_world_size} "
+        "(the naive copy)"]
+    what = "measured" if scaled is None else "recorded"
+    return head + [f"{what} step = {STEP_MEANINGS.get(d, d)}" for d in used]
 
 
+# The rank table's error column: "+228.23 %" fits.
+ERROR_COLUMN = 9
 # Collectives in the text report's straggler table: the ones the other ranks
 # waited longest for; the whole list is in --json and the HTML report.
 TOP_STRAGGLERS = 5
@@ -181,14 +191,15 @@ def format_text_report(result: SimulationResult, lanes: bool = True,
                + (f", {result.inferred_stream_waits} cross-stream waits inferred"
                   if result.inferred_stream_waits else ""))
     out.append("")
-    out.append(f"{'rank':>4}  {'predicted us':>13}  {'measured us':>12}  {'error':>9}  "
-               f"{'nodes':>6}  source")
+    err_w = max(ERROR_COLUMN, len(result.error_label))
+    out.append(f"{'rank':>4}  {'predicted us':>13}  {result.measured_label + ' us':>12}  "
+               f"{result.error_label:>{err_w}}  {'nodes':>6}  source")
     for r in result.ranks:
         out.append(f"{r.rank:>4}  {r.predicted_step_us:>13.0f}  {r.measured_step_us:>12.0f}  "
-                   f"{_pct(r.error_pct):>9}  {r.nodes:>6}  {os.path.basename(r.source)}"
+                   f"{_pct(r.error_pct):>{err_w}}  {r.nodes:>6}  {os.path.basename(r.source)}"
                    + (f"  ({r.unfinished} nodes never ran)" if r.unfinished else ""))
     out.append(f"{'step':>4}  {result.predicted_step_us:>13.0f}  {result.measured_step_us:>12.0f}  "
-               f"{_pct(result.error_pct):>9}")
+               f"{_pct(result.error_pct):>{err_w}}")
     out += step_notes(result) + timing_notes(result) + profiler_lines(result)
     if result.lone_note:
         out.append(result.lone_note)
