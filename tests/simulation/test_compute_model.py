@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pt2chakra.chakra.records import ChakraNode, NodeType
+from pt2chakra.rules.layout import SUBCLASS_DISPATCH
 from pt2chakra.simulation.compute_model import (
     ELEMENTWISE,
     MATMUL,
-    SUBCLASS_DISPATCH,
     fit_compute_model,
     op_work,
     own_times,

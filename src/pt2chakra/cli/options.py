@@ -104,8 +104,10 @@ def add_host_sharing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cores-per-host", type=int_range(1, MAX_PER_HOST), metavar="C",
                    help="with --ranks-per-host: each host's cores")
     p.add_argument("--inter-host-bandwidth", type=number_option(BANDWIDTH_GBPS), metavar="GBPS",
-                   help="with --ranks-per-host: each host's uplink to the others, GB/s; a "
-                   "collective spanning hosts is paced by its slowest hop")
+                   help="with --ranks-per-host: each host's uplink to the others, GB/s, the "
+                   "rate it moves data both ways at once (as nccl-tests or a two-way iperf "
+                   "measures it), not its line rate; a collective spanning hosts is paced by "
+                   "its slowest hop")
     p.add_argument("--inter-host-latency", type=number_option(LATENCY_US), metavar="US",
                    help="with --inter-host-bandwidth: the uplinks' latency per message, us "
                    "(default 0)")

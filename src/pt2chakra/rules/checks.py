@@ -44,7 +44,13 @@ from pt2chakra.rules.conventions import (
     size_unknown,
 )
 from pt2chakra.rules.cycles import describe_cycle, find_cycle_in, ids_ascend
-from pt2chakra.rules.group_resolution import Named, RankOps, rank_set_keys, resolved_names
+from pt2chakra.rules.group_resolution import (
+    Named,
+    RankOps,
+    ResolvedSet,
+    rank_set_keys,
+    resolve_set,
+)
 from pt2chakra.rules.rendezvous import (
     SEQ,
     CommOp,
@@ -620,13 +626,14 @@ def _rank_ops(facts: Sequence[_FileFacts]) -> list[RankOps]:
     return [RankOps(f.rank, f.process_groups, [comm.op for comm in f.comms]) for f in facts]
 
 
-def _check_alignment(facts: Sequence[_FileFacts]) -> list[Problem]:
+def _check_alignment(facts: Sequence[_FileFacts],
+                     keys: Sequence[dict[int, RendezvousKey]] | None = None) -> list[Problem]:
     """Across ranks: communication matched by the simulator's rule
     (rendezvous.rendezvous_keys); each process group's collectives of the
     same types and (except all-to-all, whose splits may differ) sizes; every
     transfer received; and no two ranks reaching matched nodes in orders
-    that wait for each other."""
-    keys = _keys_of(facts)
+    that wait for each other. ``keys``: the set's, when already resolved."""
+    keys = _keys_of(facts) if keys is None else keys
     problems = _check_collectives(facts, keys)
     problems += _check_transfers(facts, keys)
     problems += _check_rendezvous_order(facts, keys)
@@ -815,21 +822,31 @@ class SetChecker:
 
     def __init__(self) -> None:
         self._facts: list[_FileFacts] = []
+        self._resolved: ResolvedSet | None = None  # by finish, for resolved_names
 
     def add(self, path: str, rank: int, metadata: GlobalMetadata,
             nodes: Sequence[ChakraNode]) -> list[Problem]:
         """``rank``: the file's, by its ``RankSet``."""
         problems, facts = _check_loaded(path, rank, metadata, nodes, None, want_order=True)
         self._facts.append(facts)
+        self._resolved = None
         return problems
 
     def finish(self) -> list[Problem]:
-        return _check_alignment(self._facts) if len(self._facts) > 1 else []
+        if len(self._facts) < 2:
+            return []
+        return _check_alignment(self._facts, self._resolution().keys)
 
     def resolved_names(self) -> list[dict[int, Named]]:
         """Per file added: the groups (and peers) of its unnamed nodes that
-        the set resolved (``group_resolution.resolved_names``)."""
-        return resolved_names(_rank_ops(self._facts))
+        the set resolved (``group_resolution.resolved_names``; resolved once
+        with ``finish``)."""
+        return self._resolution().named
+
+    def _resolution(self) -> ResolvedSet:
+        if self._resolved is None:
+            self._resolved = resolve_set(_rank_ops(self._facts))
+        return self._resolved
 
 
 def check_loaded(path: str, rank: int, metadata: GlobalMetadata,

@@ -96,7 +96,7 @@ class _Group(NamedTuple):
 def rank_set_keys(ranks: Sequence[RankOps]) -> list[dict[int, RendezvousKey]]:
     """Per rank: node id -> rendezvous key, the groups of unnamed nodes
     resolved across the set first (``resolve_unnamed``)."""
-    return [rendezvous_keys(ops, r.rank) for r, ops in zip(ranks, resolve_unnamed(ranks))]
+    return resolve_set(ranks).keys
 
 
 class Named(NamedTuple):
@@ -107,15 +107,29 @@ class Named(NamedTuple):
     peer: int | None
 
 
+class ResolvedSet(NamedTuple):
+    """One resolution of a rank set, for a caller that needs both its
+    matching keys and the names it gave (the ASTRA-sim export's check)."""
+
+    keys: list[dict[int, RendezvousKey]]  # per rank (``rank_set_keys``)
+    named: list[dict[int, Named]]  # per rank (``resolved_names``)
+
+
+def resolve_set(ranks: Sequence[RankOps]) -> ResolvedSet:
+    """The unnamed nodes' groups resolved once (``resolve_unnamed``)."""
+    resolved = resolve_unnamed(ranks)
+    keys = [rendezvous_keys(ops, r.rank) for r, ops in zip(ranks, resolved)]
+    named = [{new.node: Named(new.pg, new.peer if new.node_type in _TRANSFERS else None)
+              for old, new in zip(r.ops, ops) if new is not old}
+             for r, ops in zip(ranks, resolved)]
+    return ResolvedSet(keys, named)
+
+
 def resolved_names(ranks: Sequence[RankOps]) -> list[dict[int, Named]]:
     """Per rank: node id -> its group (and peer), for the nodes whose group
     the rank set resolved: what a writer puts into the nodes it writes (the
     ASTRA-sim job), so that each file says what the set told."""
-    out = []
-    for r, ops in zip(ranks, resolve_unnamed(ranks)):
-        out.append({new.node: Named(new.pg, new.peer if new.node_type in _TRANSFERS else None)
-                    for old, new in zip(r.ops, ops) if new is not old})
-    return out
+    return resolve_set(ranks).named
 
 
 def resolve_unnamed(ranks: Sequence[RankOps]) -> list[list[CommOp]]:
