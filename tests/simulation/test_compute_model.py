@@ -69,21 +69,21 @@ def test_wrappers_and_subclass_ops_are_left_out_of_the_fit() -> None:
              _op(4, SUBCLASS_DISPATCH, 1005, 60, shard, caller=3),
              _op(5, "aten::mm", 1020, 480, shard, caller=4)]  # outlasts its callers' spans
     model = fit_compute_model(nodes)
-    matmul = next(k for k in model.kinds if k.kind == MATMUL)
+    matmul = next(k for k in model.cpu.kinds if k.kind == MATMUL)
     assert matmul.ops == 2 and matmul.fixed_us == 480.0  # the shards' only
 
 
 def test_one_size_leaves_the_rate_unknown() -> None:
     nodes = [_op(i, "aten::mm", 1000 * i, 200 + i, [[16, 512], [512, 512]]) for i in range(5)]
-    matmul = fit_compute_model(nodes).kinds[0]
-    assert matmul.us_per_unit is None and "rate unknown" in fit_compute_model(nodes).lines()[1]
+    matmul = fit_compute_model(nodes).cpu.kinds[0]
+    assert matmul.us_per_unit is None and "rate unknown" in "".join(fit_compute_model(nodes).lines())
     assert matmul.time_us(matmul.smallest) == matmul.fixed_us
     assert matmul.time_us(2 * matmul.smallest) is None
 
 
 def test_an_op_name_with_few_instances_joins_the_pooled_kind() -> None:
     nodes = [_op(i, "aten::gelu", 1000 * i, 10 + i, [[16, 64 * (i + 1)]]) for i in range(2)]
-    assert [k.kind for k in fit_compute_model(nodes).kinds] == [ELEMENTWISE]
+    assert [k.kind for k in fit_compute_model(nodes).cpu.kinds] == [ELEMENTWISE]
 
 
 @settings(max_examples=50, deadline=None)
@@ -97,7 +97,7 @@ def test_the_fit_recovers_a_linear_kind(fixed: float, rate: float, rows: list[in
         assert work is not None
         nodes.append(_op(i, "aten::mm", 1 + 10_000_000 * i, round(fixed + rate * work.units * 1e3),
                          [[m, 256], [256, 256]]))
-    fit = fit_compute_model(nodes).kinds[0]
+    fit = fit_compute_model(nodes).cpu.kinds[0]
     assert fit.us_per_unit is not None
     model = [fit.fixed_us + fit.us_per_unit * op_work("aten::mm", n.inputs[1]).units  # type: ignore[index,union-attr]
              for n in nodes]
@@ -108,7 +108,30 @@ def test_inspect_prints_the_compute_model(tmp_path) -> None:
     sample = convert_gloo_pair(tmp_path)[0]
     proc = run_cli("inspect", str(sample), "--compute-model")
     assert proc.returncode == 0, proc.stderr
-    assert "compute model:" in proc.stdout and "matmul" in proc.stdout
+    assert "compute model (" in proc.stdout and "matmul" in proc.stdout
     doc = json.loads(run_cli("inspect", str(sample), "--compute-model", "--json").stdout)
-    assert MATMUL in [k["kind"] for k in doc["compute_model"]["kinds"]]
+    assert MATMUL in [k["kind"] for k in doc["compute_model"]["cpu"]["kinds"]]
+    assert doc["compute_model"]["device"] is None  # a CPU job: no kernels
     assert "compute_model" not in json.loads(run_cli("inspect", str(sample), "--json").stdout)
+
+
+def test_the_device_side_fits_the_kernels_each_op_launched() -> None:
+    """Two kernels of one op count as its device time; ops of three sizes
+    give the kernels' rate, the CPU side its own."""
+    nodes: list[ChakraNode] = []
+    for i, m in enumerate((16, 32, 64, 128)):
+        op = _op(10 * i + 1, "aten::mm", 1000 * i + 1, 20, [[m, 1024], [1024, 1024]])
+        work = op_work("aten::mm", op.inputs[1])  # type: ignore[index]
+        assert work is not None
+        half = 3.0 + 500.0 * work.units  # two kernels: 6 us fixed, 1000 us per GFLOP
+        nodes.append(op)
+        nodes += [ChakraNode(10 * i + k, "gemm", NodeType.COMP_NODE, 1000 * i + 5, round(half),
+                             data_deps=[op.id], attrs=[("data_dep_kinds", "string_list",
+                                                        ["launch"])])
+                  for k in (2, 3)]
+    model = fit_compute_model(nodes)
+    assert model.device is not None
+    matmul = model.device.kinds[0]
+    assert matmul.kind == MATMUL and matmul.ops == 4
+    assert matmul.us_per_unit == pytest.approx(1000.0, rel=0.05)
+    assert matmul.fixed_us == pytest.approx(6.0, abs=1.5)

@@ -24,6 +24,9 @@ squares over the op's instances.
   where its shard's takes 3 ms): it calls ``SUBCLASS_DISPATCH``
   (``rules/layout.py``'s rule of a sharded op), under which the shard's op
   runs (its recorded span outlasts the caller's).
+* **Device time.** On a GPU the work is the kernels': each op's kernels
+  (its ``launch`` edges) summed, against the op's work, fitted per kind as
+  the CPU side is.
 * **Kinds.** All matrix multiplies are one kind (one kernel family, one
   rate); every other op name is a kind of its own where the recording has
   ``MIN_FIT_OPS`` instances of at least two sizes, else its instances join
@@ -44,6 +47,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
+from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.records import ChakraNode, attr_dict
 from pt2chakra.rules.conventions import CPU_LANE, lane_of
 from pt2chakra.rules.layout import SUBCLASS_DISPATCH
@@ -62,6 +66,7 @@ VIEW_OPS = frozenset(f"{ATEN}{op}" for op in (
 """ATen operators that return a view: their time does not grow with the
 tensor (``reshape`` and ``flatten`` copy only a tensor that is not
 contiguous, which the recorded shapes cannot tell)."""
+LAUNCH_KIND = EDGE_KIND_NAMES[EdgeKind.LAUNCH]
 MIN_FIT_OPS = 4
 """Instances an op name needs for a fit of its own: two parameters and at
 least two more points to judge them by."""
@@ -95,22 +100,37 @@ class KindFit(msgspec.Struct, frozen=True):
         return self.fixed_us + units * self.us_per_unit
 
 
-class ComputeModel(msgspec.Struct, frozen=True):
-    """Every kind's fit, the largest share of the modelled time first."""
+class TimeFits(msgspec.Struct, frozen=True):
+    """One side's fits: the CPU ops' own time, or the device time of the
+    kernels each op launched; the kind with the most time first."""
 
+    side: str  # "CPU ops' own time" or "device time of the kernels each op launched"
     kinds: list[KindFit]
-    modelled_us: float  # the own time of the ops with work, over the recording
-    cpu_us: float  # the own time of every CPU op
+    modelled_us: float  # the time of the ops with work
+    total_us: float  # the side's whole time
 
     def lines(self) -> list[str]:
-        share = 100.0 * self.modelled_us / self.cpu_us if self.cpu_us else 0.0
-        out = [f"compute model: {share:.0f} % of the CPU ops' own time is in ops that do work "
-               f"({len(self.kinds)} kinds; time = fixed + work x rate, least squares)"]
+        share = 100.0 * self.modelled_us / self.total_us if self.total_us else 0.0
+        out = [f"{self.side}: {share:.0f} % in ops with work ({len(self.kinds)} kinds)"]
         for k in self.kinds:
             rate = (f"{k.us_per_unit:.4g} us per {k.unit}" if k.us_per_unit is not None
                     else f"rate unknown (one size: {k.smallest:.4g} {k.unit})")
             out.append(f"  {k.kind[:40]:40s} {k.ops:6d} ops  fixed {k.fixed_us:8.2f} us  {rate}"
                        f"  rms {k.rms_error_pct:.0f} %")
+        return out
+
+
+class ComputeModel(msgspec.Struct, frozen=True):
+    """The fits of the CPU side and, where ops launched kernels, the device's."""
+
+    cpu: TimeFits
+    device: TimeFits | None  # None: no kernel launched by an op with work
+
+    def lines(self) -> list[str]:
+        out = ["compute model (time = fixed + work x rate, least squares per kind):"]
+        for fits in (self.device, self.cpu):
+            if fits is not None:
+                out += [f"  {line}" for line in fits.lines()]
         return out
 
 
@@ -192,8 +212,13 @@ def own_times(nodes: Iterable[ChakraNode]) -> OwnTimes:
                     frozenset(on_subclass))
 
 
+CPU_SIDE = "CPU ops' own time"
+DEVICE_SIDE = "device time of the kernels each op launched"
+
+
 def fit_compute_model(nodes: Sequence[ChakraNode]) -> ComputeModel:
-    """Every kind's fit over the CPU ops of ``nodes`` (one rank's)."""
+    """Every kind's fit over ``nodes`` (one rank's): the CPU ops' own time,
+    and the device time of the kernels each op launched."""
     own = own_times(nodes)
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     modelled = 0.0
@@ -204,10 +229,39 @@ def fit_compute_model(nodes: Sequence[ChakraNode]) -> ComputeModel:
             continue
         points[work.kind].append((work.units, own.us[n.id]))
         modelled += own.us[n.id]
+    return ComputeModel(_fits(CPU_SIDE, points, modelled, sum(own.us.values())),
+                        _device_fits(nodes))
+
+
+def _device_fits(nodes: Sequence[ChakraNode]) -> TimeFits | None:
+    """Per launching op with work: the summed time of the kernels it
+    launched (its ``launch`` edges) against that work."""
+    launched: dict[int, float] = defaultdict(float)
+    total = 0.0
+    for n in nodes:
+        attrs = attr_dict(n.attrs)
+        if attrs.get("is_cpu_op", False):
+            continue
+        total += n.duration_micros
+        for dep, kind in zip(n.data_deps, dep_kinds_of(n.data_deps, attrs), strict=True):
+            if kind == LAUNCH_KIND:
+                launched[dep] += n.duration_micros
+    points: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    modelled = 0.0
+    for n in nodes:
+        work = _work_of(n) if n.id in launched else None
+        if work is not None:
+            points[work.kind].append((work.units, launched[n.id]))
+            modelled += launched[n.id]
+    return _fits(DEVICE_SIDE, points, modelled, total) if points else None
+
+
+def _fits(side: str, points: dict[str, list[tuple[float, float]]], modelled: float,
+          total: float) -> TimeFits:
     pooled = _pooled(points)
     kinds = sorted((_fit(kind, pts) for kind, pts in pooled.items()),
                    key=lambda k: -sum(t for _w, t in pooled[k.kind]))
-    return ComputeModel(kinds, modelled, sum(own.us.values()))
+    return TimeFits(side, kinds, modelled, total)
 
 
 def _work_of(n: ChakraNode) -> OpWork | None:
