@@ -4,6 +4,7 @@ its input shapes, fitted on a recording."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import convert_gloo_pair, run_cli
@@ -135,3 +136,24 @@ def test_the_device_side_fits_the_kernels_each_op_launched() -> None:
     assert matmul.kind == MATMUL and matmul.ops == 4
     assert matmul.us_per_unit == pytest.approx(1000.0, rel=0.05)
     assert matmul.fixed_us == pytest.approx(6.0, abs=1.5)
+
+
+H200_GPT = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "h200" / "gpt"
+# An H200's dense bf16 peak is about 1 PFLOP/s: its matrix multiplies cost at
+# least ~1 us per GFLOP, and a GPT step's large ones run within a few times that.
+H200_US_PER_GFLOP = (0.9, 5.0)
+
+
+@pytest.mark.skipif(not H200_GPT.is_dir(), reason="../shared/traces/h200/gpt not present")
+def test_the_h200_step_gives_its_matrix_multiplies_a_rate(tmp_path: Path) -> None:
+    from pt2chakra import convert
+    from pt2chakra.chakra.io import read_et
+
+    et = tmp_path / "gpt.et"
+    convert(H200_GPT / "rank0.host_et.json.gz", H200_GPT / "rank0.kineto.json.gz", et)
+    device = fit_compute_model(list(read_et(et)[1])).device
+    assert device is not None
+    matmul = next(k for k in device.kinds if k.kind == MATMUL)
+    assert matmul.us_per_unit is not None and matmul.largest > matmul.smallest
+    assert H200_US_PER_GFLOP[0] <= matmul.us_per_unit <= H200_US_PER_GFLOP[1]
+    assert matmul.rms_error_pct < 20
