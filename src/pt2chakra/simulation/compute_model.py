@@ -1,6 +1,6 @@
 """How long an op takes for the work its input shapes give, fitted on a recording.
 
-A layout or batch change (issue 48) changes the shapes an op works on: a
+A layout or batch change changes the shapes an op works on: a
 matrix multiply of a tensor-parallel layer at degree 4 multiplies half the
 columns it did at degree 2; at twice the batch every activation has twice
 the rows. The recording holds each op's input shapes and its time, so the
@@ -16,14 +16,13 @@ squares over the op's instances.
   (autograd nodes, ``PythonSubclass``, DTensor's ``Redistribute``) only
   dispatch operators; their own time is overhead.
 * **Time.** An op's own time: its span less its callees' on the same
-  thread. An op that calls an op of its own kind only dispatches it: a
-  tensor-parallel layer's ``aten::mm`` on the DTensor (its shapes the whole
-  layer's) calls the ``aten::mm`` of the local shard, which does the work;
-  such a wrapper is left out of its kind's fit. So is an op on a tensor
-  subclass (a DTensor's ``aten::mm`` with the layer's whole shapes, 10-30 us
-  where its shard's takes 3 ms): it calls ``SUBCLASS_DISPATCH``
-  (``rules/layout.py``'s rule of a sharded op), under which the shard's op
-  runs (its recorded span outlasts the caller's).
+  thread (callees by ``ctrl_deps``, the caller). An op that calls an op of
+  its own kind only dispatches it (``aten::matmul`` calls ``aten::mm``,
+  which does the work): such a wrapper is left out of its kind's fit. So
+  is an op on a tensor subclass (a DTensor's ``aten::mm`` with the layer's
+  whole shapes, 10-30 us where its shard's takes 3 ms): it calls
+  ``SUBCLASS_DISPATCH`` (``rules/layout.py``'s rule of a sharded op), under
+  which the shard's op runs (its recorded span outlasts the caller's).
 * **Device time.** On a GPU the work is the kernels': each op's kernels
   (its ``launch`` edges) summed, against the op's work, fitted per kind as
   the CPU side is.
