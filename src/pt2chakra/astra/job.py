@@ -774,42 +774,54 @@ def across_hosts(fit: NetworkFit, recorded: RecordedFit, choice: NetworkChoice,
     dimensions (``HostTier``): the uplinks (``fit``'s values, the slowest
     hop's) first, then the links within a host (the same collectives fitted
     on the ranks' own links), under ``oneRing``, one ring over every NPU
-    paced by its slowest hop as gloo's flat ring is. Written only where
-    every collective spans the whole job: a smaller group's ring in
-    ASTRA-sim would take its hops on the dimensions its members' addresses
-    give, which need not be the hosts the target has."""
+    paced by its slowest hop as gloo's flat ring is."""
     links = recorded.host_links
-    npus = fit.network.npus
-    if links is None or links.uplink_gbps is None or fit.calibration is None:
-        return fit, system
-    per_host = links.ranks_per_host
-    spans_all = all(len(c.ranks) == npus for cs in recorded.collectives.values()
-                    for c in _network_collectives(cs))
-    if per_host < 2 or npus % per_host or npus // per_host < 2 or not spans_all:
+    if links is None or fit.calibration is None or not _spans_hosts(recorded, fit.network):
         return fit, system
     within = dataclasses.replace(recorded, host_links=links._replace(uplink_gbps=None,
                                                                      uplink_latency_us=0.0))
-    inner = fit_network(within, npus, choice, system).network
-    hosts = npus // per_host
-    network = dataclasses.replace(fit.network, hosts=HostTier(per_host, inner.bandwidth_gbps,
-                                                              inner.latency_ns))
+    inner = fit_network(within, fit.network.npus, choice, system).network
+    network = dataclasses.replace(fit.network, hosts=HostTier(
+        links.ranks_per_host, inner.bandwidth_gbps, inner.latency_ns))
+    one_ring = dataclasses.replace(system, implementation=ONE_RING)
+    return (dataclasses.replace(fit, network=network,
+                                notes=_two_tier_notes(fit.notes, network, one_ring)), one_ring)
+
+
+def _spans_hosts(recorded: RecordedFit, network: AstraNetwork) -> bool:
+    """Do the job's ranks fill two hosts or more of two ranks or more, joined
+    by uplinks, with every collective on the whole job? (A smaller group's
+    ring in ASTRA-sim would take its hops on the dimensions its members'
+    addresses give, which need not be the hosts the target has.)"""
+    links, npus = recorded.host_links, network.npus
+    if links is None or links.uplink_gbps is None:
+        return False
+    per_host = links.ranks_per_host
+    if per_host < 2 or npus % per_host or npus // per_host < 2:
+        return False
+    return all(len(c.ranks) == npus for cs in recorded.collectives.values()
+               for c in _network_collectives(cs))
+
+
+def _two_tier_notes(notes: dict[str, str], network: AstraNetwork,
+                    system: AstraSystem) -> dict[str, str]:
+    """network.yml's comments for two tiers: what each dimension is and why
+    one ring over both runs at the uplinks."""
+    (hosts, _, _), (per_host, _, _) = network.dimensions
     dims = f"dimension 0: the uplinks between the {hosts} hosts; dimension 1: the links " \
         f"within each host of {per_host} ranks"
-    notes = {**fit.notes,
-             "header": f"{fit.notes['header']}\nTwo tiers, one dimension each ({dims}). "
-                       "ASTRA-sim times a message on the first dimension where the two NPUs' "
-                       f"addresses differ (NPU i: [i mod {hosts}, i div {hosts}]), so under "
-                       f"{ONE_RING} every hop of the one ring crosses dimension 0 and the ring "
-                       "runs at its slowest hop, as gloo's flat ring does; ranks are NPUs in "
-                       "order, each host's place in ASTRA-sim's addressing a label only.",
-             "npus_count": f"{hosts} hosts x {per_host} ranks each ({npus} traces)",
-             "bandwidth": f"{dims}. {fit.notes['bandwidth']}; dimension 1 fitted the same "
-                          "way to the ranks' own links",
-             "latency": f"{dims}. {fit.notes['latency']}; dimension 1 fitted the same way",
-             "system": fit.notes["system"].replace("ring collectives",
-                                                   f"{ONE_RING} collectives", 1)}
-    return (dataclasses.replace(fit, network=network, notes=notes),
-            dataclasses.replace(system, implementation=ONE_RING))
+    return {**notes,
+            "header": f"{notes['header']}\nTwo tiers, one dimension each ({dims}). "
+                      "ASTRA-sim times a message on the first dimension where the two NPUs' "
+                      f"addresses differ (NPU i: [i mod {hosts}, i div {hosts}]), so under "
+                      f"{ONE_RING} every hop of the one ring crosses dimension 0 and the ring "
+                      "runs at its slowest hop, as gloo's flat ring does; ranks are NPUs in "
+                      "order, each host's place in ASTRA-sim's addressing a label only.",
+            "npus_count": f"{hosts} hosts x {per_host} ranks each ({network.npus} traces)",
+            "bandwidth": f"{dims}. {notes['bandwidth']}; dimension 1 fitted the same way to "
+                         "the ranks' own links",
+            "latency": f"{dims}. {notes['latency']}; dimension 1 fitted the same way",
+            "system": _system_note(system)}
 
 
 def _residual(recorded: RecordedFit, backend: str | None, calibration: Calibration | None,
@@ -866,12 +878,16 @@ def _notes(choice: NetworkChoice, backend: str | None, calibration: Calibration 
             "fitted: ns per hop of each ring message; carries the calibration's fixed "
             "overhead and per-step latency (a collective sends splits x steps messages)"
             if LATENCY in free else "reference value (ASTRA_SIM.md): nothing recorded to fit")
-    system_note = (f"system.json: ring collectives, {system.splits} splits, endpoint-delay "
-                   f"{system.endpoint_delay_ns} ns, local-mem-bw {system.local_mem_bw_gbps:g}"
-                   " GB/s: the project's reference system, held fixed by the fit.")
     return {"header": "\n".join(header), "topology": topology,
             "npus_count": f"one NPU per rank ({npus} traces)", "bandwidth": bandwidth,
-            "latency": latency, "system": system_note}
+            "latency": latency, "system": _system_note(system)}
+
+
+def _system_note(system: AstraSystem) -> str:
+    return (f"system.json: {system.implementation} collectives, {system.splits} splits, "
+            f"endpoint-delay {system.endpoint_delay_ns} ns, local-mem-bw "
+            f"{system.local_mem_bw_gbps:g} GB/s: the project's reference system, held fixed "
+            "by the fit.")
 
 
 # --------------------------------------------------------------------------
