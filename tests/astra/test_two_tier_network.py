@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pt2chakra.astra.collective_time import (
     NETWORK_FILE,
@@ -100,3 +102,30 @@ def test_against_binary(astra_bin: str, group: tuple[int, ...] | None, ctype: in
     model = collective_rank_ns(ctype, SIZE, 8 if group is None else len(group), TWO_BY_FOUR,
                                ONE, group)
     assert all(abs(model[r] - real[r]) <= MAX_ERROR * real[r] for r in model), (model, real)
+
+
+two_tiers = st.builds(
+    lambda topo, hosts, per_host, bw, lat, bw1, lat1: AstraNetwork(
+        topo, hosts * per_host, bw, lat, hosts=HostTier(per_host, bw1, lat1)),
+    st.sampled_from(["Ring", "Switch", "FullyConnected"]), st.integers(2, 6), st.integers(2, 6),
+    st.floats(0.01, 400.0), st.floats(0.0, 1e5), st.floats(0.01, 400.0), st.floats(0.0, 1e5))
+
+
+@settings(max_examples=60, deadline=None)
+@given(network=two_tiers, ctype=st.sampled_from([AR, AG, RS]), size=st.integers(1 << 10, 1 << 26))
+def test_a_whole_machine_collective_runs_at_the_uplinks_whatever_the_links(
+        network: AstraNetwork, ctype: int, size: int) -> None:
+    """Under oneRing the links within a host never pace the whole ring."""
+    flat = AstraNetwork(network.topology, network.npus, network.bandwidth_gbps,
+                        network.latency_ns)
+    assert collective_ns(ctype, size, network.npus, network, ONE) == \
+        collective_ns(ctype, size, network.npus, flat, ONE)
+
+
+@settings(max_examples=40, deadline=None)
+@given(network=two_tiers)
+def test_any_two_tier_network_reads_back_as_written(network: AstraNetwork) -> None:
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        path, _, _ = write_astra_configs(folder, network, ONE)
+        assert read_network_file(path) == network
