@@ -168,8 +168,9 @@ def _rank_chart(r: SimulationResult) -> str:
               + [1e-9])
     plot_w = _CHART_W - _LABEL_W - _VALUE_W
     h = row_h * len(r.ranks) + 24
+    label = r.measured_label  # "recorded" for scaled-out files
     out = [f'<svg class="chart" viewBox="0 0 {_CHART_W} {h}" width="{_CHART_W}" height="{h}" '
-           f'role="img" aria-label="predicted and measured step per rank">']
+           f'role="img" aria-label="predicted and {label} step per rank">']
     every = -(-len(r.ranks) // _LABELLED_RANKS)  # label every n-th rank: no overlap
     for k, x in enumerate(r.ranks):
         y = k * row_h + 2
@@ -180,7 +181,8 @@ def _rank_chart(r: SimulationResult) -> str:
                                        (x.measured_step_us, "meas"))):
             w = plot_w * us / top
             out.append(f'<rect class="{cls}" x="{_LABEL_W}" y="{y + j * bar_h}" width="{w:.1f}" '
-                       f'height="{bar_h - 1}"><title>rank {_esc(x.rank)} {cls}: '
+                       f'height="{bar_h - 1}"><title>rank {_esc(x.rank)} '
+                       f'{"predicted" if cls == "pred" else label}: '
                        f'{_esc(fmt_us(us))}</title></rect>')
         if bar_h > 5:
             out.append(f'<text x="{_LABEL_W + plot_w + 6}" y="{y + bar_h + 3}" class="val">'
@@ -190,7 +192,7 @@ def _rank_chart(r: SimulationResult) -> str:
     out.append(f'<rect class="pred" x="{_LABEL_W}" y="{ly - 8}" width="10" height="9"/>'
                f'<text x="{_LABEL_W + 14}" y="{ly}" class="lbl">predicted</text>'
                f'<rect class="meas" x="{_LABEL_W + 90}" y="{ly - 8}" width="10" height="9"/>'
-               f'<text x="{_LABEL_W + 104}" y="{ly}" class="lbl">measured</text></svg>')
+               f'<text x="{_LABEL_W + 104}" y="{ly}" class="lbl">{label}</text></svg>')
     return "".join(out)
 
 
