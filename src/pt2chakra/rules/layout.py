@@ -557,10 +557,14 @@ def _remember(memory: OrderedDict[int, Any], key: int, value: Any) -> None:
 
 
 def _shapes(io: tuple[str, str, str] | None) -> list[Any]:
-    if io is None:
-        return []
+    return [] if io is None else decode_shapes(io[1])
+
+
+def decode_shapes(text: str) -> list[Any]:
+    """A node's ``inputs``/``outputs`` shapes (JSON: one entry per value, a
+    list of dims for a tensor); [] when unreadable."""
     try:
-        shapes = msgspec.json.decode(io[1])
+        shapes = msgspec.json.decode(text)
     except msgspec.DecodeError:
         return []
     return shapes if isinstance(shapes, list) else []
@@ -570,7 +574,7 @@ def _shard_degree(outer: tuple[str, str, str] | None, inner: tuple[str, str, str
     """The largest ratio of an input's global size to its local one (1: none smaller)."""
     best = 1
     for g, loc in zip(_shapes(outer), _shapes(inner), strict=False):
-        if not (_flat(g) and _flat(loc)) or len(g) != len(loc):
+        if not (is_flat_shape(g) and is_flat_shape(loc)) or len(g) != len(loc):
             continue
         whole, local = math.prod(g), math.prod(loc)
         if local > 0 and whole > local and whole % local == 0:
@@ -578,7 +582,8 @@ def _shard_degree(outer: tuple[str, str, str] | None, inner: tuple[str, str, str
     return best
 
 
-def _flat(shape: Any) -> bool:
+def is_flat_shape(shape: Any) -> bool:
+    """A tensor's shape: a list of dims, each a non-negative int."""
     return isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
 
 

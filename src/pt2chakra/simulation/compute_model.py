@@ -39,17 +39,17 @@ unknown, not as free.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
 from pt2chakra.chakra.dep_kinds import EDGE_KIND_NAMES, EdgeKind, dep_kinds_of
 from pt2chakra.chakra.records import ChakraNode, attr_dict
 from pt2chakra.rules.conventions import CPU_LANE, lane_of
-from pt2chakra.rules.layout import SUBCLASS_DISPATCH
+from pt2chakra.rules.layout import SUBCLASS_DISPATCH, decode_shapes, is_flat_shape
 
 MATMUL = "matmul"
 ELEMENTWISE = "elementwise (pooled)"
@@ -153,16 +153,12 @@ def op_work(name: str, shapes: str | None) -> OpWork | None:
 
 
 def _shapes(text: str | None) -> list[list[int]] | None:
-    if not text:
+    """Each input's dims ([] for a value that is not a tensor); None when
+    the shapes are unreadable."""
+    value = decode_shapes(text) if text else []
+    if not value:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, list):
-        return None
-    return [[int(x) for x in d] if isinstance(d, list) and all(isinstance(x, int) for x in d)
-            else [] for d in value]
+    return [d if is_flat_shape(d) else [] for d in value]
 
 
 def _matmul_flops(dims: list[list[int]], factors: tuple[int, int]) -> float | None:
@@ -190,10 +186,15 @@ def own_times(nodes: Iterable[ChakraNode]) -> OwnTimes:
     it called on its own thread (its children by ``ctrl_deps``, the caller;
     an op of a backend's worker thread filed under the op its caller had
     open is not that op's callee)."""
+    listed = list(nodes)
+    return _own_times(listed, [attr_dict(n.attrs) for n in listed])
+
+
+def _own_times(nodes: Sequence[ChakraNode], attrs: Sequence[dict[str, Any]]) -> OwnTimes:
     timed: dict[int, tuple[ChakraNode, tuple[object, ...]]] = {}
-    for n in nodes:
+    for n, a in zip(nodes, attrs, strict=True):
         if n.start_time_micros and n.duration_micros >= 0:
-            where = lane_of(n.type, attr_dict(n.attrs))
+            where = lane_of(n.type, a)
             if where.kind == CPU_LANE:
                 timed[n.id] = (n, where.key)
     own = {i: float(n.duration_micros) for i, (n, _thread) in timed.items()}
@@ -218,40 +219,41 @@ DEVICE_SIDE = "device time of the kernels each op launched"
 def fit_compute_model(nodes: Sequence[ChakraNode]) -> ComputeModel:
     """Every kind's fit over ``nodes`` (one rank's): the CPU ops' own time,
     and the device time of the kernels each op launched."""
-    own = own_times(nodes)
+    attrs = [attr_dict(n.attrs) for n in nodes]  # each node's attributes and work read once
+    works = {n.id: w for n in nodes if (w := _work_of(n)) is not None}
+    own = _own_times(nodes, attrs)
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     modelled = 0.0
-    for n in nodes:
-        work = _work_of(n)
-        if n.id not in own.us or work is None or n.id in own.on_subclass or \
-                _dispatches(work, own.callees.get(n.id, [])):
+    for op_id, work in works.items():
+        if op_id not in own.us or op_id in own.on_subclass or \
+                _dispatches(work, own.callees.get(op_id, []), works):
             continue
-        points[work.kind].append((work.units, own.us[n.id]))
-        modelled += own.us[n.id]
+        points[work.kind].append((work.units, own.us[op_id]))
+        modelled += own.us[op_id]
     return ComputeModel(_fits(CPU_SIDE, points, modelled, sum(own.us.values())),
-                        _device_fits(nodes))
+                        _device_fits(nodes, attrs, works))
 
 
-def _device_fits(nodes: Sequence[ChakraNode]) -> TimeFits | None:
+def _device_fits(nodes: Sequence[ChakraNode], attrs: Sequence[dict[str, Any]],
+                 works: dict[int, OpWork]) -> TimeFits | None:
     """Per launching op with work: the summed time of the kernels it
     launched (its ``launch`` edges) against that work."""
     launched: dict[int, float] = defaultdict(float)
     total = 0.0
-    for n in nodes:
-        attrs = attr_dict(n.attrs)
-        if attrs.get("is_cpu_op", False):
+    for n, a in zip(nodes, attrs, strict=True):
+        if a.get("is_cpu_op", False):
             continue
         total += n.duration_micros
-        for dep, kind in zip(n.data_deps, dep_kinds_of(n.data_deps, attrs), strict=True):
+        for dep, kind in zip(n.data_deps, dep_kinds_of(n.data_deps, a), strict=True):
             if kind == LAUNCH_KIND:
                 launched[dep] += n.duration_micros
     points: dict[str, list[tuple[float, float]]] = defaultdict(list)
     modelled = 0.0
-    for n in nodes:
-        work = _work_of(n) if n.id in launched else None
+    for op_id, time_us in launched.items():
+        work = works.get(op_id)
         if work is not None:
-            points[work.kind].append((work.units, launched[n.id]))
-            modelled += launched[n.id]
+            points[work.kind].append((work.units, time_us))
+            modelled += time_us
     return _fits(DEVICE_SIDE, points, modelled, total) if points else None
 
 
@@ -267,9 +269,9 @@ def _work_of(n: ChakraNode) -> OpWork | None:
     return op_work(n.name, n.inputs[1]) if n.inputs is not None else None
 
 
-def _dispatches(work: OpWork, callees: list[ChakraNode]) -> bool:
+def _dispatches(work: OpWork, callees: list[ChakraNode], works: dict[int, OpWork]) -> bool:
     """Does an op of ``work``'s kind call one of its own kind (a wrapper)?"""
-    return any((w := _work_of(c)) is not None and w.kind == work.kind for c in callees)
+    return any((w := works.get(c.id)) is not None and w.kind == work.kind for c in callees)
 
 
 def _pooled(points: dict[str, list[tuple[float, float]]]) -> dict[str, list[tuple[float, float]]]:
