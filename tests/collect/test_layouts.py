@@ -132,6 +132,9 @@ def _meta_holds(out: Path, layout: dict[str, object]) -> None:
     assert probe["link_bytes"] > 0 and len(probe["window_ns_per_byte"]) <= WINDOWS
     if "host_cpu_ns_per_link_byte" in meta:
         assert 0 < meta["host_cpu_ns_per_link_byte"] < 1e6
+    # the ranks' own CPU is their processes' time: always readable, never nothing
+    assert len(probe["window_rank_ns_per_byte"]) == WINDOWS
+    assert 0 < meta["rank_cpu_ns_per_link_byte"] < 1e6
 
 
 def _converts(out: Path, name: str, ranks: int) -> None:

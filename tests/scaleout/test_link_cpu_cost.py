@@ -16,14 +16,25 @@ from hypothesis import strategies as st
 
 from pt2chakra.chakra.io import read_et
 from pt2chakra.chakra.records import attr_dict
-from pt2chakra.collect.link_cost import cost_per_byte, host_busy_s, link_bytes
+from pt2chakra.collect.link_cost import (
+    cost_per_byte,
+    host_busy_s,
+    link_bytes,
+    own_cost_per_byte,
+    own_cpu_s,
+)
 from pt2chakra.rules.conventions import scaled_world
 from pt2chakra.scaleout import simulate_world_size
 from pt2chakra.scaleout.api import extrapolate
 from pt2chakra.scaleout.hosts import HostSharing
 from pt2chakra.simulation import SimulationOptions, simulate
 from pt2chakra.simulation.network import HostLinks, host_links_of
-from pt2chakra.simulation.profiler_overhead import META_LINK_CPU_FIELD, META_NAME
+from pt2chakra.simulation.profiler_overhead import (
+    META_LINK_CPU_FIELD,
+    META_NAME,
+    META_RANK_LINK_CPU_FIELD,
+    read_meta_link_cost,
+)
 
 # On the bundled loopback recording the links move ~GB/s; a host that spends
 # a microsecond of CPU per byte gives 8 ranks on 2 cores 250 kB/s each.
@@ -125,3 +136,52 @@ def test_the_hosts_busy_time_is_read_where_linux_has_it() -> None:
         assert busy is not None and busy > 0
     else:
         assert busy is None
+
+
+def test_the_ranks_own_cost_sums_each_hosts_ranks() -> None:
+    per_link = link_bytes(8 << 20, 4)
+    # each rank measured its own process: a host's cost is their sum over its ranks' bytes
+    measured = [("a", 0.1), ("a", 0.12), ("b", 0.2), ("b", 0.2)]
+    want = sorted([0.22 / (2 * per_link) * 1e9, 0.4 / (2 * per_link) * 1e9])
+    assert own_cost_per_byte(measured, per_link) == pytest.approx(sum(want) / 2)
+    assert own_cost_per_byte([("a", 0.0)], per_link) is None  # nothing seen
+
+
+def test_a_process_sees_its_own_cpu_grow() -> None:
+    before = own_cpu_s()
+    deadline = before + 0.05
+    while own_cpu_s() < deadline:
+        sum(range(1000))
+    assert own_cpu_s() >= deadline
+
+
+def test_the_ranks_own_cost_caps_the_links_and_the_hosts_bounds_the_range(
+        gloo_ranks: list[Path], tmp_path: Path) -> None:
+    ranks = _with_meta(gloo_ranks, tmp_path / "rec", {META_RANK_LINK_CPU_FIELD: COSTLY_NS,
+                                                       META_LINK_CPU_FIELD: 2 * COSTLY_NS})
+    found = read_meta_link_cost([str(p) for p in ranks])
+    assert found is not None
+    assert (found.ns_per_byte, found.host_ns_per_byte) == (COSTLY_NS, 2 * COSTLY_NS)
+    hosts = HostSharing(ranks_per_host=8, cores_per_host=2)
+    run = simulate_world_size(ranks, 8, hosts=hosts)
+    assert run.hosts.host_link_gbps(8) == pytest.approx(2 / (8 * COSTLY_NS))
+    span = run.link_cost_range()
+    assert span is not None
+    lo, hi = span
+    assert lo == pytest.approx(run.run.result.predicted_step_us)
+    upper = _with_meta(gloo_ranks, tmp_path / "host", {META_LINK_CPU_FIELD: 2 * COSTLY_NS})
+    at_host_cost = simulate_world_size(upper, 8, hosts=hosts).run.result.predicted_step_us
+    assert hi == pytest.approx(at_host_cost) and hi > 1.2 * lo
+    text = run.breakdown().describe()
+    assert "the ranks' own; the host's busy time 2e+03" in text
+    assert f"the step is {lo:.0f} to {hi:.0f} us" in text
+
+
+def test_an_older_recording_has_the_hosts_cost_and_no_range(gloo_ranks: list[Path],
+                                                           tmp_path: Path) -> None:
+    ranks = _with_meta(gloo_ranks, tmp_path / "rec", {META_LINK_CPU_FIELD: COSTLY_NS})
+    found = read_meta_link_cost([str(p) for p in ranks])
+    assert found is not None and (found.ns_per_byte, found.host_ns_per_byte) == (COSTLY_NS, None)
+    run = simulate_world_size(ranks, 8, hosts=HostSharing(ranks_per_host=8, cores_per_host=2))
+    assert run.link_cost_range() is None
+    assert "over the link CPU cost" not in run.breakdown().describe()

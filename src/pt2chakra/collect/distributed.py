@@ -194,12 +194,17 @@ def _real_step(dist: Any, times: list[float], cfg: RankJob, rank: int, out_dir: 
     every: list[list[float] | None] = [None] * cfg.world_size
     dist.all_gather_object(every, times)
     if rank == 0:
-        from pt2chakra.simulation.profiler_overhead import META_LINK_CPU_FIELD
+        from pt2chakra.simulation.profiler_overhead import (
+            META_LINK_CPU_FIELD,
+            META_RANK_LINK_CPU_FIELD,
+        )
 
         ranks = [t for t in every if t]
         cost: dict[str, object] = {} if probe is None else {"link_cpu_probe": probe.meta()}
         if probe is not None and probe.ns_per_byte is not None:
             cost[META_LINK_CPU_FIELD] = probe.ns_per_byte
+        if probe is not None and probe.rank_ns_per_byte is not None:
+            cost[META_RANK_LINK_CPU_FIELD] = probe.rank_ns_per_byte
         write_real_step(out_dir, [max(col) for col in zip(*ranks)],
                         {"job": name, "world_size": cfg.world_size, **cfg.meta(), **cost,
                          "ranks": [{"rank": r, "timed_s": t} for r, t in enumerate(ranks)]})

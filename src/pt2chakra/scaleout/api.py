@@ -172,8 +172,10 @@ def with_recorded_link_cost(hosts: HostSharing, paths: Sequence[str]) -> HostSha
     found = read_meta_link_cost(paths)
     if found is None:
         return hosts
-    log.info("link CPU cost %.3g ns per byte, from %s", found[0], found[1])
-    return hosts._replace(link_cpu_ns_per_byte=found[0])
+    log.info("link CPU cost %.3g ns per byte (host busy %s), from %s", found.ns_per_byte,
+             found.host_ns_per_byte, found.meta)
+    return hosts._replace(link_cpu_ns_per_byte=found.ns_per_byte,
+                          link_cpu_ns_upper=found.host_ns_per_byte)
 
 
 def describe_hosts(hosts: HostSharing, world_size: int) -> str:
@@ -225,6 +227,7 @@ class WorldSizeRun(NamedTuple):
     run: SimulationRun
     options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
     hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
+    given: SimulationOptions | None = None  # as the caller gave them
 
     def breakdown(self) -> ScaleBreakdown:
         """Where the M-rank step's time goes (what ``simulate --world-size``
@@ -232,7 +235,20 @@ class WorldSizeRun(NamedTuple):
         from pt2chakra.scaleout.breakdown import breakdown
 
         return breakdown(self.plan, self.run, self.options, self.assumed_range(),
-                         describe_hosts(self.hosts, self.plan.target))
+                         describe_hosts(self.hosts, self.plan.target), self.link_cost_range())
+
+    def link_cost_range(self) -> tuple[float, float] | None:
+        """The M-rank step with the link CPU cost over its measured range
+        (the ranks' own CPU to the host's busy time per byte, as
+        ``collect`` measured them); None where no range was measured."""
+        upper = self.hosts.at_upper_link_cost()
+        if upper is None:
+            return None
+        paths = [self.plan.paths[r] for r in sorted(self.plan.paths)]
+        high = simulate_world_size(paths, self.plan.target, self.given,
+                                   upper).run.result.predicted_step_us
+        low = self.run.result.predicted_step_us
+        return min(low, high), max(low, high)
 
     def assumed_range(self) -> tuple[float, float] | None:
         """The M-rank step with the latency the fit assumed (where the
@@ -266,7 +282,7 @@ def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int
     scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force)
     replayed = given.scaled_out(scaled.graphs)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, replayed, recorded)
-    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts)
+    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts, given)
 
 
 class ScaledGraphs(msgspec.Struct):

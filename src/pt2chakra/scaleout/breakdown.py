@@ -65,6 +65,8 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
     # The step over the latency the fit assumed (None: it assumed nothing)
     assumed_range_us: tuple[float, float] | None = None
     hosts: str = ""  # the hosts the M ranks run on, in words (empty: not described)
+    # The step over the link CPU cost's measured range (None: no range)
+    link_cost_range_us: tuple[float, float] | None = None
 
     def describe(self) -> str:
         n, m = self.recorded_ranks, self.world_size
@@ -82,6 +84,10 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
             lo, hi = self.assumed_range_us
             lines.append(f"  over the assumed latency (x{ASSUMED_LATENCY_RANGE[0]:g} to "
                          f"x{ASSUMED_LATENCY_RANGE[1]:g}): the step is {lo:.0f} to {hi:.0f} us")
+        if self.link_cost_range_us is not None:
+            lo, hi = self.link_cost_range_us
+            lines.append(f"  over the link CPU cost (the ranks' own to the host's busy time per "
+                         f"byte): the step is {lo:.0f} to {hi:.0f} us")
         if self.critical_path_us:
             parts = ", ".join(f"{k} {v:.0f} us" for k, v in self.critical_path_us.items())
             lines.append(f"  on the critical path: {parts}")
@@ -119,7 +125,8 @@ def timed_by(row: CollectiveRow, ranks: int, options: SimulationOptions) -> str:
 
 def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
               assumed_range_us: tuple[float, float] | None = None,
-              hosts: str = "") -> ScaleBreakdown:
+              hosts: str = "",
+              link_cost_range_us: tuple[float, float] | None = None) -> ScaleBreakdown:
     """The breakdown of a ``simulate --world-size`` run (``options`` as
     replayed: ``SimulationOptions.scaled_out``)."""
     rows = collective_rows(run.simulator, run.schedule, options.base_config().link_streams())
@@ -136,5 +143,6 @@ def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
         collectives=[CollectiveAtScale(r.name, r.what, r.size_bytes, plan.target,
                                        r.simulated_us, r.critical,
                                        timed_by(r, plan.target, options)) for r in rows],
-        clones=clones, assumed_range_us=assumed_range_us, hosts=hosts)
+        clones=clones, assumed_range_us=assumed_range_us, hosts=hosts,
+        link_cost_range_us=link_cost_range_us)
 

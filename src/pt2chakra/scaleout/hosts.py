@@ -30,7 +30,11 @@ Moving bytes costs the host CPU too (``link_cpu_ns_per_byte``: what
 once gives each of them at most ``C / (R x cost)`` bytes per ns, whatever
 its link allows (``host_link_gbps``). The recording's links were not short of
 it (2 ranks on 2 cores: 64 MB/s each against 25 MB/s links); 8 ranks on the
-same host are (16 MB/s each).
+same host are (16 MB/s each). The cap binds only on a saturated host, where
+a byte costs less than where cores are free; the measured cost is the
+ranks' own CPU, and the host's whole busy time per byte
+(``link_cpu_ns_upper``) bounds the prediction's range (``collect/link_cost.py``
+says why).
 
 The normal case, one rank per GPU host (``ranks_per_host`` 1, the default),
 shares nothing and changes nothing. A test bed that puts every rank on one
@@ -74,6 +78,9 @@ class HostSharing(NamedTuple):
     # The host's CPU ns per byte of each rank's link (None: not known, no
     # limit): with cores_per_host, it caps what each rank's link moves.
     link_cpu_ns_per_byte: float | None = None
+    # The recording host's whole busy CPU per byte, where measured beside the
+    # ranks' own (link_cpu_ns_per_byte): the upper end of the cost's range.
+    link_cpu_ns_upper: float | None = None
 
     def uplink_group(self) -> int:
         """How many consecutive ranks share an uplink."""
@@ -110,6 +117,15 @@ class HostSharing(NamedTuple):
             return 0.0
         return scheduler_slice_us(self.cores_per_host)
 
+    def at_upper_link_cost(self) -> HostSharing | None:
+        """These hosts with the link cost at its range's upper end (the
+        recording host's whole busy time); None where no range was measured."""
+        upper = self.link_cpu_ns_upper
+        if upper is None or self.link_cpu_ns_per_byte is None or \
+                upper <= self.link_cpu_ns_per_byte:
+            return None
+        return self._replace(link_cpu_ns_per_byte=upper, link_cpu_ns_upper=None)
+
     def shares(self) -> bool:
         """Whether any world size shares a core (the options say anything)."""
         return self.share(self.ranks_per_host) > 1.0
@@ -125,6 +141,8 @@ class HostSharing(NamedTuple):
             return cores + uplinks
         cost = "" if self.link_cpu_ns_per_byte is None else \
             f", {self.link_cpu_ns_per_byte:.3g} ns of CPU per byte of a rank's link"
+        if self.link_cpu_ns_upper is not None and self.link_cpu_ns_per_byte is not None:
+            cost += f" (the ranks' own; the host's busy time {self.link_cpu_ns_upper:.3g})"
         return (f"{self.ranks_per_host} ranks per host of {self.cores_per_host} cores "
                 f"({BUSY_THREADS_PER_RANK} busy thread per rank{cost}){uplinks}")
 

@@ -49,9 +49,13 @@ _FIGURE = re.compile(r"^\s*([-+0-9.eE]+|nan|inf|-inf)\s*(?:(?:us|µs|μs)(?:\s*/
 # ``h200`` traces carry it): the median of timed steps without the profiler.
 META_NAME = "meta.json"
 META_STEP_FIELD = "step_median_s"
-# The recording host's CPU ns per byte of a rank's link (collect/link_cost.py),
-# what scaling out to more ranks per host reads (scaleout/hosts.py).
+# The CPU ns per byte of a rank's link on the recording host
+# (collect/link_cost.py), what scaling out to more ranks per host reads
+# (scaleout/hosts.py): the ranks' own CPU (the cost the links are capped
+# with) and the host's whole busy time (the upper end of the range; the
+# only one in recordings from before the ranks' own was measured).
 META_LINK_CPU_FIELD = "host_cpu_ns_per_link_byte"
+META_RANK_LINK_CPU_FIELD = "rank_cpu_ns_per_link_byte"
 # A fit reaches the real step when the replay is within this share of it:
 # the spread of a real step's timed repeats on a quiet machine is ~1-3 %
 # (the h200 jobs: 0.6 % median absolute deviation; our 2-core CPU box more).
@@ -230,19 +234,34 @@ def meta_beside(trace_paths: Sequence[str]) -> str | None:
     return None
 
 
-def read_meta_link_cost(trace_paths: Sequence[str]) -> tuple[float, str] | None:
+class RecordedLinkCost(NamedTuple):
+    """The CPU per link byte ``collect`` measured (``META_NAME``)."""
+
+    ns_per_byte: float  # the links' cap: the ranks' own, else the host's
+    host_ns_per_byte: float | None  # the host's busy time, where both were measured
+    meta: str  # the file
+
+
+def read_meta_link_cost(trace_paths: Sequence[str]) -> RecordedLinkCost | None:
     """The recording host's CPU ns per link byte stored beside the first
-    trace that has a ``META_NAME`` (``META_LINK_CPU_FIELD``), and the file;
-    None where there is no such file or it holds no such field (recorded
-    before ``collect`` measured it, or by another tool)."""
+    trace that has a ``META_NAME`` (``META_RANK_LINK_CPU_FIELD``, else
+    ``META_LINK_CPU_FIELD``); None where there is no such file or it holds
+    neither field (recorded before ``collect`` measured it, or by another
+    tool)."""
     meta = meta_beside(trace_paths)
     if meta is None:
         return None
     doc = read_side_json(meta)
-    if not isinstance(doc, dict) or META_LINK_CPU_FIELD not in doc:
+    if not isinstance(doc, dict):
         return None
-    return read_number(doc[META_LINK_CPU_FIELD], LINK_CPU_NS, meta,
-                       f"field {META_LINK_CPU_FIELD!r} (ns per byte)"), meta
+    found = {f: read_number(doc[f], LINK_CPU_NS, meta, f"field {f!r} (ns per byte)")
+             for f in (META_RANK_LINK_CPU_FIELD, META_LINK_CPU_FIELD) if f in doc}
+    if not found:
+        return None
+    own, host = found.get(META_RANK_LINK_CPU_FIELD), found.get(META_LINK_CPU_FIELD)
+    if own is None:
+        return RecordedLinkCost(found[META_LINK_CPU_FIELD], None, meta)
+    return RecordedLinkCost(own, host, meta)
 
 
 def meta_real_step_us(meta: str) -> float:
