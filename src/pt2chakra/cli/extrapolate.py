@@ -11,6 +11,7 @@ EPILOG = """examples:
   pt2chakra extrapolate job.*.et --world-size 1024 -o out/job1024
   pt2chakra simulate out/job1024.*.et          (or: pt2chakra simulate job.*.et --world-size 1024)
   pt2chakra astra-sim out/job1024.*.et -o astra/job
+  pt2chakra extrapolate tp2.*.et --tensor-parallel 4 -o out/tp4
 """
 
 
@@ -23,8 +24,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        "process groups and collective sizes rewritten, new ranks cloned from a "
                        "representative recorded rank. See docs/SCALE_OUT.md.")
     p.add_argument("traces", nargs="+", help="every recorded rank's .et file")
-    p.add_argument("--world-size", type=options.npus, required=True, metavar="M",
-                   help="ranks of the job to write")
+    p.add_argument("--world-size", type=options.npus, metavar="M",
+                   help="ranks of the job to write (needed unless --tensor-parallel)")
+    options.add_tensor_parallel(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR/PREFIX",
                    type=options.output_prefix, help="writes PREFIX.<rank>.et for ranks 0..M-1")
     p.add_argument("--scaling", choices=["weak", "strong"], default="weak",
@@ -41,8 +43,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cmd_extrapolate(args: argparse.Namespace) -> int:
     from pt2chakra.scaleout import extrapolate
 
-    summary = extrapolate(args.traces, args.world_size, args.output, args.scaling,
-                          options.host_sharing(args), force=args.force)
+    world_size, tensor_parallel = options.target_ranks(args)
+    if world_size is None:
+        from pt2chakra.errors import InputError
+
+        raise InputError("--world-size", "required (the ranks of the job to write), unless "
+                         "--tensor-parallel gives the degree")
+    summary = extrapolate(args.traces, world_size, args.output, args.scaling,
+                          options.host_sharing(args), force=args.force,
+                          tensor_parallel=tensor_parallel)
     if args.json:
         print_json(summary)
     elif not args.quiet:

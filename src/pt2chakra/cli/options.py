@@ -257,6 +257,31 @@ def output_prefix(text: str) -> str:
 output_prefix.__name__ = "prefix"
 
 
+def add_tensor_parallel(p: argparse.ArgumentParser) -> None:
+    """``--tensor-parallel T`` (``extrapolate``, ``simulate``)."""
+    p.add_argument("--tensor-parallel", type=npus, metavar="T",
+                   help="a job of one tensor-parallel group spanning every rank (DTensor) at "
+                   "degree T: T ranks, the ops on a shard re-timed by the compute model "
+                   "fitted on the recording (inspect --compute-model), collectives timed at "
+                   "the new group size; see docs/SCALE_OUT.md")
+
+
+def target_ranks(args: argparse.Namespace) -> tuple[int | None, bool]:
+    """The ranks of the job to predict (``--world-size``, or the degree of
+    ``--tensor-parallel``: the job has that one dimension) and whether the
+    tensor-parallel degree changes; one line where the two disagree."""
+    from pt2chakra.errors import InputError
+
+    degree = getattr(args, "tensor_parallel", None)
+    if degree is None:
+        return args.world_size, False
+    if args.world_size is not None and args.world_size != degree:
+        raise InputError("--world-size", f"{args.world_size} with --tensor-parallel {degree}: "
+                         "the job's one dimension is tensor parallel, so its ranks are its "
+                         "degree (a data-parallel dimension beside it is not supported)")
+    return degree, True
+
+
 def add_force(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--force", action="store_true",
                    help=f"proceed (with a warning) when {what}")

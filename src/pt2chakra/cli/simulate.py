@@ -60,6 +60,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    "from every recorded rank's file, without writing M files (weak scaling; "
                    "collectives timed at M by --bandwidth/--latency, else by the model fitted "
                    "to the recording; see docs/SCALE_OUT.md)")
+    options.add_tensor_parallel(p)
     options.add_host_sharing(p)
     options.add_force(p, "validate finds errors in the traces or some nodes never run")
     p.set_defaults(func=_cmd_simulate)
@@ -144,7 +145,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             from pt2chakra.errors import InputError
 
             raise InputError(flag, "applies to --consumer astra-sim only")
-    if args.world_size is not None:
+    if args.world_size is not None or args.tensor_parallel is not None:
         return _cmd_world_size(args)
     host_flag = options.hosts_given(args)
     if host_flag is not None:
@@ -188,8 +189,11 @@ def _cmd_world_size(args: argparse.Namespace) -> int:
     """``--world-size M``: the distinct ranks of the M-rank job, replayed."""
     from pt2chakra.scaleout import simulate_world_size
 
-    scaled = simulate_world_size(args.traces, args.world_size, options_from(args),
-                                 hosts=options.host_sharing(args))
+    world_size, tensor_parallel = options.target_ranks(args)
+    assert world_size is not None  # one of the two options routed here
+    scaled = simulate_world_size(args.traces, world_size, options_from(args),
+                                 hosts=options.host_sharing(args),
+                                 tensor_parallel=tensor_parallel)
     run = scaled.run
     options.keep_until_exit(run)
     shown = scaled.breakdown()

@@ -452,6 +452,42 @@ def _count(e: Evidence, c: _Comm) -> None:
         e.other += 1
 
 
+class ShardedOpPairs:
+    """The sharded-op rule, one node at a time in file order: DTensor's
+    dispatch records op X with the global shapes, its ``PythonSubclass``
+    child, then X again on the local shard with smaller inputs; the local
+    op's degree is their ratio (``_shard_degree``)."""
+
+    def __init__(self) -> None:
+        self._recent: OrderedDict[int, tuple[str, tuple[str, str, str] | None]] = OrderedDict()
+        self._dispatch: OrderedDict[int, tuple[str, tuple[str, str, str] | None]] = OrderedDict()
+
+    def degree(self, node: ChakraNode) -> int:
+        """The shard's degree where ``node`` is an op run on a local shard,
+        else 1."""
+        parent = node.ctrl_deps[0] if node.ctrl_deps else -1  # -1: no node
+        degree = 1
+        if node.name == SUBCLASS_DISPATCH and parent in self._recent:
+            _remember(self._dispatch, node.id, self._recent[parent])
+        elif parent in self._dispatch:
+            name, outer = self._dispatch[parent]
+            if name == node.name:
+                degree = _shard_degree(outer, node.inputs)
+        _remember(self._recent, node.id, (node.name, node.inputs))
+        return degree
+
+
+def sharded_op_degrees(nodes: Iterable[ChakraNode]) -> dict[int, int]:
+    """Node id -> the shard's degree, for every op run on a local shard."""
+    pairs = ShardedOpPairs()
+    found = {}
+    for n in nodes:
+        degree = pairs.degree(n)
+        if degree > 1:
+            found[n.id] = degree
+    return found
+
+
 class LayoutReader:
     """One rank's layout, gathered as its nodes stream by (``add`` each in
     file order, then ``result``)."""
@@ -466,8 +502,7 @@ class LayoutReader:
         self._calls: dict[int, _Context] = {}  # c10d call nodes: their own context
         self._comms: list[_Comm] = []
         self._functional_groups: set[str] = set()
-        self._recent: OrderedDict[int, tuple[str, tuple[str, str, str] | None]] = OrderedDict()
-        self._dispatch: OrderedDict[int, tuple[str, tuple[str, str, str] | None]] = OrderedDict()
+        self._pairs = ShardedOpPairs()
         self._sharded: dict[str, Counter[int]] = {}
         self._marks: set[str] = set()
 
@@ -488,7 +523,9 @@ class LayoutReader:
             self._context[node.id] = ctx
         if own.flags & _FSDP:
             self._marks.update(m for m in (FSDP2_MARK, FSDP1_MARK) if m in node.name)
-        self._sharded_op(node)
+        degree = self._pairs.degree(node)
+        if degree > 1:
+            self._sharded.setdefault(node.name, Counter())[degree] += 1
 
     def _comm_context(self, node: ChakraNode, ctx: _Context) -> _Context:
         """A comm node recorded under no c10d call takes the context of the
@@ -521,20 +558,6 @@ class LayoutReader:
                        size if type(size) is int else 0),
             bool(ctx.flags & _BACKWARD), bool(ctx.flags & _DTENSOR), ntype,
             peer if type(peer) is int and peer >= 0 else None))
-
-    def _sharded_op(self, node: ChakraNode) -> None:
-        """DTensor's dispatch: op X, its ``PythonSubclass`` child, then X again
-        on the local shard, with smaller inputs."""
-        parent = node.ctrl_deps[0] if node.ctrl_deps else -1  # -1: no node
-        if node.name == SUBCLASS_DISPATCH and parent in self._recent:
-            _remember(self._dispatch, node.id, self._recent[parent])
-        elif parent in self._dispatch:
-            name, outer = self._dispatch[parent]
-            if name == node.name:
-                degree = _shard_degree(outer, node.inputs)
-                if degree > 1:
-                    self._sharded.setdefault(name, Counter())[degree] += 1
-        _remember(self._recent, node.id, (node.name, node.inputs))
 
     def result(self) -> RankLayout:
         evidence: dict[tuple[str, Role | None], Evidence] = {}

@@ -32,6 +32,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules.checks import refuse_unsound_files
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
+from pt2chakra.scaleout.retime import RetimeCounts, refuse_device_work, retime_rank
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,12 @@ class ExtrapolateSummary(msgspec.Struct):
     hosts: str = NO_SHARING.describe()
     cpu_stretch: float = 1.0  # factor on the recorded CPU time (hosts.py)
     uplinks: bool = False  # the hosts are joined by uplinks (hosts.py)
+    scaling: str = "weak scaling"  # what changes (ScalePlan.scaling)
+    retimed: dict[int, RetimeCounts] = {}  # recorded rank -> its sharded ops re-timed
 
     def describe(self) -> str:
         lines = [f"{self.prefix}.{{0..{self.world_size - 1}}}.et: {self.files} ranks from "
-                 f"{self.recorded_ranks} recorded ({self.job_kind}, weak scaling)"]
+                 f"{self.recorded_ranks} recorded ({self.job_kind}, {self.scaling})"]
         kept = self.kept_ranks
         lines.append(f"  ranks {kept[0]}..{kept[-1]} hold their own recorded work; "
                      + (f"ranks {len(kept)}..{self.world_size - 1} are clones of recorded "
@@ -80,6 +83,7 @@ class ExtrapolateSummary(msgspec.Struct):
         copied = sum(self.nodes_per_rank.values()) - sum(self.rescaled.values())
         lines.append(f"  copied: {copied} nodes of {len(self.nodes_per_rank)} distinct ranks "
                      "(compute, CPU time, dependencies as recorded)")
+        lines.extend(retimed_lines(self.retimed))
         if self.cpu_stretch != 1.0:
             lines.append(f"  CPU time x{self.cpu_stretch:.3g} ({self.hosts}; in the metadata)")
         if self.uplinks:
@@ -94,27 +98,60 @@ class ExtrapolateSummary(msgspec.Struct):
         return "\n".join(lines)
 
 
+# What a tensor-parallel degree change does not know to be right.
+TP_UNVALIDATED = (
+    "ops on a shard re-timed by the compute model fitted on the recording (a kind of one "
+    "recorded size in proportion to its work); DTensor's dispatch and the time between ops "
+    "kept as recorded, as at a degree of 1 where a job may not use DTensor at all",
+    "collective sizes kept as recorded (the activation all-reduce after a column- then "
+    "row-sharded pair of layers does not change with the degree), timed at the new group size",
+)
+
+
+def retimed_lines(retimed: dict[int, RetimeCounts]) -> list[str]:
+    """What re-timing the sharded ops did, per recorded rank, in words."""
+    out = []
+    for rank, c in sorted(retimed.items()):
+        assumed = (f"; {c.proportional} in proportion to their work (their kind's rate "
+                   "unknown: one size recorded)") if c.proportional else ""
+        out.append(f"  rank {rank}: {c.ops} ops on a shard re-timed by the compute model, "
+                   f"{c.recorded_us / 1e3:.1f} -> {c.retimed_us / 1e3:.1f} ms{assumed}")
+    return out
+
+
 def output_path(prefix: str, rank: int) -> str:
     return f"{prefix}.{rank}.et"
 
 
 def _scaled_rank(p: ScalePlan, source: int) -> tuple[GlobalMetadata, list[ChakraNode],
-                                                       RewriteCounts]:
+                                                       RewriteCounts, RetimeCounts | None]:
+    """One recorded rank rewritten for the M-rank job, its sharded ops
+    re-timed where the plan changes the tensor-parallel degree."""
     metadata, nodes = read_et(p.paths[source])
     new_nodes, counts = rewrite_nodes(list(nodes), p.recorded, p.target)
-    return metadata, new_nodes, counts
+    if p.tensor_parallel is None:
+        return metadata, new_nodes, counts, None
+    from pt2chakra.simulation.compute_model import fit_compute_model
+
+    refuse_device_work(new_nodes, p.paths[source])
+    fits = fit_compute_model(new_nodes).cpu
+    metadata, new_nodes, retimed = retime_rank(metadata, new_nodes, p.tensor_parallel, fits)
+    log.info("rank %d: %d sharded ops re-timed, %.0f -> %.0f us", source, retimed.ops,
+             retimed.recorded_us, retimed.retimed_us)
+    return metadata, new_nodes, counts, retimed
 
 
 def sound_plan(paths: Sequence[str | os.PathLike[str]], world_size: int, scaling: str = "weak",
-               force: bool = False) -> ScalePlan:
+               force: bool = False, tensor_parallel: bool = False) -> ScalePlan:
     """The plan of every scale-out command (``extrapolate``, ``simulate
     --world-size``, ``astra-sim --world-size``): the recorded files opened
     through the rank-set front door and what the trace cannot tell refused
     (``plan``), then the recorded ranks checked as one sound job, as
     ``simulate`` checks a set (``rules.checks.refuse_unsound_files``: ranks of
     two recordings, malformed process groups), before anything is written or
-    replayed. ``force``: proceed past the second with warnings."""
-    p = plan([os.fspath(x) for x in paths], world_size, scaling)
+    replayed. ``force``: proceed past the second with warnings;
+    ``tensor_parallel``: ``world_size`` is the new tensor-parallel degree."""
+    p = plan([os.fspath(x) for x in paths], world_size, scaling, tensor_parallel)
     recorded = sorted(p.paths)
     refuse_unsound_files([p.paths[r] for r in recorded], recorded, force)
     return p
@@ -122,14 +159,15 @@ def sound_plan(paths: Sequence[str | os.PathLike[str]], world_size: int, scaling
 
 def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
                 prefix: str | os.PathLike[str], scaling: str = "weak",
-                hosts: HostSharing = NO_SHARING, force: bool = False) -> ExtrapolateSummary:
+                hosts: HostSharing = NO_SHARING, force: bool = False,
+                tensor_parallel: bool = False) -> ExtrapolateSummary:
     """Write ``<prefix>.<rank>.et`` for ranks 0..world_size-1 (all or
     nothing); refuses in one ``InputError`` what the trace cannot tell, and a
     recorded set that is not one sound job (``sound_plan``, unless ``force``).
     ``hosts``: the ranks' hosts (the recorded and the new job's alike)."""
     prefix = os.fspath(prefix)
     names = [os.fspath(x) for x in paths]
-    p = sound_plan(names, world_size, scaling, force)
+    p = sound_plan(names, world_size, scaling, force, tensor_parallel)
     hosts = with_recorded_link_cost(hosts, names)
     folder = os.path.dirname(prefix) or "."
     if not os.path.isdir(folder):
@@ -139,10 +177,13 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         refuse_overwriting_inputs(output_path(prefix, r), inputs)
     nodes_per: dict[int, int] = {}
     rescaled: dict[int, int] = {}
+    retimed_per: dict[int, RetimeCounts] = {}
     groups = 0
     with StagedOutputs() as staged:
         for source in sorted(set(p.sources)):
-            metadata, nodes, counts = _scaled_rank(p, source)
+            metadata, nodes, counts, retimed = _scaled_rank(p, source)
+            if retimed is not None:
+                retimed_per[source] = retimed
             encoded = [encode_node(n) for n in nodes]
             del nodes
             nodes_per[source], rescaled[source] = len(encoded), counts.rescaled
@@ -156,9 +197,9 @@ def extrapolate(paths: Sequence[str | os.PathLike[str]], world_size: int,
         recorded_ranks=p.recorded, world_size=world_size, job_kind=p.job_kind,
         representative=p.representative, kept_ranks=kept, files=world_size,
         nodes_per_rank=nodes_per, rescaled=rescaled, groups_rewritten=groups, rules=p.rules,
-        unvalidated=list(UNVALIDATED), prefix=prefix, hosts=describe_hosts(hosts, world_size),
+        unvalidated=list(TP_UNVALIDATED if tensor_parallel else UNVALIDATED), prefix=prefix, hosts=describe_hosts(hosts, world_size),
         cpu_stretch=hosts.cpu_stretch(p.recorded, world_size),
-        uplinks=hosts.uplink_gbps is not None)
+        uplinks=hosts.uplink_gbps is not None, scaling=p.scaling(), retimed=retimed_per)
 
 
 def with_recorded_link_cost(hosts: HostSharing, paths: Sequence[str]) -> HostSharing:
@@ -228,6 +269,7 @@ class WorldSizeRun(NamedTuple):
     options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
     hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
     given: SimulationOptions | None = None  # as the caller gave them
+    retimed: dict[int, RetimeCounts] = {}  # recorded rank -> its sharded ops re-timed
 
     def breakdown(self) -> ScaleBreakdown:
         """Where the M-rank step's time goes (what ``simulate --world-size``
@@ -235,7 +277,8 @@ class WorldSizeRun(NamedTuple):
         from pt2chakra.scaleout.breakdown import breakdown
 
         return breakdown(self.plan, self.run, self.options, self.assumed_range(),
-                         describe_hosts(self.hosts, self.plan.target), self.link_cost_range())
+                         describe_hosts(self.hosts, self.plan.target), self.link_cost_range(),
+                         retimed_lines(self.retimed))
 
     def link_cost_range(self) -> tuple[float, float] | None:
         """The M-rank step with the link CPU cost over its measured range
@@ -245,8 +288,9 @@ class WorldSizeRun(NamedTuple):
         if upper is None:
             return None
         paths = [self.plan.paths[r] for r in sorted(self.plan.paths)]
-        high = simulate_world_size(paths, self.plan.target, self.given,
-                                   upper).run.result.predicted_step_us
+        high = simulate_world_size(paths, self.plan.target, self.given, upper,
+                                   self.plan.tensor_parallel is not None,
+                                   ).run.result.predicted_step_us
         low = self.run.result.predicted_step_us
         return min(low, high), max(low, high)
 
@@ -268,7 +312,8 @@ class WorldSizeRun(NamedTuple):
 
 def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int,
                         options: SimulationOptions | None = None,
-                        hosts: HostSharing = NO_SHARING) -> WorldSizeRun:
+                        hosts: HostSharing = NO_SHARING,
+                        tensor_parallel: bool = False) -> WorldSizeRun:
     """``simulate --world-size M``: the step of the data-parallel job recorded
     in ``paths`` scaled out (or in) to ``world_size`` ranks, replayed from its
     distinct ranks without writing the M files (weak scaling; collectives
@@ -279,10 +324,11 @@ def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int
     from pt2chakra.simulation import SimulationOptions, recorded_figure, simulate_graphs_run
 
     given, recorded = recorded_figure(paths, options or SimulationOptions())
-    scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force)
+    scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force,
+                           tensor_parallel=tensor_parallel)
     replayed = given.scaled_out(scaled.graphs)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, replayed, recorded)
-    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts, given)
+    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts, given, scaled.retimed)
 
 
 class ScaledGraphs(msgspec.Struct):
@@ -295,19 +341,23 @@ class ScaledGraphs(msgspec.Struct):
     sources: list[str]  # a label per graph
     graphs: list[tuple[GlobalMetadata, list[ChakraNode]]]
     hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
+    retimed: dict[int, RetimeCounts] = {}  # recorded rank -> its sharded ops re-timed
 
 
 def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
                   scaling: str = "weak", hosts: HostSharing = NO_SHARING,
-                  force: bool = False) -> ScaledGraphs:
+                  force: bool = False, tensor_parallel: bool = False) -> ScaledGraphs:
     """The distinct ranks of the ``world_size``-rank job (see ScaledGraphs);
     the recorded set checked first (``sound_plan``, unless ``force``)."""
-    p = sound_plan(paths, world_size, scaling, force)
+    p = sound_plan(paths, world_size, scaling, force, tensor_parallel)
     hosts = with_recorded_link_cost(hosts, [os.fspath(x) for x in paths])
+    retimed_per: dict[int, RetimeCounts] = {}
     graphs = []
     labels = []
     for r in range(min(p.recorded, world_size)):
-        metadata, nodes, _ = _scaled_rank(p, r)
+        metadata, nodes, _, retimed = _scaled_rank(p, r)
+        if retimed is not None:
+            retimed_per[r] = retimed
         graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target, hosts), nodes))
         labels.append(p.paths[r])
-    return ScaledGraphs(p, labels, graphs, hosts)
+    return ScaledGraphs(p, labels, graphs, hosts, retimed_per)

@@ -18,6 +18,7 @@ model (a switch without contention), so clones do not share bandwidth.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import msgspec
 
@@ -65,6 +66,8 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
     # The step over the latency the fit assumed (None: it assumed nothing)
     assumed_range_us: tuple[float, float] | None = None
     hosts: str = ""  # the hosts the M ranks run on, in words (empty: not described)
+    scaling: str = "weak scaling"  # what changes (ScalePlan.scaling)
+    retimed: list[str] = []  # what re-timing the ops on a shard did, in words
     # The step over the link CPU cost's measured range (None: no range)
     link_cost_range_us: tuple[float, float] | None = None
 
@@ -72,10 +75,11 @@ class ScaleBreakdown(msgspec.Struct, frozen=True):
         n, m = self.recorded_ranks, self.world_size
         change = (self.predicted_step_us / self.recorded_step_us - 1) * 100 \
             if self.recorded_step_us > 0 else math.nan
-        lines = ["", f"scale-out: {m} ranks from {n} recorded ({self.job_kind}, weak scaling)",
+        lines = ["", f"scale-out: {m} ranks from {n} recorded ({self.job_kind}, {self.scaling})",
                  f"  predicted step at {m} ranks: {self.predicted_step_us:.0f} us; recorded at "
                  f"{n}: {self.recorded_step_us:.0f} us (the naive copy), {change:+.1f} %",
                  f"  {self.clones}"]
+        lines.extend(self.retimed)
         if self.network_model:
             lines.append(f"  network: {self.network_model}")
         if self.hosts:
@@ -123,10 +127,20 @@ def timed_by(row: CollectiveRow, ranks: int, options: SimulationOptions) -> str:
             f"per link; {source}")
 
 
+def recorded_step_us(plan: ScalePlan, run: SimulationRun) -> float:
+    """The step recorded at N: the replay's measured step, except where the
+    plan re-timed the ops (a tensor-parallel degree change moves each
+    rank's step window with its clock): then the recorded window's."""
+    if plan.tensor_parallel is not None and plan.recorded_step_us is not None:
+        return plan.recorded_step_us
+    return run.result.measured_step_us
+
+
 def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
               assumed_range_us: tuple[float, float] | None = None,
               hosts: str = "",
-              link_cost_range_us: tuple[float, float] | None = None) -> ScaleBreakdown:
+              link_cost_range_us: tuple[float, float] | None = None,
+              retimed: Sequence[str] = ()) -> ScaleBreakdown:
     """The breakdown of a ``simulate --world-size`` run (``options`` as
     replayed: ``SimulationOptions.scaled_out``)."""
     rows = collective_rows(run.simulator, run.schedule, options.base_config().link_streams())
@@ -137,12 +151,12 @@ def breakdown(plan: ScalePlan, run: SimulationRun, options: SimulationOptions,
     return ScaleBreakdown(
         recorded_ranks=plan.recorded, world_size=plan.target, job_kind=plan.job_kind,
         representative=plan.representative, predicted_step_us=run.result.predicted_step_us,
-        recorded_step_us=run.result.measured_step_us,
+        recorded_step_us=recorded_step_us(plan, run),
         critical_path_us=dict(cp.by_node_type) if cp else {},
         network_model=run.result.network_model,
         collectives=[CollectiveAtScale(r.name, r.what, r.size_bytes, plan.target,
                                        r.simulated_us, r.critical,
                                        timed_by(r, plan.target, options)) for r in rows],
         clones=clones, assumed_range_us=assumed_range_us, hosts=hosts,
-        link_cost_range_us=link_cost_range_us)
+        link_cost_range_us=link_cost_range_us, scaling=plan.scaling(), retimed=list(retimed))
 

@@ -36,6 +36,8 @@ from pt2chakra.rules.layout import (
     Role,
     job_layout,
 )
+from pt2chakra.scaleout.retime import OPTION as RETIME_OPTION
+from pt2chakra.scaleout.retime import TensorParallelChange
 from pt2chakra.scaleout.rules import SizeRule, comm_type_of, issuing_calls, size_rule
 
 # The largest target world size: the generated-trace limit of the CLI (--npus).
@@ -43,6 +45,7 @@ MAX_WORLD_SIZE = 65536
 
 # Job kinds.
 DDP, FSDP1, FSDP2, SHARDED = "data parallel (replicated)", "FSDP1", "FSDP2", "sharded (ZeRO/FSDP)"
+TENSOR_PARALLEL = "tensor parallel"
 
 
 class CommFact(NamedTuple):
@@ -79,6 +82,16 @@ class ScalePlan(NamedTuple):
     job_kind: str
     rules: dict[str, int]  # "<collective> <rule>" -> count on the representative
     layout: str = ""  # the recorded job's layout in one line (rules/layout.py)
+    # A change of the tensor-parallel degree (None: data-parallel scale-out)
+    tensor_parallel: TensorParallelChange | None = None
+    # The recorded step (the slowest rank's window; None: no window recorded)
+    recorded_step_us: float | None = None
+
+    def scaling(self) -> str:
+        """What changes, in words (the summaries' heads)."""
+        if self.tensor_parallel is not None:
+            return f"tensor parallel {self.recorded} -> {self.target}"
+        return "weak scaling"
 
     def targets_of(self, source: int) -> list[int]:
         return [r for r, s in enumerate(self.sources) if s == source]
@@ -139,6 +152,20 @@ def _refuse_layout(facts: Sequence[RankFacts]) -> Layout:
     raise InputError(where, f"{layout.describe()}: {why}; only data-parallel jobs scale out")
 
 
+def _tensor_parallel_layout(facts: Sequence[RankFacts]) -> Layout:
+    """A degree change needs a job of one dimension, tensor parallel, its
+    group spanning every rank (a data or pipeline dimension beside it would
+    need its groups rebuilt): anything else in one line."""
+    layout = job_layout([f.layout for f in facts], len(facts))
+    roles = list(layout.non_data_roles()) + ([Role.DATA] if layout.groups_of(Role.DATA)
+                                                    else [])
+    if roles != [Role.TENSOR] or layout.tp != len(facts):
+        raise InputError(facts[0].path, f"{layout.describe()}: {RETIME_OPTION} changes a job "
+                         "of one tensor-parallel group spanning every rank (DTensor), no other "
+                         "dimension")
+    return layout
+
+
 def _group_size(facts: Sequence[RankFacts], pg: str, users: int) -> int:
     sizes = [f.groups[pg].size for f in facts if pg in f.groups and f.groups[pg].size > 0]
     return max(sizes) if sizes else users
@@ -196,9 +223,11 @@ def representative(facts: Sequence[RankFacts]) -> int:
 
 
 def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "weak",
-         ) -> ScalePlan:
+         tensor_parallel: bool = False) -> ScalePlan:
     """Check the recorded job and plan its scale-out to ``target`` ranks
-    (``InputError`` for everything the trace cannot tell)."""
+    (``InputError`` for everything the trace cannot tell); with
+    ``tensor_parallel``, a job whose tensor-parallel group spans every rank
+    taken to degree ``target`` instead."""
     names = [os.fspath(p) for p in paths]
     if not names:
         raise InputError("extrapolate", "no .et file given")
@@ -220,7 +249,7 @@ def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "w
         if f.world_size and f.world_size != n:
             raise InputError(f.path, f"world_size {f.world_size} in its metadata but {n} rank "
                              "files given: give every recorded rank")
-    layout = _refuse_layout(facts)
+    layout = _tensor_parallel_layout(facts) if tensor_parallel else _refuse_layout(facts)
     if not any(f.comms for f in facts) and n > 1:
         raise InputError(facts[0].path, "no collective: nothing says the ranks are "
                          "data-parallel replicas")
@@ -230,8 +259,11 @@ def plan(paths: Sequence[str | os.PathLike[str]], target: int, scaling: str = "w
     rules: Counter[str] = Counter()
     for c in facts[rep].comms:
         rules[f"{_type_name(c.comm_type)} ({c.call or 'call unknown'}): {c.rule.value}"] += 1
-    return ScalePlan(n, target, {f.rank: f.path for f in facts}, sources, rep, kind, dict(rules),
-                     layout.describe())
+    change = TensorParallelChange(n, target) if tensor_parallel else None
+    return ScalePlan(n, target, {f.rank: f.path for f in facts}, sources, rep,
+                     TENSOR_PARALLEL if tensor_parallel else kind, dict(rules),
+                     layout.describe(), change,
+                     max((f.step_us for f in facts if f.step_us is not None), default=None))
 
 
 def _type_name(comm_type: int) -> str:
