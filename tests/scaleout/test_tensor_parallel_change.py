@@ -156,3 +156,10 @@ def test_ops_on_other_threads_keep_their_time() -> None:
     _md, out, _c = retime_rank(md, [*nodes, other], TensorParallelChange(2, 4),
                                fit_compute_model(nodes).cpu)
     assert out[-1] == other
+
+
+def test_astra_sim_writes_the_job_at_the_new_degree(tmp_path: Path) -> None:
+    ranks = write_layout_job(tmp_path / "rec", "tp", 2)
+    proc = run_cli("astra-sim", *ranks, "--tensor-parallel", "4", "-o", tmp_path / "astra" / "job")
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "astra").glob("job.*.et"))) == 4

@@ -189,6 +189,7 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         for flag, given in (("input", args.input), ("-o", args.output),
                             ("--topology", args.topology), ("--bandwidth", args.bandwidth),
                             ("--latency", args.latency), ("--world-size", args.world_size),
+                            ("--tensor-parallel", args.tensor_parallel),
                             ("--slow-rank", args.slow_rank), (host_flag or "", host_flag)):
             if given:
                 raise InputError(flag, "not with --check (it runs the job as written)")
@@ -201,18 +202,20 @@ def _cmd_astra_sim(args: argparse.Namespace) -> int:
         raise InputError("astra-sim", "needs the .et files (one per rank) and -o DIR/job, "
                          "or --check DIR/job")
     choice = NetworkChoice(args.topology, args.bandwidth, args.latency)
-    if args.world_size is not None and args.slow_rank is not None:
+    world_size, tensor_parallel = options.target_ranks(args)
+    if world_size is not None and args.slow_rank is not None:
         raise InputError("--slow-rank", "applies at the recorded scale (a scaled-out job's "
                          "clones are not one rank each)")
-    if args.world_size is not None:
+    if world_size is not None:
         from pt2chakra.scaleout import extrapolated_job
 
         check_job_outputs(args.input, args.output)  # the job is written from scratch copies
-        job = extrapolated_job(args.input, args.world_size, args.output,
+        job = extrapolated_job(args.input, world_size, args.output,
                                lambda files, predicted: write_job(
                                    files, args.output, cpu=args.cpu, choice=choice,
                                    force=args.force, predicted_step_us=predicted),
-                               hosts=options.host_sharing(args), force=args.force)
+                               hosts=options.host_sharing(args), force=args.force,
+                               tensor_parallel=tensor_parallel)
     else:
         if host_flag is not None:
             raise InputError(host_flag, "applies with --world-size (the recorded scale holds "
@@ -375,6 +378,7 @@ def _add_astra_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("--world-size", type=options.npus, metavar="M",
                    help="the job of the data-parallel recording scaled out to M ranks "
                    "(pt2chakra extrapolate, then this command; docs/SCALE_OUT.md)")
+    options.add_tensor_parallel(p)
     options.add_host_sharing(p)
     p.add_argument("--slow-rank", type=options.slow_rank, metavar="RANK:cpu=F,link=G",
                    help="the job with one rank slowed, as simulate --slow-rank replays it: "

@@ -235,29 +235,33 @@ _Job = TypeVar("_Job")
 def extrapolated_job(paths: Sequence[str | os.PathLike[str]], world_size: int,
                      prefix: str | os.PathLike[str],
                      write: Callable[[list[str], float], _Job],
-                     hosts: HostSharing = NO_SHARING, force: bool = False) -> _Job:
+                     hosts: HostSharing = NO_SHARING, force: bool = False,
+                     tensor_parallel: bool = False) -> _Job:
     """``astra-sim --world-size``: the M-rank files in a scratch folder beside
     the output (removed after), handed to ``write`` (the job writer) with our
     prediction of the M-rank step (``simulate --world-size``). The recorded
     set is checked first (``sound_plan``): nothing is written for a set that
-    is not one sound job, unless ``force``."""
+    is not one sound job, unless ``force``; ``tensor_parallel``: ``world_size``
+    is the new tensor-parallel degree."""
     hosts = with_recorded_link_cost(hosts, [os.fspath(x) for x in paths])  # read once
-    predicted = predicted_step_us(paths, world_size, hosts, force)
+    predicted = predicted_step_us(paths, world_size, hosts, force, tensor_parallel)
     folder = Path(os.fspath(prefix)).parent
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".scaleout-", dir=folder) as scratch:
-        extrapolate(paths, world_size, os.path.join(scratch, "rank"), hosts=hosts, force=force)
+        extrapolate(paths, world_size, os.path.join(scratch, "rank"), hosts=hosts, force=force,
+                    tensor_parallel=tensor_parallel)
         return write([output_path(os.path.join(scratch, "rank"), r) for r in range(world_size)],
                      predicted)
 
 
 def predicted_step_us(paths: Sequence[str | os.PathLike[str]], world_size: int,
-                      hosts: HostSharing = NO_SHARING, force: bool = False) -> float:
+                      hosts: HostSharing = NO_SHARING, force: bool = False,
+                      tensor_parallel: bool = False) -> float:
     """``simulate --world-size``'s step with its defaults (the calibrated network)."""
     from pt2chakra.simulation import SimulationOptions
 
-    return simulate_world_size(paths, world_size, SimulationOptions(force=force),
-                               hosts).run.result.predicted_step_us
+    return simulate_world_size(paths, world_size, SimulationOptions(force=force), hosts,
+                               tensor_parallel).run.result.predicted_step_us
 
 
 class WorldSizeRun(NamedTuple):
