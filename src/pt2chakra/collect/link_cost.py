@@ -22,7 +22,8 @@ over the bytes its ranks' links carried (the median of the windows):
   busy time per byte at saturation (12.1-12.8 ns at 200 Mbit/s, 11.2-12.3 at
   400) was the ranks' own CPU per byte measured where cores were free
   (11-13.9 and 11.1-12.5), where the host's busy time read 13-17 and 14-15.
-  That is an observation on one machine, not a law: the prediction states
+  In a full bench run the ranks' own read 10-20 % above the saturated
+  host's: an observation on one machine, not a law; the prediction states
   its range over the two costs.
 * the host's busy time (``/proc/stat``, less the idle host's): every CPU
   the links took, including the kernel's work outside the ranks, and any
