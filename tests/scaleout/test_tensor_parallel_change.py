@@ -26,7 +26,7 @@ from pt2chakra.scaleout.retime import (
     retime_rank,
     time_factor,
 )
-from pt2chakra.simulation.compute_model import KindFit, fit_compute_model
+from pt2chakra.simulation.compute_model import KindFit
 
 
 def _rank(world: int, r: int = 0) -> tuple[GlobalMetadata, list[ChakraNode]]:
@@ -60,8 +60,7 @@ def test_a_thread_clock_keeps_order_and_moves_time_only_inside_the_spans(
 @given(st.sampled_from([2, 4, 8]))
 def test_the_recorded_degree_gives_the_recordings_nodes_back(world: int) -> None:
     md, nodes = _rank(world)
-    fits = fit_compute_model(nodes).cpu
-    new_md, out, counts = retime_rank(md, nodes, TensorParallelChange(world, world), fits)
+    new_md, out, counts = retime_rank(md, nodes, TensorParallelChange(world, world), "tp.et")
     assert out == nodes and new_md == md
     assert counts.ops == 1 and counts.retimed_us == counts.recorded_us
 
@@ -69,8 +68,7 @@ def test_the_recorded_degree_gives_the_recordings_nodes_back(world: int) -> None
 def test_a_shard_twice_as_large_takes_twice_as_long_and_the_thread_moves_on() -> None:
     md, nodes = _rank(4)
     local = _local_addmm(nodes)
-    fits = fit_compute_model(nodes).cpu
-    _md, out, counts = retime_rank(md, nodes, TensorParallelChange(4, 2), fits)
+    _md, out, counts = retime_rank(md, nodes, TensorParallelChange(4, 2), "tp.et")
     by_id = {n.id: n for n in out}
     grown = by_id[local.id]
     assert grown.start_time_micros == local.start_time_micros
@@ -153,8 +151,7 @@ def test_ops_on_other_threads_keep_their_time() -> None:
     md, nodes = _rank(2)
     other = node(len(nodes) + 1, name="aten::add_", start=nodes[-1].start_time_micros + 50,
                  dur=7, attrs=cpu_attrs(tid=9))
-    _md, out, _c = retime_rank(md, [*nodes, other], TensorParallelChange(2, 4),
-                               fit_compute_model(nodes).cpu)
+    _md, out, _c = retime_rank(md, [*nodes, other], TensorParallelChange(2, 4), "tp.et")
     assert out[-1] == other
 
 

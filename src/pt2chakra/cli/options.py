@@ -272,7 +272,7 @@ def target_ranks(args: argparse.Namespace) -> tuple[int | None, bool]:
     tensor-parallel degree changes; one line where the two disagree."""
     from pt2chakra.errors import InputError
 
-    degree = getattr(args, "tensor_parallel", None)
+    degree = args.tensor_parallel
     if degree is None:
         return args.world_size, False
     if args.world_size is not None and args.world_size != degree:

@@ -37,7 +37,7 @@ import resource
 import socket
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from pt2chakra.chakra.records import CollectiveType
@@ -162,24 +162,27 @@ def cost_per_byte(measured: Sequence[tuple[str, float | None]], per_link: float)
     """ns of host CPU per byte of one rank's link: per host, its busy seconds
     (every rank on it measured the same host: their median) over its ranks'
     link bytes; the median over the hosts."""
-    hosts: dict[str, list[float]] = {}
-    for host, busy in measured:
-        if busy is None:
-            return None
-        hosts.setdefault(host, []).append(busy)
-    costs = [statistics.median(b) / (len(b) * per_link) * 1e9 for b in hosts.values()]
-    positive = [c for c in costs if c > 0]
-    return statistics.median(positive) if positive else None
+    if any(busy is None for _host, busy in measured):
+        return None
+    return _median_over_hosts([(h, b) for h, b in measured if b is not None], per_link,
+                              statistics.median)
 
 
 def own_cost_per_byte(measured: Sequence[tuple[str, float]], per_link: float) -> float | None:
     """ns of the ranks' own CPU per byte of one rank's link: per host, the
     sum of its ranks' CPU seconds (each measured its own process) over their
     link bytes; the median over the hosts. None: nothing seen."""
+    return _median_over_hosts(measured, per_link, sum)
+
+
+def _median_over_hosts(measured: Sequence[tuple[str, float]], per_link: float,
+                       host_seconds: Callable[[list[float]], float]) -> float | None:
+    """Per host, ``host_seconds`` of its ranks' measurements over its ranks'
+    link bytes (ns per byte); the median of the hosts' positive costs."""
     hosts: dict[str, list[float]] = {}
-    for host, own in measured:
-        hosts.setdefault(host, []).append(own)
-    costs = [sum(o) / (len(o) * per_link) * 1e9 for o in hosts.values()]
+    for host, seconds in measured:
+        hosts.setdefault(host, []).append(seconds)
+    costs = [host_seconds(s) / (len(s) * per_link) * 1e9 for s in hosts.values()]
     positive = [c for c in costs if c > 0]
     return statistics.median(positive) if positive else None
 

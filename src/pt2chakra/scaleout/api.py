@@ -32,7 +32,7 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules.checks import refuse_unsound_files
 from pt2chakra.scaleout.hosts import NO_SHARING, HostSharing
 from pt2chakra.scaleout.plan import ScalePlan, plan
-from pt2chakra.scaleout.retime import RetimeCounts, refuse_device_work, retime_rank
+from pt2chakra.scaleout.retime import RetimeCounts, retime_rank
 from pt2chakra.scaleout.rewrite import RewriteCounts, rank_metadata, rewrite_nodes
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:  # the simulator is imported on first use: extrapolate needs none of it
     from pt2chakra.scaleout.breakdown import ScaleBreakdown
     from pt2chakra.simulation import SimulationOptions, SimulationRun
+    from pt2chakra.simulation.results import ProfilerOverhead
 
 # What extrapolate does not know to be right: listed in every summary.
 UNVALIDATED = (
@@ -131,11 +132,8 @@ def _scaled_rank(p: ScalePlan, source: int) -> tuple[GlobalMetadata, list[Chakra
     new_nodes, counts = rewrite_nodes(list(nodes), p.recorded, p.target)
     if p.tensor_parallel is None:
         return metadata, new_nodes, counts, None
-    from pt2chakra.simulation.compute_model import fit_compute_model
-
-    refuse_device_work(new_nodes, p.paths[source])
-    fits = fit_compute_model(new_nodes).cpu
-    metadata, new_nodes, retimed = retime_rank(metadata, new_nodes, p.tensor_parallel, fits)
+    metadata, new_nodes, retimed = retime_rank(metadata, new_nodes, p.tensor_parallel,
+                                               p.paths[source])
     log.info("rank %d: %d sharded ops re-timed, %.0f -> %.0f us", source, retimed.ops,
              retimed.recorded_us, retimed.retimed_us)
     return metadata, new_nodes, counts, retimed
@@ -272,8 +270,11 @@ class WorldSizeRun(NamedTuple):
     run: SimulationRun
     options: SimulationOptions  # as replayed: SimulationOptions.scaled_out
     hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
+    # What was replayed, and how, for a replay of the same graphs on other
+    # hosts (link_cost_range): None where the run was not built here.
+    scaled: ScaledGraphs | None = None
     given: SimulationOptions | None = None  # as the caller gave them
-    retimed: dict[int, RetimeCounts] = {}  # recorded rank -> its sharded ops re-timed
+    recorded: ProfilerOverhead | None = None  # recorded_figure's, on the recorded ranks
 
     def breakdown(self) -> ScaleBreakdown:
         """Where the M-rank step's time goes (what ``simulate --world-size``
@@ -282,19 +283,17 @@ class WorldSizeRun(NamedTuple):
 
         return breakdown(self.plan, self.run, self.options, self.assumed_range(),
                          describe_hosts(self.hosts, self.plan.target), self.link_cost_range(),
-                         retimed_lines(self.retimed))
+                         retimed_lines(self.scaled.retimed if self.scaled else {}))
 
     def link_cost_range(self) -> tuple[float, float] | None:
         """The M-rank step with the link CPU cost over its measured range
         (the ranks' own CPU to the host's busy time per byte, as
         ``collect`` measured them); None where no range was measured."""
         upper = self.hosts.at_upper_link_cost()
-        if upper is None:
+        if upper is None or self.scaled is None or self.given is None:
             return None
-        paths = [self.plan.paths[r] for r in sorted(self.plan.paths)]
-        high = simulate_world_size(paths, self.plan.target, self.given, upper,
-                                   self.plan.tensor_parallel is not None,
-                                   ).run.result.predicted_step_us
+        high = _replayed(self.scaled.on_hosts(upper), self.given,
+                         self.recorded).run.result.predicted_step_us
         low = self.run.result.predicted_step_us
         return min(low, high), max(low, high)
 
@@ -325,14 +324,22 @@ def simulate_world_size(paths: Sequence[str | os.PathLike[str]], world_size: int
     recording; ``hosts``: how the M ranks share hosts). ``options.write_et``
     is refused (``extrapolate`` writes the M-rank files); ``options.force``
     also lets a set through that is not one sound job."""
-    from pt2chakra.simulation import SimulationOptions, recorded_figure, simulate_graphs_run
+    from pt2chakra.simulation import SimulationOptions, recorded_figure
 
     given, recorded = recorded_figure(paths, options or SimulationOptions())
     scaled = scaled_graphs(paths, world_size, hosts=hosts, force=given.force,
                            tensor_parallel=tensor_parallel)
+    return _replayed(scaled, given, recorded)
+
+
+def _replayed(scaled: ScaledGraphs, given: SimulationOptions,
+              recorded: ProfilerOverhead | None) -> WorldSizeRun:
+    """The replay of ``scaled``'s graphs (``simulate_world_size``'s last step)."""
+    from pt2chakra.simulation import simulate_graphs_run
+
     replayed = given.scaled_out(scaled.graphs)
     run = simulate_graphs_run(scaled.sources, scaled.graphs, replayed, recorded)
-    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts, given, scaled.retimed)
+    return WorldSizeRun(scaled.plan, run, replayed, scaled.hosts, scaled, given, recorded)
 
 
 class ScaledGraphs(msgspec.Struct):
@@ -346,6 +353,16 @@ class ScaledGraphs(msgspec.Struct):
     graphs: list[tuple[GlobalMetadata, list[ChakraNode]]]
     hosts: HostSharing = NO_SHARING  # as applied (with the recorded link cost)
     retimed: dict[int, RetimeCounts] = {}  # recorded rank -> its sharded ops re-timed
+    # Each graph's metadata before the hosts were written into it (on_hosts)
+    rewritten: list[GlobalMetadata] = []
+
+    def on_hosts(self, hosts: HostSharing) -> ScaledGraphs:
+        """The same graphs with the metadata of other hosts (the nodes shared)."""
+        p = self.plan
+        graphs = [(rank_metadata(md, r, r, p.recorded, p.target, hosts), nodes)
+                  for r, (md, (_old, nodes)) in enumerate(zip(self.rewritten, self.graphs,
+                                                              strict=True))]
+        return msgspec.structs.replace(self, graphs=graphs, hosts=hosts)
 
 
 def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
@@ -356,12 +373,14 @@ def scaled_graphs(paths: Sequence[str | os.PathLike[str]], world_size: int,
     p = sound_plan(paths, world_size, scaling, force, tensor_parallel)
     hosts = with_recorded_link_cost(hosts, [os.fspath(x) for x in paths])
     retimed_per: dict[int, RetimeCounts] = {}
+    rewritten = []
     graphs = []
     labels = []
     for r in range(min(p.recorded, world_size)):
         metadata, nodes, _, retimed = _scaled_rank(p, r)
         if retimed is not None:
             retimed_per[r] = retimed
+        rewritten.append(metadata)
         graphs.append((rank_metadata(metadata, r, r, p.recorded, p.target, hosts), nodes))
         labels.append(p.paths[r])
-    return ScaledGraphs(p, labels, graphs, hosts, retimed_per)
+    return ScaledGraphs(p, labels, graphs, hosts, retimed_per, rewritten)

@@ -23,7 +23,7 @@ the most re-timed time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import msgspec
@@ -33,12 +33,13 @@ from pt2chakra.errors import InputError
 from pt2chakra.rules.conventions import (
     CPU_LANE,
     INCLUSIVE_ATTR,
+    Lane,
     inclusive_micros,
     is_gpu,
     lane_of,
 )
 from pt2chakra.rules.layout import sharded_op_degrees
-from pt2chakra.simulation.compute_model import ELEMENTWISE, KindFit, TimeFits, op_work
+from pt2chakra.simulation.compute_model import ELEMENTWISE, KindFit, fit_compute_model, op_work
 
 # The options' words, in every one-line refusal.
 OPTION = "--tensor-parallel"
@@ -99,10 +100,11 @@ class ThreadClock:
         return -sum((s.factor - 1.0) * (s.end - s.start) for s in self._spans)
 
 
-def refuse_device_work(nodes: Iterable[ChakraNode], where: str) -> None:
+def refuse_device_work(nodes: Sequence[ChakraNode], attrs: Sequence[Mapping[str, object]],
+                       where: str) -> None:
     """Device kernels would need their own re-timing (not built): one line."""
-    for n in nodes:
-        if int(n.type) not in _COMM_TYPES and is_gpu(attr_dict(n.attrs)):
+    for n, a in zip(nodes, attrs, strict=True):
+        if int(n.type) not in _COMM_TYPES and is_gpu(a):
             raise InputError(where, f"{OPTION}: node {n.id} ({n.name[:60]}) runs on a device; "
                              "re-timing device kernels by their shard is not built (CPU "
                              "recordings only)")
@@ -121,13 +123,16 @@ def time_factor(fit: KindFit | None, units: float, work_factor: float) -> tuple[
 
 
 def retime_rank(metadata: GlobalMetadata, nodes: Sequence[ChakraNode],
-                change: TensorParallelChange, fits: TimeFits,
+                change: TensorParallelChange, where: str,
                 ) -> tuple[GlobalMetadata, list[ChakraNode], RetimeCounts]:
     """One rank's nodes (and its step window) with its sharded ops re-timed
-    at ``change.target``; ``fits``: the CPU side of its compute model."""
+    at ``change.target`` by the CPU side of its compute model; ``where``
+    (the rank's file) names it in the refusal of device kernels."""
     attrs = [attr_dict(n.attrs) for n in nodes]
+    refuse_device_work(nodes, attrs, where)
+    fits = fit_compute_model(nodes).cpu
     lanes = [lane_of(int(n.type), a) for n, a in zip(nodes, attrs, strict=True)]
-    found = _sharded_spans(nodes, attrs, change, {k.kind: k for k in fits.kinds})
+    found = _sharded_spans(nodes, attrs, lanes, change, {k.kind: k for k in fits.kinds})
     clocks: dict[object, ThreadClock] = {}
     ops = proportional = 0
     recorded_us = retimed_us = 0.0
@@ -147,14 +152,15 @@ def retime_rank(metadata: GlobalMetadata, nodes: Sequence[ChakraNode],
 
 
 def _sharded_spans(nodes: Sequence[ChakraNode], attrs: Sequence[dict[str, object]],
-                   change: TensorParallelChange, kinds: dict[str, KindFit],
+                   lanes: Sequence[Lane], change: TensorParallelChange,
+                   kinds: dict[str, KindFit],
                    ) -> dict[object, list[tuple[_Span, bool]]]:
     """Per thread, the spans of the ops run on a shard of the recorded
     degree that do work, each with its time factor and whether the factor
     was the work's (no rate for its kind)."""
     degrees = sharded_op_degrees(nodes)
     spans: dict[object, list[tuple[_Span, bool]]] = {}
-    for n, a in zip(nodes, attrs, strict=True):
+    for n, a, lane in zip(nodes, attrs, lanes, strict=True):
         if degrees.get(n.id) != change.recorded or is_gpu(a):
             continue
         work = op_work(n.name, n.inputs[1] if n.inputs is not None else None)
@@ -164,7 +170,7 @@ def _sharded_spans(nodes: Sequence[ChakraNode], attrs: Sequence[dict[str, object
                                       work.units, change.work_factor())
         start = float(n.start_time_micros)
         span = _Span(start, start + inclusive_micros(n, a), factor)
-        spans.setdefault(lane_of(int(n.type), a).key, []).append((span, assumed))
+        spans.setdefault(lane.key, []).append((span, assumed))
     return spans
 
 
